@@ -1,0 +1,134 @@
+package ledgerdb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AuditReport is the result of replaying one account's ledger.
+type AuditReport struct {
+	// AccountID is the audited account.
+	AccountID string
+	// Balance is the account's stored balance.
+	Balance int64
+	// EntrySum is the sum of the account's ledger rows; money rule 6 says it equals Balance.
+	EntrySum int64
+	// Entries is how many ledger rows the account has.
+	Entries int
+	// Jobs is how many jobs the account has.
+	Jobs int
+	// Violations lists every broken rule, one sentence each; empty when the account is sound.
+	Violations []string
+}
+
+// OK reports whether the audit found nothing wrong.
+func (r AuditReport) OK() bool { return len(r.Violations) == 0 }
+
+// Audit replays an account's ledger in one consistent snapshot and checks it against the money
+// rules: the balance equals the sum of the rows (rule 6); each row's balance_after continues the
+// running sum; each job has at most one charge, refund and reclaim, exactly those its guard flags
+// say (rule 2); and each job's rows sum to what its state says (rule 3).
+func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error) {
+	if err := ValidateID("account ID", accountID); err != nil {
+		return AuditReport{}, err
+	}
+	report := AuditReport{AccountID: accountID}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return report.replay(ctx, tx) })
+	if err != nil {
+		return AuditReport{}, fmt.Errorf("auditing account %q: %w", accountID, translateError(err))
+	}
+	return report, nil
+}
+
+func (r *AuditReport) violation(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
+	err := tx.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, r.AccountID).Scan(&r.Balance)
+	if err != nil {
+		if err == pgx.ErrNoRows {
+			return fmt.Errorf("account %q: %w", r.AccountID, ErrUnknownAccount)
+		}
+		return err
+	}
+
+	rows, err := tx.Query(ctx, `
+		SELECT id, account_id, coalesce(job_id, ''), kind, amount, balance_after,
+		       coalesce(idempotency_key, ''), coalesce(memo, ''), created_at
+		FROM ledger_entries WHERE account_id = $1 ORDER BY id`, r.AccountID)
+	if err != nil {
+		return err
+	}
+	entries, err := pgx.CollectRows(rows, scanEntry)
+	if err != nil {
+		return err
+	}
+	r.Entries = len(entries)
+	type jobRows struct {
+		net   int64
+		kinds map[EntryKind]int
+	}
+	byJob := map[string]*jobRows{}
+	for _, e := range entries {
+		r.EntrySum += e.Amount
+		if e.BalanceAfter != r.EntrySum {
+			r.violation("row %d (%s %d): balance_after is %d, the running sum is %d", e.ID, e.Kind, e.Amount, e.BalanceAfter, r.EntrySum)
+		}
+		if e.JobID == "" {
+			continue
+		}
+		jr := byJob[e.JobID]
+		if jr == nil {
+			jr = &jobRows{kinds: map[EntryKind]int{}}
+			byJob[e.JobID] = jr
+		}
+		jr.net += e.Amount
+		jr.kinds[e.Kind]++
+	}
+	if r.EntrySum != r.Balance {
+		r.violation("balance is %d but the ledger rows sum to %d (rule 6)", r.Balance, r.EntrySum)
+	}
+
+	jobRowsOf, err := tx.Query(ctx, `
+		SELECT id, cost, state, coalesce(state_before_delete, ''), is_charged, is_refunded, is_reclaimed
+		FROM jobs WHERE account_id = $1`, r.AccountID)
+	if err != nil {
+		return err
+	}
+	jobs, err := pgx.CollectRows(jobRowsOf, func(row pgx.CollectableRow) (Job, error) {
+		var j Job
+		err := row.Scan(&j.ID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded, &j.IsReclaimed)
+		return j, err
+	})
+	if err != nil {
+		return err
+	}
+	r.Jobs = len(jobs)
+	for _, j := range jobs {
+		jr := byJob[j.ID]
+		delete(byJob, j.ID)
+		if jr == nil {
+			jr = &jobRows{kinds: map[EntryKind]int{}}
+		}
+		for kind, flag := range map[EntryKind]bool{KindCharge: j.IsCharged, KindRefund: j.IsRefunded, KindReclaim: j.IsReclaimed} {
+			want := 0
+			if flag {
+				want = 1
+			}
+			if jr.kinds[kind] != want {
+				r.violation("job %q: %d %s rows, its flags say %d (rule 2)", j.ID, jr.kinds[kind], kind, want)
+			}
+		}
+		if jr.net != j.Net() {
+			r.violation("job %q (%s, cost %d): rows sum to %d, its state says %d (rule 3)", j.ID, j.State, j.Cost, jr.net, j.Net())
+		}
+	}
+	for jobID := range byJob {
+		r.violation("job %q has ledger rows on this account but belongs to another account or none", jobID)
+	}
+	return nil
+}

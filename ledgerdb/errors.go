@@ -1,0 +1,94 @@
+package ledgerdb
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Business refusals. Each is returned (possibly wrapped) with nothing written.
+var (
+	// ErrJobNotFound means no job was ever submitted under the ID: nothing was charged.
+	ErrJobNotFound = errors.New("job not found")
+	// ErrUnknownAccount means the account does not exist.
+	ErrUnknownAccount = errors.New("unknown account")
+	// ErrGone means the job was deleted: its ID is burnt and can never be submitted or charged again.
+	ErrGone = errors.New("job deleted: its ID can never be used again")
+	// ErrConflict means the ID or idempotency key was used before with a different request.
+	ErrConflict = errors.New("already used with a different request")
+	// ErrInsufficientCredits means the account cannot pay the job's cost: the job is rejected and
+	// nothing was charged.
+	ErrInsufficientCredits = errors.New("insufficient credits: nothing was charged")
+	// ErrJobActive means the job is submitting or running and cannot be deleted: its rows are
+	// still the evidence for reconciliation.
+	ErrJobActive = errors.New("job is still submitting or running")
+	// ErrInvalidInput is wrapped by every [*InvalidInputError].
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrAppendOnly means the database refused to rewrite ledger history (an UPDATE, DELETE or
+	// TRUNCATE of ledger entries, a deleted job or account, or a changed job cost).
+	ErrAppendOnly = errors.New("ledger history cannot be rewritten")
+	// ErrOverflow means a balance or amount would leave the range of a 64-bit integer.
+	ErrOverflow = errors.New("amount out of range")
+)
+
+// InvalidInputError says which argument was refused and why. It wraps [ErrInvalidInput].
+type InvalidInputError struct {
+	// Field names the argument, as the caller knows it ("job ID", "cost").
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *InvalidInputError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Unwrap lets errors.Is(err, ErrInvalidInput) match.
+func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
+
+// SQLSTATE codes raised by the schema's own triggers and functions (migrations/001_ledger.sql).
+const (
+	sqlstateAppendOnly   = "JB001" // a ledger row, job or account deleted or rewritten
+	sqlstateFixedFields  = "JB002" // a job's cost, account or flags changed backwards
+	sqlstateUniqueViol   = "23505"
+	sqlstateForeignKey   = "23503"
+	sqlstateOutOfRange   = "22003"
+	sqlstateCheckViolate = "23514"
+)
+
+// translateError maps database errors to the package's domain errors, in one place, keeping the
+// original error in the chain for logs. Errors it does not know pass through unchanged.
+func translateError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case sqlstateAppendOnly, sqlstateFixedFields:
+		return fmt.Errorf("%w: %w", ErrAppendOnly, err)
+	case sqlstateUniqueViol:
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case sqlstateForeignKey:
+		return fmt.Errorf("%w: %w", ErrUnknownAccount, err)
+	case sqlstateOutOfRange:
+		return fmt.Errorf("%w: %w", ErrOverflow, err)
+	case sqlstateCheckViolate:
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return err
+}
+
+// isRetryable reports whether err is a transient conflict between concurrent transactions that
+// rolled back entirely, so the same call can simply be made again.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01": // serialization_failure, deadlock_detected
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,119 @@
+// Package ledgertest gives tests a migrated ledger on the real test Postgres, and helpers that
+// keep each test's rows apart and check the money rules.
+//
+// The database comes from JOBBILL_TEST_DATABASE_URL, defaulting to the one that
+// scripts/ensure-postgres.sh creates. Tests never clean up: ledger rows cannot be deleted, by
+// design, so each test names its accounts and jobs with a unique prefix instead.
+package ledgertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// DefaultDatabaseURL is the test database that scripts/ensure-postgres.sh creates.
+const DefaultDatabaseURL = "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill_test?sslmode=disable"
+
+// DatabaseURL is the test database's URL: JOBBILL_TEST_DATABASE_URL, or DefaultDatabaseURL.
+func DatabaseURL() string {
+	if url := os.Getenv("JOBBILL_TEST_DATABASE_URL"); url != "" {
+		return url
+	}
+	return DefaultDatabaseURL
+}
+
+var (
+	shared    *ledgerdb.Store
+	sharedErr error
+	once      sync.Once
+)
+
+// Store is a Store on the migrated test database, shared by every test of the process. Its pool
+// holds up to 40 connections so that concurrency tests really run concurrently.
+func Store(t testing.TB) *ledgerdb.Store {
+	t.Helper()
+	once.Do(func() {
+		ctx := context.Background()
+		if sharedErr = ledgerdb.Migrate(ctx, DatabaseURL()); sharedErr != nil {
+			return
+		}
+		var cfg *pgxpool.Config
+		if cfg, sharedErr = pgxpool.ParseConfig(DatabaseURL()); sharedErr != nil {
+			return
+		}
+		cfg.MaxConns = 40
+		var pool *pgxpool.Pool
+		if pool, sharedErr = pgxpool.NewWithConfig(ctx, cfg); sharedErr != nil {
+			return
+		}
+		shared = ledgerdb.New(pool)
+	})
+	if sharedErr != nil {
+		t.Fatalf("test database %s: %v (run scripts/ensure-postgres.sh, or set JOBBILL_TEST_DATABASE_URL)", redact(DatabaseURL()), sharedErr)
+	}
+	return shared
+}
+
+var password = regexp.MustCompile(`:[^:@/]*@`)
+
+func redact(url string) string { return password.ReplaceAllString(url, ":***@") }
+
+// ID is a fresh ID for a job, account or key, unique across runs: prefix, the test's name and
+// random hex, cut to the ledger's length limit.
+func ID(t testing.TB, prefix string) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")
+	id := fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(b[:]))
+	if room := ledgerdb.MaxIDLength - len(id) - 1; room > 0 {
+		if len(name) > room {
+			name = name[len(name)-room:]
+		}
+		id = fmt.Sprintf("%s-%s-%s", prefix, name, hex.EncodeToString(b[:]))
+	}
+	return id
+}
+
+// Account opens a fresh account and grants it credits (none when credits is 0).
+func Account(t testing.TB, s *ledgerdb.Store, credits int64) string {
+	t.Helper()
+	ctx := context.Background()
+	id := ID(t, "acct")
+	if _, err := s.OpenAccount(ctx, id); err != nil {
+		t.Fatalf("opening account %s: %v", id, err)
+	}
+	if credits > 0 {
+		if _, err := s.Grant(ctx, ledgerdb.Credit{AccountID: id, Amount: credits, Key: "initial"}); err != nil {
+			t.Fatalf("granting %d to %s: %v", credits, id, err)
+		}
+	}
+	return id
+}
+
+// RequireSound audits each account and fails the test on any broken money rule (DESIGN.md rules
+// 2, 3 and 6: one row per kind per job, each job's net matching its state, balance = sum of rows).
+func RequireSound(t testing.TB, s *ledgerdb.Store, accountIDs ...string) {
+	t.Helper()
+	for _, id := range accountIDs {
+		report, err := s.Audit(context.Background(), id)
+		if err != nil {
+			t.Fatalf("auditing %s: %v", id, err)
+		}
+		if !report.OK() {
+			t.Fatalf("account %s breaks the money rules:\n%v", id, report.Violations)
+		}
+	}
+}

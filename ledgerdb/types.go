@@ -1,0 +1,169 @@
+package ledgerdb
+
+import "time"
+
+// State is where a job stands in the billing state machine of DESIGN.md.
+type State string
+
+// The job states. A job starts submitting and moves only along the machine's edges.
+const (
+	// StateSubmitting is the placeholder: written, not yet charged.
+	StateSubmitting State = "submitting"
+	// StateRejected means the charge was refused (for instance insufficient credits); nothing was charged.
+	StateRejected State = "rejected"
+	// StateRunning means the job is charged and its work is in progress, retries included.
+	StateRunning State = "running"
+	// StateDelivered means the work succeeded and was never refunded.
+	StateDelivered State = "delivered"
+	// StateRefunded means the work failed for good or timed out and the charge was given back.
+	StateRefunded State = "refunded"
+	// StateRecovered means the job was refunded, then its result landed and the refund was reclaimed.
+	StateRecovered State = "recovered"
+	// StateDeleted is the tombstone: the ID is burnt forever; the money stays as it was.
+	StateDeleted State = "deleted"
+)
+
+// MoneyState is what a user is told about their money for a job.
+type MoneyState string
+
+// The money states of DESIGN.md's state table.
+const (
+	// MoneyNotCharged means nothing was taken for the job.
+	MoneyNotCharged MoneyState = "not_charged"
+	// MoneyCharged means the job's cost was taken and stands (also after a recovery).
+	MoneyCharged MoneyState = "charged"
+	// MoneyRefunded means the job's cost was taken and given back.
+	MoneyRefunded MoneyState = "refunded"
+)
+
+// MoneyState is what the user is told about their money in this state. A deleted job keeps the
+// money state it had before deletion, which only [Job.MoneyState] knows.
+func (s State) MoneyState() MoneyState {
+	switch s {
+	case StateRunning, StateDelivered, StateRecovered:
+		return MoneyCharged
+	case StateRefunded:
+		return MoneyRefunded
+	default:
+		return MoneyNotCharged
+	}
+}
+
+// Job is a job's row: who pays, what it costs, where it stands, and its guard flags.
+type Job struct {
+	// ID is the client-generated job ID; it is also the job's workflow ID.
+	ID string
+	// AccountID is the account that pays for the job.
+	AccountID string
+	// Cost is the job's price in credits, fixed at submission. Every charge, refund and reclaim
+	// moves exactly this amount.
+	Cost int64
+	// State is the job's place in the state machine.
+	State State
+	// StateBeforeDelete is the state the job had when it was deleted; empty unless State is deleted.
+	StateBeforeDelete State
+	// IsCharged, IsRefunded and IsReclaimed are the guard flags; each goes from false to true once.
+	IsCharged, IsRefunded, IsReclaimed bool
+	// Attempts is how many attempts the work has had, as last recorded.
+	Attempts int
+	// RejectReason says why the charge was refused (for instance "insufficient_credits").
+	RejectReason string
+	// RefundReason says why the charge was given back (for instance "timed out after 3 attempts").
+	RefundReason string
+	// CreatedAt and UpdatedAt bracket the job's life; the other times mark each transition.
+	CreatedAt, UpdatedAt                                      time.Time
+	ChargedAt, DeliveredAt, RefundedAt, ReclaimedAt, DeletedAt *time.Time
+}
+
+// MoneyState is what the user is told about their money for this job; a deleted job keeps what
+// it had before deletion.
+func (j Job) MoneyState() MoneyState {
+	if j.State == StateDeleted {
+		return j.StateBeforeDelete.MoneyState()
+	}
+	return j.State.MoneyState()
+}
+
+// Net is what this job's ledger rows must sum to (money rule 3): minus the cost while the job is
+// charged, 0 otherwise.
+func (j Job) Net() int64 {
+	if j.MoneyState() == MoneyCharged {
+		return -j.Cost
+	}
+	return 0
+}
+
+// EntryKind names what a ledger row records.
+type EntryKind string
+
+// The ledger row kinds.
+const (
+	// KindGrant is a top-up of an account (positive).
+	KindGrant EntryKind = "grant"
+	// KindCharge takes a job's cost (negative).
+	KindCharge EntryKind = "charge"
+	// KindRefund gives a job's cost back (positive).
+	KindRefund EntryKind = "refund"
+	// KindReclaim takes a refunded job's cost again after its result landed (negative).
+	KindReclaim EntryKind = "reclaim"
+	// KindAdjustment is an operator's correction, either sign.
+	KindAdjustment EntryKind = "adjustment"
+)
+
+// Entry is one immutable ledger row.
+type Entry struct {
+	// ID orders an account's rows: a larger ID was committed later.
+	ID int64
+	// AccountID is the account whose balance the row moved.
+	AccountID string
+	// JobID is the job a charge, refund or reclaim belongs to; empty for grants and adjustments.
+	JobID string
+	// Kind says what the row records.
+	Kind EntryKind
+	// Amount is the signed change to the balance in credits.
+	Amount int64
+	// BalanceAfter is the account's balance right after this row.
+	BalanceAfter int64
+	// Key is the caller's idempotency key of a grant or adjustment; empty for job rows.
+	Key string
+	// Memo is free text from the caller of a grant or adjustment.
+	Memo string
+	// CreatedAt is when the row was written.
+	CreatedAt time.Time
+}
+
+// Outcome says what a guarded operation did.
+type Outcome string
+
+// The outcomes of a guarded operation.
+const (
+	// Applied means this call made the change (and wrote its ledger row, if it moves money).
+	Applied Outcome = "applied"
+	// AlreadyApplied means an earlier call made the change; this one wrote nothing.
+	AlreadyApplied Outcome = "already_applied"
+	// NotApplied means the job is not in a state the change applies to; nothing was written.
+	NotApplied Outcome = "not_applied"
+)
+
+// Transition is the answer of a job operation.
+type Transition struct {
+	// Outcome says whether this call applied the change.
+	Outcome Outcome
+	// Job is the job as it stands after the call.
+	Job Job
+	// EntryID is the ledger row this call wrote; 0 when it wrote none.
+	EntryID int64
+	// BalanceAfter is the account's balance after this call's ledger row; meaningful only when
+	// EntryID is not 0.
+	BalanceAfter int64
+}
+
+// Posting is the answer of a grant or an adjustment.
+type Posting struct {
+	// Outcome is Applied for a new row and AlreadyApplied when the key was posted before.
+	Outcome Outcome
+	// EntryID is the ledger row of this key (new or earlier).
+	EntryID int64
+	// BalanceAfter is the balance right after that row.
+	BalanceAfter int64
+}

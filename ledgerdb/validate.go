@@ -1,0 +1,61 @@
+package ledgerdb
+
+import (
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+)
+
+// Limits on what callers may pass in. They are checked before anything reaches the database.
+const (
+	// MaxIDLength is the longest job ID, account ID or idempotency key, in bytes.
+	MaxIDLength = 128
+	// MaxAmount is the largest cost, grant or adjustment, in credits. It keeps every sum of a
+	// realistic account far from the int64 limit, so balances never overflow.
+	MaxAmount int64 = 1_000_000_000_000_000
+	// MaxTextLength is the longest memo or reason, in bytes.
+	MaxTextLength = 512
+)
+
+// idPattern is the shape of every ID and key: printable ASCII that is safe in a URL path, a
+// Temporal workflow ID and a log line. The schema's CHECK constraints repeat it.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// ValidateID checks a job ID, account ID or idempotency key; field names it in the error.
+func ValidateID(field, id string) error {
+	switch {
+	case id == "":
+		return &InvalidInputError{Field: field, Reason: "must not be empty"}
+	case len(id) > MaxIDLength:
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(id), MaxIDLength)}
+	case !idPattern.MatchString(id):
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("%q may hold only letters, digits and . _ : - and must start with a letter or digit", id)}
+	}
+	return nil
+}
+
+// ValidateAmount checks a cost or grant: a whole number of credits above zero and at most MaxAmount.
+func ValidateAmount(field string, amount int64) error {
+	switch {
+	case amount <= 0:
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d; it must be above zero", amount)}
+	case amount > MaxAmount:
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d; at most %d credits are allowed", amount, MaxAmount)}
+	}
+	return nil
+}
+
+func validateText(field, text string) error {
+	switch {
+	case len(text) > MaxTextLength:
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(text), MaxTextLength)}
+	case !utf8.ValidString(text):
+		return &InvalidInputError{Field: field, Reason: "is not valid UTF-8"}
+	}
+	for _, r := range text {
+		if r == 0 {
+			return &InvalidInputError{Field: field, Reason: "must not contain NUL"}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Makes a local PostgreSQL ready for jobbill: installs it where it is missing, starts the
+# cluster when it is stopped, and creates the role and the two databases (the service's and the
+# tests'). Every step checks before it acts, so running it twice changes nothing.
+#
+# Environment (all optional):
+#   JOBBILL_PG_USER      role to create            (default jobbill)
+#   JOBBILL_PG_PASSWORD  its password              (default jobbill)
+#   JOBBILL_PG_DB        the service's database    (default jobbill)
+#   JOBBILL_PG_TEST_DB   the tests' database       (default jobbill_test)
+set -euo pipefail
+
+pg_user=${JOBBILL_PG_USER:-jobbill}
+pg_password=${JOBBILL_PG_PASSWORD:-jobbill}
+pg_db=${JOBBILL_PG_DB:-jobbill}
+pg_test_db=${JOBBILL_PG_TEST_DB:-jobbill_test}
+
+say() { printf 'postgres: %s\n' "$*" >&2; }
+
+as_postgres() {
+	if [ "$(id -un)" = postgres ]; then "$@"; else su postgres -s /bin/sh -c "$(printf '%q ' "$@")"; fi
+}
+
+if ! command -v pg_lsclusters >/dev/null 2>&1; then
+	say "PostgreSQL is not installed; installing it with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq postgresql postgresql-contrib >/dev/null
+fi
+
+# The newest installed cluster; Debian 12 ships 15/main.
+read -r pg_version pg_cluster pg_port pg_status _ < <(pg_lsclusters --no-header | sort -k1,1n | tail -n 1)
+if [ -z "${pg_version:-}" ]; then
+	say "no cluster found; creating one"
+	pg_version=$(ls /usr/lib/postgresql | sort -n | tail -n 1)
+	pg_createcluster "$pg_version" main >/dev/null
+	read -r pg_version pg_cluster pg_port pg_status _ < <(pg_lsclusters --no-header | sort -k1,1n | tail -n 1)
+fi
+
+case "$pg_status" in
+online*) ;;
+*)
+	say "starting cluster $pg_version/$pg_cluster on port $pg_port"
+	pg_ctlcluster "$pg_version" "$pg_cluster" start
+	;;
+esac
+
+for _ in $(seq 1 60); do
+	if as_postgres pg_isready -q -p "$pg_port"; then break; fi
+	sleep 0.5
+done
+as_postgres pg_isready -q -p "$pg_port" || { say "cluster did not become ready"; exit 1; }
+
+psql_admin() { as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$pg_port" -d postgres "$@"; }
+
+# Identifiers and the password are passed as psql variables so that quoting is psql's job.
+psql_admin -v role="$pg_user" -v pw="$pg_password" <<'SQL'
+SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'pw')
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
+SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'pw') \gexec
+SQL
+
+for db in "$pg_db" "$pg_test_db"; do
+	psql_admin -v db="$db" -v role="$pg_user" <<'SQL'
+SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+SQL
+done
+
+say "ready: postgres://$pg_user:***@127.0.0.1:$pg_port/$pg_db (tests: $pg_test_db)"
