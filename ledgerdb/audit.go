@@ -10,17 +10,17 @@ import (
 // AuditReport is the result of replaying one account's ledger.
 type AuditReport struct {
 	// AccountID is the audited account.
-	AccountID string
+	AccountID string `json:"account_id"`
 	// Balance is the account's stored balance.
-	Balance int64
+	Balance int64 `json:"balance"`
 	// EntrySum is the sum of the account's ledger rows; money rule 6 says it equals Balance.
-	EntrySum int64
+	EntrySum int64 `json:"entry_sum"`
 	// Entries is how many ledger rows the account has.
-	Entries int
+	Entries int `json:"entries"`
 	// Jobs is how many jobs the account has.
-	Jobs int
+	Jobs int `json:"jobs"`
 	// Violations lists every broken rule, one sentence each; empty when the account is sound.
-	Violations []string
+	Violations []string `json:"violations"`
 }
 
 // OK reports whether the audit found nothing wrong.

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+func newAccountCommand() *cobra.Command {
+	account := &cobra.Command{
+		Use:   "account",
+		Short: "Open, top up and inspect accounts",
+	}
+	account.AddCommand(
+		&cobra.Command{
+			Use:   "open ACCOUNT",
+			Short: "Open an account with a zero balance (idempotent)",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+				if err != nil {
+					return err
+				}
+				defer store.Close()
+				outcome, err := store.OpenAccount(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "account %s: %s\n", args[0], outcome)
+				return nil
+			},
+		},
+		newGrantCommand(),
+		&cobra.Command{
+			Use:   "balance ACCOUNT",
+			Short: "Print an account's balance in credits",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+				if err != nil {
+					return err
+				}
+				defer store.Close()
+				balance, err := store.Balance(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d\n", balance)
+				return nil
+			},
+		},
+		newHistoryCommand(),
+		newAuditCommand(),
+	)
+	return account
+}
+
+func newGrantCommand() *cobra.Command {
+	var key, memo string
+	cmd := &cobra.Command{
+		Use:   "grant ACCOUNT CREDITS --key KEY",
+		Short: "Top an account up, once per key",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			amount, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("credits %q: a whole number of credits is needed", args[1])
+			}
+			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "grant %s of %d to %s: %s (row %d, balance %d)\n", key, amount, args[0], p.Outcome, p.EntryID, p.BalanceAfter)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&key, "key", "", "idempotency key: the same key grants once (required)")
+	cmd.Flags().StringVar(&memo, "memo", "", "note kept on the ledger row")
+	_ = cmd.MarkFlagRequired("key")
+	return cmd
+}
+
+func newHistoryCommand() *cobra.Command {
+	var page ledgerdb.HistoryPage
+	cmd := &cobra.Command{
+		Use:   "history ACCOUNT",
+		Short: "Print a page of an account's ledger rows, oldest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			h, err := store.History(cmd.Context(), args[0], page)
+			if err != nil {
+				return err
+			}
+			printEntries(cmd, h.Entries)
+			if h.NextAfterID != 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "more: --after %d\n", h.NextAfterID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&page.AfterID, "after", 0, "show rows after this row ID (from the previous page)")
+	cmd.Flags().IntVar(&page.Limit, "limit", 100, "rows per page (at most 1000)")
+	return cmd
+}
+
+func printEntries(cmd *cobra.Command, entries []ledgerdb.Entry) {
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ROW\tKIND\tAMOUNT\tBALANCE\tJOB\tKEY\tAT")
+	for _, e := range entries {
+		fmt.Fprintf(w, "%d\t%s\t%+d\t%d\t%s\t%s\t%s\n", e.ID, e.Kind, e.Amount, e.BalanceAfter, e.JobID, e.Key, e.CreatedAt.UTC().Format("15:04:05.000"))
+	}
+	_ = w.Flush()
+}
+
+func newAuditCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "audit ACCOUNT",
+		Short: "Replay an account's ledger against its balance and its jobs' states; exit 1 on any violation",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			report, err := store.Audit(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(report); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "account %s: balance %d, rows sum to %d, %d rows, %d jobs\n",
+					report.AccountID, report.Balance, report.EntrySum, report.Entries, report.Jobs)
+				for _, v := range report.Violations {
+					fmt.Fprintln(cmd.OutOrStdout(), "VIOLATION:", v)
+				}
+			}
+			if !report.OK() {
+				return fmt.Errorf("account %s: %d violations of the money rules", report.AccountID, len(report.Violations))
+			}
+			if !asJSON {
+				fmt.Fprintln(cmd.OutOrStdout(), "ok: every money rule holds")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

@@ -1,0 +1,503 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// submitted opens an account with credits and writes a placeholder job costing cost on it.
+func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID, jobID string) {
+	t.Helper()
+	accountID = ledgertest.Account(t, s, credits)
+	jobID = ledgertest.ID(t, "job")
+	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: jobID, AccountID: accountID, Cost: cost, Request: []byte(`{"model":"x"}`)})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
+	return accountID, jobID
+}
+
+// entries returns the job's ledger rows by kind, straight from the table.
+func entries(t *testing.T, s *ledgerdb.Store, jobID string) map[ledgerdb.EntryKind]int64 {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT kind, amount FROM ledger_entries WHERE job_id = $1`, jobID)
+	require.NoError(t, err)
+	defer rows.Close()
+	got := map[ledgerdb.EntryKind]int64{}
+	for rows.Next() {
+		var kind string
+		var amount int64
+		require.NoError(t, rows.Scan(&kind, &amount))
+		_, dup := got[ledgerdb.EntryKind(kind)]
+		require.False(t, dup, "two %s rows for job %s", kind, jobID)
+		got[ledgerdb.EntryKind(kind)] = amount
+	}
+	require.NoError(t, rows.Err())
+	return got
+}
+
+func requireBalance(t *testing.T, s *ledgerdb.Store, accountID string, want int64) {
+	t.Helper()
+	got, err := s.Balance(context.Background(), accountID)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "balance of %s", accountID)
+	ledgertest.RequireSound(t, s, accountID)
+}
+
+// TestStateMachineEdges walks every edge of DESIGN.md's state machine and, at each state, every
+// transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
+// refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
+// changes nothing).
+func TestStateMachineEdges(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+
+	t.Run("submitting: only charge applies", func(t *testing.T) {
+		acct, job := submitted(t, s, 100, 40)
+		for name, op := range map[string]func() (ledgerdb.Transition, error){
+			"refund":  func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "timeout", 1) },
+			"reclaim": func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
+			"deliver": func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
+		} {
+			tr, err := op()
+			require.NoError(t, err, name)
+			require.Equal(t, ledgerdb.NotApplied, tr.Outcome, name)
+			require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State, name)
+		}
+		_, err := s.Delete(ctx, job)
+		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
+		require.Empty(t, entries(t, s, job))
+		requireBalance(t, s, acct, 100)
+	})
+
+	t.Run("submitting to running: charge once", func(t *testing.T) {
+		acct, job := submitted(t, s, 100, 40)
+		tr, err := s.Charge(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, tr.Outcome)
+		require.Equal(t, ledgerdb.StateRunning, tr.Job.State)
+		require.Equal(t, int64(60), tr.BalanceAfter)
+		require.NotZero(t, tr.EntryID)
+
+		again, err := s.Charge(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+		require.Zero(t, again.EntryID)
+		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+		requireBalance(t, s, acct, 60)
+
+		// Running: reclaim has nothing to take back, delete is refused.
+		rec, err := s.Reclaim(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)
+		_, err = s.Delete(ctx, job)
+		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
+		requireBalance(t, s, acct, 60)
+	})
+
+	t.Run("submitting to rejected: insufficient credits charges nothing", func(t *testing.T) {
+		acct, job := submitted(t, s, 39, 40)
+		tr, err := s.Charge(ctx, job)
+		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+		require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
+		require.Equal(t, "insufficient_credits", tr.Job.RejectReason)
+		require.Equal(t, ledgerdb.MoneyNotCharged, tr.Job.MoneyState())
+
+		// A rejection is final, even once the account could pay: the client resubmits under a new ID.
+		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
+		require.NoError(t, err)
+		_, err = s.Charge(ctx, job)
+		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+		for _, op := range []func() (ledgerdb.Transition, error){
+			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "timeout", 1) },
+			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
+			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
+		} {
+			tr, err := op()
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.NotApplied, tr.Outcome)
+		}
+		require.Empty(t, entries(t, s, job))
+		requireBalance(t, s, acct, 139)
+	})
+
+	t.Run("running to delivered: the success path reclaims nothing", func(t *testing.T) {
+		acct, job := submitted(t, s, 100, 40)
+		_, err := s.Charge(ctx, job)
+		require.NoError(t, err)
+		// The success path calls reclaim unconditionally and lets the guard decide (seed 000).
+		rec, err := s.Reclaim(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)
+		del, err := s.Deliver(ctx, job, 2)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, del.Outcome)
+		require.Equal(t, ledgerdb.StateDelivered, del.Job.State)
+		require.Equal(t, 2, del.Job.Attempts)
+
+		again, err := s.Deliver(ctx, job, 2)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+		ref, err := s.Refund(ctx, job, "late timeout", 3)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.NotApplied, ref.Outcome, "a delivered job is never refunded")
+		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+		requireBalance(t, s, acct, 60)
+	})
+
+	t.Run("running to refunded to recovered: the seed's story", func(t *testing.T) {
+		acct, job := submitted(t, s, 100, 40)
+		_, err := s.Charge(ctx, job)
+		require.NoError(t, err)
+
+		ref, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, ref.Outcome)
+		require.Equal(t, ledgerdb.StateRefunded, ref.Job.State)
+		require.Equal(t, "timed out after 3 attempts", ref.Job.RefundReason)
+		require.Equal(t, 3, ref.Job.Attempts)
+		require.Equal(t, int64(100), ref.BalanceAfter)
+
+		dup, err := s.Refund(ctx, job, "a second failure signal", 4)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.AlreadyApplied, dup.Outcome, "rule 2: never refunded twice")
+		dlv, err := s.Deliver(ctx, job, 4)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.NotApplied, dlv.Outcome, "a refunded job must be reclaimed, not just delivered")
+		requireBalance(t, s, acct, 100)
+
+		rec, err := s.Reclaim(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, rec.Outcome)
+		require.Equal(t, ledgerdb.StateRecovered, rec.Job.State)
+		require.Equal(t, ledgerdb.MoneyCharged, rec.Job.MoneyState())
+		require.Equal(t, int64(60), rec.BalanceAfter)
+
+		for _, op := range []func() (ledgerdb.Transition, error){
+			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
+			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "again", 5) },
+			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 5) },
+			func() (ledgerdb.Transition, error) { return s.Charge(ctx, job) },
+		} {
+			tr, err := op()
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome)
+			require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+		}
+		require.Equal(t, map[ledgerdb.EntryKind]int64{
+			ledgerdb.KindCharge: -40, ledgerdb.KindRefund: 40, ledgerdb.KindReclaim: -40,
+		}, entries(t, s, job))
+		requireBalance(t, s, acct, 60)
+	})
+
+	t.Run("terminal to deleted: the ID is burnt and the money kept", func(t *testing.T) {
+		for _, end := range []ledgerdb.State{ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered} {
+			credits := int64(100)
+			if end == ledgerdb.StateRejected {
+				credits = 10
+			}
+			acct, job := submitted(t, s, credits, 40)
+			_, err := s.Charge(ctx, job)
+			if end != ledgerdb.StateRejected {
+				require.NoError(t, err)
+			}
+			switch end {
+			case ledgerdb.StateDelivered:
+				_, err = s.Deliver(ctx, job, 1)
+			case ledgerdb.StateRefunded:
+				_, err = s.Refund(ctx, job, "failed", 1)
+			case ledgerdb.StateRecovered:
+				_, err = s.Refund(ctx, job, "failed", 1)
+				require.NoError(t, err)
+				_, err = s.Reclaim(ctx, job)
+			}
+			if end != ledgerdb.StateRejected {
+				require.NoError(t, err)
+			}
+			before, err := s.Balance(ctx, acct)
+			require.NoError(t, err)
+
+			del, err := s.Delete(ctx, job)
+			require.NoError(t, err, end)
+			require.Equal(t, ledgerdb.Applied, del.Outcome)
+			require.Equal(t, ledgerdb.StateDeleted, del.Job.State)
+			require.Equal(t, end, del.Job.StateBeforeDelete)
+			require.Equal(t, end.MoneyState(), del.Job.MoneyState(), "a tombstone keeps its money state")
+			again, err := s.Delete(ctx, job)
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+
+			// Rule 7: the ID can never be submitted or charged again, nor can money move on it.
+			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"x"}`)})
+			require.ErrorIs(t, err, ledgerdb.ErrGone)
+			_, err = s.Charge(ctx, job)
+			require.ErrorIs(t, err, ledgerdb.ErrGone)
+			_, err = s.Refund(ctx, job, "late", 9)
+			require.ErrorIs(t, err, ledgerdb.ErrGone)
+			_, err = s.Reclaim(ctx, job)
+			require.ErrorIs(t, err, ledgerdb.ErrGone)
+			read, err := s.Job(ctx, job)
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.StateDeleted, read.State)
+			requireBalance(t, s, acct, before)
+		}
+	})
+}
+
+// TestSubmitIsIdempotent checks the placeholder's answers (rule 7 and 8): the same ID and request
+// answer the original job, another request under the ID is a conflict, and nothing is charged by
+// submitting.
+func TestSubmitIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct, job := submitted(t, s, 100, 40)
+	sub := ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"x"}`)}
+
+	again, err := s.Submit(ctx, sub)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	require.Equal(t, job, again.Job.ID)
+
+	for name, changed := range map[string]ledgerdb.Submission{
+		"cost":    {JobID: job, AccountID: acct, Cost: 41, Request: sub.Request},
+		"request": {JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"y"}`)},
+		"account": {JobID: job, AccountID: ledgertest.Account(t, s, 0), Cost: 40, Request: sub.Request},
+	} {
+		_, err := s.Submit(ctx, changed)
+		require.ErrorIs(t, err, ledgerdb.ErrConflict, name)
+	}
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: ledgertest.ID(t, "nobody"), Cost: 40})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+
+	// Resubmitting a charged job answers it as it stands; it is never charged again.
+	_, err = s.Charge(ctx, job)
+	require.NoError(t, err)
+	again, err = s.Submit(ctx, sub)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, again.Job.State)
+	requireBalance(t, s, acct, 60)
+}
+
+// TestReclaimDebtRule checks the README's debt rule: a reclaim is never refused for lack of
+// credits (the work was delivered, rule 3 says the job nets -cost), so the balance may go below
+// zero, and while it is below a job's cost no new job is charged. Rule 6 holds throughout.
+func TestReclaimDebtRule(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct, job := submitted(t, s, 40, 40)
+	_, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+	_, err = s.Refund(ctx, job, "timed out", 3)
+	require.NoError(t, err)
+
+	// The user spends the refunded credits on another job.
+	spent := ledgertest.ID(t, "job")
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: spent, AccountID: acct, Cost: 30})
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, spent)
+	require.NoError(t, err)
+	requireBalance(t, s, acct, 10)
+
+	// The first job's result lands after all: the refund is taken back in full.
+	rec, err := s.Reclaim(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, rec.Outcome)
+	require.Equal(t, int64(-30), rec.BalanceAfter)
+	requireBalance(t, s, acct, -30)
+
+	// While in debt, no new job can be charged.
+	next := ledgertest.ID(t, "job")
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Cost: 1})
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, next)
+	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+
+	// A grant pays the debt first.
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "pay-debt"})
+	require.NoError(t, err)
+	requireBalance(t, s, acct, 20)
+}
+
+// TestGrantIsIdempotentByKey checks rule 8 for top-ups: the same key posts once; the same key
+// with another amount is a conflict; grants to unknown accounts are refused, nothing written.
+func TestGrantIsIdempotentByKey(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 0)
+	first, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 500, Key: "invoice-7", Memo: "paid invoice 7"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, first.Outcome)
+	again, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 500, Key: "invoice-7"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	require.Equal(t, first.EntryID, again.EntryID)
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 501, Key: "invoice-7"})
+	require.ErrorIs(t, err, ledgerdb.ErrConflict)
+	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: 500, Key: "invoice-7"})
+	require.ErrorIs(t, err, ledgerdb.ErrConflict, "a grant's key cannot be reused for an adjustment")
+
+	adj, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -120, Key: "ticket-9", Memo: "duplicate top-up"})
+	require.NoError(t, err)
+	require.Equal(t, int64(380), adj.BalanceAfter)
+
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: ledgertest.ID(t, "nobody"), Amount: 5, Key: "k"})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+	requireBalance(t, s, acct, 380)
+
+	opened, err := s.OpenAccount(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, opened)
+	requireBalance(t, s, acct, 380)
+}
+
+// TestHistoryPages checks that support can page through every row of an account, in order, with
+// the balance after each (rule 6 replayed by hand).
+func TestHistoryPages(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 0)
+	for i := range 7 {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: int64(i + 1), Key: ledgertest.ID(t, "k")})
+		require.NoError(t, err)
+	}
+	var all []ledgerdb.Entry
+	page := ledgerdb.HistoryPage{Limit: 3}
+	for {
+		h, err := s.History(ctx, acct, page)
+		require.NoError(t, err)
+		all = append(all, h.Entries...)
+		if h.NextAfterID == 0 {
+			break
+		}
+		page.AfterID = h.NextAfterID
+	}
+	require.Len(t, all, 7)
+	var sum int64
+	for i, e := range all {
+		sum += e.Amount
+		require.Equal(t, int64(i+1), e.Amount)
+		require.Equal(t, sum, e.BalanceAfter)
+		require.Equal(t, ledgerdb.KindGrant, e.Kind)
+	}
+	_, err := s.History(ctx, ledgertest.ID(t, "nobody"), ledgerdb.HistoryPage{})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+}
+
+// TestDatabaseRefusesRewrites checks rule 1 (and rule 7 for jobs and accounts) at the database
+// itself: UPDATE, DELETE and TRUNCATE of ledger rows fail even for the table's owner, and so do
+// deleting a job or an account and changing a job's cost.
+func TestDatabaseRefusesRewrites(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct, job := submitted(t, s, 100, 40)
+	_, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+
+	for _, stmt := range []string{
+		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job + `'`,
+		`DELETE FROM ledger_entries WHERE job_id = '` + job + `'`,
+		`TRUNCATE ledger_entries`,
+		`TRUNCATE jobs CASCADE`,
+		`DELETE FROM jobs WHERE id = '` + job + `'`,
+		`DELETE FROM accounts WHERE id = '` + acct + `'`,
+		`UPDATE jobs SET cost = 1 WHERE id = '` + job + `'`,
+		`UPDATE jobs SET is_charged = false, state = 'submitting' WHERE id = '` + job + `'`,
+	} {
+		// Each statement runs in a transaction that is rolled back whatever happens, so that a
+		// regression of the guard cannot damage the shared test database.
+		tx, err := s.Pool().Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Contains(t, []string{"JB001", "JB002"}, pgErr.Code, stmt)
+	}
+	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+	requireBalance(t, s, acct, 60)
+}
+
+// TestBadInputWritesNothing checks that every malformed argument gets a clear error naming it and
+// that nothing reaches the ledger (rule 6 holds, no rows appear).
+func TestBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 100)
+	goodJob := ledgertest.ID(t, "job")
+
+	badIDs := map[string]string{
+		"empty":        "",
+		"overlong":     strings.Repeat("a", ledgerdb.MaxIDLength+1),
+		"space":        "job 1",
+		"slash":        "job/1",
+		"leading dash": "-job",
+		"unicode":      "jöb",
+		"NUL":          "job\x00",
+		"newline":      "job\n",
+		"quote":        "job'1",
+	}
+	for name, id := range badIDs {
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "job ID %s", name)
+		require.Contains(t, err.Error(), "job ID", name)
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: id, Cost: 40})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "account ID %s", name)
+		_, err = s.Charge(ctx, id)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "charge %s", name)
+		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1, Key: id})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "grant key %s", name)
+		_, err = s.OpenAccount(ctx, id)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "open account %s", name)
+	}
+	// The longest allowed ID is fine.
+	longest := strings.Repeat("b", ledgerdb.MaxIDLength)
+	_, err := s.Job(ctx, longest)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
+
+	for name, cost := range map[string]int64{
+		"zero": 0, "negative": -40, "min int64": math.MinInt64, "max int64": math.MaxInt64, "over the cap": ledgerdb.MaxAmount + 1,
+	} {
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Cost: cost})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "cost %s", name)
+		require.Contains(t, err.Error(), "cost", name)
+		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: cost, Key: "bad-" + strings.ReplaceAll(name, " ", "-")})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "grant %s", name)
+	}
+	for _, amount := range []int64{0, math.MinInt64, -ledgerdb.MaxAmount - 1} {
+		_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: "bad-adjustment"})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "adjustment %d", amount)
+	}
+	_, err = s.Refund(ctx, goodJob, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	_, err = s.Refund(ctx, goodJob, "bad\xffutf8", 1)
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	_, err = s.Deliver(ctx, goodJob, -1)
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	_, err = s.History(ctx, acct, ledgerdb.HistoryPage{Limit: 1001})
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+
+	// Unknown job and unknown account are their own errors, not invalid input.
+	_, err = s.Charge(ctx, goodJob)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: ledgertest.ID(t, "nobody"), Cost: 40})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+	_, err = s.Balance(ctx, ledgertest.ID(t, "nobody"))
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+
+	// Nothing was written: the job never existed, and the account holds only its initial grant.
+	_, err = s.Job(ctx, goodJob)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
+	h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
+	require.NoError(t, err)
+	require.Len(t, h.Entries, 1)
+	requireBalance(t, s, acct, 100)
+}
