@@ -52,10 +52,10 @@ type jobResult struct {
 	job          Job
 	// Nullable columns of the job (all NULL when the job does not exist).
 	id, accountID, state, stateBeforeDelete, rejectReason, refundReason *string
-	cost                                                               *int64
-	isCharged, isRefunded, isReclaimed                                 *bool
-	attempts                                                           *int32
-	createdAt, updatedAt                                               *time.Time
+	cost                                                                *int64
+	isCharged, isRefunded, isReclaimed                                  *bool
+	attempts                                                            *int32
+	createdAt, updatedAt                                                *time.Time
 }
 
 func (r *jobResult) scan(row pgx.Row) error {

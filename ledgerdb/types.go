@@ -71,7 +71,7 @@ type Job struct {
 	// RefundReason says why the charge was given back (for instance "timed out after 3 attempts").
 	RefundReason string
 	// CreatedAt and UpdatedAt bracket the job's life; the other times mark each transition.
-	CreatedAt, UpdatedAt                                      time.Time
+	CreatedAt, UpdatedAt                                       time.Time
 	ChargedAt, DeliveredAt, RefundedAt, ReclaimedAt, DeletedAt *time.Time
 }
 
