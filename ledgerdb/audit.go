@@ -34,7 +34,7 @@ func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error
 	if err := ValidateID("account ID", accountID); err != nil {
 		return AuditReport{}, err
 	}
-	report := AuditReport{AccountID: accountID}
+	report := AuditReport{AccountID: accountID, Violations: []string{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error { return report.replay(ctx, tx) })
 	if err != nil {

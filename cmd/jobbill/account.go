@@ -21,38 +21,28 @@ func newAccountCommand() *cobra.Command {
 			Use:   "open ACCOUNT",
 			Short: "Open an account with a zero balance (idempotent)",
 			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-				if err != nil {
-					return err
-				}
-				defer store.Close()
+			RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 				outcome, err := store.OpenAccount(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "account %s: %s\n", args[0], outcome)
 				return nil
-			},
+			}),
 		},
 		newGrantCommand(),
 		&cobra.Command{
 			Use:   "balance ACCOUNT",
 			Short: "Print an account's balance in credits",
 			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-				if err != nil {
-					return err
-				}
-				defer store.Close()
+			RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 				balance, err := store.Balance(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%d\n", balance)
 				return nil
-			},
+			}),
 		},
 		newHistoryCommand(),
 		newAuditCommand(),
@@ -66,23 +56,18 @@ func newGrantCommand() *cobra.Command {
 		Use:   "grant ACCOUNT CREDITS --key KEY",
 		Short: "Top an account up, once per key",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			amount, err := strconv.ParseInt(args[1], 10, 64)
 			if err != nil {
 				return fmt.Errorf("credits %q: a whole number of credits is needed", args[1])
 			}
-			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
 			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "grant %s of %d to %s: %s (row %d, balance %d)\n", key, amount, args[0], p.Outcome, p.EntryID, p.BalanceAfter)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: the same key grants once (required)")
 	cmd.Flags().StringVar(&memo, "memo", "", "note kept on the ledger row")
@@ -96,12 +81,7 @@ func newHistoryCommand() *cobra.Command {
 		Use:   "history ACCOUNT",
 		Short: "Print a page of an account's ledger rows, oldest first",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			h, err := store.History(cmd.Context(), args[0], page)
 			if err != nil {
 				return err
@@ -111,7 +91,7 @@ func newHistoryCommand() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "more: --after %d\n", h.NextAfterID)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&page.AfterID, "after", 0, "show rows after this row ID (from the previous page)")
 	cmd.Flags().IntVar(&page.Limit, "limit", 100, "rows per page (at most 1000)")
@@ -133,12 +113,7 @@ func newAuditCommand() *cobra.Command {
 		Use:   "audit ACCOUNT",
 		Short: "Replay an account's ledger against its balance and its jobs' states; exit 1 on any violation",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			report, err := store.Audit(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -163,8 +138,20 @@ func newAuditCommand() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "ok: every money rule holds")
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// withStore opens the ledger for a command and closes it when the command is done.
+func withStore(run func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		store, err := ledgerdb.Open(cmd.Context(), databaseURL())
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		return run(cmd, store, args)
+	}
 }

@@ -21,14 +21,9 @@ first try; a job that times out, is refunded, and whose result then lands (the r
 reclaimed, once, however often it is reported); a job refused for insufficient credits; and a
 deleted job whose ID can never be charged again. Each run uses new IDs, so it can be repeated.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, _ []string) error {
 			return playLedgerDemo(cmd.Context(), store, cmd.OutOrStdout())
-		},
+		}),
 	}
 }
 
