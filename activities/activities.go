@@ -1,0 +1,193 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// Ledger is the part of [*ledgerdb.Store] the activities use. It is an interface so that tests can
+// put a fake ledger behind the activities; production code passes the Store.
+type Ledger interface {
+	// Charge takes the job's recorded cost (submitting -> running).
+	Charge(ctx context.Context, jobID string) (ledgerdb.Transition, error)
+	// Refund gives the recorded cost back (running -> refunded).
+	Refund(ctx context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error)
+	// Reclaim takes a refunded job's cost again (refunded -> recovered); a no-op otherwise.
+	Reclaim(ctx context.Context, jobID string) (ledgerdb.Transition, error)
+	// Deliver records that the work succeeded (running -> delivered); no money moves.
+	Deliver(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	// RecordAttempt records how many attempts the work has had.
+	RecordAttempt(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+}
+
+// Activities are jobbill's Temporal activities. Register one value with the worker; the workflow
+// refers to the methods through a nil *Activities.
+type Activities struct {
+	// Ledger is where money moves; in production a *ledgerdb.Store.
+	Ledger Ledger
+	// Runner runs the GPU work; used only by RunWork.
+	Runner Runner
+}
+
+// Application error types of the activities. They are part of the contract with the workflow and
+// with retry policies, so they are constants that never change, whatever the Go errors are called.
+const (
+	// ErrorTypeInsufficientCredits: the account cannot pay the job; the job is rejected and nothing
+	// was charged. Non-retryable.
+	ErrorTypeInsufficientCredits = "InsufficientCredits"
+	// ErrorTypeJobGone: the job was deleted; its ID is burnt and can never be charged. Non-retryable.
+	ErrorTypeJobGone = "JobGone"
+	// ErrorTypeJobNotFound: no job was ever submitted under the ID. Non-retryable.
+	ErrorTypeJobNotFound = "JobNotFound"
+	// ErrorTypeInvalidInput: the ledger refused an argument (an ID, a reason). Non-retryable,
+	// because the same argument is refused every time.
+	ErrorTypeInvalidInput = "InvalidInput"
+	// ErrorTypeWorkFailed: an attempt of the GPU work failed; retryable. Its details are a
+	// [WorkFailure].
+	ErrorTypeWorkFailed = "WorkFailed"
+	// ErrorTypeWorkFailedPermanently: the runner said the work can never succeed (see
+	// [ErrWorkPermanent]); non-retryable. Its details are a [WorkFailure].
+	ErrorTypeWorkFailedPermanently = "WorkFailedPermanently"
+)
+
+// NonRetryableErrorTypes lists the error types above that no retry can fix. The activities
+// already mark these errors non-retryable; retry policies list them too so the contract also holds
+// for an error that crossed a process boundary without its flag.
+var NonRetryableErrorTypes = []string{
+	ErrorTypeInsufficientCredits,
+	ErrorTypeJobGone,
+	ErrorTypeJobNotFound,
+	ErrorTypeInvalidInput,
+	ErrorTypeWorkFailedPermanently,
+}
+
+// ChargeInput names the job to charge. There is no amount: the ledger charges the job's recorded
+// cost (money rule 5).
+type ChargeInput struct {
+	// JobID is the client's job ID.
+	JobID string
+}
+
+// RefundInput names the job to refund and says why. There is no amount (money rule 5).
+type RefundInput struct {
+	// JobID is the client's job ID.
+	JobID string
+	// Reason is kept on the job row and shown to the user, e.g. "timed out after 3 attempts".
+	Reason string
+	// Attempts is how many attempts the work had.
+	Attempts int
+}
+
+// ReclaimInput names the job whose refund is taken back. There is no amount (money rule 5).
+type ReclaimInput struct {
+	// JobID is the client's job ID.
+	JobID string
+}
+
+// DeliverInput names the job whose work succeeded.
+type DeliverInput struct {
+	// JobID is the client's job ID.
+	JobID string
+	// Attempts is the attempt that produced the result.
+	Attempts int
+}
+
+// LedgerResult is what a ledger activity did and where the job stands afterwards. It is also the
+// details of the non-retryable errors, so the workflow can show a rejected job's state and reason.
+type LedgerResult struct {
+	// Outcome says whether this call made the change, an earlier call did, or it did not apply.
+	Outcome ledgerdb.Outcome
+	// State is the job's state after the call.
+	State ledgerdb.State
+	// MoneyState is what the user is told about their money after the call.
+	MoneyState ledgerdb.MoneyState
+	// Cost is the job's recorded cost, the amount every money move of the job uses.
+	Cost int64
+	// Attempts is the attempt count on the job row.
+	Attempts int
+	// EntryID is the ledger row this call wrote; 0 when it wrote none.
+	EntryID int64
+	// BalanceAfter is the account's balance after that row; meaningful only when EntryID is not 0.
+	BalanceAfter int64
+	// Reason is the job's reject or refund reason, if any.
+	Reason string
+}
+
+// Charge takes the job's recorded cost from its account. A refused charge (insufficient credits,
+// a deleted ID, an unknown job) is a non-retryable error; a repeat answers AlreadyApplied.
+func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
+	return ledgerCall(a.Ledger.Charge(ctx, in.JobID))
+}
+
+// Refund gives a running job's recorded cost back because its work failed for good or timed out.
+// A repeat answers AlreadyApplied; a job that was delivered meanwhile answers NotApplied.
+func (a *Activities) Refund(ctx context.Context, in RefundInput) (LedgerResult, error) {
+	return ledgerCall(a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts))
+}
+
+// Reclaim takes a refunded job's cost again because its result landed after all. The success path
+// calls it unconditionally: on a job that was never refunded it answers NotApplied.
+func (a *Activities) Reclaim(ctx context.Context, in ReclaimInput) (LedgerResult, error) {
+	return ledgerCall(a.Ledger.Reclaim(ctx, in.JobID))
+}
+
+// Deliver records that a running job's work succeeded; no money moves. On a recovered job it
+// answers AlreadyApplied.
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult, error) {
+	return ledgerCall(a.Ledger.Deliver(ctx, in.JobID, in.Attempts))
+}
+
+// ledgerCall turns a ledger answer into an activity answer.
+func ledgerCall(t ledgerdb.Transition, err error) (LedgerResult, error) {
+	res := resultOf(t)
+	if err != nil {
+		return res, ledgerError(err, res)
+	}
+	return res, nil
+}
+
+func resultOf(t ledgerdb.Transition) LedgerResult {
+	j := t.Job
+	reason := j.RefundReason
+	if reason == "" {
+		reason = j.RejectReason
+	}
+	return LedgerResult{
+		Outcome:      t.Outcome,
+		State:        j.State,
+		MoneyState:   j.MoneyState(),
+		Cost:         j.Cost,
+		Attempts:     j.Attempts,
+		EntryID:      t.EntryID,
+		BalanceAfter: t.BalanceAfter,
+		Reason:       reason,
+	}
+}
+
+// ledgerError maps the ledger's business refusals to non-retryable application errors with
+// constant types, and leaves every other error retryable: a guarded call that failed wrote
+// nothing, or wrote it once and will answer AlreadyApplied on the retry.
+func ledgerError(err error, res LedgerResult) error {
+	var errType string
+	switch {
+	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
+		errType = ErrorTypeInsufficientCredits
+	case errors.Is(err, ledgerdb.ErrGone):
+		errType = ErrorTypeJobGone
+	case errors.Is(err, ledgerdb.ErrJobNotFound):
+		errType = ErrorTypeJobNotFound
+	case errors.Is(err, ledgerdb.ErrInvalidInput):
+		errType = ErrorTypeInvalidInput
+	default:
+		return err
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), errType, temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		Cause:        err,
+		Details:      []any{res},
+	})
+}

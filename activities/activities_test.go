@@ -1,0 +1,330 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/activities/activitiestest"
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// The production ledger must satisfy the activities' interface.
+var _ activities.Ledger = (*ledgerdb.Store)(nil)
+
+// runnerFunc adapts a function to activities.Runner.
+type runnerFunc func(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error)
+
+func (f runnerFunc) Run(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error) {
+	return f(ctx, req)
+}
+
+// newEnv returns an activity test environment with the activities registered over ledger.
+func newEnv(t *testing.T, ledger activities.Ledger, runner activities.Runner) *testsuite.TestActivityEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(newTWriter(t), nil))))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Ledger: ledger, Runner: runner})
+	return env
+}
+
+// tWriter sends the SDK's logs to t.Log, so they show only for a failing test or with -v.
+// tWriter writes to t.Log until the test ends, and drops what comes after: a goroutine the
+// SDK's test environment leaves behind must not log into a finished test.
+type tWriter struct {
+	t    *testing.T
+	mu   *sync.Mutex
+	done *bool
+}
+
+func newTWriter(t *testing.T) tWriter {
+	w := tWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		*w.done = true
+	})
+	return w
+}
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !*w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// appError asserts err is an application error of errType with the given retryability.
+func appError(t *testing.T, err error, errType string, nonRetryable bool) *temporal.ApplicationError {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, errType, appErr.Type())
+	assert.Equal(t, nonRetryable, appErr.NonRetryable(), "NonRetryable")
+	return appErr
+}
+
+// TestChargeRefusalsAreNonRetryable protects DESIGN.md step 1 and money rules 3 and 7: a charge
+// the ledger refuses (insufficient credits, a burnt ID, an ID never submitted) is a non-retryable
+// error with a constant type, so no retry can turn it into a charge, and nothing is written.
+func TestChargeRefusalsAreNonRetryable(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant("acme", 10)
+	ledger.Submit("too-dear", "acme", 40)
+	ledger.Submit("burnt", "acme", 5)
+	_, err := ledger.Charge(context.Background(), "burnt")
+	require.NoError(t, err)
+	_, err = ledger.Deliver(context.Background(), "burnt", 1)
+	require.NoError(t, err)
+	require.NoError(t, ledger.Delete("burnt"))
+	var a *activities.Activities
+
+	for _, tc := range []struct {
+		jobID, errType string
+		state          ledgerdb.State
+		money          ledgerdb.MoneyState
+	}{
+		{"too-dear", activities.ErrorTypeInsufficientCredits, ledgerdb.StateRejected, ledgerdb.MoneyNotCharged},
+		// A tombstone keeps the money state it had: this one was delivered, so it stays charged.
+		{"burnt", activities.ErrorTypeJobGone, ledgerdb.StateDeleted, ledgerdb.MoneyCharged},
+		{"never-submitted", activities.ErrorTypeJobNotFound, "", ledgerdb.MoneyNotCharged},
+	} {
+		t.Run(tc.errType, func(t *testing.T) {
+			env := newEnv(t, ledger, nil)
+			_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: tc.jobID})
+			appErr := appError(t, err, tc.errType, true)
+			var res activities.LedgerResult
+			require.NoError(t, appErr.Details(&res), "the refusal carries the job's state")
+			assert.Equal(t, tc.state, res.State)
+			assert.Equal(t, tc.money, res.MoneyState)
+		})
+	}
+	assert.Empty(t, ledger.Entries("too-dear"), "a refused charge writes nothing")
+	assert.Equal(t, int64(10-5), ledger.Balance("acme"))
+	require.NoError(t, ledger.Audit())
+}
+
+// TestLedgerFailuresStayRetryable protects money rule 8: an error that is not a business refusal
+// (a dropped connection, here after the commit) stays retryable, and the retry is safe because
+// the guard answers AlreadyApplied without a second row.
+func TestLedgerFailuresStayRetryable(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant("acme", 100)
+	ledger.Submit("render-1", "acme", 40)
+	ledger.LoseAnswers(activitiestest.OpCharge, 1)
+	env := newEnv(t, ledger, nil)
+	var a *activities.Activities
+
+	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-1"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.False(t, appErr.NonRetryable(), "a lost answer must be retried")
+
+	val, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-1"})
+	require.NoError(t, err)
+	var res activities.LedgerResult
+	require.NoError(t, val.Get(&res))
+	assert.Equal(t, ledgerdb.AlreadyApplied, res.Outcome)
+	assert.Equal(t, ledgerdb.StateRunning, res.State)
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-1"))
+	assert.Equal(t, int64(60), ledger.Balance("acme"))
+}
+
+// TestLedgerActivitiesMoveTheRecordedCost protects money rules 2, 3 and 5: charge, refund and
+// reclaim take no amount, each moves the job's recorded cost once, repeats write nothing, and a
+// recovered job nets −cost.
+func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant("acme", 100)
+	ledger.Submit("render-2", "acme", 40)
+	env := newEnv(t, ledger, nil)
+	var a *activities.Activities
+
+	run := func(fn, input any) activities.LedgerResult {
+		t.Helper()
+		val, err := env.ExecuteActivity(fn, input)
+		require.NoError(t, err)
+		var res activities.LedgerResult
+		require.NoError(t, val.Get(&res))
+		return res
+	}
+
+	charge := run(a.Charge, activities.ChargeInput{JobID: "render-2"})
+	assert.Equal(t, activities.LedgerResult{Outcome: ledgerdb.Applied, State: ledgerdb.StateRunning,
+		MoneyState: ledgerdb.MoneyCharged, Cost: 40, EntryID: charge.EntryID, BalanceAfter: 60}, charge)
+
+	refund := run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "timed out after 3 attempts", Attempts: 3})
+	assert.Equal(t, ledgerdb.Applied, refund.Outcome)
+	assert.Equal(t, ledgerdb.StateRefunded, refund.State)
+	assert.Equal(t, "timed out after 3 attempts", refund.Reason)
+	assert.Equal(t, int64(100), refund.BalanceAfter)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "again", Attempts: 3}).Outcome)
+
+	reclaim := run(a.Reclaim, activities.ReclaimInput{JobID: "render-2"})
+	assert.Equal(t, ledgerdb.Applied, reclaim.Outcome)
+	assert.Equal(t, ledgerdb.StateRecovered, reclaim.State)
+	assert.Equal(t, ledgerdb.MoneyCharged, reclaim.MoneyState)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Reclaim, activities.ReclaimInput{JobID: "render-2"}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Deliver, activities.DeliverInput{JobID: "render-2", Attempts: 3}).Outcome)
+
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds("render-2"))
+	assert.Equal(t, int64(-40), ledger.Net("render-2"))
+	require.NoError(t, ledger.Audit())
+}
+
+// TestReclaimOnTheSuccessPathIsANoOp protects DESIGN.md's success path: reclaim is called
+// unconditionally and, on a job that was never refunded, answers NotApplied and writes nothing.
+func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant("acme", 100)
+	ledger.Submit("render-3", "acme", 40)
+	env := newEnv(t, ledger, nil)
+	var a *activities.Activities
+
+	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-3"})
+	require.NoError(t, err)
+	val, err := env.ExecuteActivity(a.Reclaim, activities.ReclaimInput{JobID: "render-3"})
+	require.NoError(t, err)
+	var res activities.LedgerResult
+	require.NoError(t, val.Get(&res))
+	assert.Equal(t, ledgerdb.NotApplied, res.Outcome)
+	assert.Equal(t, ledgerdb.StateRunning, res.State)
+	assert.Equal(t, int64(-40), ledger.Net("render-3"))
+}
+
+// TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (money rule 3 via
+// DESIGN.md step 4): RunWork runs the runner with Temporal's attempt number, records it on the
+// job row and heartbeats it, so a timeout can say how many attempts the work had.
+func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant("acme", 100)
+	ledger.Submit("render-4", "acme", 40)
+	_, err := ledger.Charge(context.Background(), "render-4")
+	require.NoError(t, err)
+	runner := &activities.SimulatedRunner{Duration: 5 * time.Millisecond}
+	env := newEnv(t, ledger, runner)
+	var mu sync.Mutex
+	var beats []int
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var attempt int
+		require.NoError(t, details.Get(&attempt))
+		mu.Lock()
+		beats = append(beats, attempt)
+		mu.Unlock()
+	})
+	var a *activities.Activities
+
+	val, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-4", InputRef: "s3://in/render-4"})
+	require.NoError(t, err)
+	var res activities.WorkResult
+	require.NoError(t, val.Get(&res))
+	assert.Equal(t, 1, res.Attempt)
+	assert.Equal(t, "sim://render-4/attempt-1", res.OutputRef)
+	assert.False(t, res.FinishedAt.IsZero())
+	mu.Lock()
+	assert.Contains(t, beats, 1)
+	mu.Unlock()
+	job, _ := ledger.Job("render-4")
+	assert.Equal(t, 1, job.Attempts)
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-4"), "running the work moves no money")
+}
+
+// TestRunWorkFailures protects DESIGN.md steps 2 and 4: a failed attempt is retryable and says
+// which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
+// without waiting for pointless attempts.
+func TestRunWorkFailures(t *testing.T) {
+	ledger := activitiestest.NewMemoryLedger()
+	var a *activities.Activities
+	for _, tc := range []struct {
+		name, errType string
+		runErr        error
+		nonRetryable  bool
+	}{
+		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false},
+		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newEnv(t, ledger, runnerFunc(func(context.Context, activities.WorkRequest) (activities.WorkResult, error) {
+				return activities.WorkResult{}, tc.runErr
+			}))
+			_, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-5"})
+			appErr := appError(t, err, tc.errType, tc.nonRetryable)
+			var f activities.WorkFailure
+			require.NoError(t, appErr.Details(&f))
+			assert.Equal(t, 1, f.Attempt)
+			assert.Contains(t, f.Message, tc.runErr.Error())
+		})
+	}
+}
+
+// TestSimulatedRunnerFinishesAfterTheTimeout protects DESIGN.md step 4's late success: an attempt
+// that overruns its deadline answers Temporal with the deadline error, and its result still
+// reaches the LateResultReporter afterwards, never an amount.
+func TestSimulatedRunnerFinishesAfterTheTimeout(t *testing.T) {
+	reported := make(chan activities.WorkResult, 1)
+	runner := &activities.SimulatedRunner{
+		LateAttempt: 2,
+		LateBy:      20 * time.Millisecond,
+		Reporter: activities.LateResultReporterFunc(func(_ context.Context, jobID string, res activities.WorkResult) error {
+			assert.Equal(t, "render-6", jobID)
+			reported <- res
+			return nil
+		}),
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := runner.Run(ctx, activities.WorkRequest{JobID: "render-6", Attempt: attempt})
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, "attempt %d must time out", attempt)
+	}
+	select {
+	case res := <-reported:
+		assert.Equal(t, 2, res.Attempt, "only the LateAttempt reports")
+		assert.Equal(t, "sim://render-6/attempt-2", res.OutputRef)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late result was never reported")
+	}
+	select {
+	case res := <-reported:
+		t.Fatalf("a second late result was reported: %+v", res)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	// Attempts after LateAttempt behave normally.
+	res, err := runner.Run(context.Background(), activities.WorkRequest{JobID: "render-6", Attempt: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Attempt)
+}
+
+// TestSimulatedRunnerFailuresAreSeeded makes the demo's stories repeatable: the same seed fails
+// the same attempts, and a zero failure rate never fails.
+func TestSimulatedRunnerFailuresAreSeeded(t *testing.T) {
+	outcomes := func(r *activities.SimulatedRunner) []bool {
+		var out []bool
+		for i := range 20 {
+			_, err := r.Run(context.Background(), activities.WorkRequest{JobID: "j", Attempt: i + 1})
+			out = append(out, err != nil)
+		}
+		return out
+	}
+	first := outcomes(&activities.SimulatedRunner{FailureRate: 0.5, Seed: 7})
+	assert.Equal(t, first, outcomes(&activities.SimulatedRunner{FailureRate: 0.5, Seed: 7}))
+	assert.Contains(t, first, true)
+	assert.Contains(t, first, false)
+	assert.NotContains(t, outcomes(&activities.SimulatedRunner{Seed: 7}), true)
+}

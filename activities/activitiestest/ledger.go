@@ -1,0 +1,316 @@
+// Package activitiestest provides an in-memory [activities.Ledger] for tests of the activities,
+// the workflow and the starter. It follows the guards of ledgerdb's SQL functions (one flag from
+// false to true, a WHERE on the current state) closely enough that a test can check the money
+// rules, and it can lose an answer after committing, as a dropped connection does.
+package activitiestest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+var _ activities.Ledger = (*MemoryLedger)(nil)
+
+// Operation names, as recorded in [Call.Op] and passed to [MemoryLedger.LoseAnswers].
+const (
+	OpCharge        = "Charge"
+	OpRefund        = "Refund"
+	OpReclaim       = "Reclaim"
+	OpDeliver       = "Deliver"
+	OpRecordAttempt = "RecordAttempt"
+)
+
+// ErrAnswerLost is returned by a call whose change was committed but whose answer was "lost",
+// as when the connection drops after COMMIT. The caller cannot tell it from a failed call and
+// retries; the guard makes the retry answer AlreadyApplied.
+var ErrAnswerLost = errors.New("connection lost after commit")
+
+// Call is one call the ledger received and what it answered.
+type Call struct {
+	// Op is the method called (OpCharge, ...).
+	Op string
+	// JobID is the job it named.
+	JobID string
+	// Reason and Attempts are the Refund/Deliver/RecordAttempt arguments, if any.
+	Reason   string
+	Attempts int
+	// Outcome is the outcome the ledger computed (also when the answer was then lost).
+	Outcome ledgerdb.Outcome
+	// Err is the error returned, if any.
+	Err error
+}
+
+// MemoryLedger is an in-memory ledger with ledgerdb's guards. It is safe for concurrent use.
+type MemoryLedger struct {
+	mu       sync.Mutex
+	balances map[string]int64
+	jobs     map[string]*ledgerdb.Job
+	entries  []ledgerdb.Entry
+	calls    []Call
+	lose     map[string]int
+}
+
+// NewMemoryLedger returns an empty ledger.
+func NewMemoryLedger() *MemoryLedger {
+	return &MemoryLedger{balances: map[string]int64{}, jobs: map[string]*ledgerdb.Job{}, lose: map[string]int{}}
+}
+
+// Grant opens the account if needed and adds amount credits to it.
+func (m *MemoryLedger) Grant(accountID string, amount int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.append(accountID, "", ledgerdb.KindGrant, amount)
+}
+
+// Submit writes a job's placeholder (state submitting), as the starter does before the workflow.
+func (m *MemoryLedger) Submit(jobID, accountID string, cost int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.balances[accountID]; !ok {
+		m.balances[accountID] = 0
+	}
+	m.jobs[jobID] = &ledgerdb.Job{ID: jobID, AccountID: accountID, Cost: cost, State: ledgerdb.StateSubmitting}
+}
+
+// Delete turns a settled job into a tombstone, as ledgerdb's Delete does.
+func (m *MemoryLedger) Delete(jobID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[jobID]
+	if !ok {
+		return ledgerdb.ErrJobNotFound
+	}
+	switch j.State {
+	case ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered:
+		j.StateBeforeDelete, j.State = j.State, ledgerdb.StateDeleted
+		return nil
+	case ledgerdb.StateDeleted:
+		return nil
+	}
+	return ledgerdb.ErrJobActive
+}
+
+// LoseAnswers makes the next n calls of op commit their change and then return [ErrAnswerLost].
+func (m *MemoryLedger) LoseAnswers(op string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lose[op] += n
+}
+
+// Job returns a copy of the job's row.
+func (m *MemoryLedger) Job(jobID string) (ledgerdb.Job, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[jobID]
+	if !ok {
+		return ledgerdb.Job{}, false
+	}
+	return *j, true
+}
+
+// Entries returns the ledger rows of a job, oldest first.
+func (m *MemoryLedger) Entries(jobID string) []ledgerdb.Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []ledgerdb.Entry
+	for _, e := range m.entries {
+		if e.JobID == jobID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Kinds returns the kinds of a job's ledger rows, oldest first.
+func (m *MemoryLedger) Kinds(jobID string) []ledgerdb.EntryKind {
+	var kinds []ledgerdb.EntryKind
+	for _, e := range m.Entries(jobID) {
+		kinds = append(kinds, e.Kind)
+	}
+	return kinds
+}
+
+// Net is the sum of a job's ledger rows (money rule 3: −cost if delivered, 0 otherwise).
+func (m *MemoryLedger) Net(jobID string) int64 {
+	var sum int64
+	for _, e := range m.Entries(jobID) {
+		sum += e.Amount
+	}
+	return sum
+}
+
+// Balance is the account's balance; [MemoryLedger.Audit] checks it against its rows.
+func (m *MemoryLedger) Balance(accountID string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.balances[accountID]
+}
+
+// Audit checks money rules 2 and 6: no job has two rows of one kind, and every account's balance
+// is the sum of its rows.
+func (m *MemoryLedger) Audit() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sums := map[string]int64{}
+	seen := map[string]bool{}
+	for _, e := range m.entries {
+		sums[e.AccountID] += e.Amount
+		if e.JobID == "" {
+			continue
+		}
+		key := e.JobID + "/" + string(e.Kind)
+		if seen[key] {
+			return fmt.Errorf("job %q has two %s rows", e.JobID, e.Kind)
+		}
+		seen[key] = true
+	}
+	for acct, bal := range m.balances {
+		if sums[acct] != bal {
+			return fmt.Errorf("account %q: balance %d, rows sum to %d", acct, bal, sums[acct])
+		}
+	}
+	return nil
+}
+
+// Calls returns every call received, in order.
+func (m *MemoryLedger) Calls() []Call {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.calls)
+}
+
+// CallCount is how many times op was called.
+func (m *MemoryLedger) CallCount(op string) int {
+	n := 0
+	for _, c := range m.Calls() {
+		if c.Op == op {
+			n++
+		}
+	}
+	return n
+}
+
+// Charge follows ledger_charge: takes the recorded cost (submitting -> running) or rejects the job
+// when the account cannot pay.
+func (m *MemoryLedger) Charge(_ context.Context, jobID string) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpCharge, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		switch {
+		case j.State == ledgerdb.StateRejected:
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrInsufficientCredits)
+		case j.IsCharged:
+			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+		case m.balances[j.AccountID] < j.Cost:
+			j.State, j.RejectReason = ledgerdb.StateRejected, "insufficient_credits"
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrInsufficientCredits)
+		}
+		j.State, j.IsCharged = ledgerdb.StateRunning, true
+		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindCharge, -j.Cost)), nil
+	})
+}
+
+// Refund follows ledger_refund: running -> refunded, giving the recorded cost back.
+func (m *MemoryLedger) Refund(_ context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpRefund, JobID: jobID, Reason: reason, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if j.State != ledgerdb.StateRunning || !j.IsCharged || j.IsRefunded {
+			return m.unmatched(j, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
+		}
+		j.State, j.IsRefunded, j.RefundReason = ledgerdb.StateRefunded, true, reason
+		j.Attempts = max(j.Attempts, attempts)
+		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindRefund, j.Cost)), nil
+	})
+}
+
+// Reclaim follows ledger_reclaim: refunded -> recovered, taking the recorded cost again.
+func (m *MemoryLedger) Reclaim(_ context.Context, jobID string) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpReclaim, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if j.State != ledgerdb.StateRefunded || !j.IsRefunded || j.IsReclaimed {
+			return m.unmatched(j, ledgerdb.StateRecovered)
+		}
+		j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
+		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
+	})
+}
+
+// Deliver follows ledger_deliver: running -> delivered; no money moves.
+func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpDeliver, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if j.State != ledgerdb.StateRunning {
+			return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
+		}
+		j.State = ledgerdb.StateDelivered
+		j.Attempts = max(j.Attempts, attempts)
+		return m.answer(ledgerdb.Applied, j, 0), nil
+	})
+}
+
+// RecordAttempt follows ledger_record_attempt: the count of a running or refunded job only grows.
+func (m *MemoryLedger) RecordAttempt(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpRecordAttempt, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if j.State != ledgerdb.StateRunning && j.State != ledgerdb.StateRefunded {
+			return m.answer(ledgerdb.NotApplied, j, 0), nil
+		}
+		if attempts <= j.Attempts {
+			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+		}
+		j.Attempts = attempts
+		return m.answer(ledgerdb.Applied, j, 0), nil
+	})
+}
+
+// do runs one guarded operation under the lock: the shared not-found and deleted answers, the
+// operation itself, an answer lost after commit, and the call record.
+func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := func() (ledgerdb.Transition, error) {
+		j, ok := m.jobs[c.JobID]
+		switch {
+		case !ok:
+			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, ledgerdb.ErrJobNotFound)
+		case j.State == ledgerdb.StateDeleted:
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", c.JobID, ledgerdb.ErrGone)
+		}
+		return op(j)
+	}()
+	c.Outcome, c.Err = t.Outcome, err
+	if err == nil && m.lose[c.Op] > 0 {
+		m.lose[c.Op]--
+		t, c.Err = ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, ErrAnswerLost)
+		err = c.Err
+	}
+	m.calls = append(m.calls, c)
+	return t, err
+}
+
+// unmatched follows ledger_job_unmatched: a job already in one of the done states answers
+// AlreadyApplied, any other NotApplied; neither writes anything.
+func (m *MemoryLedger) unmatched(j *ledgerdb.Job, done ...ledgerdb.State) (ledgerdb.Transition, error) {
+	if slices.Contains(done, j.State) {
+		return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+	}
+	return m.answer(ledgerdb.NotApplied, j, 0), nil
+}
+
+func (m *MemoryLedger) answer(o ledgerdb.Outcome, j *ledgerdb.Job, entryID int64) ledgerdb.Transition {
+	t := ledgerdb.Transition{Outcome: o, Job: *j, EntryID: entryID}
+	if entryID != 0 {
+		t.BalanceAfter = m.balances[j.AccountID]
+	}
+	return t
+}
+
+// append writes one ledger row and moves the balance with it (money rule 4).
+func (m *MemoryLedger) append(accountID, jobID string, kind ledgerdb.EntryKind, amount int64) int64 {
+	m.balances[accountID] += amount
+	id := int64(len(m.entries) + 1)
+	m.entries = append(m.entries, ledgerdb.Entry{
+		ID: id, AccountID: accountID, JobID: jobID, Kind: kind, Amount: amount, BalanceAfter: m.balances[accountID],
+	})
+	return id
+}

@@ -1,0 +1,32 @@
+// Package activities holds jobbill's Temporal activities: thin adapters from the metered job
+// workflow to the ledger ([ledgerdb]) and to the GPU work ([Runner]).
+//
+// Activities are methods on [Activities], a struct holding their dependencies, as in samples-go
+// greetings/: the worker registers one value, and the workflow names the methods through a nil
+// pointer:
+//
+//	var a *activities.Activities
+//	err := workflow.ExecuteActivity(ctx, a.Charge, activities.ChargeInput{JobID: id}).Get(ctx, &res)
+//
+// # Money
+//
+// No activity takes an amount. Charge, Refund and Reclaim move the cost recorded on the job row
+// (money rule 5), and each is one guarded ledger transaction, so Temporal may run any of them twice
+// (at-least-once delivery, a retry after a lost answer) and the ledger ends the same (money rule 8):
+// the repeat answers [ledgerdb.AlreadyApplied] or [ledgerdb.NotApplied].
+//
+// # Errors
+//
+// Business refusals become non-retryable application errors whose types are the ErrorType
+// constants ([ErrorTypeInsufficientCredits], [ErrorTypeJobGone], [ErrorTypeJobNotFound], ...), so
+// the workflow branches on a stable string rather than on Go type names. Every other error (a lost
+// connection, a deadlock victim) stays retryable: the guards make the retry safe.
+//
+// # Runners
+//
+// [Activities.RunWork] runs one attempt of the GPU work through a [Runner], heartbeating while it
+// waits and giving up when Temporal cancels the attempt. [SimulatedRunner] replays the seeds'
+// stories on any machine. An HTTP runner for real GPU services comes later (issue 3): it will post
+// the [WorkRequest], poll or take a callback, cancel the remote job when the context is done, and
+// report results that arrive after the attempt's deadline through a [LateResultReporter].
+package activities

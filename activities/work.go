@@ -1,0 +1,142 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// WorkRequest is one attempt of a job's GPU work.
+type WorkRequest struct {
+	// JobID is the client's job ID.
+	JobID string
+	// Attempt is the attempt number, from 1. RunWork sets it from Temporal's attempt counter, so
+	// callers leave it zero.
+	Attempt int
+	// InputRef points at the job's input (a URL, an object key); the work reads it from there.
+	InputRef string
+}
+
+// WorkResult is what a finished attempt produced.
+type WorkResult struct {
+	// Attempt is the attempt that produced the result.
+	Attempt int
+	// OutputRef points at the job's output.
+	OutputRef string
+	// FinishedAt is when the work finished, by the runner's clock.
+	FinishedAt time.Time
+}
+
+// Runner runs one attempt of a job's GPU work. Run must return soon after ctx is done (Temporal
+// cancelled the attempt, or its StartToClose deadline passed) with ctx's error; work that keeps
+// going on the GPU side after that reports its result through a [LateResultReporter].
+type Runner interface {
+	Run(ctx context.Context, req WorkRequest) (WorkResult, error)
+}
+
+// LateResultReporter takes a result that arrived after its attempt was given up: the attempt's
+// deadline passed, or the workflow already refunded the job. The starter implements it by
+// signalling the job's workflow with the result, or, if the workflow has closed, with a guarded
+// reclaim of its own.
+type LateResultReporter interface {
+	ReportLateResult(ctx context.Context, jobID string, result WorkResult) error
+}
+
+// LateResultReporterFunc adapts a function to [LateResultReporter].
+type LateResultReporterFunc func(ctx context.Context, jobID string, result WorkResult) error
+
+// ReportLateResult calls f.
+func (f LateResultReporterFunc) ReportLateResult(ctx context.Context, jobID string, result WorkResult) error {
+	return f(ctx, jobID, result)
+}
+
+// ErrWorkPermanent, wrapped by a Runner's error, says that no retry can make the work succeed
+// (for instance the input is unreadable). RunWork then fails with a non-retryable
+// [ErrorTypeWorkFailedPermanently] error and the workflow refunds without waiting for retries.
+var ErrWorkPermanent = errors.New("the work can never succeed")
+
+// WorkFailure is the details of a failed attempt's application error.
+type WorkFailure struct {
+	// Attempt is the attempt that failed.
+	Attempt int
+	// Message is the runner's error.
+	Message string
+}
+
+// defaultHeartbeatEvery is how often RunWork heartbeats when the attempt has no heartbeat timeout.
+// Heartbeats are also how a cancellation reaches a running activity, so they never stop.
+const defaultHeartbeatEvery = 10 * time.Second
+
+// RunWork runs one attempt of the job's work through the Runner. It records the attempt on the
+// job row (best effort: the count is for people, not for money), heartbeats the attempt number
+// while the runner works, so that a timeout carries it back to the workflow as the last heartbeat
+// details, and returns as soon as Temporal cancels the attempt.
+func (a *Activities) RunWork(ctx context.Context, req WorkRequest) (WorkResult, error) {
+	info := activity.GetInfo(ctx)
+	req.Attempt = int(info.Attempt)
+	logger := activity.GetLogger(ctx)
+	if _, err := a.Ledger.RecordAttempt(ctx, req.JobID, req.Attempt); err != nil {
+		logger.Warn("Recording the attempt failed; running the work anyway.", "JobID", req.JobID, "Attempt", req.Attempt, "Error", err)
+	}
+
+	every := defaultHeartbeatEvery
+	if info.HeartbeatTimeout > 0 {
+		// Well inside the timeout; the SDK throttles the calls that actually reach the server.
+		every = info.HeartbeatTimeout / 3
+	}
+	heartbeat := func() { activity.RecordHeartbeat(ctx, req.Attempt) }
+	res, err := runWithHeartbeats(ctx, a.Runner, req, every, heartbeat)
+	if err == nil {
+		if res.Attempt == 0 {
+			res.Attempt = req.Attempt
+		}
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		// Cancelled or timed out: Temporal already knows which, and ctx's error says so.
+		return WorkResult{}, ctx.Err()
+	}
+	errType, nonRetryable := ErrorTypeWorkFailed, false
+	if errors.Is(err, ErrWorkPermanent) {
+		errType, nonRetryable = ErrorTypeWorkFailedPermanently, true
+	}
+	return WorkResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), errType, temporal.ApplicationErrorOptions{
+		NonRetryable: nonRetryable,
+		Cause:        err,
+		Details:      []any{WorkFailure{Attempt: req.Attempt, Message: err.Error()}},
+	})
+}
+
+// runWithHeartbeats runs the runner in its own goroutine and heartbeats until it returns or ctx
+// is done. It does not wait for a runner that ignores ctx: the attempt is over for Temporal, and a
+// result that still comes is the runner's to report as late.
+func runWithHeartbeats(ctx context.Context, r Runner, req WorkRequest, every time.Duration, heartbeat func()) (WorkResult, error) {
+	type answer struct {
+		res WorkResult
+		err error
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan answer, 1) // buffered: a runner that returns after we gave up must not block
+	go func() {
+		res, err := r.Run(runCtx, req)
+		done <- answer{res, err}
+	}()
+
+	heartbeat() // at once, so even a short attempt leaves its number for a timeout to carry
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case ans := <-done:
+			return ans.res, ans.err
+		case <-ticker.C:
+			heartbeat()
+		case <-ctx.Done():
+			return WorkResult{}, ctx.Err()
+		}
+	}
+}

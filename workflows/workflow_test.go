@@ -1,0 +1,510 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/activities/activitiestest"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+const (
+	account = "acme"
+	cost    = 40
+)
+
+// testPolicy keeps the story short in the test clock: 3 attempts, 1s then 2s apart, and an hour
+// to wait for a late result.
+var testPolicy = workflows.Policy{
+	InitialInterval:    time.Second,
+	BackoffCoefficient: 2,
+	MaximumInterval:    10 * time.Second,
+	MaximumAttempts:    3,
+	StartToClose:       time.Minute,
+	HeartbeatTimeout:   30 * time.Second,
+	LateResultWindow:   time.Hour,
+}
+
+// testLogger sends the SDK's logs to t.Log, so they show only for a failing test or with -v.
+func testLogger(t *testing.T) log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(newTWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
+// tWriter writes to t.Log until the test ends, and drops what comes after: a goroutine the
+// SDK's test environment leaves behind must not log into a finished test.
+type tWriter struct {
+	t    *testing.T
+	mu   *sync.Mutex
+	done *bool
+}
+
+func newTWriter(t *testing.T) tWriter {
+	w := tWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		*w.done = true
+	})
+	return w
+}
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !*w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// workFunc plays the GPU side of one attempt; call counts every attempt across runs (redrives).
+type workFunc func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error)
+
+// harness runs one job's workflow over the real activities, an in-memory ledger with the
+// ledger's guards, and a mocked work activity.
+type harness struct {
+	t      *testing.T
+	jobID  string
+	env    *testsuite.TestWorkflowEnvironment
+	ledger *activitiestest.MemoryLedger
+
+	mu           sync.Mutex
+	workCalls    int
+	states       []ledgerdb.State // BillingState at each upsert
+	deadLettered []bool           // DeadLettered at each upsert
+	accountIDs   []string         // AccountID at each upsert
+	canceled     []string         // activity types cancelled
+}
+
+func newHarness(t *testing.T, jobID string, balance int64, work workFunc) *harness {
+	t.Helper()
+	h := &harness{t: t, jobID: jobID, ledger: activitiestest.NewMemoryLedger()}
+	h.ledger.Grant(account, balance)
+	h.ledger.Submit(jobID, account, cost)
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger(t))
+	h.env = suite.NewTestWorkflowEnvironment()
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: jobID, TaskQueue: workflows.TaskQueue})
+	h.env.RegisterWorkflow(workflows.MeteredJob)
+	h.env.RegisterActivity(&activities.Activities{Ledger: h.ledger})
+	var a *activities.Activities
+	h.env.OnActivity(a.RunWork, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error) {
+			h.mu.Lock()
+			h.workCalls++
+			call := h.workCalls
+			h.mu.Unlock()
+			req.Attempt = int(activity.GetInfo(ctx).Attempt)
+			return work(ctx, req, call)
+		})
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		state, _ := sa.GetKeyword(workflows.BillingStateKey)
+		dead, _ := sa.GetBool(workflows.DeadLetteredKey)
+		acct, _ := sa.GetKeyword(workflows.AccountIDKey)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.states = append(h.states, ledgerdb.State(state))
+		h.deadLettered = append(h.deadLettered, dead)
+		h.accountIDs = append(h.accountIDs, acct)
+	}).Return(nil)
+	h.env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.canceled = append(h.canceled, info.ActivityType.Name)
+	})
+	return h
+}
+
+// signalAt sends a signal after d of workflow time.
+func (h *harness) signalAt(d time.Duration, name string, payload any) {
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(name, payload) }, d)
+}
+
+// run executes the workflow to its end and returns its final status.
+func (h *harness) run() workflows.JobStatus {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
+		JobID:     h.jobID,
+		AccountID: account,
+		Cost:      cost,
+		Work:      activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID},
+		Policy:    testPolicy,
+	})
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	var status workflows.JobStatus
+	require.NoError(h.t, h.env.GetWorkflowResult(&status))
+	require.NoError(h.t, h.ledger.Audit(), "money rules 2 and 6")
+	return status
+}
+
+// assertLedger checks the job's rows, its net (money rule 3) and the account's balance.
+func (h *harness) assertLedger(balance int64, kinds ...ledgerdb.EntryKind) {
+	h.t.Helper()
+	assert.Equal(h.t, kinds, h.ledger.Kinds(h.jobID), "ledger rows")
+	var net int64
+	for _, k := range kinds {
+		switch k {
+		case ledgerdb.KindCharge, ledgerdb.KindReclaim:
+			net -= cost
+		case ledgerdb.KindRefund:
+			net += cost
+		}
+	}
+	assert.Equal(h.t, net, h.ledger.Net(h.jobID), "net effect")
+	assert.Equal(h.t, balance, h.ledger.Balance(account), "balance")
+}
+
+// assertStates checks the BillingState and DeadLettered values upserted, in order, and that
+// every upsert named the account.
+func (h *harness) assertStates(states []ledgerdb.State, deadLettered []bool) {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(h.t, states, h.states, "BillingState upserts")
+	assert.Equal(h.t, deadLettered, h.deadLettered, "DeadLettered upserts")
+	for _, acct := range h.accountIDs {
+		assert.Equal(h.t, account, acct, "AccountID upsert")
+	}
+}
+
+// assertCalls checks how often each ledger operation was called.
+func (h *harness) assertCalls(want map[string]int) {
+	h.t.Helper()
+	for _, op := range []string{activitiestest.OpCharge, activitiestest.OpRefund, activitiestest.OpReclaim, activitiestest.OpDeliver} {
+		assert.Equal(h.t, want[op], h.ledger.CallCount(op), "%s calls", op)
+	}
+}
+
+func (h *harness) workCallCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.workCalls
+}
+
+func result(attempt int) activities.WorkResult {
+	return activities.WorkResult{Attempt: attempt, OutputRef: fmt.Sprintf("s3://outputs/attempt-%d", attempt)}
+}
+
+// succeed finishes every attempt at once.
+func succeed(_ context.Context, req activities.WorkRequest, _ int) (activities.WorkResult, error) {
+	return result(req.Attempt), nil
+}
+
+// timeOut plays an attempt the server timed out: the timeout carries the attempt's last
+// heartbeat, which RunWork makes the attempt number.
+func timeOut(_ context.Context, req activities.WorkRequest, _ int) (activities.WorkResult, error) {
+	return activities.WorkResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil, req.Attempt)
+}
+
+// failTransiently plays a GPU that keeps failing, retryably.
+func failTransiently(_ context.Context, req activities.WorkRequest, _ int) (activities.WorkResult, error) {
+	return activities.WorkResult{}, temporal.NewApplicationErrorWithOptions("GPU busy", activities.ErrorTypeWorkFailed,
+		temporal.ApplicationErrorOptions{Details: []any{activities.WorkFailure{Attempt: req.Attempt, Message: "GPU busy"}}})
+}
+
+var (
+	submitting = ledgerdb.StateSubmitting
+	running    = ledgerdb.StateRunning
+	delivered  = ledgerdb.StateDelivered
+	refunded   = ledgerdb.StateRefunded
+	recovered  = ledgerdb.StateRecovered
+	rejected   = ledgerdb.StateRejected
+)
+
+// TestSuccessOnFirstTry protects money rule 3 (a delivered job nets −cost) and DESIGN.md's
+// success path: charge, run, reclaim (a no-op: NotApplied, no row) and deliver; no refund.
+func TestSuccessOnFirstTry(t *testing.T) {
+	h := newHarness(t, "story-a", 100, succeed)
+	status := h.run()
+
+	assert.Equal(t, delivered, status.State)
+	assert.Equal(t, ledgerdb.MoneyCharged, status.MoneyState)
+	assert.Equal(t, 1, status.Attempts)
+	assert.Equal(t, "s3://outputs/attempt-1", status.OutputRef)
+	assert.False(t, status.DeadLettered)
+	assert.Equal(t, 1, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge)
+	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
+	job, _ := h.ledger.Job("story-a")
+	assert.Equal(t, delivered, job.State)
+}
+
+// TestSuccessOnRetry protects money rules 2 and 3 across retries: failed attempts are retried
+// under the policy without charging again, and the job nets −cost once.
+func TestSuccessOnRetry(t *testing.T) {
+	h := newHarness(t, "retry-ok", 100, func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
+		if req.Attempt < 3 {
+			return failTransiently(ctx, req, call)
+		}
+		return succeed(ctx, req, call)
+	})
+	status := h.run()
+
+	assert.Equal(t, delivered, status.State)
+	assert.Equal(t, 3, status.Attempts)
+	assert.Equal(t, 3, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge)
+	job, _ := h.ledger.Job("retry-ok")
+	assert.Equal(t, 3, job.Attempts)
+}
+
+// TestTimeoutsThenLateResultRecovers protects money rules 3 and 5 on story (b): every attempt
+// times out → refund (net 0, reason "timed out after 3 attempts") → dead-lettered → the result
+// lands late → reclaim → recovered (net −cost). The status query tells the user the refund while
+// the job waits.
+func TestTimeoutsThenLateResultRecovers(t *testing.T) {
+	h := newHarness(t, "story-b", 100, timeOut)
+	h.env.RegisterDelayedCallback(func() {
+		val, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		var st workflows.JobStatus
+		require.NoError(t, val.Get(&st))
+		assert.Equal(t, refunded, st.State)
+		assert.Equal(t, ledgerdb.MoneyRefunded, st.MoneyState)
+		assert.True(t, st.DeadLettered)
+		assert.Equal(t, 3, st.Attempts)
+		assert.Equal(t, "timed out after 3 attempts", st.Reason)
+		assert.Equal(t, int64(0), h.ledger.Net("story-b"), "refunded: net 0")
+	}, 5*time.Minute)
+	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"})
+	status := h.run()
+
+	assert.Equal(t, recovered, status.State)
+	assert.Equal(t, ledgerdb.MoneyCharged, status.MoneyState)
+	assert.False(t, status.DeadLettered)
+	assert.Equal(t, "s3://outputs/late", status.OutputRef)
+	assert.Equal(t, 3, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
+	job, _ := h.ledger.Job("story-b")
+	assert.Equal(t, "timed out after 3 attempts", job.RefundReason)
+	assert.Equal(t, 3, job.Attempts)
+}
+
+// TestDeadLetteredForGood protects money rule 3 on story (c): the work never succeeds and no
+// result comes within the window, so the workflow closes refunded and dead-lettered, net 0.
+func TestDeadLetteredForGood(t *testing.T) {
+	h := newHarness(t, "story-c", 100, timeOut)
+	start := h.env.Now()
+	status := h.run()
+
+	assert.Equal(t, refunded, status.State)
+	assert.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+	assert.True(t, status.DeadLettered)
+	assert.Equal(t, "timed out after 3 attempts", status.Reason)
+	assert.GreaterOrEqual(t, h.env.Now().Sub(start), testPolicy.LateResultWindow, "it waited the whole window")
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1})
+	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded}, []bool{false, false, true})
+}
+
+// TestSameResultSignalledTwice protects money rules 2 and 8 on story (d): the same late result
+// delivered twice reclaims once; the second signal is counted and changes nothing.
+func TestSameResultSignalledTwice(t *testing.T) {
+	h := newHarness(t, "story-d", 100, timeOut)
+	late := workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"}
+	h.signalAt(10*time.Minute, workflows.SignalResult, late)
+	h.signalAt(10*time.Minute, workflows.SignalResult, late)
+	status := h.run()
+
+	assert.Equal(t, recovered, status.State)
+	assert.Equal(t, 1, status.IgnoredResults)
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+}
+
+// TestInsufficientCreditsRejected protects money rules 3 and 7 on story (e): a refused charge
+// ends the workflow as rejected (not failed), runs no work and writes no row.
+func TestInsufficientCreditsRejected(t *testing.T) {
+	h := newHarness(t, "story-e", 10, succeed)
+	status := h.run()
+
+	assert.Equal(t, rejected, status.State)
+	assert.Equal(t, ledgerdb.MoneyNotCharged, status.MoneyState)
+	assert.Equal(t, "insufficient credits", status.Reason)
+	assert.Equal(t, 0, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1})
+	h.assertLedger(10)
+	h.assertStates([]ledgerdb.State{submitting, rejected}, []bool{false, false})
+}
+
+// TestResultDuringRetries protects money rule 3 and DESIGN.md step 3: a result signal while the
+// work is still retrying cancels the attempt and delivers; there is no refund and no reclaim row.
+func TestResultDuringRetries(t *testing.T) {
+	h := newHarness(t, "during-retries", 100, failTransiently)
+	// Attempt 1 fails at 0s and attempt 2 at 1s; the signal lands in the 2s wait before attempt 3.
+	h.signalAt(2*time.Second, workflows.SignalResult, workflows.ResultSignal{Attempt: 1, OutputRef: "s3://outputs/attempt-1"})
+	status := h.run()
+
+	assert.Equal(t, delivered, status.State)
+	assert.Equal(t, "s3://outputs/attempt-1", status.OutputRef)
+	assert.Equal(t, 2, h.workCallCount(), "no attempt after the result")
+	h.mu.Lock()
+	assert.Contains(t, h.canceled, "RunWork", "the running attempt was cancelled")
+	h.mu.Unlock()
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge)
+	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
+}
+
+// TestResultAfterDeadLettering protects money rules 3 and 5 when the work failed for good (a
+// permanent failure, not a timeout): the refund comes without more attempts, and a result after
+// dead-lettering reclaims the recorded cost.
+func TestResultAfterDeadLettering(t *testing.T) {
+	h := newHarness(t, "after-dlq", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
+		return activities.WorkResult{}, temporal.NewApplicationErrorWithOptions("input unreadable", activities.ErrorTypeWorkFailedPermanently,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.WorkFailure{Attempt: 1, Message: "input unreadable"}}})
+	})
+	h.signalAt(30*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 1, OutputRef: "s3://outputs/after"})
+	status := h.run()
+
+	assert.Equal(t, recovered, status.State)
+	assert.Equal(t, 1, h.workCallCount(), "a permanent failure is not retried")
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	job, _ := h.ledger.Job("after-dlq")
+	assert.Equal(t, "failed for good after 1 attempt: input unreadable", job.RefundReason)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
+}
+
+// TestRedrive protects money rules 2, 3 and 8 for an operator's re-drive: the dead letter's work
+// runs again under the same guards, and its success reclaims the refund once (recovered, −cost).
+func TestRedrive(t *testing.T) {
+	h := newHarness(t, "redrive-ok", 100, func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
+		if call <= 3 {
+			return timeOut(ctx, req, call)
+		}
+		return succeed(ctx, req, call)
+	})
+	h.signalAt(10*time.Minute, workflows.SignalRedrive, workflows.RedriveRequest{By: "ops", Note: "GPU pool fixed"})
+	status := h.run()
+
+	assert.Equal(t, recovered, status.State)
+	assert.Equal(t, 1, status.Redrives)
+	assert.Equal(t, 4, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded, refunded, recovered}, []bool{false, false, true, true, false})
+}
+
+// TestRedriveThatFailsStaysRefunded protects money rule 2: a redrive that fails again writes no
+// second refund; the job stays a dead letter and closes refunded when the window ends.
+func TestRedriveThatFailsStaysRefunded(t *testing.T) {
+	h := newHarness(t, "redrive-fails", 100, timeOut)
+	h.signalAt(10*time.Minute, workflows.SignalRedrive, workflows.RedriveRequest{By: "ops"})
+	status := h.run()
+
+	assert.Equal(t, refunded, status.State)
+	assert.True(t, status.DeadLettered)
+	assert.Equal(t, "redrive 1 timed out after 3 attempts", status.Reason)
+	assert.Equal(t, 6, h.workCallCount())
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1})
+	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+}
+
+// TestDeletedWhileDeadLettered protects money rule 7 (a tombstone keeps its money and its ID is
+// burnt): a refunded job deleted while its workflow waits is not reclaimed by a late result; the
+// workflow ends as deleted, without error, and the money stays refunded.
+func TestDeletedWhileDeadLettered(t *testing.T) {
+	h := newHarness(t, "deleted", 100, timeOut)
+	h.env.RegisterDelayedCallback(func() { require.NoError(t, h.ledger.Delete("deleted")) }, 5*time.Minute)
+	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"})
+	status := h.run()
+
+	assert.Equal(t, ledgerdb.StateDeleted, status.State)
+	assert.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1})
+	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded, ledgerdb.StateDeleted}, []bool{false, false, true, true})
+}
+
+// TestLedgerRetryAfterCommit protects money rules 4 and 8: when the worker loses a ledger
+// activity's answer after the ledger committed, Temporal retries the activity, the guard answers
+// AlreadyApplied, and the job ends in the right state with one row per kind.
+func TestLedgerRetryAfterCommit(t *testing.T) {
+	for _, tc := range []struct {
+		op    string
+		work  workFunc
+		late  bool
+		state ledgerdb.State
+		kinds []ledgerdb.EntryKind
+	}{
+		{activitiestest.OpCharge, succeed, false, delivered, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
+		{activitiestest.OpDeliver, succeed, false, delivered, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
+		{activitiestest.OpRefund, timeOut, true, recovered, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
+		{activitiestest.OpReclaim, timeOut, true, recovered, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			h := newHarness(t, "lost-"+tc.op, 100, tc.work)
+			h.ledger.LoseAnswers(tc.op, 1)
+			if tc.late {
+				h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"})
+			}
+			status := h.run()
+
+			assert.Equal(t, tc.state, status.State)
+			assert.Equal(t, 2, h.ledger.CallCount(tc.op), "the lost answer was retried")
+			var outcomes []ledgerdb.Outcome
+			for _, c := range h.ledger.Calls() {
+				if c.Op == tc.op {
+					outcomes = append(outcomes, c.Outcome)
+					if len(outcomes) == 1 {
+						assert.True(t, errors.Is(c.Err, activitiestest.ErrAnswerLost))
+					}
+				}
+			}
+			assert.Equal(t, ledgerdb.AlreadyApplied, outcomes[1], "the retry found the change committed")
+			h.assertLedger(100-cost, tc.kinds...)
+		})
+	}
+}
+
+// TestJobIDMustBeTheWorkflowID protects money rule 7: a workflow never bills a job ID other than
+// its own workflow ID, which is what keeps one ID to one charge in Temporal.
+func TestJobIDMustBeTheWorkflowID(t *testing.T) {
+	h := newHarness(t, "job-1", 100, succeed)
+	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{JobID: "job-2", AccountID: account, Cost: cost})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &appErr)
+	assert.Equal(t, workflows.ErrorTypeInvalidJobInput, appErr.Type())
+	assert.Empty(t, h.ledger.Calls())
+}
+
+// TestStaticSummary pins the job's line in the UI's workflow list.
+func TestStaticSummary(t *testing.T) {
+	in := workflows.JobInput{JobID: "render-1", AccountID: account, Cost: cost}
+	assert.Equal(t, "render-1: 40 credits from acme", in.StaticSummary())
+}
+
+// TestSearchAttributeNames pins the names the dev server must register.
+func TestSearchAttributeNames(t *testing.T) {
+	assert.Equal(t, []string{
+		"--search-attribute", "BillingState=Keyword",
+		"--search-attribute", "AccountID=Keyword",
+		"--search-attribute", "DeadLettered=Bool",
+	}, workflows.DevServerFlags())
+}
