@@ -17,6 +17,10 @@ const (
 	SignalRedrive = "redrive"
 	// QueryStatus answers a [JobStatus].
 	QueryStatus = "status"
+	// UpdateChargeDecision waits until the job's charge is decided and answers a
+	// [ChargeDecision]. The starter sends it with Update-With-Start, so a submission answers
+	// "charged" or "rejected" in one round trip (the early-return pattern of samples-go).
+	UpdateChargeDecision = "charge-decision"
 )
 
 // Custom search attributes of the metered job workflow. The dev server and production namespaces

@@ -142,3 +142,14 @@ type JobStatus struct {
 	// IgnoredResults counts result signals that changed nothing because the job had settled.
 	IgnoredResults int
 }
+
+// ChargeDecision is the answer of [UpdateChargeDecision]: whether the job was charged.
+type ChargeDecision struct {
+	// State is the job's state right after its charge was decided: running when charged now,
+	// rejected when refused, or a later state when an earlier run of this ID already billed it.
+	State ledgerdb.State
+	// MoneyState is what the user is told about their money.
+	MoneyState ledgerdb.MoneyState
+	// Reason says why the charge was refused; empty when it was not.
+	Reason string
+}

@@ -53,6 +53,17 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (JobStatus, error) { return j.status, nil }); err != nil {
 		return j.status, err
 	}
+	// The update only waits; it never changes the job, so a submission retried any number of
+	// times gets the same answer.
+	err := workflow.SetUpdateHandler(ctx, UpdateChargeDecision, func(ctx workflow.Context) (ChargeDecision, error) {
+		if err := workflow.Await(ctx, func() bool { return j.decision != nil }); err != nil {
+			return ChargeDecision{}, err
+		}
+		return *j.decision, nil
+	})
+	if err != nil {
+		return j.status, err
+	}
 	if in.JobID != workflowID {
 		// The workflow ID is what makes a job ID unique in Temporal (money rule 7); a workflow
 		// billing another ID would defeat it.
@@ -60,7 +71,7 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 			fmt.Sprintf("job ID %q is not the workflow ID %q", in.JobID, workflowID),
 			ErrorTypeInvalidJobInput, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	err := j.run(ctx)
+	err = j.run(ctx)
 	j.ignoreLeftoverSignals(ctx)
 	return j.status, err
 }
@@ -72,6 +83,15 @@ type meteredJob struct {
 	status   JobStatus
 	results  workflow.ReceiveChannel
 	redrives workflow.ReceiveChannel
+	// decision is set once the charge is decided; the UpdateChargeDecision handler waits for it.
+	decision *ChargeDecision
+}
+
+// decideCharge records the charge's outcome for the UpdateChargeDecision handler.
+func (j *meteredJob) decideCharge(state ledgerdb.State, money ledgerdb.MoneyState, reason string) {
+	if j.decision == nil {
+		j.decision = &ChargeDecision{State: state, MoneyState: money, Reason: reason}
+	}
 }
 
 // workOutcome is how a run of the work ended: a result (from the activity or from a result
@@ -92,12 +112,14 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 	if err != nil {
 		if reason, ok := rejection(err); ok {
 			j.status.Reason = reason
+			j.decideCharge(ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, reason)
 			j.transition(ctx, ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, false,
 				fmt.Sprintf("Rejected: %s. Nothing was charged.", reason))
 			return nil
 		}
 		return err
 	}
+	j.decideCharge(charge.State, charge.MoneyState, charge.Reason)
 	switch charge.State {
 	case ledgerdb.StateRunning:
 	case ledgerdb.StateRefunded:

@@ -508,3 +508,65 @@ func TestSearchAttributeNames(t *testing.T) {
 		"--search-attribute", "DeadLettered=Bool",
 	}, workflows.DevServerFlags())
 }
+
+// updateAt sends the charge-decision update after d of workflow time and returns where its
+// answer lands.
+func (h *harness) updateAt(d time.Duration, updateID string) *chargeDecisionAnswer {
+	answer := &chargeDecisionAnswer{}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(workflows.UpdateChargeDecision, updateID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { answer.err = err },
+			OnComplete: func(result any, err error) {
+				answer.done, answer.err = true, err
+				if d, ok := result.(workflows.ChargeDecision); ok {
+					answer.decision = d
+				}
+			},
+		})
+	}, d)
+	return answer
+}
+
+type chargeDecisionAnswer struct {
+	done     bool
+	decision workflows.ChargeDecision
+	err      error
+}
+
+// TestChargeDecisionUpdate checks what the starter's Update-With-Start answers: charged when the
+// ledger charged the job, rejected with the reason (nothing charged, money rule 3) when it
+// refused, and the same answer to a repeated update (money rule 8: a retried submission never
+// charges again).
+func TestChargeDecisionUpdate(t *testing.T) {
+	t.Run("charged", func(t *testing.T) {
+		h := newHarness(t, "job-update-charged", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
+			return activities.WorkResult{Attempt: 1, OutputRef: "out"}, nil
+		})
+		first, second := h.updateAt(0, "submit-1"), h.updateAt(0, "submit-2")
+		status := h.run()
+		require.Equal(t, ledgerdb.StateDelivered, status.State)
+		for _, answer := range []*chargeDecisionAnswer{first, second} {
+			require.True(t, answer.done)
+			require.NoError(t, answer.err)
+		}
+		require.Equal(t, workflows.ChargeDecision{State: ledgerdb.StateRunning, MoneyState: ledgerdb.MoneyCharged}, first.decision)
+		require.Equal(t, first.decision, second.decision)
+		h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	})
+	t.Run("rejected", func(t *testing.T) {
+		h := newHarness(t, "job-update-rejected", 10, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
+			t.Error("a rejected job must not run its work")
+			return activities.WorkResult{}, nil
+		})
+		answer := h.updateAt(0, "submit-1")
+		status := h.run()
+		require.Equal(t, ledgerdb.StateRejected, status.State)
+		require.True(t, answer.done)
+		require.NoError(t, answer.err)
+		require.Equal(t, ledgerdb.StateRejected, answer.decision.State)
+		require.Equal(t, ledgerdb.MoneyNotCharged, answer.decision.MoneyState)
+		require.Equal(t, "insufficient credits", answer.decision.Reason)
+		h.assertLedger(10)
+	})
+}
