@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,10 +41,24 @@ type SimulatedRunner struct {
 	rng *rand.Rand
 }
 
-// Run works one attempt as configured. It returns ctx's error as soon as ctx is done.
+// Run works one attempt: as the job's input reference says when it names a scenario (see
+// [ParseScenario]), otherwise as the runner is configured. It returns ctx's error as soon as ctx
+// is done.
 func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, error) {
-	if s.LateAttempt > 0 && req.Attempt <= s.LateAttempt {
-		if req.Attempt == s.LateAttempt {
+	sc, ok := ParseScenario(req.InputRef)
+	if !ok {
+		sc = Scenario{Kind: ScenarioConfigured}
+	}
+	lateAttempt := s.LateAttempt
+	switch sc.Kind {
+	case ScenarioLate:
+		lateAttempt = sc.Attempt
+	case ScenarioHang:
+		<-ctx.Done()
+		return WorkResult{}, ctx.Err()
+	}
+	if lateAttempt > 0 && req.Attempt <= lateAttempt {
+		if req.Attempt == lateAttempt {
 			s.finishLate(ctx, req)
 		}
 		// The GPU side keeps going, but this attempt never answers: Temporal times it out.
@@ -57,10 +73,82 @@ func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult,
 		return WorkResult{}, ctx.Err()
 	case <-timer.C:
 	}
-	if s.fails() {
+	failed := false
+	switch sc.Kind {
+	case ScenarioFail:
+		failed = true
+	case ScenarioSucceedOnAttempt:
+		failed = req.Attempt < sc.Attempt
+	case ScenarioConfigured:
+		failed = s.fails()
+	}
+	if failed {
 		return WorkResult{}, fmt.Errorf("simulated GPU failure on attempt %d of job %q", req.Attempt, req.JobID)
 	}
 	return s.result(req), nil
+}
+
+// ScenarioKind names what a simulated job does.
+type ScenarioKind string
+
+// The scenarios a job's input reference can ask the simulated runner for.
+const (
+	// ScenarioConfigured follows the runner's own settings (no scenario in the input reference).
+	ScenarioConfigured ScenarioKind = "configured"
+	// ScenarioSucceed finishes every attempt after the runner's Duration: "sim:ok".
+	ScenarioSucceed ScenarioKind = "ok"
+	// ScenarioSucceedOnAttempt fails every attempt before Attempt, then succeeds: "sim:ok-on-attempt:2".
+	ScenarioSucceedOnAttempt ScenarioKind = "ok-on-attempt"
+	// ScenarioFail fails every attempt, so the job is dead-lettered for good: "sim:fail".
+	ScenarioFail ScenarioKind = "fail"
+	// ScenarioLate lets every attempt up to Attempt run past its deadline; attempt Attempt then
+	// finishes LateBy after its deadline and reports the result late — the seed's story: "sim:late:3".
+	ScenarioLate ScenarioKind = "late"
+	// ScenarioHang never finishes any attempt, and reports nothing: "sim:hang".
+	ScenarioHang ScenarioKind = "hang"
+)
+
+// Scenario is what one simulated job does, chosen by its input reference so that a single worker
+// can play every story of the demo side by side.
+type Scenario struct {
+	// Kind is the scenario.
+	Kind ScenarioKind
+	// Attempt is the attempt that succeeds (ok-on-attempt) or reports late (late).
+	Attempt int
+}
+
+// ScenarioPrefix starts an input reference that names a simulated scenario.
+const ScenarioPrefix = "sim:"
+
+// ParseScenario reads a scenario from an input reference such as "sim:late:3". It reports false
+// for a reference that names none (or names one badly), which the runner treats as its own settings.
+func ParseScenario(inputRef string) (Scenario, bool) {
+	spec, ok := strings.CutPrefix(inputRef, ScenarioPrefix)
+	if !ok {
+		return Scenario{}, false
+	}
+	kind, arg, hasArg := strings.Cut(spec, ":")
+	sc := Scenario{Kind: ScenarioKind(kind)}
+	switch sc.Kind {
+	case ScenarioSucceed, ScenarioFail, ScenarioHang:
+		return sc, !hasArg
+	case ScenarioSucceedOnAttempt, ScenarioLate:
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return Scenario{}, false
+		}
+		sc.Attempt = n
+		return sc, true
+	}
+	return Scenario{}, false
+}
+
+// String is the input reference that asks for the scenario.
+func (sc Scenario) String() string {
+	if sc.Attempt > 0 {
+		return fmt.Sprintf("%s%s:%d", ScenarioPrefix, sc.Kind, sc.Attempt)
+	}
+	return ScenarioPrefix + string(sc.Kind)
 }
 
 // finishLate starts the part of the work that outlives the attempt: it ends LateBy after the

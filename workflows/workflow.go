@@ -300,6 +300,10 @@ func (j *meteredJob) awaitLateResult(ctx workflow.Context) error {
 // up would leave the money wrong, and the guards make every retry safe (money rule 8). Business
 // refusals are non-retryable and come back at once.
 func (j *meteredJob) ledgerStep(ctx workflow.Context, summary string, activity, input any) (activities.LedgerResult, error) {
+	return ledgerStep(ctx, summary, activity, input)
+}
+
+func ledgerStep(ctx workflow.Context, summary string, activity, input any) (activities.LedgerResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: ledgerStepTimeout,
 		RetryPolicy: &temporal.RetryPolicy{

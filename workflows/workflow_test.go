@@ -570,3 +570,58 @@ func TestChargeDecisionUpdate(t *testing.T) {
 		h.assertLedger(10)
 	})
 }
+
+// TestLateResultFallback checks the fallback for a result that lands after the job's workflow
+// closed: a refunded job is reclaimed once (money rule 2: a second report reclaims nothing; rule
+// 3: the job nets -cost again), a delivered job is left alone, and a deleted job keeps its
+// tombstone (rule 7).
+func TestLateResultFallback(t *testing.T) {
+	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, jobID string) workflows.LateResultOutcome {
+		t.Helper()
+		var suite testsuite.WorkflowTestSuite
+		suite.SetLogger(testLogger(t))
+		env := suite.NewTestWorkflowEnvironment()
+		env.RegisterWorkflow(workflows.LateResult)
+		env.RegisterActivity(&activities.Activities{Ledger: ledger})
+		env.ExecuteWorkflow(workflows.LateResult, workflows.LateResultInput{
+			JobID: jobID, Cost: cost, Result: workflows.ResultSignal{Attempt: 3, OutputRef: "out"},
+		})
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		var out workflows.LateResultOutcome
+		require.NoError(t, env.GetWorkflowResult(&out))
+		require.NoError(t, ledger.Audit(), "money rules 2 and 6")
+		return out
+	}
+	ctx := context.Background()
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant(account, 200)
+	for _, id := range []string{"refunded", "delivered", "deleted"} {
+		ledger.Submit(id, account, cost)
+		_, err := ledger.Charge(ctx, id)
+		require.NoError(t, err)
+	}
+	_, err := ledger.Refund(ctx, "refunded", "timed out after 3 attempts", 3)
+	require.NoError(t, err)
+	_, err = ledger.Deliver(ctx, "delivered", 1)
+	require.NoError(t, err)
+	_, err = ledger.Refund(ctx, "deleted", "timed out", 3)
+	require.NoError(t, err)
+	require.NoError(t, ledger.Delete("deleted"))
+
+	first := run(t, ledger, "refunded")
+	require.Equal(t, ledgerdb.Applied, first.Outcome)
+	require.Equal(t, ledgerdb.StateRecovered, first.State)
+	second := run(t, ledger, "refunded")
+	require.Equal(t, ledgerdb.AlreadyApplied, second.Outcome)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds("refunded"))
+
+	delivered := run(t, ledger, "delivered")
+	require.Equal(t, ledgerdb.NotApplied, delivered.Outcome)
+	require.Equal(t, ledgerdb.StateDelivered, delivered.State)
+
+	deleted := run(t, ledger, "deleted")
+	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds("deleted"))
+	require.Equal(t, int64(200-2*cost), ledger.Balance(account))
+}
