@@ -4,20 +4,23 @@
 GO ?= go
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: run test db migrate vet bench-ledger
+.PHONY: run test db temporal migrate vet bench-ledger
 
-## run: start Postgres, migrate, and play the ledger demo.
-run: db
-	$(GO) run ./cmd/jobbill migrate
-	$(GO) run ./cmd/jobbill demo
+## run: start Postgres and the Temporal dev server, then run the worker and play the five stories.
+run: db temporal
+	$(GO) run ./cmd/jobbill dev
 
-## test: start Postgres and run every test (vet included).
-test: db vet
+## test: start Postgres and the Temporal dev server, then run every test (vet included).
+test: db temporal vet
 	$(GO) test $(GO_TEST_FLAGS) ./...
 
 ## db: start the local Postgres and create the role and databases (idempotent).
 db:
 	bash scripts/ensure-postgres.sh
+
+## temporal: install the Temporal CLI if missing and start its dev server (idempotent).
+temporal:
+	bash scripts/ensure-temporal.sh
 
 migrate: db
 	$(GO) run ./cmd/jobbill migrate

@@ -1,8 +1,9 @@
-// Command jobbill is jobbill's one binary: it migrates the ledger, plays the ledger demo, and
-// reads and tops up accounts.
+// Command jobbill is jobbill's one binary: the worker, the ledger's migrations, the demo that
+// plays the seeds' stories, and the job, account and dead-letter commands that product code and
+// operators use.
 //
-// Configuration comes from flags, then JOBBILL_* environment variables, then defaults; the
-// database is JOBBILL_DATABASE_URL (or --database-url).
+// Configuration comes from flags, then JOBBILL_* environment variables, then a YAML file given
+// with --config, then defaults (worker.Config lists every key).
 package main
 
 import (
@@ -10,15 +11,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
-)
 
-// defaultDatabaseURL is the service database that scripts/ensure-postgres.sh creates.
-const defaultDatabaseURL = "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill?sslmode=disable"
+	"github.com/jobbill/jobbill/worker"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -29,24 +27,49 @@ func main() {
 	}
 }
 
-// config binds flags and JOBBILL_* environment variables; flags win.
-var config = viper.New()
+// settings holds the configuration: defaults, JOBBILL_* variables, the --config file and flags.
+var settings = worker.NewViper()
 
 func newRootCommand() *cobra.Command {
+	var configFile string
 	root := &cobra.Command{
 		Use:           "jobbill",
 		Short:         "Bill GPU jobs in credits, correctly, when they fail messily",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if configFile == "" {
+				return nil
+			}
+			settings.SetConfigFile(configFile)
+			if err := settings.ReadInConfig(); err != nil {
+				return fmt.Errorf("reading %s: %w", configFile, err)
+			}
+			return nil
+		},
 	}
-	root.PersistentFlags().String("database-url", defaultDatabaseURL, "Postgres URL of the ledger (env JOBBILL_DATABASE_URL)")
-	_ = config.BindPFlag("database_url", root.PersistentFlags().Lookup("database-url"))
-	config.SetEnvPrefix("JOBBILL")
-	config.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	config.AutomaticEnv()
+	flags := root.PersistentFlags()
+	flags.StringVar(&configFile, "config", "", "YAML configuration file (keys as in worker.Config)")
+	flags.String("database-url", worker.DefaultConfig().DatabaseURL, "Postgres URL of the ledger (env JOBBILL_DATABASE_URL)")
+	flags.String("temporal-address", worker.DefaultConfig().Temporal.Address, "Temporal frontend host:port (env JOBBILL_TEMPORAL_ADDRESS)")
+	// A flag wins only when it is given; otherwise the environment, the file and the defaults do.
+	_ = settings.BindPFlag("database_url", flags.Lookup("database-url"))
+	_ = settings.BindPFlag("temporal.address", flags.Lookup("temporal-address"))
 
-	root.AddCommand(newMigrateCommand(), newDemoCommand(), newAccountCommand())
+	root.AddCommand(
+		newWorkerCommand(),
+		newDevCommand(),
+		newMigrateCommand(),
+		newDemoCommand(),
+		newJobCommand(),
+		newAccountCommand(),
+		newDeadLetterCommand(),
+		newBenchLedgerCommand(),
+	)
 	return root
 }
 
-func databaseURL() string { return config.GetString("database_url") }
+func databaseURL() string { return settings.GetString("database_url") }
+
+// loadConfig reads the whole configuration, checked.
+func loadConfig() (worker.Config, error) { return worker.Load(settings) }

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/jobbill/jobbill/worker"
+)
+
+func newWorkerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run the worker: metered job workflows and their activities, until SIGINT or SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			logger, err := worker.NewLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = logger.Sync() }()
+			return worker.Run(cmd.Context(), cfg, logger)
+		},
+	}
+}

@@ -1,0 +1,82 @@
+-- One job's ledger lifecycle in raw SQL, for pgbench: charge, refund, duplicate refund, reclaim.
+-- Each transition is ONE autocommit statement (one round trip), written against the same tables,
+-- guards and constraints as ledger_charge, ledger_refund and ledger_reclaim in
+-- ../migrations/001_ledger.sql. It is the yardstick the Go API is measured against, so it is kept
+-- as lean as it can be while computing the same money.
+--
+-- Writable-CTE rule: every CTE of a statement runs to completion whatever the later ones find, so
+-- each statement takes its guard in its FIRST CTE and every later write hangs off that CTE's rows.
+-- A guard in the last CTE would not undo an account debit made by an earlier one.
+--
+-- Variables: run (-D, the run's job-ID prefix), n (-D n=0, this client's lifecycle counter: pgbench
+-- keeps a client's variables across its transactions, so each client walks its own jobs 1..N) and
+-- client_id (pgbench's own). Needs -M prepared (or extended): the variables become typed
+-- parameters, which is why each one is cast to text and never quoted.
+\set n :n + 1
+
+-- charge: lock the job under its guard first (job before account, as every ledger function does),
+-- then debit only when the balance covers the cost; the job becomes running with a charge row, or
+-- rejected with none when the account cannot pay.
+WITH j AS (
+    SELECT id, account_id, cost FROM jobs
+    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+      AND state = 'submitting' AND NOT is_charged
+    FOR UPDATE
+), a AS (
+    UPDATE accounts SET balance = accounts.balance - j.cost, updated_at = now()
+    FROM j WHERE accounts.id = j.account_id AND accounts.balance >= j.cost
+    RETURNING accounts.id, accounts.balance
+), charged AS (
+    UPDATE jobs SET state = 'running', is_charged = true, charged_at = now(), updated_at = now()
+    FROM j, a WHERE jobs.id = j.id
+    RETURNING jobs.id, jobs.cost, a.id AS account_id, a.balance
+), rejected AS (
+    UPDATE jobs SET state = 'rejected', reject_reason = 'insufficient_credits', updated_at = now()
+    FROM j WHERE jobs.id = j.id AND NOT EXISTS (SELECT FROM a)
+)
+INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+SELECT account_id, id, 'charge', -cost, balance FROM charged;
+
+-- refund: the guarded job update is the first CTE; the credit and the row follow only its match.
+WITH j AS (
+    UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
+                    refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
+    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+      AND state = 'running' AND is_charged AND NOT is_refunded
+    RETURNING id, account_id, cost
+), a AS (
+    UPDATE accounts SET balance = accounts.balance + j.cost, updated_at = now()
+    FROM j WHERE accounts.id = j.account_id
+    RETURNING accounts.id, accounts.balance, j.id AS job_id, j.cost
+)
+INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+SELECT id, job_id, 'refund', cost, balance FROM a;
+
+-- duplicate refund: the same statement again; its guard matches nothing, so nothing is written.
+WITH j AS (
+    UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
+                    refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
+    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+      AND state = 'running' AND is_charged AND NOT is_refunded
+    RETURNING id, account_id, cost
+), a AS (
+    UPDATE accounts SET balance = accounts.balance + j.cost, updated_at = now()
+    FROM j WHERE accounts.id = j.account_id
+    RETURNING accounts.id, accounts.balance, j.id AS job_id, j.cost
+)
+INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+SELECT id, job_id, 'refund', cost, balance FROM a;
+
+-- reclaim: refunded -> recovered, the cost taken again with no balance check (the debt rule).
+WITH j AS (
+    UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(), updated_at = now()
+    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+      AND state = 'refunded' AND is_refunded AND NOT is_reclaimed
+    RETURNING id, account_id, cost
+), a AS (
+    UPDATE accounts SET balance = accounts.balance - j.cost, updated_at = now()
+    FROM j WHERE accounts.id = j.account_id
+    RETURNING accounts.id, accounts.balance, j.id AS job_id, j.cost
+)
+INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+SELECT id, job_id, 'reclaim', -cost, balance FROM a;

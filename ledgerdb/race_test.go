@@ -1,0 +1,505 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// raceAnswer is one call made by a racing goroutine. afterDelete says the call started after a
+// Delete had returned, so it must see the tombstone.
+type raceAnswer struct {
+	who         string
+	call        string
+	afterDelete bool
+	outcome     ledgerdb.Outcome
+	entryID     int64
+	err         error
+	// job is what a Delete that applied says the tombstone remembers.
+	job ledgerdb.State
+}
+
+func (a raceAnswer) String() string {
+	return fmt.Sprintf("%s %s (after delete: %v) answered (%q, entry %d, %v)", a.who, a.call, a.afterDelete, a.outcome, a.entryID, a.err)
+}
+
+// TestDeleteRacesResubmit deletes a settled job (delivered, refunded, recovered or rejected)
+// hundreds of times, twice at once, while other goroutines keep resubmitting the same ID (with
+// the same body and with another one) and charging it, and the job's late result lands (reclaim,
+// then deliver). It checks money rules 7, 8, 2, 3 and 6: the ID is never resurrected or charged
+// again once deleted (rule 7: every call that starts after a Delete returned answers ErrGone, and
+// the row stays a tombstone); a racing Delete, Submit or Charge answers as a repeat and writes
+// nothing (rule 8); the job keeps the rows it had, one charge at most, plus a reclaim only if the
+// late result of a refunded job beat the delete (rule 2); the tombstone remembers the money state
+// that matches those rows (rule 3); and every balance equals the sum of its rows (rule 6).
+func TestDeleteRacesResubmit(t *testing.T) {
+	const (
+		rounds = 300
+		// lanes is how many rounds run at once. Each round is its own job, so lanes only
+		// overlap the rounds' waiting; the race itself is inside a round.
+		lanes = 4
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const grant = 1_000_000
+	rich := ledgertest.Account(t, store, grant)
+	poor := ledgertest.Account(t, store, 0)
+	prefix := ledgertest.ID(t, "del")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xde1))
+
+	fates := []ledgerdb.State{ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateRejected}
+	plans := make([]deleteRacePlan, rounds)
+	for round := range plans {
+		p := deleteRacePlan{
+			fate: fates[round%len(fates)],
+			sub: ledgerdb.Submission{
+				JobID:     fmt.Sprintf("%s-%03d", prefix, round),
+				AccountID: rich,
+				Cost:      1 + int64(round%50),
+				Request:   fmt.Appendf(nil, `{"render":"round-%d"}`, round),
+			},
+			jitter: [2]time.Duration{time.Duration(rng.IntN(1500)) * time.Microsecond, time.Duration(rng.IntN(1500)) * time.Microsecond},
+		}
+		if p.fate == ledgerdb.StateRejected {
+			p.sub.AccountID = poor
+		}
+		p.where = fmt.Sprintf("seed %d round %d, job %s (%s)", seed, round, p.sub.JobID, p.fate)
+		plans[round] = p
+	}
+
+	results := make([]deleteRaceResult, rounds)
+	feed := make(chan int)
+	var wg sync.WaitGroup
+	for range lanes {
+		wg.Go(func() {
+			for round := range feed {
+				results[round] = raceDeleteRound(ctx, store, plans[round])
+			}
+		})
+	}
+	for round := range plans {
+		feed <- round
+	}
+	close(feed)
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "seed %d", seed)
+
+	wantRich := int64(grant)
+	var before, after, lateWins int
+	var problems []string
+	for round, r := range results {
+		problems = append(problems, r.problems...)
+		before, after = before+r.before, after+r.after
+		if r.fate != plans[round].fate {
+			lateWins++
+		}
+		if r.fate == ledgerdb.StateDelivered || r.fate == ledgerdb.StateRecovered {
+			wantRich -= plans[round].sub.Cost
+		}
+	}
+	require.Empty(t, problems, "seed %d: %d problems", seed, len(problems))
+	// Both sides of the race must have happened, or the test proved only one of them.
+	require.Positive(t, before, "seed %d: no racer call landed before a delete", seed)
+	t.Logf("%d rounds: %d racer calls before a delete returned, %d after; a late result beat the delete of a refunded job %d times",
+		rounds, before, after, lateWins)
+
+	balance, err := store.Balance(ctx, rich)
+	require.NoError(t, err)
+	require.Equal(t, wantRich, balance, "seed %d", seed)
+	ledgertest.RequireSound(t, store, rich, poor)
+}
+
+// deleteRacePlan is one round of TestDeleteRacesResubmit: a job, the fate it is settled in before
+// the race, and how long each of the two deleters waits before deleting.
+type deleteRacePlan struct {
+	fate   ledgerdb.State
+	sub    ledgerdb.Submission
+	jitter [2]time.Duration
+	where  string
+}
+
+// deleteRaceResult is what a round saw: its problems (empty when sound), how many racing calls
+// started before and after the delete returned, and the state the tombstone remembers.
+type deleteRaceResult struct {
+	problems      []string
+	before, after int
+	fate          ledgerdb.State
+}
+
+// raceDeleteRound settles one job, races its delete against resubmissions, charges and a late
+// result, and checks the tombstone. It runs off the test goroutine, so it reports problems
+// instead of failing the test.
+func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePlan) deleteRaceResult {
+	const (
+		racers  = 6 // goroutines resubmitting and charging; racer 0 sends another body
+		maxLoop = 200
+	)
+	res := deleteRaceResult{fate: p.fate}
+	sub, fate := p.sub, p.fate
+	fail := func(format string, args ...any) deleteRaceResult {
+		res.problems = append(res.problems, p.where+": "+fmt.Sprintf(format, args...))
+		return res
+	}
+	other := sub
+	other.Request = append(slices.Clip(sub.Request), " "...)
+
+	// Settle the job along its fate.
+	if _, err := store.Submit(ctx, sub); err != nil {
+		return fail("submit: %v", err)
+	}
+	_, err := store.Charge(ctx, sub.JobID)
+	if fate == ledgerdb.StateRejected && !errors.Is(err, ledgerdb.ErrInsufficientCredits) ||
+		fate != ledgerdb.StateRejected && err != nil {
+		return fail("charge: %v", err)
+	}
+	switch fate {
+	case ledgerdb.StateDelivered:
+		if _, err := store.Deliver(ctx, sub.JobID, 1); err != nil {
+			return fail("deliver: %v", err)
+		}
+	case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
+		if _, err := store.Refund(ctx, sub.JobID, "timed out after 3 attempts", 3); err != nil {
+			return fail("refund: %v", err)
+		}
+		if fate == ledgerdb.StateRecovered {
+			if _, err := store.Reclaim(ctx, sub.JobID); err != nil {
+				return fail("reclaim: %v", err)
+			}
+		}
+	}
+
+	// Race: two deleters (a duplicate delivery of the user's DELETE) against the racers.
+	var deleted atomic.Bool
+	start := make(chan struct{})
+	answers := make([][]raceAnswer, racers+3)
+	var wg sync.WaitGroup
+	for d := range 2 {
+		wg.Go(func() {
+			<-start
+			time.Sleep(p.jitter[d])
+			tr, err := store.Delete(ctx, sub.JobID)
+			if err == nil {
+				deleted.Store(true)
+			}
+			answers[racers+d] = append(answers[racers+d], raceAnswer{who: fmt.Sprintf("deleter %d", d), call: "delete",
+				outcome: tr.Outcome, entryID: tr.EntryID, err: err, job: tr.Job.StateBeforeDelete})
+		})
+	}
+	// The job's late result lands at the same time: the success path reclaims (which applies
+	// only to a refunded job that is not yet deleted), then delivers.
+	wg.Go(func() {
+		<-start
+		for range maxLoop {
+			afterDelete := deleted.Load()
+			tr, err := store.Reclaim(ctx, sub.JobID)
+			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "reclaim",
+				afterDelete: afterDelete, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+			deliverAfter := deleted.Load()
+			tr, err = store.Deliver(ctx, sub.JobID, 4)
+			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "deliver",
+				afterDelete: deliverAfter, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+			if afterDelete || ctx.Err() != nil {
+				return
+			}
+		}
+	})
+	for r := range racers {
+		wg.Go(func() {
+			<-start
+			mine := sub
+			if r == 0 {
+				mine = other
+			}
+			who := fmt.Sprintf("racer %d", r)
+			// Keep going until a whole resubmit-and-charge started after the delete returned.
+			for range maxLoop {
+				afterDelete := deleted.Load()
+				tr, err := store.Submit(ctx, mine)
+				answers[r] = append(answers[r], raceAnswer{who: who, call: "submit", afterDelete: afterDelete,
+					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+				chargeAfter := deleted.Load()
+				tr, err = store.Charge(ctx, sub.JobID)
+				answers[r] = append(answers[r], raceAnswer{who: who, call: "charge", afterDelete: chargeAfter,
+					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+				if afterDelete || ctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return fail("%v", ctx.Err())
+	}
+
+	deletes := map[ledgerdb.Outcome]int{}
+	var deletedAs ledgerdb.State
+	sawAfter := false
+	reclaimed := 0
+	for r, list := range answers {
+		for _, a := range list {
+			if a.call == "reclaim" && a.err == nil && a.outcome == ledgerdb.Applied {
+				// Only the late result of a refunded job may move money, and only before the
+				// delete; whether it won the race decides what the tombstone remembers.
+				reclaimed++
+				if fate != ledgerdb.StateRefunded || a.afterDelete || a.entryID == 0 {
+					fail("reclaim applied: %s", a)
+				}
+				continue
+			}
+			if a.entryID != 0 {
+				fail("wrote a ledger row: %s", a)
+			}
+			if a.call == "delete" {
+				if a.err != nil {
+					fail("%s", a)
+				}
+				if a.outcome == ledgerdb.Applied {
+					deletedAs = a.job
+				}
+				deletes[a.outcome]++
+				continue
+			}
+			if a.afterDelete {
+				res.after++
+				sawAfter = true
+				if !errors.Is(a.err, ledgerdb.ErrGone) {
+					fail("after the delete, want ErrGone: %s", a)
+				}
+				continue
+			}
+			res.before++
+			ok := errors.Is(a.err, ledgerdb.ErrGone)
+			switch {
+			case a.call == "reclaim":
+				// Applied was handled above.
+				want := ledgerdb.NotApplied
+				if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
+					want = ledgerdb.AlreadyApplied
+				}
+				ok = ok || (a.err == nil && a.outcome == want)
+			case a.call == "deliver":
+				// A refunded job answers NotApplied, or AlreadyApplied once its reclaim won.
+				ok = ok || (a.err == nil && (a.outcome == ledgerdb.AlreadyApplied && fate != ledgerdb.StateRejected ||
+					a.outcome == ledgerdb.NotApplied && (fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRejected)))
+			case a.call == "submit" && r == 0:
+				ok = ok || errors.Is(a.err, ledgerdb.ErrConflict)
+			case a.call == "submit":
+				ok = ok || (a.err == nil && a.outcome == ledgerdb.AlreadyApplied)
+			case fate == ledgerdb.StateRejected:
+				ok = ok || errors.Is(a.err, ledgerdb.ErrInsufficientCredits)
+			default:
+				ok = ok || (a.err == nil && a.outcome == ledgerdb.AlreadyApplied)
+			}
+			if !ok {
+				fail("before the delete: %s", a)
+			}
+		}
+	}
+	if deletes[ledgerdb.Applied] != 1 || deletes[ledgerdb.AlreadyApplied] != 1 {
+		fail("the two deletes answered %v, want one Applied and one AlreadyApplied", deletes)
+	}
+	if !sawAfter {
+		fail("no racer call started after the delete returned")
+	}
+	if reclaimed == 1 {
+		fate = ledgerdb.StateRecovered
+		res.fate = fate
+	}
+	if len(res.problems) > 0 {
+		return res
+	}
+
+	// The tombstone holds: the state, the money it remembers, and the rows of its fate only.
+	if deletedAs != fate {
+		fail("the applied delete says the job was %q, want %q", deletedAs, fate)
+	}
+	job, err := store.Job(ctx, sub.JobID)
+	if err != nil || job.State != ledgerdb.StateDeleted || job.StateBeforeDelete != fate {
+		fail("read back as (%s, before delete %s, %v), want a tombstone of %s", job.State, job.StateBeforeDelete, err, fate)
+	}
+	if _, err := store.Submit(ctx, sub); !errors.Is(err, ledgerdb.ErrGone) {
+		fail("submit after the race: %v, want ErrGone", err)
+	}
+	if _, err := store.Charge(ctx, sub.JobID); !errors.Is(err, ledgerdb.ErrGone) {
+		fail("charge after the race: %v, want ErrGone", err)
+	}
+	want := map[ledgerdb.EntryKind][]int64{}
+	if fate != ledgerdb.StateRejected {
+		want[ledgerdb.KindCharge] = []int64{-sub.Cost}
+	}
+	if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
+		want[ledgerdb.KindRefund] = []int64{sub.Cost}
+	}
+	if fate == ledgerdb.StateRecovered {
+		want[ledgerdb.KindReclaim] = []int64{-sub.Cost}
+	}
+	got, err := raceRowsOfJob(ctx, store, sub.JobID)
+	if err != nil {
+		return fail("reading rows: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		fail("rows %v, want %v", got, want)
+	}
+	return res
+}
+
+// raceRowsOfJob reads a job's charge, refund and reclaim amounts straight from ledger_entries.
+func raceRowsOfJob(ctx context.Context, store *ledgerdb.Store, jobID string) (map[ledgerdb.EntryKind][]int64, error) {
+	rows, err := store.Pool().Query(ctx, `SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[ledgerdb.EntryKind][]int64{}
+	for rows.Next() {
+		var kind string
+		var amount int64
+		if err := rows.Scan(&kind, &amount); err != nil {
+			return nil, err
+		}
+		got[ledgerdb.EntryKind(kind)] = append(got[ledgerdb.EntryKind(kind)], amount)
+	}
+	return got, rows.Err()
+}
+
+// TestConcurrentSubmitSameID has many goroutines submit the same new ID at once, some with
+// another body (another request, or another cost), then charge it at once, and checks money rules
+// 7, 8, 5 and 2: exactly one submission writes the placeholder (Applied) and fixes what the ID
+// means (rule 7); every other one answers as a repeat (AlreadyApplied) when its body matches the
+// winner's, or ErrConflict when it does not, and writes nothing (rule 8); the charge takes the
+// winner's cost, not a loser's (rule 5); and exactly one concurrent Charge applies, leaving one
+// charge row (rule 2).
+func TestConcurrentSubmitSameID(t *testing.T) {
+	const (
+		rounds     = 40
+		goroutines = 16
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const grant = 1_000_000
+	account := ledgertest.Account(t, store, grant)
+	prefix := ledgertest.ID(t, "same")
+	balance := int64(grant)
+	winsByBody := [2]int{}
+
+	for round := range rounds {
+		id := fmt.Sprintf("%s-%02d", prefix, round)
+		bodies := [2]ledgerdb.Submission{
+			{JobID: id, AccountID: account, Cost: 40, Request: []byte(`{"render":"a"}`)},
+			{JobID: id, AccountID: account, Cost: 40, Request: []byte(`{"render":"b"}`)},
+		}
+		if round%2 == 1 {
+			// Same request, another price: the cost is part of what the ID means.
+			bodies[1] = ledgerdb.Submission{JobID: id, AccountID: account, Cost: 41, Request: bodies[0].Request}
+		}
+		where := fmt.Sprintf("round %d, job %s", round, id)
+
+		type answer struct {
+			body    int
+			outcome ledgerdb.Outcome
+			err     error
+		}
+		answers := make([]answer, goroutines)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				body := 0
+				if g%4 == 0 {
+					body = 1
+				}
+				<-start
+				tr, err := store.Submit(ctx, bodies[body])
+				answers[g] = answer{body: body, outcome: tr.Outcome, err: err}
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		winner := -1
+		for _, a := range answers {
+			if a.err == nil && a.outcome == ledgerdb.Applied {
+				require.Equal(t, -1, winner, "%s: two submissions answered Applied: %+v", where, answers)
+				winner = a.body
+			}
+		}
+		require.NotEqual(t, -1, winner, "%s: no submission answered Applied: %+v", where, answers)
+		winsByBody[winner]++
+		applied := 0
+		for g, a := range answers {
+			switch {
+			case a.err == nil && a.outcome == ledgerdb.Applied:
+				applied++
+			case a.body == winner:
+				require.NoError(t, a.err, "%s: goroutine %d", where, g)
+				require.Equal(t, ledgerdb.AlreadyApplied, a.outcome, "%s: goroutine %d", where, g)
+			default:
+				require.ErrorIs(t, a.err, ledgerdb.ErrConflict, "%s: goroutine %d", where, g)
+			}
+		}
+		require.Equal(t, 1, applied, where)
+
+		var fingerprint []byte
+		var cost int64
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT request_fingerprint, cost FROM jobs WHERE id = $1`, id).
+			Scan(&fingerprint, &cost))
+		require.Equal(t, bodies[winner].Fingerprint(), fingerprint, "%s: the stored request is not the winner's", where)
+		require.Equal(t, bodies[winner].Cost, cost, where)
+
+		type charged struct {
+			outcome ledgerdb.Outcome
+			entryID int64
+			err     error
+		}
+		charges := make([]charged, goroutines)
+		start = make(chan struct{})
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				tr, err := store.Charge(ctx, id)
+				charges[g] = charged{outcome: tr.Outcome, entryID: tr.EntryID, err: err}
+			})
+		}
+		close(start)
+		wg.Wait()
+		applied = 0
+		for g, c := range charges {
+			require.NoError(t, c.err, "%s: charge %d", where, g)
+			if c.outcome == ledgerdb.Applied {
+				applied++
+				require.NotZero(t, c.entryID, "%s: charge %d", where, g)
+				continue
+			}
+			require.Equal(t, ledgerdb.AlreadyApplied, c.outcome, "%s: charge %d", where, g)
+			require.Zero(t, c.entryID, "%s: charge %d wrote a row", where, g)
+		}
+		require.Equal(t, 1, applied, "%s: charges answered %+v", where, charges)
+		rows := stormRowsByJob(t, store, []string{id})[id]
+		require.Equal(t, map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-cost}}, rows, where)
+		balance -= cost
+	}
+	t.Logf("%d rounds: the first body won %d times, the other %d", rounds, winsByBody[0], winsByBody[1])
+
+	got, err := store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, balance, got)
+	ledgertest.RequireSound(t, store, account)
+}

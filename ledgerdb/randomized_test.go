@@ -1,0 +1,895 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// The randomized run is tuned by environment variables so that a failure seen in CI can be
+// replayed exactly, and a long soak can be run by hand:
+//
+//	JOBBILL_RANDOM_SEQUENCES  how many sequences (default 2000; 200 with -short)
+//	JOBBILL_RANDOM_SEED       the run's seed (default: the clock)
+//	JOBBILL_RANDOM_ONLY       run only this sequence index of the seed (replays one failure)
+//	JOBBILL_RANDOM_WORKERS    how many sequences run at once (default 16)
+const (
+	envRandomSequences = "JOBBILL_RANDOM_SEQUENCES"
+	envRandomSeed      = "JOBBILL_RANDOM_SEED"
+	envRandomOnly      = "JOBBILL_RANDOM_ONLY"
+	envRandomWorkers   = "JOBBILL_RANDOM_WORKERS"
+)
+
+// TestRandomizedSequences drives thousands of seeded random event sequences (submit, charge,
+// timeout->refund, late success->reclaim, deliver, re-drive, delete, resubmission with the same
+// or another body, grants, and duplicates of any of them) against an in-test model of what each
+// call must answer, and after every step checks money rules 2, 3, 5, 6, 7 and 8: at most one row
+// per kind per job, exactly the ones the model expects (rule 2); each job's rows summing to -cost
+// when charged and not refunded or recovered, else 0 (rule 3); every row moving exactly the job's
+// recorded cost, whatever the resubmission said (rule 5); the balance equal to the sum of the rows
+// and to the model, via store.Audit (rule 6); a deleted ID never submitted or charged again
+// (rule 7); and every repeated call answering as the model says, with nothing written (rule 8).
+// Low-balance accounts exercise insufficient credits and the debt rule: a reclaim may take the
+// balance below zero, and a negative balance refuses every new charge.
+func TestRandomizedSequences(t *testing.T) {
+	store := ledgertest.Store(t)
+	sequences := rndEnvInt(t, envRandomSequences, 2000)
+	if testing.Short() && os.Getenv(envRandomSequences) == "" {
+		sequences = 200
+	}
+	workers := rndEnvInt(t, envRandomWorkers, 16)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(envRandomSeed); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "%s", envRandomSeed)
+		seed = v
+	}
+	indexes := make([]int, sequences)
+	for i := range indexes {
+		indexes[i] = i
+	}
+	if s := os.Getenv(envRandomOnly); s != "" {
+		only, err := strconv.Atoi(s)
+		require.NoError(t, err, "%s", envRandomOnly)
+		indexes = []int{only}
+	}
+	t.Logf("seed %d: %d sequences on %d goroutines (replay with %s=%d)", seed, len(indexes), workers, envRandomSeed, seed)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	// IDs come from the test goroutine: ledgertest.ID may call t.Fatal, which only it may do.
+	prefix := ledgertest.ID(t, "rnd")
+	other := ledgertest.Account(t, store, 0)
+
+	start := time.Now()
+	feed := make(chan int)
+	var (
+		mu       sync.Mutex
+		failures []string
+		coverage = map[string]int{}
+		steps    int
+		failed   atomic.Int32
+	)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for index := range feed {
+				seq := newRndSequence(store, prefix, other, seed, index)
+				err := seq.run(ctx)
+				mu.Lock()
+				steps += seq.steps
+				for k, v := range seq.coverage {
+					coverage[k] += v
+				}
+				if err != nil {
+					failed.Add(1)
+					failures = append(failures, err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, index := range indexes {
+		// A handful of failures tells the story; thousands only bury it.
+		if failed.Load() >= 5 || ctx.Err() != nil {
+			break
+		}
+		feed <- index
+	}
+	close(feed)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	t.Logf("seed %d: %d sequences, %d steps in %v (%.0f steps/s)", seed, len(indexes), steps, elapsed.Round(time.Millisecond),
+		float64(steps)/elapsed.Seconds())
+	keys := slices.Sorted(maps.Keys(coverage))
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d", k, coverage[k])
+	}
+	t.Logf("coverage:%s", b.String())
+
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("seed %d: %d sequences failed; replay one with %s=%d %s=<sequence>", seed, len(failures), envRandomSeed, seed, envRandomOnly)
+	}
+	require.NoError(t, ctx.Err(), "seed %d: the run did not finish", seed)
+	if len(indexes) >= 1000 {
+		// The run is only worth its time if the rare branches were taken; with this many
+		// sequences each of them is hit hundreds of times, so zero means the generator broke.
+		for _, k := range []string{
+			"charge:applied", "charge:insufficient", "charge:refused-while-in-debt", "reclaim:applied",
+			"reclaim:into-debt", "refund:applied", "debt-story", "deliver:applied", "delete:applied", "delete:active",
+			"submit:conflict", "submit:gone", "submit:unknown-account", "charge:gone", "submit:already", "redrive:recovered",
+			"grant:conflict", "ghost:not-found",
+		} {
+			require.Positive(t, coverage[k], "seed %d: no step covered %s", seed, k)
+		}
+	}
+}
+
+func rndEnvInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	require.NoError(t, err, "%s", name)
+	require.Positive(t, v, "%s", name)
+	return v
+}
+
+// rndJob is the model of one job: what the ledger must hold for it.
+type rndJob struct {
+	id      string
+	cost    int64
+	request []byte
+	exists  bool
+	// delivered says the job went running -> delivered, which is when delivered_at is set.
+	delivered bool
+	// job holds the modelled fields only: State, StateBeforeDelete, the flags, Attempts,
+	// RejectReason and RefundReason.
+	job ledgerdb.Job
+}
+
+func (j *rndJob) net() int64 {
+	if !j.exists {
+		return 0
+	}
+	m := j.job
+	m.Cost = j.cost
+	return m.Net()
+}
+
+// rndSubmitVariants are the bodies a submission may carry, by variant number: the job's own,
+// then ones that differ in each part of the fingerprint.
+var rndSubmitVariants = [...]string{"same body", "other request", "other cost", "other account", "unknown account"}
+
+// rndStep is one generated event. It is plain data so that a duplicate delivery can replay it.
+type rndStep struct {
+	op       string
+	job      int   // index into the sequence's jobs; -1 for account steps and ghosts
+	variant  int   // submit: one of rndSubmitVariants; redrive: 0 fails, 1 succeeds
+	attempts int   // refund, deliver, redrive
+	key      int   // grant: which key
+	amount   int64 // grant
+}
+
+func (s rndStep) String() string {
+	switch s.op {
+	case "grant":
+		return fmt.Sprintf("grant key-%d %d", s.key, s.amount)
+	case "ghost":
+		return "ghost probes"
+	case "submit":
+		return fmt.Sprintf("submit job %d (%s)", s.job, rndSubmitVariants[s.variant])
+	case "redrive":
+		return fmt.Sprintf("redrive job %d (%s)", s.job, [...]string{"fails again", "succeeds"}[s.variant])
+	case "charge", "reclaim", "delete":
+		return fmt.Sprintf("%s job %d", s.op, s.job)
+	}
+	return fmt.Sprintf("%s job %d (attempts %d)", s.op, s.job, s.attempts)
+}
+
+// rndSequence is one randomized sequence on its own account, with the model of that account.
+type rndSequence struct {
+	store   *ledgerdb.Store
+	seed    uint64
+	index   int
+	rng     *rand.Rand
+	account string
+	initial int64
+	balance int64
+	jobs    []*rndJob
+	ghost   string
+	// other is an existing account shared by all sequences, nobody an account that never exists:
+	// submissions under them carry another fingerprint.
+	other, nobody string
+	grants        map[int]int64 // key -> amount of every grant posted
+	history       []string
+	steps         int
+	coverage      map[string]int
+	// debtStory says the sequence opens with debtOpener.
+	debtStory bool
+}
+
+func newRndSequence(store *ledgerdb.Store, prefix, other string, seed uint64, index int) *rndSequence {
+	// Each sequence has its own generator, so that it replays the same whatever ran beside it.
+	rng := rand.New(rand.NewPCG(seed, uint64(index)))
+	s := &rndSequence{
+		store: store, seed: seed, index: index, rng: rng,
+		account:  fmt.Sprintf("%s-s%d", prefix, index),
+		grants:   map[int]int64{},
+		coverage: map[string]int{},
+		ghost:    fmt.Sprintf("%s-s%d-ghost", prefix, index),
+		other:    other,
+		nobody:   fmt.Sprintf("%s-s%d-nobody", prefix, index),
+	}
+	// A third of the accounts are rich; the rest can pay for about one or two jobs, or none, so
+	// that rejections and debt happen.
+	switch rng.IntN(3) {
+	case 0:
+		s.initial = 10_000
+	case 1:
+		s.initial = 20 + rng.Int64N(150)
+	default:
+		s.initial = rng.Int64N(40)
+	}
+	jobs := 1 + rng.IntN(3)
+	// One sequence in five opens with the story of the debt rule, which random events reach
+	// too rarely: job 0 is charged and times out (refund), job 1 spends the refunded credits,
+	// job 0's result lands late (reclaim, possibly below zero), and job 2 then asks to be charged.
+	s.debtStory = rng.IntN(5) == 0
+	if s.debtStory {
+		jobs = 3
+	}
+	for k := range jobs {
+		s.jobs = append(s.jobs, &rndJob{
+			id:      fmt.Sprintf("%s-s%d-j%d", prefix, index, k),
+			cost:    10 + rng.Int64N(91),
+			request: fmt.Appendf(nil, `{"render":"seq-%d-job-%d"}`, index, k),
+		})
+	}
+	if s.debtStory {
+		s.initial = max(s.jobs[0].cost, s.jobs[1].cost) + rng.Int64N(30)
+	}
+	return s
+}
+
+// debtOpener is the debt story as events; the model decides what each must answer.
+func (s *rndSequence) debtOpener() []rndStep {
+	return []rndStep{
+		{op: "submit", job: 0}, {op: "charge", job: 0}, {op: "refund", job: 0, attempts: 3},
+		{op: "submit", job: 1}, {op: "charge", job: 1}, {op: "success", job: 0, attempts: 4},
+		{op: "submit", job: 2}, {op: "charge", job: 2},
+	}
+}
+
+func (s *rndSequence) failf(format string, args ...any) error {
+	return fmt.Errorf("seed %d sequence %d step %d: %s\n  replay: %s=%d %s=%d go test -run TestRandomizedSequences ./ledgerdb/\n  account %s (initial %d), steps so far:\n    %s",
+		s.seed, s.index, len(s.history), fmt.Sprintf(format, args...), envRandomSeed, s.seed, envRandomOnly, s.index,
+		s.account, s.initial, strings.Join(s.history, "\n    "))
+}
+
+func (s *rndSequence) run(ctx context.Context) error {
+	if _, err := s.store.OpenAccount(ctx, s.account); err != nil {
+		return s.failf("opening account: %v", err)
+	}
+	if s.initial > 0 {
+		if _, err := s.store.Grant(ctx, ledgerdb.Credit{AccountID: s.account, Amount: s.initial, Key: "initial"}); err != nil {
+			return s.failf("initial grant: %v", err)
+		}
+	}
+	s.balance = s.initial
+
+	var opener []rndStep
+	if s.debtStory {
+		opener = s.debtOpener()
+		s.coverage["debt-story"]++
+	}
+	n := len(opener) + 4 + s.rng.IntN(9)
+	for i := range n {
+		var step rndStep
+		if i < len(opener) {
+			step = opener[i]
+		} else {
+			step = s.next()
+		}
+		if err := s.do(ctx, step); err != nil {
+			return err
+		}
+		if s.rng.IntN(8) == 0 {
+			// A duplicate delivery of the same event, exactly as it was sent.
+			s.coverage["duplicate"]++
+			if err := s.do(ctx, step); err != nil {
+				return err
+			}
+		}
+	}
+	// Rule 7 once more at the end: every deleted ID refuses every way back in, and still reads
+	// as its tombstone through the API.
+	for _, j := range s.jobs {
+		if !j.exists || j.job.State != ledgerdb.StateDeleted {
+			continue
+		}
+		s.history = append(s.history, "final probes of "+j.id)
+		if err := s.submit(ctx, j, 0); err != nil {
+			return err
+		}
+		if err := s.submit(ctx, j, 1); err != nil {
+			return err
+		}
+		if err := s.charge(ctx, j); err != nil {
+			return err
+		}
+		got, err := s.store.Job(ctx, j.id)
+		if err != nil {
+			return s.failf("reading tombstone %s: %v", j.id, err)
+		}
+		if err := s.sameJob("read", j, got); err != nil {
+			return err
+		}
+	}
+	return s.check(ctx)
+}
+
+// next picks an event: mostly the one that moves the job along its life, so that deep states
+// are reached, and otherwise any event at all, however out of place.
+func (s *rndSequence) next() rndStep {
+	r := s.rng
+	k := r.IntN(len(s.jobs))
+	j := s.jobs[k]
+	attempts := 1 + r.IntN(5)
+	step := rndStep{job: k, attempts: attempts, variant: r.IntN(3)}
+	switch x := r.IntN(100); {
+	case x < 4:
+		return rndStep{op: "ghost", job: -1}
+	case x < 10:
+		// Grants: a new key, or an existing one again with the same or another amount.
+		key, amount := len(s.grants), 10+r.Int64N(60)
+		if len(s.grants) > 0 && r.IntN(2) == 0 {
+			key = r.IntN(len(s.grants))
+			amount = s.grants[key]
+			if r.IntN(2) == 0 {
+				amount++
+			}
+		}
+		return rndStep{op: "grant", job: -1, key: key, amount: amount}
+	case x < 30:
+		step.op = []string{"submit", "charge", "refund", "success", "deliver", "reclaim", "redrive", "delete"}[r.IntN(8)]
+		step.variant %= 2
+		if step.op == "submit" {
+			step.variant = r.IntN(len(rndSubmitVariants))
+		}
+		return step
+	}
+	step.variant = 0
+	state := j.job.State
+	if !j.exists {
+		state = ""
+	}
+	pick := func(ops ...string) string { return ops[r.IntN(len(ops))] }
+	switch state {
+	case "":
+		step.op = "submit"
+	case ledgerdb.StateSubmitting:
+		step.op = pick("charge", "charge", "submit", "delete")
+	case ledgerdb.StateRunning:
+		step.op = pick("refund", "success", "deliver", "redrive", "delete")
+	case ledgerdb.StateRefunded:
+		step.op = pick("success", "reclaim", "redrive", "delete", "refund")
+	case ledgerdb.StateDeleted:
+		step.op = pick("submit", "charge", "delete")
+		step.variant = r.IntN(len(rndSubmitVariants))
+	default: // rejected, delivered, recovered
+		step.op = pick("delete", "delete", "submit", "charge", "success")
+	}
+	if step.op == "redrive" {
+		step.variant = r.IntN(2)
+	}
+	return step
+}
+
+// rndWant is what the model says a call must answer.
+type rndWant struct {
+	outcome ledgerdb.Outcome
+	err     error
+}
+
+func (s *rndSequence) do(ctx context.Context, step rndStep) error {
+	s.history = append(s.history, step.String())
+	s.steps++
+	switch step.op {
+	case "ghost":
+		if err := s.ghostProbes(ctx); err != nil {
+			return err
+		}
+	case "grant":
+		if err := s.grant(ctx, step); err != nil {
+			return err
+		}
+	default:
+		touched := s.jobs[step.job]
+		var err error
+		switch step.op {
+		case "submit":
+			err = s.submit(ctx, touched, step.variant)
+		case "charge":
+			err = s.charge(ctx, touched)
+		case "refund":
+			err = s.refund(ctx, touched, step.attempts)
+		case "deliver":
+			err = s.deliver(ctx, touched, step.attempts)
+		case "reclaim":
+			err = s.reclaim(ctx, touched)
+		case "success":
+			// The workflow's success path: reclaim unconditionally, then deliver.
+			if err = s.reclaim(ctx, touched); err == nil {
+				err = s.deliver(ctx, touched, step.attempts)
+			}
+		case "redrive":
+			// An operator re-drives the job: the work runs again under the same guards, then
+			// either fails again (refund) or succeeds (reclaim, deliver).
+			err = s.recordAttempt(ctx, touched, touched.job.Attempts+1)
+			if err == nil && step.variant == 0 {
+				err = s.refund(ctx, touched, touched.job.Attempts)
+			} else if err == nil {
+				wasRefunded := touched.exists && touched.job.State == ledgerdb.StateRefunded
+				if err = s.reclaim(ctx, touched); err == nil {
+					err = s.deliver(ctx, touched, touched.job.Attempts)
+				}
+				if wasRefunded && touched.job.State == ledgerdb.StateRecovered {
+					s.coverage["redrive:recovered"]++
+				}
+			}
+		case "delete":
+			err = s.delete(ctx, touched)
+		default:
+			err = fmt.Errorf("unknown step %q", step.op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return s.check(ctx)
+}
+
+// answer compares a call's answer with the model's and returns a failure, or nil.
+func (s *rndSequence) answer(call string, j *rndJob, want rndWant, tr ledgerdb.Transition, err error) error {
+	if want.err != nil {
+		if !errors.Is(err, want.err) {
+			return s.failf("%s %s: answered (%q, %v), the model says error %v", call, j.id, tr.Outcome, err, want.err)
+		}
+	} else if err != nil || tr.Outcome != want.outcome {
+		return s.failf("%s %s: answered (%q, %v), the model says %q", call, j.id, tr.Outcome, err, want.outcome)
+	}
+	if errors.Is(err, ledgerdb.ErrJobNotFound) {
+		return nil
+	}
+	return s.sameJob(call+" answer", j, tr.Job)
+}
+
+// moved checks the entry and balance a call reports: a row and the new balance exactly when it
+// applied a money movement.
+func (s *rndSequence) moved(call string, j *rndJob, tr ledgerdb.Transition, movesMoney bool) error {
+	if movesMoney != (tr.EntryID != 0) {
+		return s.failf("%s %s: entry ID %d, the model says a row is written: %v", call, j.id, tr.EntryID, movesMoney)
+	}
+	if movesMoney && tr.BalanceAfter != s.balance {
+		return s.failf("%s %s: balance after %d, the model says %d", call, j.id, tr.BalanceAfter, s.balance)
+	}
+	return nil
+}
+
+func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
+	m := j.job
+	var diffs []string
+	diff := func(field string, got, want any) {
+		if got != want {
+			diffs = append(diffs, fmt.Sprintf("%s %v (model %v)", field, got, want))
+		}
+	}
+	diff("id", got.ID, j.id)
+	diff("account", got.AccountID, s.account)
+	diff("cost", got.Cost, j.cost)
+	diff("state", got.State, m.State)
+	diff("state before delete", got.StateBeforeDelete, m.StateBeforeDelete)
+	diff("charged", got.IsCharged, m.IsCharged)
+	diff("refunded", got.IsRefunded, m.IsRefunded)
+	diff("reclaimed", got.IsReclaimed, m.IsReclaimed)
+	diff("attempts", got.Attempts, m.Attempts)
+	diff("reject reason", got.RejectReason, m.RejectReason)
+	diff("refund reason", got.RefundReason, m.RefundReason)
+	// Each transition stamps its time once, and a tombstone keeps them all.
+	diff("charged_at set", got.ChargedAt != nil, m.IsCharged)
+	diff("delivered_at set", got.DeliveredAt != nil, j.delivered)
+	diff("refunded_at set", got.RefundedAt != nil, m.IsRefunded)
+	diff("reclaimed_at set", got.ReclaimedAt != nil, m.IsReclaimed)
+	diff("deleted_at set", got.DeletedAt != nil, m.State == ledgerdb.StateDeleted)
+	if len(diffs) > 0 {
+		return s.failf("%s: job %s differs from the model: %s", what, j.id, strings.Join(diffs, ", "))
+	}
+	return nil
+}
+
+func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error {
+	sub := ledgerdb.Submission{JobID: j.id, AccountID: s.account, Cost: j.cost, Request: j.request}
+	switch variant {
+	case 1:
+		sub.Request = append(slices.Clip(j.request), " "...)
+	case 2:
+		sub.Cost++
+	case 3:
+		sub.AccountID = s.other
+	case 4:
+		sub.AccountID = s.nobody
+	}
+	var want rndWant
+	switch {
+	case !j.exists && variant == 4:
+		// Nothing may be written for an account that does not exist, not even the placeholder.
+		want.err = ledgerdb.ErrUnknownAccount
+		s.coverage["submit:unknown-account"]++
+	case !j.exists && variant != 0:
+		// A first submission is the job's body, whatever it is; the model keeps one body per
+		// job, so a sequence only ever opens with the canonical one.
+		sub = ledgerdb.Submission{JobID: j.id, AccountID: s.account, Cost: j.cost, Request: j.request}
+		want.outcome = ledgerdb.Applied
+	case !j.exists:
+		want.outcome = ledgerdb.Applied
+	case j.job.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+		s.coverage["submit:gone"]++
+	case variant != 0:
+		want.err = ledgerdb.ErrConflict
+		s.coverage["submit:conflict"]++
+	default:
+		want.outcome = ledgerdb.AlreadyApplied
+		s.coverage["submit:already"]++
+	}
+	tr, err := s.store.Submit(ctx, sub)
+	if want.outcome == ledgerdb.Applied {
+		j.exists = true
+		j.job = ledgerdb.Job{State: ledgerdb.StateSubmitting}
+	}
+	if errors.Is(want.err, ledgerdb.ErrUnknownAccount) {
+		if !errors.Is(err, want.err) {
+			return s.failf("submit %s under unknown account %s: answered (%q, %v), the model says error %v", j.id, s.nobody, tr.Outcome, err, want.err)
+		}
+		return nil
+	}
+	if e := s.answer("submit", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("submit", j, tr, false)
+}
+
+func (s *rndSequence) charge(ctx context.Context, j *rndJob) error {
+	var want rndWant
+	money := false
+	m := &j.job
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+		s.coverage["charge:gone"]++
+	case m.State == ledgerdb.StateRejected:
+		want.err = ledgerdb.ErrInsufficientCredits
+		s.coverage["charge:still-rejected"]++
+	case m.IsCharged:
+		want.outcome = ledgerdb.AlreadyApplied
+	case s.balance >= j.cost:
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance -= j.cost
+		m.State, m.IsCharged = ledgerdb.StateRunning, true
+		s.coverage["charge:applied"]++
+	default:
+		want.err = ledgerdb.ErrInsufficientCredits
+		m.State, m.RejectReason = ledgerdb.StateRejected, "insufficient_credits"
+		s.coverage["charge:insufficient"]++
+		if s.balance < 0 {
+			s.coverage["charge:refused-while-in-debt"]++
+		}
+	}
+	tr, err := s.store.Charge(ctx, j.id)
+	if e := s.answer("charge", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("charge", j, tr, money)
+}
+
+func (s *rndSequence) refund(ctx context.Context, j *rndJob, attempts int) error {
+	var want rndWant
+	money := false
+	m := &j.job
+	reason := fmt.Sprintf("timed out after %d attempts", attempts)
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateRunning:
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance += j.cost
+		m.State, m.IsRefunded, m.RefundReason = ledgerdb.StateRefunded, true, reason
+		m.Attempts = max(m.Attempts, attempts)
+		s.coverage["refund:applied"]++
+	case m.State == ledgerdb.StateRefunded || m.State == ledgerdb.StateRecovered:
+		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+	default:
+		want.outcome = ledgerdb.NotApplied
+	}
+	tr, err := s.store.Refund(ctx, j.id, reason, attempts)
+	if e := s.answer("refund", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("refund", j, tr, money)
+}
+
+func (s *rndSequence) reclaim(ctx context.Context, j *rndJob) error {
+	var want rndWant
+	money := false
+	m := &j.job
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateRefunded:
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance -= j.cost
+		m.State, m.IsReclaimed = ledgerdb.StateRecovered, true
+		s.coverage["reclaim:applied"]++
+		if s.balance < 0 {
+			s.coverage["reclaim:into-debt"]++
+		}
+	case m.State == ledgerdb.StateRecovered:
+		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+	default:
+		want.outcome = ledgerdb.NotApplied
+	}
+	tr, err := s.store.Reclaim(ctx, j.id)
+	if e := s.answer("reclaim", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("reclaim", j, tr, money)
+}
+
+func (s *rndSequence) deliver(ctx context.Context, j *rndJob, attempts int) error {
+	var want rndWant
+	m := &j.job
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateRunning:
+		want.outcome = ledgerdb.Applied
+		m.State = ledgerdb.StateDelivered
+		m.Attempts = max(m.Attempts, attempts)
+		j.delivered = true
+		s.coverage["deliver:applied"]++
+	case m.State == ledgerdb.StateDelivered || m.State == ledgerdb.StateRecovered:
+		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+	default:
+		want.outcome = ledgerdb.NotApplied
+	}
+	tr, err := s.store.Deliver(ctx, j.id, attempts)
+	if e := s.answer("deliver", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("deliver", j, tr, false)
+}
+
+func (s *rndSequence) recordAttempt(ctx context.Context, j *rndJob, attempts int) error {
+	var want rndWant
+	m := &j.job
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateRunning || m.State == ledgerdb.StateRefunded:
+		want.outcome = ledgerdb.AlreadyApplied
+		if m.Attempts < attempts {
+			want.outcome = ledgerdb.Applied
+			m.Attempts = attempts
+		}
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+	default:
+		want.outcome = ledgerdb.NotApplied
+	}
+	tr, err := s.store.RecordAttempt(ctx, j.id, attempts)
+	if e := s.answer("record attempt", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("record attempt", j, tr, false)
+}
+
+func (s *rndSequence) delete(ctx context.Context, j *rndJob) error {
+	var want rndWant
+	m := &j.job
+	switch {
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateDeleted:
+		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateSubmitting || m.State == ledgerdb.StateRunning:
+		want.err = ledgerdb.ErrJobActive
+		s.coverage["delete:active"]++
+	default:
+		want.outcome = ledgerdb.Applied
+		m.StateBeforeDelete, m.State = m.State, ledgerdb.StateDeleted
+		s.coverage["delete:applied"]++
+	}
+	tr, err := s.store.Delete(ctx, j.id)
+	if e := s.answer("delete", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("delete", j, tr, false)
+}
+
+func (s *rndSequence) grant(ctx context.Context, step rndStep) error {
+	key := fmt.Sprintf("key-%d", step.key)
+	want := rndWant{outcome: ledgerdb.Applied}
+	if amount, ok := s.grants[step.key]; ok {
+		want.outcome = ledgerdb.AlreadyApplied
+		if amount != step.amount {
+			want = rndWant{err: ledgerdb.ErrConflict}
+			s.coverage["grant:conflict"]++
+		}
+	}
+	p, err := s.store.Grant(ctx, ledgerdb.Credit{AccountID: s.account, Amount: step.amount, Key: key})
+	if want.outcome == ledgerdb.Applied {
+		s.grants[step.key] = step.amount
+		s.balance += step.amount
+	}
+	switch {
+	case want.err != nil && !errors.Is(err, want.err):
+		return s.failf("grant %s %d: answered (%q, %v), the model says error %v", key, step.amount, p.Outcome, err, want.err)
+	case want.err == nil && (err != nil || p.Outcome != want.outcome):
+		return s.failf("grant %s %d: answered (%q, %v), the model says %q", key, step.amount, p.Outcome, err, want.outcome)
+	case want.outcome == ledgerdb.Applied && p.BalanceAfter != s.balance:
+		return s.failf("grant %s %d: balance after %d, the model says %d", key, step.amount, p.BalanceAfter, s.balance)
+	}
+	return nil
+}
+
+// ghostProbes sends every job call for an ID that never reached the ledger: each must say so
+// (404: nothing was charged) and write nothing, and none may create the ID.
+func (s *rndSequence) ghostProbes(ctx context.Context) error {
+	probes := map[string]func() (ledgerdb.Transition, error){
+		"charge":  func() (ledgerdb.Transition, error) { return s.store.Charge(ctx, s.ghost) },
+		"refund":  func() (ledgerdb.Transition, error) { return s.store.Refund(ctx, s.ghost, "lost", 1) },
+		"reclaim": func() (ledgerdb.Transition, error) { return s.store.Reclaim(ctx, s.ghost) },
+		"deliver": func() (ledgerdb.Transition, error) { return s.store.Deliver(ctx, s.ghost, 1) },
+		"delete":  func() (ledgerdb.Transition, error) { return s.store.Delete(ctx, s.ghost) },
+		"read": func() (ledgerdb.Transition, error) {
+			j, err := s.store.Job(ctx, s.ghost)
+			return ledgerdb.Transition{Job: j}, err
+		},
+	}
+	for _, name := range slices.Sorted(maps.Keys(probes)) {
+		if tr, err := probes[name](); !errors.Is(err, ledgerdb.ErrJobNotFound) || tr.EntryID != 0 {
+			return s.failf("%s of never-submitted %s: answered (%q, entry %d, %v), want ErrJobNotFound", name, s.ghost, tr.Outcome, tr.EntryID, err)
+		}
+	}
+	s.coverage["ghost:not-found"]++
+	return nil
+}
+
+// check compares the whole account with the model after a step: every job row and ledger row
+// of the account straight from the tables (one query, to keep a step cheap), then the audit.
+func (s *rndSequence) check(ctx context.Context) error {
+	type jobRows struct {
+		job   ledgerdb.Job
+		kinds map[string][]int64
+	}
+	byID := map[string]*jobRows{}
+	rows, err := s.store.Pool().Query(ctx, `
+		SELECT j.id, j.account_id, j.cost, j.state, coalesce(j.state_before_delete, ''),
+		       j.is_charged, j.is_refunded, j.is_reclaimed, j.attempts,
+		       coalesce(j.reject_reason, ''), coalesce(j.refund_reason, ''),
+		       j.charged_at, j.delivered_at, j.refunded_at, j.reclaimed_at, j.deleted_at,
+		       coalesce(e.kind, ''), coalesce(e.amount, 0)
+		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
+		WHERE j.account_id = $1 OR j.id = $2
+		ORDER BY j.id, e.id`, s.account, s.ghost)
+	if err != nil {
+		return s.failf("reading the account's rows: %v", err)
+	}
+	for rows.Next() {
+		var j ledgerdb.Job
+		var kind string
+		var amount int64
+		if err := rows.Scan(&j.ID, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded,
+			&j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
+			&j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt, &kind, &amount); err != nil {
+			rows.Close()
+			return s.failf("reading the account's rows: %v", err)
+		}
+		jr := byID[j.ID]
+		if jr == nil {
+			jr = &jobRows{job: j, kinds: map[string][]int64{}}
+			byID[j.ID] = jr
+		}
+		if kind != "" {
+			jr.kinds[kind] = append(jr.kinds[kind], amount)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.failf("reading the account's rows: %v", err)
+	}
+	existing := 0
+	for _, j := range s.jobs {
+		jr := byID[j.id]
+		delete(byID, j.id)
+		if !j.exists {
+			if jr != nil {
+				return s.failf("job %s was never accepted but has a row (state %s, rows %v)", j.id, jr.job.State, jr.kinds)
+			}
+			continue
+		}
+		existing++
+		if jr == nil {
+			return s.failf("job %s was accepted but has no row", j.id)
+		}
+		if err := s.sameJob("table", j, jr.job); err != nil {
+			return err
+		}
+		var net int64
+		for kind, flag := range map[string]bool{"charge": j.job.IsCharged, "refund": j.job.IsRefunded, "reclaim": j.job.IsReclaimed} {
+			amounts := jr.kinds[kind]
+			want := 0
+			if flag {
+				want = 1
+			}
+			if len(amounts) != want {
+				return s.failf("job %s: %d %s rows %v, the model says %d (rule 2)", j.id, len(amounts), kind, amounts, want)
+			}
+			for _, a := range amounts {
+				if a != j.cost && a != -j.cost {
+					return s.failf("job %s: %s row of %d, the job costs %d (rule 5)", j.id, kind, a, j.cost)
+				}
+				net += a
+			}
+		}
+		if net != j.net() {
+			return s.failf("job %s (%s): rows sum to %d, the model says %d (rule 3)", j.id, j.job.State, net, j.net())
+		}
+	}
+	if len(byID) > 0 {
+		return s.failf("unexpected jobs on the account or under the never-submitted ID: %v", slices.Sorted(maps.Keys(byID)))
+	}
+
+	report, err := s.store.Audit(ctx, s.account)
+	switch {
+	case err != nil:
+		return s.failf("audit: %v", err)
+	case !report.OK():
+		return s.failf("audit: %v", report.Violations)
+	case report.Balance != s.balance || report.EntrySum != s.balance:
+		return s.failf("audit: balance %d, rows sum to %d, the model says %d (rule 6)", report.Balance, report.EntrySum, s.balance)
+	case report.Jobs != existing:
+		return s.failf("audit: %d jobs, the model says %d", report.Jobs, existing)
+	}
+	return nil
+}

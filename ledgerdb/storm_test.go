@@ -1,0 +1,514 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// stormOp names one kind of call the storm delivers.
+type stormOp string
+
+const (
+	stormSubmit  stormOp = "submit"
+	stormCharge  stormOp = "charge"
+	stormRefund  stormOp = "refund"
+	stormReclaim stormOp = "reclaim"
+	stormDeliver stormOp = "deliver"
+	// stormGrant tops up the job's account under a key of the job's own, so that top-ups (and
+	// their duplicates) interleave with the job rows in each account's balance chain.
+	stormGrant       stormOp = "grant"
+	stormGrantAmount         = 7
+)
+
+// stormFate is where a storm job must end; it is fixed before the storm so that the end state of
+// every job is known however the goroutines interleave.
+type stormFate int
+
+const (
+	stormFateDelivered stormFate = iota // charge, deliver
+	stormFateRefunded                   // charge, refund (dead letter, no late result)
+	stormFateRecovered                  // charge, refund, late success -> reclaim
+	// stormFateContested races the timeout (refund) against the success (deliver) on the running
+	// job, then runs the success path's reclaim: the job ends delivered or recovered, whichever
+	// guard won, and in both cases charged exactly once.
+	stormFateContested
+)
+
+// stormCall is one delivery of one call, with the outcomes it may answer. Applied is allowed only
+// for the calls that make a transition; how many of them actually answer Applied is checked per
+// job, not per call, because which duplicate wins is up to the scheduler.
+type stormCall struct {
+	job     int
+	op      stormOp
+	allowed []ledgerdb.Outcome
+}
+
+type stormResult struct {
+	call    stormCall
+	outcome ledgerdb.Outcome
+	err     error
+}
+
+// TestDuplicateStorm races 64 goroutines on 1,000 jobs over 20 accounts, each call delivered
+// several times at once, phase by phase (submit, charge, refund or deliver, late success), with
+// duplicate grants interleaved and, for a quarter of the jobs, the timeout racing the success. It
+// checks money rules 2, 3, 4, 6 and 8: exactly one charge, refund and reclaim row per job that
+// needs one and none for the others (rule 2, counted straight from ledger_entries); each job's
+// rows summing to what its end state says (rule 3); flags, rows and balances agreeing after
+// concurrent commits (rule 4); every balance equal to the sum of its rows and to the expected
+// total (rule 6); and exactly one Applied answer per job per transition however many duplicates
+// raced for it, every other delivery answering AlreadyApplied or NotApplied (rule 8).
+func TestDuplicateStorm(t *testing.T) {
+	const (
+		jobCount     = 1000
+		accountCount = 20
+		workers      = 64
+		// copies is how many deliveries of a job's main call race each other in a phase.
+		copies = 4
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("storm seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x5707))
+
+	accounts := make([]string, accountCount)
+	const grant = 1_000_000
+	for i := range accounts {
+		accounts[i] = ledgertest.Account(t, store, grant)
+	}
+	prefix := ledgertest.ID(t, "storm")
+	type stormJob struct {
+		id, account string
+		cost        int64
+		fate        stormFate
+	}
+	jobs := make([]stormJob, jobCount)
+	ids := make([]string, jobCount)
+	for i := range jobs {
+		jobs[i] = stormJob{
+			id:      fmt.Sprintf("%s-%04d", prefix, i),
+			account: accounts[i%accountCount],
+			cost:    1 + rng.Int64N(500),
+			fate:    stormFate(rng.IntN(4)),
+		}
+		ids[i] = jobs[i].id
+	}
+
+	call := func(c stormCall) stormResult {
+		j := jobs[c.job]
+		var tr ledgerdb.Transition
+		var err error
+		switch c.op {
+		case stormSubmit:
+			tr, err = store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Cost: j.cost, Request: []byte(`{"render":"storm"}`)})
+		case stormCharge:
+			tr, err = store.Charge(ctx, j.id)
+		case stormRefund:
+			tr, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+		case stormReclaim:
+			tr, err = store.Reclaim(ctx, j.id)
+		case stormDeliver:
+			tr, err = store.Deliver(ctx, j.id, 1)
+		case stormGrant:
+			var p ledgerdb.Posting
+			p, err = store.Grant(ctx, ledgerdb.Credit{AccountID: j.account, Amount: stormGrantAmount, Key: "grant-" + j.id})
+			tr.Outcome = p.Outcome
+		}
+		return stormResult{call: c, outcome: tr.Outcome, err: err}
+	}
+
+	// runPhase hands each job's group of calls out back to back, so that the copies of one call
+	// are picked up by different goroutines at the same moment and really race.
+	runPhase := func(groups [][]stormCall) []stormResult {
+		rng.Shuffle(len(groups), func(i, k int) { groups[i], groups[k] = groups[k], groups[i] })
+		for _, g := range groups {
+			rng.Shuffle(len(g), func(i, k int) { g[i], g[k] = g[k], g[i] })
+		}
+		feed := make(chan stormCall)
+		results := make([][]stormResult, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for c := range feed {
+					results[w] = append(results[w], call(c))
+				}
+			})
+		}
+		for _, g := range groups {
+			for _, c := range g {
+				feed <- c
+			}
+		}
+		close(feed)
+		wg.Wait()
+		return slices.Concat(results...)
+	}
+
+	transition := []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied}
+	already := []ledgerdb.Outcome{ledgerdb.AlreadyApplied}
+	notApplied := []ledgerdb.Outcome{ledgerdb.NotApplied}
+	repeat := func(job int, op stormOp, n int, allowed []ledgerdb.Outcome) []stormCall {
+		calls := make([]stormCall, n)
+		for i := range calls {
+			calls[i] = stormCall{job: job, op: op, allowed: allowed}
+		}
+		return calls
+	}
+
+	anyOutcome := []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied, ledgerdb.NotApplied}
+	timeoutOrSuccess := func(i int) []stormCall {
+		switch jobs[i].fate {
+		case stormFateContested:
+			return slices.Concat(repeat(i, stormRefund, copies, anyOutcome), repeat(i, stormDeliver, copies, anyOutcome))
+		case stormFateDelivered:
+			// The success path calls reclaim unconditionally; on a running or delivered job the
+			// guard matches nothing.
+			return slices.Concat(repeat(i, stormDeliver, copies, transition),
+				repeat(i, stormReclaim, 1, notApplied), repeat(i, stormCharge, 1, already))
+		default:
+			return slices.Concat(repeat(i, stormRefund, copies, transition), repeat(i, stormCharge, 1, already),
+				repeat(i, stormSubmit, 1, already))
+		}
+	}
+	lateSuccess := func(i int) []stormCall {
+		switch jobs[i].fate {
+		case stormFateContested:
+			return slices.Concat(repeat(i, stormReclaim, copies, anyOutcome), repeat(i, stormDeliver, 1, anyOutcome))
+		case stormFateRecovered:
+			// A late result runs reclaim, then deliver; deliver racing the reclaim sees the job
+			// refunded (NotApplied) or recovered (AlreadyApplied), and never applies.
+			return slices.Concat(repeat(i, stormReclaim, copies, transition),
+				repeat(i, stormDeliver, 2, []ledgerdb.Outcome{ledgerdb.NotApplied, ledgerdb.AlreadyApplied}),
+				repeat(i, stormRefund, 1, already), repeat(i, stormCharge, 1, already))
+		case stormFateRefunded:
+			return slices.Concat(repeat(i, stormRefund, 2, already), repeat(i, stormDeliver, 1, notApplied))
+		default:
+			return slices.Concat(repeat(i, stormDeliver, 2, already), repeat(i, stormReclaim, 2, notApplied),
+				repeat(i, stormRefund, 1, notApplied))
+		}
+	}
+	phases := []struct {
+		name   string
+		groups func(i int) []stormCall
+	}{
+		{"submit", func(i int) []stormCall { return repeat(i, stormSubmit, copies, transition) }},
+		{"charge", func(i int) []stormCall { return repeat(i, stormCharge, copies, transition) }},
+		{"refund or deliver", func(i int) []stormCall {
+			var grants []stormCall
+			if i%10 == 0 {
+				grants = repeat(i, stormGrant, copies, transition)
+			}
+			return slices.Concat(grants, timeoutOrSuccess(i))
+		}},
+		{"late success", lateSuccess},
+	}
+	type jobOp struct {
+		job int
+		op  stormOp
+	}
+	appliedCount := map[jobOp]int{}
+	var problems []string
+	calls := 0
+	for _, phase := range phases {
+		groups := make([][]stormCall, jobCount)
+		for i := range groups {
+			groups[i] = phase.groups(i)
+		}
+		start := time.Now()
+		results := runPhase(groups)
+		calls += len(results)
+		t.Logf("phase %-17s %6d calls by %d goroutines in %v", phase.name, len(results), workers, time.Since(start).Round(time.Millisecond))
+		for _, r := range results {
+			j := jobs[r.call.job]
+			switch {
+			case r.err != nil:
+				problems = append(problems, fmt.Sprintf("phase %s: %s %s: %v", phase.name, r.call.op, j.id, r.err))
+			case !slices.Contains(r.call.allowed, r.outcome):
+				problems = append(problems, fmt.Sprintf("phase %s: %s %s (fate %d) answered %q, want one of %v",
+					phase.name, r.call.op, j.id, j.fate, r.outcome, r.call.allowed))
+			case r.outcome == ledgerdb.Applied:
+				appliedCount[jobOp{r.call.job, r.call.op}]++
+			}
+		}
+		require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+		require.NoError(t, ctx.Err(), "seed %d", seed)
+	}
+
+	// Exactly one Applied per job per transition its fate goes through, none for the others.
+	var contestedRefunded, contestedDelivered int
+	for i, j := range jobs {
+		want := map[stormOp]int{stormSubmit: 1, stormCharge: 1}
+		if j.fate == stormFateContested {
+			// Whichever of the timeout and the success won, the other lost for good.
+			refunds, delivers := appliedCount[jobOp{i, stormRefund}], appliedCount[jobOp{i, stormDeliver}]
+			switch {
+			case refunds == 1 && delivers == 0:
+				jobs[i].fate = stormFateRecovered
+				contestedRefunded++
+			case refunds == 0 && delivers == 1:
+				jobs[i].fate = stormFateDelivered
+				contestedDelivered++
+			default:
+				problems = append(problems, fmt.Sprintf("job %s: timeout and success raced; %d refunds and %d delivers answered Applied, want exactly one in all", j.id, refunds, delivers))
+				continue
+			}
+			j = jobs[i]
+		}
+		switch j.fate {
+		case stormFateDelivered:
+			want[stormDeliver] = 1
+		case stormFateRefunded:
+			want[stormRefund] = 1
+		case stormFateRecovered:
+			want[stormRefund], want[stormReclaim] = 1, 1
+		}
+		if i%10 == 0 {
+			want[stormGrant] = 1
+		}
+		for _, op := range []stormOp{stormSubmit, stormCharge, stormRefund, stormReclaim, stormDeliver, stormGrant} {
+			if got := appliedCount[jobOp{i, op}]; got != want[op] {
+				problems = append(problems, fmt.Sprintf("job %s (fate %d): %d %s calls answered Applied, want %d", j.id, j.fate, got, op, want[op]))
+			}
+		}
+	}
+	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+
+	// The rows themselves, straight from the table, not through the package under test.
+	rows := stormRowsByJob(t, store, ids)
+	states := map[string]ledgerdb.State{}
+	stateRows, err := store.Pool().Query(ctx, `SELECT id, state FROM jobs WHERE id = ANY($1)`, ids)
+	require.NoError(t, err)
+	for stateRows.Next() {
+		var id, state string
+		require.NoError(t, stateRows.Scan(&id, &state))
+		states[id] = ledgerdb.State(state)
+	}
+	require.NoError(t, stateRows.Err())
+
+	wantBalance := map[string]int64{}
+	for _, a := range accounts {
+		wantBalance[a] = grant
+	}
+	for i, j := range jobs {
+		if i%10 == 0 {
+			wantBalance[j.account] += stormGrantAmount
+		}
+		want := map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -j.cost}
+		wantState := ledgerdb.StateDelivered
+		switch j.fate {
+		case stormFateRefunded:
+			want[ledgerdb.KindRefund] = j.cost
+			wantState = ledgerdb.StateRefunded
+		case stormFateRecovered:
+			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = j.cost, -j.cost
+			wantState = ledgerdb.StateRecovered
+		}
+		got := rows[j.id]
+		for _, kind := range []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim} {
+			amounts := got[kind]
+			wantAmount, wanted := want[kind]
+			switch {
+			case wanted && (len(amounts) != 1 || amounts[0] != wantAmount):
+				problems = append(problems, fmt.Sprintf("job %s: %s rows %v, want exactly one of %d", j.id, kind, amounts, wantAmount))
+			case !wanted && len(amounts) != 0:
+				problems = append(problems, fmt.Sprintf("job %s: %s rows %v, want none", j.id, kind, amounts))
+			}
+			if wanted {
+				wantBalance[j.account] += wantAmount
+			}
+		}
+		if states[j.id] != wantState {
+			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.id], wantState))
+		}
+	}
+	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+
+	for _, a := range accounts {
+		balance, err := store.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, wantBalance[a], balance, "account %s (seed %d)", a, seed)
+	}
+	ledgertest.RequireSound(t, store, accounts...)
+	t.Logf("%d calls on %d jobs over %d accounts; timeout vs success: the refund won %d times, the delivery %d",
+		calls, jobCount, accountCount, contestedRefunded, contestedDelivered)
+}
+
+// stormRowsByJob reads the amounts of every charge, refund and reclaim row of the given jobs
+// straight from ledger_entries.
+func stormRowsByJob(t *testing.T, store *ledgerdb.Store, jobIDs []string) map[string]map[ledgerdb.EntryKind][]int64 {
+	t.Helper()
+	rows, err := store.Pool().Query(t.Context(),
+		`SELECT job_id, kind, amount FROM ledger_entries WHERE job_id = ANY($1) ORDER BY id`, jobIDs)
+	require.NoError(t, err)
+	defer rows.Close()
+	byJob := map[string]map[ledgerdb.EntryKind][]int64{}
+	for rows.Next() {
+		var jobID, kind string
+		var amount int64
+		require.NoError(t, rows.Scan(&jobID, &kind, &amount))
+		if byJob[jobID] == nil {
+			byJob[jobID] = map[ledgerdb.EntryKind][]int64{}
+		}
+		byJob[jobID][ledgerdb.EntryKind(kind)] = append(byJob[jobID][ledgerdb.EntryKind(kind)], amount)
+	}
+	require.NoError(t, rows.Err())
+	return byJob
+}
+
+// TestChargeStormNeverOverdraws races charges (each delivered three times) of many jobs on an
+// account that can pay for only some of them, then races reclaims of refunded jobs against
+// charges of new ones, and checks money rules 6 and 8 and the README's debt rule: every charge
+// decides under the account's lock, so exactly as many jobs are charged as the balance covers and
+// no charge row ever leaves the balance below zero; every other job is rejected with nothing
+// charged; a reclaim is never refused and may take the balance below zero, after which every
+// charge is refused; and the balance equals the sum of the rows throughout (rule 6).
+func TestChargeStormNeverOverdraws(t *testing.T) {
+	const (
+		jobCount = 60
+		cost     = 10
+		covered  = 20 // jobs the initial balance pays for
+		workers  = 32
+		copies   = 3
+		refunds  = 5  // charged jobs whose result lands late, after new charges spent the refund
+		fresh    = 10 // new jobs charged while those results land
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	account := ledgertest.Account(t, store, covered*cost)
+	prefix := ledgertest.ID(t, "overdraw")
+	ids := make([]string, jobCount+fresh)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
+		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: ids[i], AccountID: account, Cost: cost})
+		require.NoError(t, err)
+	}
+
+	type answer struct {
+		job     int
+		op      stormOp
+		outcome ledgerdb.Outcome
+		err     error
+	}
+	race := func(calls []answer) []answer {
+		rand.Shuffle(len(calls), func(i, k int) { calls[i], calls[k] = calls[k], calls[i] })
+		feed := make(chan int)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := range feed {
+					var tr ledgerdb.Transition
+					switch c := &calls[i]; c.op {
+					case stormCharge:
+						tr, c.err = store.Charge(ctx, ids[c.job])
+					case stormReclaim:
+						tr, c.err = store.Reclaim(ctx, ids[c.job])
+					}
+					calls[i].outcome = tr.Outcome
+				}
+			})
+		}
+		for i := range calls {
+			feed <- i
+		}
+		close(feed)
+		wg.Wait()
+		return calls
+	}
+
+	var calls []answer
+	for job := range jobCount {
+		for range copies {
+			calls = append(calls, answer{job: job, op: stormCharge})
+		}
+	}
+	charged := map[int]int{}
+	for _, a := range race(calls) {
+		switch {
+		case a.err == nil && a.outcome == ledgerdb.Applied:
+			charged[a.job]++
+		case a.err == nil && a.outcome == ledgerdb.AlreadyApplied:
+		case errors.Is(a.err, ledgerdb.ErrInsufficientCredits):
+		default:
+			t.Errorf("charge %s answered (%q, %v)", ids[a.job], a.outcome, a.err)
+		}
+	}
+	require.Len(t, charged, covered, "charged jobs: %v", charged)
+	for job, n := range charged {
+		require.Equal(t, 1, n, "job %s was charged %d times", ids[job], n)
+	}
+	balance, err := store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Zero(t, balance)
+	ledgertest.RequireSound(t, store, account)
+
+	// Refund some charged jobs, then let their late results race charges of new jobs: the
+	// charges may spend the refunds first, and the reclaims are then owed in full.
+	calls = calls[:0]
+	n := 0
+	for job := range charged {
+		if n == refunds {
+			break
+		}
+		n++
+		_, err := store.Refund(ctx, ids[job], "timed out after 3 attempts", 3)
+		require.NoError(t, err)
+		for range copies {
+			calls = append(calls, answer{job: job, op: stormReclaim})
+		}
+	}
+	for job := jobCount; job < jobCount+fresh; job++ {
+		for range copies {
+			calls = append(calls, answer{job: job, op: stormCharge})
+		}
+	}
+	reclaimed, newlyCharged := map[int]int{}, map[int]int{}
+	for _, a := range race(calls) {
+		switch {
+		case a.err == nil && a.outcome == ledgerdb.Applied && a.op == stormReclaim:
+			reclaimed[a.job]++
+		case a.err == nil && a.outcome == ledgerdb.Applied:
+			newlyCharged[a.job]++
+		case a.err == nil && a.outcome == ledgerdb.AlreadyApplied:
+		case a.op == stormCharge && errors.Is(a.err, ledgerdb.ErrInsufficientCredits):
+		default:
+			t.Errorf("%s %s answered (%q, %v)", a.op, ids[a.job], a.outcome, a.err)
+		}
+	}
+	require.Len(t, reclaimed, refunds)
+	require.LessOrEqual(t, len(newlyCharged), refunds, "more new jobs charged than the refunds paid for")
+	for job, n := range newlyCharged {
+		require.Equal(t, 1, n, "job %s was charged %d times", ids[job], n)
+	}
+	balance, err = store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, int64(-cost*len(newlyCharged)), balance, "every reclaim is owed in full")
+	t.Logf("%d of %d new jobs were charged before the late results took the refunds back; balance %d", len(newlyCharged), fresh, balance)
+
+	// A charge is written only when the balance covers it: no charge row goes below zero.
+	var lowest int64
+	require.NoError(t, store.Pool().QueryRow(ctx,
+		`SELECT coalesce(min(balance_after), 0) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, account).Scan(&lowest))
+	require.GreaterOrEqual(t, lowest, int64(0), "a charge overdrew the account")
+	if balance < 0 {
+		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: prefix + "-in-debt", AccountID: account, Cost: 1})
+		require.NoError(t, err)
+		_, err = store.Charge(ctx, prefix+"-in-debt")
+		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, "a negative balance refuses every charge")
+	}
+	ledgertest.RequireSound(t, store, account)
+}
