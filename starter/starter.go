@@ -73,10 +73,10 @@ func (j Job) request() []byte { return []byte(j.InputRef) }
 // Submission is the answer of [Starter.Submit].
 type Submission struct {
 	// Status is the job as it stands once its charge is decided.
-	Status Status
+	Status Status `json:"status"`
 	// Duplicate is true when the ID had been submitted before with the same request: the
 	// answer is the original job, and nothing new was charged.
-	Duplicate bool
+	Duplicate bool `json:"duplicate"`
 }
 
 // Submit bills a job: it writes the ledger's placeholder, starts the job's workflow and waits,
@@ -225,14 +225,14 @@ func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 type ResultReport struct {
 	// Path is "signal" when the job's workflow took the result, "fallback" when the workflow had
 	// closed and the late-result fallback settled it.
-	Path string
+	Path string `json:"path"`
 	// Outcome, for the fallback, says whether this report reclaimed the refund; empty for a signal.
-	Outcome ledgerdb.Outcome
+	Outcome ledgerdb.Outcome `json:"outcome,omitempty"`
 	// Status is the job as it stands after the report (for a signal, possibly before the workflow
 	// has acted on it).
-	Status Status
+	Status Status `json:"status"`
 	// Message says what happened, in a sentence.
-	Message string
+	Message string `json:"message"`
 }
 
 // ReportResult reports that a job's result landed, possibly long after its attempt was given up.

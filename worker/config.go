@@ -138,8 +138,7 @@ type Setting struct {
 // Settings lists every configuration key with its environment variable and default, in the
 // order of [Config]'s fields.
 func Settings() []Setting {
-	defaults := map[string]any{}
-	flatten("", DefaultConfig(), defaults)
+	defaults := flatten(DefaultConfig())
 	var out []Setting
 	for _, key := range settingKeys {
 		out = append(out, Setting{Key: key, Env: EnvName(key), Default: fmt.Sprint(defaults[key])})
@@ -163,13 +162,15 @@ func EnvName(key string) string {
 	return "JOBBILL_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
-// flatten walks the default Config through viper's own decoding view: each leaf under its dotted key.
-func flatten(prefix string, c Config, out map[string]any) {
+// flatten is c as viper sees it: each leaf under its dotted key.
+func flatten(c Config) map[string]any {
 	v := viper.New()
 	setDefaults(v, c)
+	out := map[string]any{}
 	for _, key := range v.AllKeys() {
 		out[key] = v.Get(key)
 	}
+	return out
 }
 
 // setDefaults registers every key with viper, so that AutomaticEnv finds its variable even when

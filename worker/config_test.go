@@ -1,0 +1,72 @@
+package worker_test
+
+import (
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/worker"
+)
+
+// TestSettingsCoverEveryKey keeps worker.Settings (and so the README's table) complete: every key
+// viper knows is listed once, with its JOBBILL_ variable.
+func TestSettingsCoverEveryKey(t *testing.T) {
+	v := worker.NewViper()
+	known := v.AllKeys()
+	var listed []string
+	for _, s := range worker.Settings() {
+		listed = append(listed, s.Key)
+		require.Equal(t, worker.EnvName(s.Key), s.Env)
+	}
+	sort.Strings(known)
+	sort.Strings(listed)
+	require.Equal(t, known, listed)
+}
+
+// TestEnvironmentOverridesDefaults checks that a JOBBILL_ variable reaches the decoded Config,
+// durations included, and that the defaults hold otherwise.
+func TestEnvironmentOverridesDefaults(t *testing.T) {
+	t.Setenv("JOBBILL_POLICY_MAXIMUM_ATTEMPTS", "5")
+	t.Setenv("JOBBILL_POLICY_START_TO_CLOSE", "90s")
+	t.Setenv("JOBBILL_TEMPORAL_ADDRESS", "temporal.internal:7233")
+	c, err := worker.Load(worker.NewViper())
+	require.NoError(t, err)
+	require.Equal(t, int32(5), c.Policy.MaximumAttempts)
+	require.Equal(t, 90*time.Second, c.Policy.StartToClose)
+	require.Equal(t, "temporal.internal:7233", c.Temporal.Address)
+	require.Equal(t, worker.DefaultConfig().DatabaseURL, c.DatabaseURL)
+	require.Equal(t, c.Policy.MaximumAttempts, c.Policy.WorkflowPolicy().MaximumAttempts)
+}
+
+// TestInvalidConfigurationIsRefused checks that a configuration that cannot work is refused with
+// the key named, before anything starts.
+func TestInvalidConfigurationIsRefused(t *testing.T) {
+	for env, key := range map[string]string{
+		"JOBBILL_LOG_LEVEL":                     "log.level",
+		"JOBBILL_RUNNER_KIND":                   "runner.kind",
+		"JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "runner.simulated.failure_rate",
+	} {
+		t.Run(key, func(t *testing.T) {
+			t.Setenv(env, map[string]string{
+				"JOBBILL_LOG_LEVEL": "loud", "JOBBILL_RUNNER_KIND": "quantum", "JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "1.5",
+			}[env])
+			_, err := worker.Load(worker.NewViper())
+			require.ErrorContains(t, err, key)
+		})
+	}
+}
+
+// TestReadmeDocumentsEverySetting keeps the README's configuration table true: each key appears
+// with its environment variable and its default.
+func TestReadmeDocumentsEverySetting(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	for _, s := range worker.Settings() {
+		row := "| `" + s.Key + "` | `" + s.Env + "` | `" + s.Default + "` |"
+		require.True(t, strings.Contains(string(readme), row), "README lacks the row %s", row)
+	}
+}
