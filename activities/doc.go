@@ -25,8 +25,7 @@
 // # Runners
 //
 // [Activities.RunWork] runs one attempt of the GPU work through a [Runner], heartbeating while it
-// waits and giving up when Temporal cancels the attempt. [SimulatedRunner] replays the seeds'
-// stories on any machine. An HTTP runner for real GPU services comes later (issue 3): it will post
-// the [WorkRequest], poll or take a callback, cancel the remote job when the context is done, and
-// report results that arrive after the attempt's deadline through a [LateResultReporter].
+// waits and giving up when Temporal cancels the attempt. [HTTPRunner] runs it on a real GPU
+// service (its doc comment is the service's contract: start, poll, cancel, report late results);
+// [SimulatedRunner] replays the seeds' stories on any machine.
 package activities

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -81,10 +82,23 @@ func (p PolicyConfig) WorkflowPolicy() workflows.Policy {
 
 // RunnerConfig selects and configures the GPU runner.
 type RunnerConfig struct {
-	// Kind is simulated (the built-in stand-in for a GPU service).
+	// Kind is simulated (the built-in stand-in for a GPU service) or http (a GPU service that
+	// speaks activities.HTTPRunner's contract).
 	Kind string `mapstructure:"kind"`
 	// Simulated configures the simulated runner.
 	Simulated SimulatedRunnerConfig `mapstructure:"simulated"`
+	// HTTP configures the HTTP runner.
+	HTTP HTTPRunnerConfig `mapstructure:"http"`
+}
+
+// HTTPRunnerConfig configures [activities.HTTPRunner].
+type HTTPRunnerConfig struct {
+	// URL is the GPU service's base URL.
+	URL string `mapstructure:"url"`
+	// PollInterval is how often a running run is polled.
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// RequestTimeout bounds each request to the service.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 }
 
 // SimulatedRunnerConfig configures [activities.SimulatedRunner].
@@ -121,6 +135,7 @@ func DefaultConfig() Config {
 		Runner: RunnerConfig{
 			Kind:      "simulated",
 			Simulated: SimulatedRunnerConfig{Duration: 2 * time.Second, FailureRate: 0, Seed: 1},
+			HTTP:      HTTPRunnerConfig{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
 		},
 	}
 }
@@ -154,6 +169,7 @@ var settingKeys = []string{
 	"policy.initial_interval", "policy.backoff_coefficient", "policy.maximum_interval",
 	"policy.maximum_attempts", "policy.start_to_close", "policy.heartbeat_timeout", "policy.late_result_window",
 	"runner.kind", "runner.simulated.duration", "runner.simulated.failure_rate", "runner.simulated.seed",
+	"runner.http.url", "runner.http.poll_interval", "runner.http.request_timeout",
 }
 
 // EnvName is the environment variable of a configuration key: JOBBILL_ and the key in capitals,
@@ -195,6 +211,9 @@ func setDefaults(v *viper.Viper, c Config) {
 	v.SetDefault("runner.simulated.duration", c.Runner.Simulated.Duration)
 	v.SetDefault("runner.simulated.failure_rate", c.Runner.Simulated.FailureRate)
 	v.SetDefault("runner.simulated.seed", c.Runner.Simulated.Seed)
+	v.SetDefault("runner.http.url", c.Runner.HTTP.URL)
+	v.SetDefault("runner.http.poll_interval", c.Runner.HTTP.PollInterval)
+	v.SetDefault("runner.http.request_timeout", c.Runner.HTTP.RequestTimeout)
 }
 
 // NewViper is a viper that reads JOBBILL_* variables over the defaults of [DefaultConfig];
@@ -236,8 +255,14 @@ func (c Config) Validate() error {
 	default:
 		problems = append(problems, fmt.Sprintf("log.format %q: use console or json", c.Log.Format))
 	}
-	if c.Runner.Kind != "simulated" {
-		problems = append(problems, fmt.Sprintf("runner.kind %q: only simulated is available", c.Runner.Kind))
+	switch c.Runner.Kind {
+	case "simulated":
+	case "http":
+		if u, err := url.Parse(c.Runner.HTTP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("runner.http.url %q: an http(s) URL is needed with runner.kind http", c.Runner.HTTP.URL))
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("runner.kind %q: use simulated or http", c.Runner.Kind))
 	}
 	if r := c.Runner.Simulated.FailureRate; r < 0 || r > 1 {
 		problems = append(problems, fmt.Sprintf("runner.simulated.failure_rate %v: must be between 0 and 1", r))

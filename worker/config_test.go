@@ -66,7 +66,11 @@ func TestReadmeDocumentsEverySetting(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	for _, s := range worker.Settings() {
-		row := "| `" + s.Key + "` | `" + s.Env + "` | `" + s.Default + "` |"
+		def := "`" + s.Default + "`"
+		if s.Default == "" {
+			def = "(none)"
+		}
+		row := "| `" + s.Key + "` | `" + s.Env + "` | " + def + " |"
 		require.True(t, strings.Contains(string(readme), row), "README lacks the row %s", row)
 	}
 }

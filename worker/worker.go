@@ -5,6 +5,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -53,6 +54,14 @@ func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter
 }
 
 func newRunner(c RunnerConfig, reporter activities.LateResultReporter) activities.Runner {
+	if c.Kind == "http" {
+		// Late results of a real GPU service come back through its own call to jobbill.
+		return &activities.HTTPRunner{
+			BaseURL:      c.HTTP.URL,
+			PollInterval: c.HTTP.PollInterval,
+			Client:       &http.Client{Timeout: c.HTTP.RequestTimeout},
+		}
+	}
 	return &activities.SimulatedRunner{
 		Duration:    c.Simulated.Duration,
 		FailureRate: c.Simulated.FailureRate,

@@ -1,0 +1,161 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// HTTPRunner runs the work on a GPU service over HTTP. The service's contract:
+//
+//  1. Start: POST {BaseURL}/v1/runs with {"job_id", "attempt", "input_ref"} answers 200 or 201
+//     with {"run_id"}. The service must treat (job_id, attempt) as an idempotency key: a repeated
+//     POST (the runner's own retry after a lost answer) answers the same run, never a second one.
+//  2. Poll: GET {BaseURL}/v1/runs/{run_id} answers {"status": "running" | "succeeded" | "failed",
+//     "output_ref", "finished_at", "error", "permanent"}. "permanent": true on a failure means no
+//     retry can succeed (an unreadable input): the job is refunded without waiting for retries.
+//  3. Cancel: when Temporal gives the attempt up (its timeout, or a result signal made it moot),
+//     the runner sends DELETE {BaseURL}/v1/runs/{run_id}, best effort. A run that finishes anyway
+//     must report its result late, to jobbill's result endpoint or `jobbill job report`; the
+//     ledger reclaims the refund once, however many times it is reported.
+//
+// Transport errors, 408, 429 and 5xx answers while polling are transient: the runner keeps
+// polling until the attempt's deadline. Any other answer fails the attempt (retryably).
+type HTTPRunner struct {
+	// BaseURL is the GPU service's base URL, such as https://gpu.internal.
+	BaseURL string
+	// PollInterval is how often a running run is polled; 2 s when zero.
+	PollInterval time.Duration
+	// Client sends the requests; http.DefaultClient when nil. Its timeout bounds each request.
+	Client *http.Client
+}
+
+type httpRunRequest struct {
+	JobID    string `json:"job_id"`
+	Attempt  int    `json:"attempt"`
+	InputRef string `json:"input_ref"`
+}
+
+type httpRunStarted struct {
+	RunID string `json:"run_id"`
+}
+
+type httpRunState struct {
+	Status     string    `json:"status"`
+	OutputRef  string    `json:"output_ref"`
+	FinishedAt time.Time `json:"finished_at"`
+	Error      string    `json:"error"`
+	Permanent  bool      `json:"permanent"`
+}
+
+// errTransient marks an answer worth polling again.
+var errTransient = errors.New("transient answer from the GPU service")
+
+// Run starts the attempt on the service, polls it until it ends or ctx is done, and cancels the
+// remote run when ctx is done first.
+func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, error) {
+	var started httpRunStarted
+	body, err := json.Marshal(httpRunRequest{JobID: req.JobID, Attempt: req.Attempt, InputRef: req.InputRef})
+	if err != nil {
+		return WorkResult{}, err
+	}
+	if err := r.do(ctx, http.MethodPost, "/v1/runs", body, &started); err != nil {
+		return WorkResult{}, fmt.Errorf("starting the run of job %q, attempt %d: %w", req.JobID, req.Attempt, err)
+	}
+	if started.RunID == "" {
+		return WorkResult{}, fmt.Errorf("starting the run of job %q: the service answered no run_id", req.JobID)
+	}
+	runPath := "/v1/runs/" + url.PathEscape(started.RunID)
+
+	every := r.PollInterval
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		var state httpRunState
+		err := r.do(ctx, http.MethodGet, runPath, nil, &state)
+		switch {
+		case ctx.Err() != nil:
+			r.cancel(runPath)
+			return WorkResult{}, ctx.Err()
+		case errors.Is(err, errTransient):
+			// Keep polling: the deadline, not a flaky answer, ends the attempt.
+		case err != nil:
+			return WorkResult{}, fmt.Errorf("polling run %s of job %q: %w", started.RunID, req.JobID, err)
+		case state.Status == "succeeded":
+			return WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt}, nil
+		case state.Status == "failed":
+			failure := fmt.Errorf("run %s of job %q failed: %s", started.RunID, req.JobID, state.Error)
+			if state.Permanent {
+				return WorkResult{}, fmt.Errorf("%w: %w", ErrWorkPermanent, failure)
+			}
+			return WorkResult{}, failure
+		case state.Status != "running":
+			return WorkResult{}, fmt.Errorf("run %s of job %q: unknown status %q", started.RunID, req.JobID, state.Status)
+		}
+		select {
+		case <-ctx.Done():
+			r.cancel(runPath)
+			return WorkResult{}, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// cancel asks the service to stop a run whose attempt is over. It must not use the attempt's
+// context, which is already done; a short timeout of its own keeps a dead service from holding
+// the worker.
+func (r *HTTPRunner) cancel(runPath string) {
+	ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = r.do(ctx, http.MethodDelete, runPath, nil, nil)
+}
+
+func (r *HTTPRunner) do(ctx context.Context, method, path string, body []byte, into any) error {
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(r.BaseURL, "/")+path, reader)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := r.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %w", errTransient, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return fmt.Errorf("%w: %s %s: %s", errTransient, method, path, resp.Status)
+	case resp.StatusCode >= 300:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if into == nil {
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(into); err != nil {
+		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	return nil
+}

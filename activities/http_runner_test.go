@@ -1,0 +1,114 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/activities"
+)
+
+// fakeGPUService plays the GPU service of HTTPRunner's contract on a real HTTP server: each run
+// answers the scripted statuses in turn (then stays on the last), and the service records what
+// the runner asked for.
+type fakeGPUService struct {
+	mu        sync.Mutex
+	script    []string // "running", "succeeded", "failed", "failed-permanent", "503"
+	runs      map[string]int
+	polls     int
+	cancelled []string
+}
+
+func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/runs":
+		var req struct {
+			JobID   string `json:"job_id"`
+			Attempt int    `json:"attempt"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.JobID == "" {
+			http.Error(w, "bad run request", http.StatusBadRequest)
+			return
+		}
+		id := fmt.Sprintf("%s.%d", req.JobID, req.Attempt)
+		f.runs[id]++
+		_ = json.NewEncoder(w).Encode(map[string]string{"run_id": id})
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/runs/"):
+		step := f.script[min(f.polls, len(f.script)-1)]
+		f.polls++
+		switch step {
+		case "503":
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		case "failed-permanent":
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": "failed", "error": "unreadable input", "permanent": true})
+		case "failed":
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": "failed", "error": "GPU lost"})
+		case "succeeded":
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": "succeeded", "output_ref": "s3://out/1", "finished_at": "2026-11-29T10:00:00Z"})
+		default:
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": step})
+		}
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/runs/"):
+		f.cancelled = append(f.cancelled, strings.TrimPrefix(r.URL.Path, "/v1/runs/"))
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func runAgainst(t *testing.T, ctx context.Context, script ...string) (*fakeGPUService, activities.WorkResult, error) {
+	t.Helper()
+	svc := &fakeGPUService{script: script, runs: map[string]int{}}
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	r := &activities.HTTPRunner{BaseURL: srv.URL, PollInterval: time.Millisecond}
+	res, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", Attempt: 2, InputRef: "s3://in/1"})
+	return svc, res, err
+}
+
+// TestHTTPRunnerContract checks the runner against a GPU service on a real HTTP server: it polls
+// through running and transient 503s to the result; a failure is retryable unless the service
+// says it is permanent; and an attempt whose context ends cancels the remote run.
+func TestHTTPRunnerContract(t *testing.T) {
+	ctx := context.Background()
+	t.Run("succeeds after polling through transient errors", func(t *testing.T) {
+		svc, res, err := runAgainst(t, ctx, "running", "503", "running", "succeeded")
+		require.NoError(t, err)
+		require.Equal(t, activities.WorkResult{Attempt: 2, OutputRef: "s3://out/1", FinishedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}, res)
+		require.Equal(t, map[string]int{"render-1.2": 1}, svc.runs)
+		require.Equal(t, 4, svc.polls)
+	})
+	t.Run("a failure is retryable", func(t *testing.T) {
+		_, _, err := runAgainst(t, ctx, "running", "failed")
+		require.ErrorContains(t, err, "GPU lost")
+		require.False(t, errors.Is(err, activities.ErrWorkPermanent))
+	})
+	t.Run("a permanent failure says so", func(t *testing.T) {
+		_, _, err := runAgainst(t, ctx, "failed-permanent")
+		require.ErrorIs(t, err, activities.ErrWorkPermanent)
+	})
+	t.Run("an unknown status fails the attempt", func(t *testing.T) {
+		_, _, err := runAgainst(t, ctx, "exploded")
+		require.ErrorContains(t, err, `unknown status "exploded"`)
+	})
+	t.Run("the end of the attempt cancels the remote run", func(t *testing.T) {
+		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		svc, _, err := runAgainst(t, short, "running")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		require.Equal(t, []string{"render-1.2"}, svc.cancelled)
+	})
+}
