@@ -13,9 +13,13 @@ import (
 type WorkRequest struct {
 	// JobID is the client's job ID.
 	JobID string
-	// Attempt is the attempt number, from 1. RunWork sets it from Temporal's attempt counter, so
-	// callers leave it zero.
+	// Attempt is the attempt number over the job's whole life, from 1. RunWork sets it to
+	// PriorAttempts plus Temporal's attempt counter, so callers leave it zero.
 	Attempt int
+	// PriorAttempts is how many attempts the job's work had before this run of the activity: a
+	// redrive continues the count, so attempt numbers never repeat within a job (a GPU service
+	// may deduplicate on job and attempt).
+	PriorAttempts int
 	// InputRef points at the job's input (a URL, an object key); the work reads it from there.
 	InputRef string
 }
@@ -76,7 +80,7 @@ const defaultHeartbeatEvery = 10 * time.Second
 // details, and returns as soon as Temporal cancels the attempt.
 func (a *Activities) RunWork(ctx context.Context, req WorkRequest) (WorkResult, error) {
 	info := activity.GetInfo(ctx)
-	req.Attempt = int(info.Attempt)
+	req.Attempt = req.PriorAttempts + int(info.Attempt)
 	logger := activity.GetLogger(ctx)
 	if _, err := a.Ledger.RecordAttempt(ctx, req.JobID, req.Attempt); err != nil {
 		logger.Warn("Recording the attempt failed; running the work anyway.", "JobID", req.JobID, "Attempt", req.Attempt, "Error", err)

@@ -121,9 +121,12 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) 
 	if err := ValidateAmount("cost", sub.Cost); err != nil {
 		return Transition{}, err
 	}
+	if len(sub.Request) > MaxRequestLength {
+		return Transition{}, &InvalidInputError{Field: "request", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(sub.Request), MaxRequestLength)}
+	}
 	t, outcome, err := s.callJobFunction(ctx, sub.JobID,
-		`SELECT `+jobResultColumns+` FROM ledger_submit($1, $2, $3, $4)`,
-		sub.JobID, sub.AccountID, sub.Cost, sub.Fingerprint())
+		`SELECT `+jobResultColumns+` FROM ledger_submit($1, $2, $3, $4, $5)`,
+		sub.JobID, sub.AccountID, sub.Cost, sub.Fingerprint(), sub.Request)
 	switch {
 	case err != nil:
 		return t, err
@@ -234,6 +237,23 @@ func (s *Store) Job(ctx context.Context, jobID string) (Job, error) {
 		return t.Job, nil
 	}
 	return t.Job, err
+}
+
+// JobRequest is the request a job was submitted with ([Submission.Request]), kept so that its work
+// can run again (a redrive) after Temporal has forgotten the job's workflow.
+func (s *Store) JobRequest(ctx context.Context, jobID string) ([]byte, error) {
+	if err := ValidateID("job ID", jobID); err != nil {
+		return nil, err
+	}
+	var request []byte
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(request, ''::bytea) FROM jobs WHERE id = $1`, jobID).Scan(&request)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job %q: %w", jobID, translateError(err))
+	}
+	return request, nil
 }
 
 func validateAttempts(attempts int) error {

@@ -277,6 +277,11 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: ledgertest.ID(t, "nobody"), Cost: 40})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 
+	// The request itself is kept, so the work can run again after Temporal forgot the workflow.
+	request, err := s.JobRequest(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, sub.Request, request)
+
 	// Resubmitting a charged job answers it as it stands; it is never charged again.
 	_, err = s.Charge(ctx, job)
 	require.NoError(t, err)
@@ -410,6 +415,7 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
 		`UPDATE jobs SET cost = 1 WHERE id = '` + job + `'`,
 		`UPDATE jobs SET is_charged = false, state = 'submitting' WHERE id = '` + job + `'`,
+		`UPDATE jobs SET request = 'other input' WHERE id = '` + job + `'`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the guard cannot damage the shared test database.
@@ -476,6 +482,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: "bad-adjustment"})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "adjustment %d", amount)
 	}
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Cost: 40, Request: make([]byte, ledgerdb.MaxRequestLength+1)})
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	require.ErrorContains(t, err, "request")
 	_, err = s.Refund(ctx, goodJob, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	_, err = s.Refund(ctx, goodJob, "bad\xffutf8", 1)

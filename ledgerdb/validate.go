@@ -15,6 +15,8 @@ const (
 	MaxAmount int64 = 1_000_000_000_000_000
 	// MaxTextLength is the longest memo or reason, in bytes.
 	MaxTextLength = 512
+	// MaxRequestLength is the longest submitted request the ledger keeps, in bytes.
+	MaxRequestLength = 64 << 10
 )
 
 // idPattern is the shape of every ID and key: printable ASCII that is safe in a URL path, a

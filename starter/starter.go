@@ -206,7 +206,16 @@ func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 		// the job refunded in the ledger (its charge step answers "already charged") and goes
 		// straight to listening, where this redrive waits for it. This is the one start that
 		// reuses a closed job's ID, and the ledger's guard still refuses a second charge.
-		in := workflows.JobInput{JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy}
+		// The input comes from the ledger, which keeps the submitted request for as long as it
+		// keeps the job; the closed workflow's history may already be gone.
+		request, readErr := s.opts.Ledger.JobRequest(ctx, jobID)
+		if readErr != nil {
+			return Status{}, readErr
+		}
+		in := workflows.JobInput{
+			JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
+			Work: activities.WorkRequest{InputRef: string(request)},
+		}
 		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, jobID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
 			ID:                       jobID,
 			TaskQueue:                s.opts.TaskQueue,
@@ -256,7 +265,7 @@ func (s *Starter) ReportResult(ctx context.Context, jobID string, result activit
 		return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", jobID, err)
 	}
 
-	in := workflows.LateResultInput{JobID: jobID, Cost: job.Cost, Result: sig}
+	in := workflows.LateResultInput{JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Result: sig}
 	run, err := s.opts.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        workflows.LateResultWorkflowID(jobID),
 		TaskQueue: s.opts.TaskQueue,

@@ -3,10 +3,14 @@ package worker
 import (
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -25,6 +29,95 @@ type Config struct {
 	Policy PolicyConfig `mapstructure:"policy"`
 	// Runner says which GPU runner does the work.
 	Runner RunnerConfig `mapstructure:"runner"`
+	// API configures the HTTP API that `jobbill api` serves.
+	API APIConfig `mapstructure:"api"`
+}
+
+// APIConfig configures the HTTP API: where it listens, how much it reads and how long it waits,
+// and which bearer keys it accepts.
+type APIConfig struct {
+	// Listen is the host:port the API listens on.
+	Listen string `mapstructure:"listen"`
+	// MaxBodyBytes is the largest request body accepted; a larger one is refused with 400 and
+	// nothing written.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers (slow-loris protection).
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// RequestTimeout bounds each handler's work, in particular how long POST /v1/jobs waits for
+	// the charge decision before answering 202 (the job is received; poll it).
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// WriteTimeout bounds writing a response; it must exceed RequestTimeout, or a slow charge
+	// decision would be cut off before its answer is written.
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// ShutdownTimeout is how long in-flight requests get to finish once the API is told to stop.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// Keys are the bearer API keys the API accepts. In a YAML file, a list of {key, accounts,
+	// admin}; in JOBBILL_API_KEYS, "key1=acct-a,acct-b;key2=admin" (see [ParseAPIKeys]). Keys are
+	// secrets: they are never logged or printed.
+	Keys []APIKey `mapstructure:"keys"`
+}
+
+// APIKey is one bearer key and what it may do.
+type APIKey struct {
+	// Key is the secret the caller sends as "Authorization: Bearer <key>".
+	Key string `mapstructure:"key"`
+	// Accounts are the accounts the key may submit, read, delete and report for.
+	Accounts []string `mapstructure:"accounts"`
+	// Admin keys may act for every account, grant credits and re-drive dead letters.
+	Admin bool `mapstructure:"admin"`
+}
+
+// String hides the secret, so a key printed by mistake (%v of a Config) does not leak.
+func (k APIKey) String() string {
+	return fmt.Sprintf("{key:*** accounts:%v admin:%v}", k.Accounts, k.Admin)
+}
+
+// GoString hides the secret from %#v too.
+func (k APIKey) GoString() string { return k.String() }
+
+// MinAPIKeyLength is the shortest key accepted: shorter keys can be guessed.
+const MinAPIKeyLength = 16
+
+// ParseAPIKeys reads the one-variable form of api.keys: entries separated by ";", each
+// "key=scope" where scope is "admin" or a comma-separated list of account IDs
+// ("key1=acct-a,acct-b;key2=admin"). Errors name the entry by position, never by its key.
+func ParseAPIKeys(s string) ([]APIKey, error) {
+	var keys []APIKey
+	for i, entry := range strings.Split(s, ";") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		key, scope, ok := strings.Cut(entry, "=")
+		if !ok || strings.TrimSpace(key) == "" || strings.TrimSpace(scope) == "" {
+			return nil, fmt.Errorf("api.keys entry %d: want key=admin or key=account[,account...]", i+1)
+		}
+		k := APIKey{Key: strings.TrimSpace(key)}
+		for _, a := range strings.Split(scope, ",") {
+			switch a = strings.TrimSpace(a); a {
+			case "":
+			case "admin":
+				k.Admin = true
+			default:
+				k.Accounts = append(k.Accounts, a)
+			}
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// apiKeysHook lets api.keys come from one string (an environment variable or a flag) as well as
+// from a YAML list, which viper hands over as []any of maps.
+func apiKeysHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to != reflect.TypeOf([]APIKey(nil)) {
+		return data, nil
+	}
+	return ParseAPIKeys(data.(string))
 }
 
 // TemporalConfig locates the Temporal server.
@@ -109,6 +202,8 @@ type SimulatedRunnerConfig struct {
 	FailureRate float64 `mapstructure:"failure_rate"`
 	// Seed makes the failures repeatable.
 	Seed uint64 `mapstructure:"seed"`
+	// LateBy is how long after its attempt's deadline a "sim:late:N" job's result lands.
+	LateBy time.Duration `mapstructure:"late_by"`
 }
 
 // DefaultConfig is the configuration of a local machine set up by the project's scripts.
@@ -134,8 +229,18 @@ func DefaultConfig() Config {
 		},
 		Runner: RunnerConfig{
 			Kind:      "simulated",
-			Simulated: SimulatedRunnerConfig{Duration: 2 * time.Second, FailureRate: 0, Seed: 1},
+			Simulated: SimulatedRunnerConfig{Duration: 2 * time.Second, FailureRate: 0, Seed: 1, LateBy: 2 * time.Second},
 			HTTP:      HTTPRunnerConfig{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
+		},
+		API: APIConfig{
+			Listen:            "127.0.0.1:8080",
+			MaxBodyBytes:      64 << 10,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			RequestTimeout:    30 * time.Second,
+			WriteTimeout:      45 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ShutdownTimeout:   40 * time.Second,
 		},
 	}
 }
@@ -169,7 +274,10 @@ var settingKeys = []string{
 	"policy.initial_interval", "policy.backoff_coefficient", "policy.maximum_interval",
 	"policy.maximum_attempts", "policy.start_to_close", "policy.heartbeat_timeout", "policy.late_result_window",
 	"runner.kind", "runner.simulated.duration", "runner.simulated.failure_rate", "runner.simulated.seed",
+	"runner.simulated.late_by",
 	"runner.http.url", "runner.http.poll_interval", "runner.http.request_timeout",
+	"api.listen", "api.max_body_bytes", "api.read_header_timeout", "api.read_timeout", "api.request_timeout",
+	"api.write_timeout", "api.idle_timeout", "api.shutdown_timeout", "api.keys",
 }
 
 // EnvName is the environment variable of a configuration key: JOBBILL_ and the key in capitals,
@@ -211,9 +319,21 @@ func setDefaults(v *viper.Viper, c Config) {
 	v.SetDefault("runner.simulated.duration", c.Runner.Simulated.Duration)
 	v.SetDefault("runner.simulated.failure_rate", c.Runner.Simulated.FailureRate)
 	v.SetDefault("runner.simulated.seed", c.Runner.Simulated.Seed)
+	v.SetDefault("runner.simulated.late_by", c.Runner.Simulated.LateBy)
 	v.SetDefault("runner.http.url", c.Runner.HTTP.URL)
 	v.SetDefault("runner.http.poll_interval", c.Runner.HTTP.PollInterval)
 	v.SetDefault("runner.http.request_timeout", c.Runner.HTTP.RequestTimeout)
+	v.SetDefault("api.listen", c.API.Listen)
+	v.SetDefault("api.max_body_bytes", c.API.MaxBodyBytes)
+	v.SetDefault("api.read_header_timeout", c.API.ReadHeaderTimeout)
+	v.SetDefault("api.read_timeout", c.API.ReadTimeout)
+	v.SetDefault("api.request_timeout", c.API.RequestTimeout)
+	v.SetDefault("api.write_timeout", c.API.WriteTimeout)
+	v.SetDefault("api.idle_timeout", c.API.IdleTimeout)
+	v.SetDefault("api.shutdown_timeout", c.API.ShutdownTimeout)
+	// No keys by default: an empty string (not an empty list), so that the settings table reads
+	// "(none)" and JOBBILL_API_KEYS, a string, replaces it through apiKeysHook.
+	v.SetDefault("api.keys", "")
 }
 
 // NewViper is a viper that reads JOBBILL_* variables over the defaults of [DefaultConfig];
@@ -230,7 +350,14 @@ func NewViper() *viper.Viper {
 // Load decodes v into a Config and checks it.
 func Load(v *viper.Viper) (Config, error) {
 	var c Config
-	if err := v.Unmarshal(&c); err != nil {
+	// viper's own hooks (durations, comma lists) are kept; apiKeysHook runs first so that a
+	// JOBBILL_API_KEYS string is parsed as keys, not split on its commas.
+	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		apiKeysHook,
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+	))
+	if err := v.Unmarshal(&c, hook); err != nil {
 		return Config{}, fmt.Errorf("reading configuration: %w", err)
 	}
 	return c, c.Validate()
@@ -270,8 +397,53 @@ func (c Config) Validate() error {
 	if c.Policy.MaximumAttempts < 0 {
 		problems = append(problems, "policy.maximum_attempts must not be negative")
 	}
+	problems = append(problems, c.API.problems()...)
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// problems lists what is wrong with the API section. Keys are named by position only: a
+// configuration error must not print a secret.
+func (a APIConfig) problems() []string {
+	var problems []string
+	if a.MaxBodyBytes <= 0 {
+		problems = append(problems, "api.max_body_bytes must be above zero")
+	}
+	for name, d := range map[string]time.Duration{
+		"api.read_header_timeout": a.ReadHeaderTimeout, "api.read_timeout": a.ReadTimeout,
+		"api.request_timeout": a.RequestTimeout, "api.write_timeout": a.WriteTimeout,
+		"api.idle_timeout": a.IdleTimeout, "api.shutdown_timeout": a.ShutdownTimeout,
+	} {
+		if d <= 0 {
+			problems = append(problems, name+" must be above zero")
+		}
+	}
+	if a.WriteTimeout > 0 && a.WriteTimeout <= a.RequestTimeout {
+		problems = append(problems, "api.write_timeout must exceed api.request_timeout, or a slow charge decision is cut off unanswered")
+	}
+	seen := map[string]int{}
+	for i, k := range a.Keys {
+		at := fmt.Sprintf("api.keys[%d]", i)
+		switch {
+		case len(k.Key) < MinAPIKeyLength:
+			problems = append(problems, fmt.Sprintf("%s: the key must be at least %d characters", at, MinAPIKeyLength))
+		case strings.ContainsAny(k.Key, " \t\r\n;="):
+			problems = append(problems, at+": the key must not contain whitespace, ';' or '='")
+		}
+		if j, dup := seen[k.Key]; dup {
+			problems = append(problems, fmt.Sprintf("%s: the same key as api.keys[%d]", at, j))
+		}
+		seen[k.Key] = i
+		if !k.Admin && len(k.Accounts) == 0 {
+			problems = append(problems, at+": give it accounts or admin")
+		}
+		for _, acct := range k.Accounts {
+			if err := ledgerdb.ValidateID("account ID", acct); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", at, err))
+			}
+		}
+	}
+	return problems
 }

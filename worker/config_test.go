@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -73,4 +74,23 @@ func TestReadmeDocumentsEverySetting(t *testing.T) {
 		row := "| `" + s.Key + "` | `" + s.Env + "` | " + def + " |"
 		require.True(t, strings.Contains(string(readme), row), "README lacks the row %s", row)
 	}
+}
+
+// TestAPIKeysFromOneVariable checks that JOBBILL_API_KEYS ("key=acct,acct;key=admin") decodes to
+// scoped keys (the API's account isolation starts here), and that a bad key is refused by
+// position without its secret appearing in the error.
+func TestAPIKeysFromOneVariable(t *testing.T) {
+	t.Setenv("JOBBILL_API_KEYS", "key-for-a-and-b-0001=acct-a,acct-b; key-for-admin-000002=admin")
+	c, err := worker.Load(worker.NewViper())
+	require.NoError(t, err)
+	require.Equal(t, []worker.APIKey{
+		{Key: "key-for-a-and-b-0001", Accounts: []string{"acct-a", "acct-b"}},
+		{Key: "key-for-admin-000002", Admin: true},
+	}, c.API.Keys)
+	require.NotContains(t, fmt.Sprint(c), "key-for-a-and-b-0001", "printing a Config must not print a key")
+
+	t.Setenv("JOBBILL_API_KEYS", "short-secret=acct-a")
+	_, err = worker.Load(worker.NewViper())
+	require.ErrorContains(t, err, "api.keys[0]")
+	require.NotContains(t, err.Error(), "short-secret")
 }

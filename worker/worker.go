@@ -66,7 +66,7 @@ func newRunner(c RunnerConfig, reporter activities.LateResultReporter) activitie
 		Duration:    c.Simulated.Duration,
 		FailureRate: c.Simulated.FailureRate,
 		Seed:        c.Simulated.Seed,
-		LateBy:      c.Simulated.Duration,
+		LateBy:      c.Simulated.LateBy,
 		Reporter:    reporter,
 	}
 }

@@ -23,6 +23,8 @@ func LateResultWorkflowID(jobID string) string { return "late-result:" + jobID }
 type LateResultInput struct {
 	// JobID is the job whose result landed.
 	JobID string
+	// AccountID is the job's account, for the AccountID search attribute.
+	AccountID string
 	// Cost is the job's price, for the summary only; the ledger reclaims its own record.
 	Cost int64
 	// Result is the result that landed.
@@ -69,6 +71,19 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 		return out, err
 	}
 	out.Outcome, out.State, out.MoneyState = res.Outcome, res.State, res.MoneyState
+	// The job's own workflow closed with the search attributes it had (a closed run's cannot
+	// change), so this run carries the job's new state: BillingState="recovered" finds where
+	// the recovery happened, and DeadLettered says whether the job still is one.
+	updates := []temporal.SearchAttributeUpdate{
+		BillingStateKey.ValueSet(string(res.State)),
+		DeadLetteredKey.ValueSet(res.State == ledgerdb.StateRefunded),
+	}
+	if in.AccountID != "" {
+		updates = append(updates, AccountIDKey.ValueSet(in.AccountID))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+		workflow.GetLogger(ctx).Warn("Upserting search attributes failed.", "Error", err)
+	}
 	switch res.Outcome {
 	case ledgerdb.Applied:
 		out.Message = fmt.Sprintf("The result landed late: the refund of %d credits was reclaimed; the job is recovered.", in.Cost)

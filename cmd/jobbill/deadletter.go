@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -19,6 +20,7 @@ func newDeadLetterCommand() *cobra.Command {
 		Short:   "Read dead letters: jobs refunded because their work failed for good",
 	}
 	var account string
+	var all bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead-lettered jobs (open and closed workflows) with their ledger state",
@@ -37,6 +39,11 @@ func newDeadLetterCommand() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
+			ledger, err := ledgerdb.Open(cmd.Context(), cfg.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			defer ledger.Close()
 			query := fmt.Sprintf("WorkflowType = '%s' AND %s = true", workflows.WorkflowType, workflows.SearchAttributeDeadLettered)
 			if account != "" {
 				if err := ledgerdb.ValidateID("account ID", account); err != nil {
@@ -45,7 +52,9 @@ func newDeadLetterCommand() *cobra.Command {
 				query += fmt.Sprintf(" AND %s = '%s'", workflows.SearchAttributeAccountID, account)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tACCOUNT\tBILLING STATE\tWORKFLOW\tCLOSED AT")
+			fmt.Fprintln(w, "JOB\tACCOUNT\tLEDGER STATE\tWORKFLOW\tCLOSED AT\tREASON")
+			seen := map[string]bool{}
+			recovered, foreign := 0, 0
 			var next []byte
 			for {
 				resp, err := tc.ListWorkflow(cmd.Context(), &workflowservice.ListWorkflowExecutionsRequest{
@@ -55,34 +64,49 @@ func newDeadLetterCommand() *cobra.Command {
 					return fmt.Errorf("listing dead letters: %w", err)
 				}
 				for _, e := range resp.Executions {
-					sa := e.GetSearchAttributes().GetIndexedFields()
+					jobID := e.GetExecution().GetWorkflowId()
+					if seen[jobID] {
+						continue // an earlier run of a re-driven job
+					}
+					seen[jobID] = true
+					// A closed run keeps the search attributes it closed with; the ledger says
+					// whether a late result or a redrive has recovered the job since.
+					job, err := ledger.Job(cmd.Context(), jobID)
+					if errors.Is(err, ledgerdb.ErrJobNotFound) {
+						// Another ledger's job in the same namespace (the tests' database, say).
+						foreign++
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					if job.State != ledgerdb.StateRefunded && !all {
+						recovered++
+						continue
+					}
 					closed := "open"
 					if e.GetCloseTime() != nil {
 						closed = e.GetCloseTime().AsTime().UTC().Format("2006-01-02 15:04:05")
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.GetExecution().GetWorkflowId(),
-						payloadText(sa[workflows.SearchAttributeAccountID].GetData()),
-						payloadText(sa[workflows.SearchAttributeBillingState].GetData()),
-						e.GetStatus(), closed)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", jobID, job.AccountID, job.State, e.GetStatus(), closed, job.RefundReason)
 				}
 				if next = resp.NextPageToken; len(next) == 0 {
 					break
 				}
 			}
 			_ = w.Flush()
+			if recovered > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "(%d more were dead letters once and have left the ledger's refunded state since; --all lists them)\n", recovered)
+			}
+			if foreign > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "(%d dead-lettered workflows in this namespace belong to jobs this ledger does not know)\n", foreign)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "re-drive one with: jobbill job redrive JOB_ID\n")
 			return nil
 		},
 	}
 	list.Flags().StringVar(&account, "account", "", "only this account's dead letters")
+	list.Flags().BoolVar(&all, "all", false, "also list jobs that were dead letters and have been recovered or deleted since")
 	dlq.AddCommand(list)
 	return dlq
-}
-
-// payloadText shows a search attribute's JSON payload ("\"refunded\"") as plain text.
-func payloadText(data []byte) string {
-	if len(data) >= 2 && data[0] == '"' {
-		return string(data[1 : len(data)-1])
-	}
-	return string(data)
 }

@@ -65,6 +65,8 @@ func newRootCommand() *cobra.Command {
 		newAccountCommand(),
 		newDeadLetterCommand(),
 		newBenchLedgerCommand(),
+		newAPICommand(),
+		newBenchWorkflowCommand(),
 	)
 	return root
 }

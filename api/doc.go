@@ -1,0 +1,32 @@
+// Package api is jobbill's HTTP API over the starter and the ledger: product code that is not Go,
+// and browsers (seed 004), submit and poll paid jobs with it.
+//
+// The answers follow seed 004's submission semantics (DESIGN.md):
+//
+//   - POST /v1/jobs takes a client-generated job ID and answers once the charge is decided
+//     (201 charged, 200 the same request again, 402 insufficient credits with nothing charged, 409
+//     the ID with a different request, 410 a deleted ID, 202 still deciding after
+//     api.request_timeout: poll it).
+//   - GET /v1/jobs/{id} answers 404 only when the ID never reached the ledger — nothing was
+//     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
+//     sentence a user can read.
+//   - Every error has one shape, [Error]: a stable code, a sentence, and where it applies the
+//     state of the user's money.
+//
+// # Keys and accounts
+//
+// Callers send "Authorization: Bearer <key>". Each configured key is scoped to a list of accounts
+// or is an admin key (every account, grants and redrives). No key or an unknown key is 401; a key
+// acting outside its scope is 403; in both cases nothing is written. A job belongs to the account
+// it was submitted for.
+//
+// A key for account A asking about a job of account B gets 403 "forbidden", not 404. In this API
+// 404 means "this ID never reached us; you were not charged; resubmit it", and a client that
+// follows seed 004 resubmits on a 404: answering 404 for a job that exists would be a lie about
+// money and invite a resubmission. The 403 says only that the ID is taken — which a submission
+// under that ID would reveal anyway (409), since job IDs are one namespace — and nothing of
+// B's job: not its account, state, cost or money.
+//
+// The document openapi.yaml beside this file describes every route; a test keeps it equal to
+// the routes and to the status codes each one can answer.
+package api

@@ -1,0 +1,599 @@
+package api_test
+
+// End-to-end tests of the HTTP API: an httptest.Server over the API's handler, the real Postgres
+// test database, the real Temporal dev server and a worker in this process on a task queue of
+// its own. They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh`
+// (make test runs both). Every test server fails its test if a route answers a status that its
+// declaration (and openapi.yaml) does not list.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	temporalclient "go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/client"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/worker"
+)
+
+type env struct {
+	cfg   worker.Config
+	tc    temporalclient.Client
+	store *ledgerdb.Store
+	st    *starter.Starter
+}
+
+var (
+	envOnce sync.Once
+	shared  *env
+	envErr  error
+)
+
+// newEnv starts, once per process, a worker on a task queue unique to this process with a policy
+// that settles jobs in seconds: 2 attempts of at most 2 s, 0.5 s apart.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store := ledgertest.Store(t)
+	envOnce.Do(func() {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg := worker.DefaultConfig()
+		cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-api-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+		cfg.Policy.InitialInterval = 500 * time.Millisecond
+		cfg.Policy.BackoffCoefficient = 1
+		cfg.Policy.MaximumInterval = time.Second
+		cfg.Policy.MaximumAttempts = 2
+		cfg.Policy.StartToClose = 2 * time.Second
+		cfg.Policy.HeartbeatTimeout = 2 * time.Second
+		cfg.Policy.LateResultWindow = 20 * time.Second
+		cfg.Runner.Simulated.Duration = 500 * time.Millisecond
+		logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
+		if err != nil {
+			envErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tc, err := worker.Dial(ctx, cfg, logger)
+		if err != nil {
+			envErr = err
+			return
+		}
+		st := worker.NewStarter(cfg, tc, store)
+		if err := worker.New(cfg, tc, store, st).Start(); err != nil {
+			envErr = err
+			return
+		}
+		shared = &env{cfg: cfg, tc: tc, store: store, st: st}
+	})
+	if envErr != nil {
+		t.Fatalf("API tests need the Temporal dev server: %v (run `bash scripts/ensure-temporal.sh` or `make test`)", envErr)
+	}
+	return shared
+}
+
+// newKey is a fresh secret, so no two tests' keys are alike.
+func newKey(t *testing.T, label string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return label + "-" + hex.EncodeToString(b[:])
+}
+
+// serve runs the API over st with keys; mod may change the options.
+func (e *env) serve(t *testing.T, keys []api.Key, mod func(*api.Options)) string {
+	t.Helper()
+	opts := api.Options{
+		Starter: e.st, Ledger: e.store, Keys: keys, MaxBodyBytes: 4096, RequestTimeout: 20 * time.Second,
+		Ready: []api.Check{{Name: "postgres", Probe: e.store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
+			_, err := e.tc.CheckHealth(ctx, &temporalclient.CheckHealthRequest{})
+			return err
+		}}},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	s := api.New(opts)
+	api.SetUndeclaredHook(s, func(pattern string, status int) {
+		t.Errorf("%s answered %d, which its route does not declare (openapi.yaml)", pattern, status)
+	})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// answer is a decoded response.
+type answer struct {
+	code int
+	raw  string
+	body map[string]any
+}
+
+func (a answer) str(path ...string) string {
+	var v any = a.body
+	for _, p := range path {
+		m, _ := v.(map[string]any)
+		v = m[p]
+	}
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func call(t *testing.T, base, method, path, key string, body any) answer {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{code: resp.StatusCode, raw: string(data)}
+	_ = json.Unmarshal(data, &a.body)
+	require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, data)
+	return a
+}
+
+func job(id, account string, cost int64, input string) map[string]any {
+	return map[string]any{"job_id": id, "account_id": account, "cost": cost, "input_ref": input}
+}
+
+// rows are the account's ledger rows.
+func (e *env) rows(t *testing.T, account string) []ledgerdb.Entry {
+	t.Helper()
+	h, err := e.store.History(context.Background(), account, ledgerdb.HistoryPage{Limit: 1000})
+	require.NoError(t, err)
+	return h.Entries
+}
+
+// kinds are the kinds of the account's rows for one job.
+func (e *env) kinds(t *testing.T, account, jobID string) []ledgerdb.EntryKind {
+	var out []ledgerdb.EntryKind
+	for _, r := range e.rows(t, account) {
+		if r.JobID == jobID {
+			out = append(out, r.Kind)
+		}
+	}
+	return out
+}
+
+func (e *env) wait(t *testing.T, jobID string, states ...ledgerdb.State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	_, err := e.st.Wait(ctx, jobID, states...)
+	require.NoError(t, err)
+}
+
+func (e *env) balance(t *testing.T, account string) int64 {
+	b, err := e.store.Balance(context.Background(), account)
+	require.NoError(t, err)
+	return b
+}
+
+// TestSubmitAndStatusCodes checks POST /v1/jobs and GET /v1/jobs/{id} against the real server:
+// 201 charged once, 200 for the same request again (money rules 2 and 8: idempotent, never a
+// second charge), 409 for a different request under the ID, 402 for insufficient credits with
+// nothing charged, 422 for an unknown account, 404 "not received, not charged" for an ID that
+// never arrived (rule 7), and 200 with state, money_state and message. Rule 6 by the audit.
+func TestSubmitAndStatusCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	ghost := ledgertest.ID(t, "acct-never-opened")
+	key := newKey(t, "acct")
+	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct, ghost}}}, nil)
+	id := ledgertest.ID(t, "job")
+
+	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:hang"))
+	require.Equal(t, 201, a.code, a.raw)
+	require.Equal(t, "running", a.str("status", "state"))
+	require.Equal(t, "charged", a.str("status", "money_state"))
+	require.Equal(t, "false", a.str("duplicate"))
+
+	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:hang"))
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "true", a.str("duplicate"))
+
+	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:ok"))
+	require.Equal(t, 409, a.code, a.raw)
+	require.Equal(t, "conflict", a.str("code"))
+	require.Equal(t, "charged", a.str("money_state"), "the caller's own job: its money state is told")
+
+	poor := ledgertest.ID(t, "job-poor")
+	a = call(t, base, "POST", "/v1/jobs", key, job(poor, acct, 1000, "sim:ok"))
+	require.Equal(t, 402, a.code, a.raw)
+	require.Equal(t, "insufficient_credits", a.str("code"))
+	require.Equal(t, "not_charged", a.str("money_state"))
+	require.Contains(t, a.str("message"), "not charged")
+
+	a = call(t, base, "POST", "/v1/jobs", key, job(ledgertest.ID(t, "job-ghost"), ghost, 1, "sim:ok"))
+	require.Equal(t, 422, a.code, a.raw)
+
+	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent"), key, nil)
+	require.Equal(t, 404, a.code, a.raw)
+	require.Equal(t, starter.NotReceivedMessage, a.str("message"))
+	require.Equal(t, "not_charged", a.str("money_state"))
+
+	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "running", a.str("state"))
+	require.Equal(t, "charged", a.str("money_state"))
+	require.NotEmpty(t, a.str("message"))
+
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
+	require.Empty(t, e.kinds(t, acct, poor))
+	require.Equal(t, int64(60), e.balance(t, acct))
+	// Settle the hanging job so its workflow ends.
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	require.Equal(t, 200, a.code, a.raw)
+	e.wait(t, id, ledgerdb.StateDelivered)
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestDeleteResultAndRedriveCodes checks DELETE, result and redrive: deleting a running job is
+// refused (409, its rows are evidence) and changes nothing; a result settles it without a second
+// charge (rule 2); DELETE then tombstones it (repeat: 200, rule 8), GET answers 410 with the money
+// state kept, and a result for it is 410 with nothing written (rule 7). A refunded job is
+// re-driven (202); a delivered one is 409; an unknown one 404.
+func TestDeleteResultAndRedriveCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	key, admin := newKey(t, "acct"), newKey(t, "admin")
+	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}, {Secret: admin, Admin: true}}, nil)
+
+	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, 10, "sim:hang")).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(fail, acct, 20, "sim:fail")).code)
+
+	a := call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
+	require.Equal(t, 409, a.code, a.raw)
+	require.Equal(t, "job_active", a.str("code"))
+	require.Equal(t, "running", a.str("state"))
+	require.Equal(t, "charged", a.str("money_state"))
+	require.Equal(t, 404, call(t, base, "DELETE", "/v1/jobs/"+ledgertest.ID(t, "nope"), key, nil).code)
+
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://x"})
+	require.Equal(t, 200, a.code, a.raw)
+	e.wait(t, hang, ledgerdb.StateDelivered)
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/redrive", admin, nil)
+	require.Equal(t, 409, a.code, a.raw)
+	require.Equal(t, "not_dead_lettered", a.str("code"))
+
+	for range 2 {
+		a = call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
+		require.Equal(t, 200, a.code, a.raw)
+		require.Equal(t, "deleted", a.str("state"))
+	}
+	a = call(t, base, "GET", "/v1/jobs/"+hang, key, nil)
+	require.Equal(t, 410, a.code, a.raw)
+	require.Equal(t, "charged", a.str("money_state"))
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 2})
+	require.Equal(t, 410, a.code, a.raw)
+	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive", admin, map[string]any{"by": "ops"}).code)
+
+	e.wait(t, fail, ledgerdb.StateRefunded)
+	a = call(t, base, "POST", "/v1/jobs/"+fail+"/redrive", admin, map[string]any{"by": "ops", "note": "GPU pool fixed"})
+	require.Equal(t, 202, a.code, a.raw)
+	require.Equal(t, 404, call(t, base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive", admin, nil).code)
+
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, hang))
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestSeed004DeletionStory replays seed 004's double-charge story over HTTP with the Go client: a
+// job is submitted and delivered; the user deletes it; the canvas still polls it and gets 410,
+// not 404, so the client reports "deleted" and does not resubmit; a naive client (the seed's old
+// rule: resubmit on 404) resubmitting the same ID and body is refused with 410. Money rules 3 and
+// 7: one charge, never two; the balance is the grant minus one cost.
+func TestSeed004DeletionStory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	key := newKey(t, "acct")
+	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
+	c := &client.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	req := client.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+	tracked := c.Track(req)
+	st, err := c.Run(ctx, tracked)
+	require.NoError(t, err)
+	require.Equal(t, "delivered", st.State)
+	require.Equal(t, client.Accepted, tracked.State)
+
+	// The user deletes the result in the "cloud space" while the canvas is open.
+	require.Equal(t, 200, call(t, base, "DELETE", "/v1/jobs/"+req.JobID, key, nil).code)
+
+	// The canvas polls again: 410, so deleted — never "not arrived yet".
+	_, err = c.Poll(ctx, tracked)
+	require.ErrorIs(t, err, client.ErrDeleted)
+	// The tracked submission is never sent again...
+	_, err = c.Submit(ctx, tracked)
+	require.NoError(t, err)
+	// ...and a client that forgot it had been accepted is refused by the tombstone.
+	_, err = c.Run(ctx, c.Track(req))
+	require.ErrorIs(t, err, client.ErrDeleted)
+	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, 40, "sim:ok"))
+	require.Equal(t, 410, a.code, a.raw)
+	require.Equal(t, "deleted", a.str("state"))
+	require.Equal(t, "charged", a.str("money_state"))
+
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, req.JobID))
+	require.Equal(t, int64(60), e.balance(t, acct))
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestCrossAccountRefused checks account isolation: with a key for account A, every read, write,
+// report, redrive, top-up and submission touching account B or B's job is refused with 403, says
+// nothing of B's job, and writes nothing (B's ledger rows and job are unchanged: rules 1 and 6).
+func TestCrossAccountRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acctA, acctB := ledgertest.Account(t, e.store, 100), ledgertest.Account(t, e.store, 100)
+	keyA, keyB := newKey(t, "a"), newKey(t, "b")
+	base := e.serve(t, []api.Key{{Secret: keyA, Accounts: []string{acctA}}, {Secret: keyB, Accounts: []string{acctB}}}, nil)
+	jobB := ledgertest.ID(t, "job-b")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, 37, "sim:ok")).code)
+	e.wait(t, jobB, ledgerdb.StateDelivered)
+	rowsBefore := e.rows(t, acctB)
+	before, err := e.st.Status(context.Background(), jobB)
+	require.NoError(t, err)
+
+	newJobForB := ledgertest.ID(t, "job-for-b")
+	for _, tc := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/jobs/" + jobB, nil},
+		{"DELETE", "/v1/jobs/" + jobB, nil},
+		{"POST", "/v1/jobs/" + jobB + "/result", map[string]any{"attempt": 1}},
+		{"POST", "/v1/jobs/" + jobB + "/redrive", nil},
+		{"GET", "/v1/accounts/" + acctB, nil},
+		{"GET", "/v1/accounts/" + acctB + "/ledger", nil},
+		{"POST", "/v1/accounts/" + acctB + "/grants", map[string]any{"amount": 1000, "key": "steal"}},
+		{"POST", "/v1/jobs", job(newJobForB, acctB, 1, "sim:ok")},
+	} {
+		a := call(t, base, tc.method, tc.path, keyA, tc.body)
+		require.Equal(t, 403, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
+		require.Equal(t, "forbidden", a.str("code"))
+		require.NotContains(t, a.raw, acctB)
+		require.NotContains(t, a.raw, "37")
+		require.Empty(t, a.str("money_state"))
+	}
+	// B's ID under A's own account: the ID is taken (409), and nothing of B's job is told.
+	a := call(t, base, "POST", "/v1/jobs", keyA, job(jobB, acctA, 5, "sim:ok"))
+	require.Equal(t, 409, a.code, a.raw)
+	require.Empty(t, a.str("money_state"))
+	require.Empty(t, a.str("state"))
+
+	require.Equal(t, rowsBefore, e.rows(t, acctB))
+	after, err := e.st.Status(context.Background(), jobB)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+newJobForB, keyB, nil).code, "the refused submission wrote nothing")
+	require.Empty(t, e.rows(t, acctA)[1:], "A has only its initial grant")
+	ledgertest.RequireSound(t, e.store, acctA, acctB)
+}
+
+// TestAuthRefused checks that no key, an unknown key, another scheme, and a scoped key on an
+// admin route are refused (401, 401, 401, 403) with nothing written (rule 1: no row appears).
+func TestAuthRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	key := newKey(t, "acct")
+	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
+	id := ledgertest.ID(t, "job")
+	grant := map[string]any{"amount": 5, "key": "k1"}
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{{"", 401}, {"Bearer " + key + "x", 401}, {"Bearer ", 401}, {"Basic " + key, 401}, {key, 401}} {
+		for _, target := range []struct {
+			method, path string
+			body         any
+		}{{"POST", "/v1/jobs", job(id, acct, 1, "sim:ok")}, {"POST", "/v1/accounts/" + acct + "/grants", grant}, {"GET", "/v1/jobs/" + id, nil}} {
+			data, _ := json.Marshal(target.body)
+			req, _ := http.NewRequest(target.method, base+target.path, bytes.NewReader(data))
+			if tc.header != "" {
+				req.Header.Set("Authorization", tc.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, tc.want, resp.StatusCode, "%q %s %s", tc.header, target.method, target.path)
+			require.Equal(t, `Bearer realm="jobbill"`, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	require.Equal(t, 403, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", key, grant).code)
+	require.Equal(t, 403, call(t, base, "POST", "/v1/jobs/"+id+"/redrive", key, nil).code)
+	require.Len(t, e.rows(t, acct), 1, "only the initial grant")
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code)
+}
+
+// TestBadInputRefused checks that malformed JSON, unknown fields, trailing data, an oversize body,
+// wrong types, invalid IDs and zero, negative or overflowing costs are refused with 400 and a
+// clear message, and that nothing is written (rule 7: a refused ID stays "not received").
+func TestBadInputRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	key := newKey(t, "admin")
+	base := e.serve(t, []api.Key{{Secret: key, Admin: true}}, nil)
+	id := ledgertest.ID(t, "job")
+	ok := fmt.Sprintf(`"job_id":%q,"account_id":%q`, id, acct)
+	for name, body := range map[string]string{
+		"empty":            ``,
+		"not JSON":         `job please`,
+		"truncated":        `{` + ok + `,"cost":4`,
+		"array":            `[1,2]`,
+		"unknown field":    `{` + ok + `,"cost":4,"price":4}`,
+		"trailing data":    `{` + ok + `,"cost":4}{}`,
+		"zero cost":        `{` + ok + `,"cost":0}`,
+		"negative cost":    `{` + ok + `,"cost":-40}`,
+		"fractional cost":  `{` + ok + `,"cost":1.5}`,
+		"overflow cost":    `{` + ok + `,"cost":99999999999999999999}`,
+		"too large cost":   `{` + ok + `,"cost":1000000000000000001}`,
+		"cost as string":   `{` + ok + `,"cost":"40"}`,
+		"no job ID":        fmt.Sprintf(`{"account_id":%q,"cost":4}`, acct),
+		"bad job ID":       fmt.Sprintf(`{"job_id":"a/b","account_id":%q,"cost":4}`, acct),
+		"long job ID":      fmt.Sprintf(`{"job_id":%q,"account_id":%q,"cost":4}`, strings.Repeat("a", 129), acct),
+		"control in input": `{` + ok + `,"cost":4,"input_ref":"a\u0000b"}`,
+		"oversize":         `{` + ok + `,"cost":4,"input_ref":"` + strings.Repeat("x", 5000) + `"}`,
+	} {
+		a := call(t, base, "POST", "/v1/jobs", key, body)
+		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
+		require.NotEmpty(t, a.str("message"), name)
+	}
+	require.Equal(t, "body_too_large", call(t, base, "POST", "/v1/jobs", key, `{"input_ref":"`+strings.Repeat("x", 5000)+`"}`).str("code"))
+	for _, path := range []string{"/v1/jobs/bad%20id", "/v1/jobs/" + strings.Repeat("a", 129), "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0", "/v1/accounts/" + acct + "/ledger?after=-1"} {
+		require.Equal(t, 400, call(t, base, "GET", path, key, nil).code, path)
+	}
+	for _, body := range []string{`{"amount":0,"key":"k"}`, `{"amount":-5,"key":"k"}`, `{"amount":5}`, `{"amount":5,"key":"k","extra":1}`} {
+		require.Equal(t, 400, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", key, body).code, body)
+	}
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code, "nothing was written")
+	require.Len(t, e.rows(t, acct), 1)
+}
+
+// TestGrantsBalanceAndLedgerPages checks top-ups (idempotent by key: rule 8; a different amount
+// under the key is 409), the balance (rule 6: the sum of the rows) and the ledger's pages.
+func TestGrantsBalanceAndLedgerPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 0)
+	admin := newKey(t, "admin")
+	base := e.serve(t, []api.Key{{Secret: admin, Admin: true}}, nil)
+	path := "/v1/accounts/" + acct
+	a := call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 50, "key": "invoice-1", "memo": "first"})
+	require.Equal(t, 201, a.code, a.raw)
+	b := call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 50, "key": "invoice-1", "memo": "first"})
+	require.Equal(t, 200, b.code, b.raw)
+	require.Equal(t, a.str("entry_id"), b.str("entry_id"))
+	require.Equal(t, 409, call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 51, "key": "invoice-1"}).code)
+	require.Equal(t, 201, call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 7, "key": "invoice-2"}).code)
+	require.Equal(t, 404, call(t, base, "POST", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/grants", admin, map[string]any{"amount": 1, "key": "k"}).code)
+
+	a = call(t, base, "GET", path, admin, nil)
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "57", a.str("balance"))
+	require.Equal(t, 404, call(t, base, "GET", "/v1/accounts/"+ledgertest.ID(t, "ghost"), admin, nil).code)
+
+	first := call(t, base, "GET", path+"/ledger?limit=1", admin, nil)
+	require.Equal(t, 200, first.code, first.raw)
+	require.Len(t, first.body["entries"], 1)
+	require.NotEqual(t, "0", first.str("next_after"))
+	second := call(t, base, "GET", path+"/ledger?limit=1&after="+first.str("next_after"), admin, nil)
+	require.Equal(t, 200, second.code, second.raw)
+	require.Len(t, second.body["entries"], 1)
+	require.Equal(t, "0", second.str("next_after"))
+	require.Equal(t, 404, call(t, base, "GET", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/ledger", admin, nil).code)
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
+// api.request_timeout is answered 202 "received, not charged yet" — slow is not failed (seed 004)
+// — with the placeholder written and nothing charged (rules 3 and 7). No worker serves the task
+// queue, so the decision never comes; the workflow is terminated at the end.
+func TestSlowChargeDecisionAnswers202(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	key := newKey(t, "acct")
+	idle := starter.New(starter.Options{Temporal: e.tc, Ledger: e.store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
+	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, func(o *api.Options) {
+		o.Starter, o.RequestTimeout = idle, 1500*time.Millisecond
+	})
+	id := ledgertest.ID(t, "job-slow")
+	t.Cleanup(func() { _ = e.tc.TerminateWorkflow(context.Background(), id, "", "test over") })
+	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 10, "sim:ok"))
+	require.Equal(t, 202, a.code, a.raw)
+	require.Equal(t, "submitting", a.str("status", "state"))
+	require.Equal(t, "not_charged", a.str("status", "money_state"))
+	a = call(t, base, "DELETE", "/v1/jobs/"+id, key, nil)
+	require.Equal(t, 409, a.code, "a submitting job is evidence: %s", a.raw)
+	require.Empty(t, e.kinds(t, acct, id))
+}
+
+// TestHealthReadinessAndRouting checks /healthz, /readyz (503 naming the unreachable dependency,
+// without its error) and the JSON answers for unknown paths (404) and methods (405).
+func TestHealthReadinessAndRouting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := e.serve(t, nil, nil)
+	require.Equal(t, 200, call(t, base, "GET", "/healthz", "", nil).code)
+	a := call(t, base, "GET", "/readyz", "", nil)
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "ok", a.str("checks", "postgres"))
+	require.Equal(t, "ok", a.str("checks", "temporal"))
+	down := e.serve(t, nil, func(o *api.Options) {
+		o.Ready = append(o.Ready, api.Check{Name: "temporal-2", Probe: func(context.Context) error {
+			return fmt.Errorf("dial tcp 10.0.0.1:7233: secret-host unreachable")
+		}})
+	})
+	a = call(t, down, "GET", "/readyz", "", nil)
+	require.Equal(t, 503, a.code, a.raw)
+	require.Equal(t, "unreachable", a.str("checks", "temporal-2"))
+	require.NotContains(t, a.raw, "secret-host")
+	require.Equal(t, "no_route", call(t, base, "GET", "/v2/jobs", "", nil).str("code"))
+	require.Equal(t, 405, call(t, base, "PUT", "/v1/jobs/x", "", nil).code)
+}
+
+// TestServeStopsOnCancel checks the clean shutdown: once its context is done, Serve lets the
+// in-flight request finish and returns nil.
+func TestServeStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := api.New(api.Options{Starter: e.st, Ledger: e.store, ShutdownTimeout: 5 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its context was cancelled")
+	}
+}

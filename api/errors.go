@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/starter"
+)
+
+// Error is the one shape of every error the API answers.
+type Error struct {
+	// Code is stable and meant for programs: invalid_input, body_too_large, unauthorized,
+	// forbidden, not_received, deleted, conflict, job_active, insufficient_credits,
+	// unknown_account, not_dead_lettered, out_of_range, no_route, method_not_allowed, unavailable,
+	// internal.
+	Code string `json:"code"`
+	// Message is a sentence for a person.
+	Message string `json:"message"`
+	// MoneyState says where the user's money stands, where the error is about a job of the caller
+	// (not_charged, charged, refunded); "unknown" when the server cannot tell.
+	MoneyState string `json:"money_state,omitempty"`
+	// State is the job's state, where the error is about a job of the caller.
+	State string `json:"state,omitempty"`
+}
+
+// apiError is an Error with its HTTP status, returned by handlers.
+type apiError struct {
+	status int
+	body   Error
+}
+
+func (e *apiError) Error() string { return e.body.Code + ": " + e.body.Message }
+
+func newError(status int, code, message string) *apiError {
+	return &apiError{status: status, body: Error{Code: code, Message: message}}
+}
+
+// withJob adds the state of a job of the caller, and of their money, to an error.
+func (e *apiError) withJob(st starter.Status) *apiError {
+	e.body.State, e.body.MoneyState = string(st.State), string(st.MoneyState)
+	return e
+}
+
+func (e *apiError) withMoney(m ledgerdb.MoneyState) *apiError {
+	e.body.MoneyState = string(m)
+	return e
+}
+
+// Messages reused by several handlers.
+const (
+	msgUnauthorized = "Send a valid API key as \"Authorization: Bearer <key>\". Nothing was done."
+	msgForbidden    = "This API key may not act for this account. Nothing was done."
+	msgInternal     = "The server failed to answer. If this was a submission, check the job with GET /v1/jobs/{id} before anything else: 404 means it was not received and you were not charged."
+	msgUnavailable  = "The server could not reach its ledger or Temporal in time. Retry the same request with the same ID; a job is never charged twice."
+)
+
+// fromDomain maps the ledger's and the starter's errors to the API's answers. Errors it does not
+// know are 500 (or 503 when a deadline or connection failed), with the details left to the log.
+func fromDomain(err error) *apiError {
+	var ae *apiError
+	var invalid *ledgerdb.InvalidInputError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &invalid):
+		return newError(http.StatusBadRequest, "invalid_input", invalid.Error()+". Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrInvalidInput):
+		return newError(http.StatusBadRequest, "invalid_input", "Invalid input. Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrJobNotFound):
+		return newError(http.StatusNotFound, "not_received", starter.NotReceivedMessage).withMoney(ledgerdb.MoneyNotCharged)
+	case errors.Is(err, ledgerdb.ErrGone):
+		return newError(http.StatusGone, "deleted", "This job was deleted; its ID can never be used again. This request charged nothing.")
+	case errors.Is(err, ledgerdb.ErrConflict):
+		return newError(http.StatusConflict, "conflict", "This ID was already used with a different request. This request charged nothing; use a new ID for a new job.")
+	case errors.Is(err, ledgerdb.ErrUnknownAccount):
+		return newError(http.StatusNotFound, "unknown_account", "No such account. Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrOverflow):
+		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of range. Nothing was written.")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return newError(http.StatusServiceUnavailable, "unavailable", msgUnavailable).withMoney("unknown")
+	}
+	return newError(http.StatusInternalServerError, "internal", msgInternal)
+}

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// FuzzDecodeSubmit checks the submission decoder on arbitrary bodies (money rule 7 and the "bad
+// input writes nothing" rule): it never panics, refuses with a 400 (never a 5xx), and whatever it
+// accepts passes the ledger's own checks — a valid ID, a cost above zero and within MaxAmount.
+func FuzzDecodeSubmit(f *testing.F) {
+	for _, seed := range []string{
+		`{"job_id":"render-1","account_id":"acme","cost":40,"input_ref":"sim:ok"}`,
+		`{"job_id":"render-1","account_id":"acme","cost":0}`,
+		`{"job_id":"render-1","account_id":"acme","cost":-1}`,
+		`{"job_id":"render-1","account_id":"acme","cost":9223372036854775808}`,
+		`{"job_id":"render-1","account_id":"acme","cost":1e3}`,
+		`{"job_id":"a/b","account_id":"acme","cost":1}`,
+		`{"JOB_ID":"x","account_id":"acme","cost":1,"extra":true}`,
+		`{"job_id":"x","account_id":"acme","cost":1}garbage`,
+		`[]`, `null`, `"x"`, ``, `{`, "\xff\xfe",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		job, err := DecodeSubmit(bytes.NewReader(body), 4096)
+		if err != nil {
+			if ae := fromDomain(err); ae.status != http.StatusBadRequest {
+				t.Fatalf("refused with %d, not 400: %v", ae.status, err)
+			}
+			return
+		}
+		if ledgerdb.ValidateID("job", job.ID) != nil || ledgerdb.ValidateID("account", job.AccountID) != nil ||
+			ledgerdb.ValidateAmount("cost", job.Cost) != nil {
+			t.Fatalf("accepted a job the ledger refuses: %+v", job)
+		}
+		if !utf8.ValidString(job.InputRef) || len(job.InputRef) > MaxRefLength {
+			t.Fatalf("accepted input_ref %q", job.InputRef)
+		}
+	})
+}
+
+// FuzzDecodeBodies checks the result, grant and redrive decoders the same way (rule 5: a result
+// never carries an amount; a grant's amount is above zero).
+func FuzzDecodeBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"attempt":1,"output_ref":"s3://x","finished_at":"2026-01-02T03:04:05Z"}`,
+		`{"attempt":-1}`, `{"attempt":1,"amount":40}`, `{"finished_at":"yesterday"}`,
+		`{"amount":5,"key":"invoice-1","memo":"m"}`, `{"amount":0,"key":"k"}`, `{"by":"ops","note":"n"}`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if res, err := decodeResult(bytes.NewReader(body), 4096, time.Now()); err == nil {
+			if res.Attempt < 0 || len(res.OutputRef) > MaxRefLength {
+				t.Fatalf("accepted result %+v", res)
+			}
+		} else if fromDomain(err).status != http.StatusBadRequest {
+			t.Fatalf("result refused with %v", err)
+		}
+		if c, err := decodeGrant(bytes.NewReader(body), 4096, "acme"); err == nil {
+			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil {
+				t.Fatalf("accepted grant %+v", c)
+			}
+		} else if fromDomain(err).status != http.StatusBadRequest {
+			t.Fatalf("grant refused with %v", err)
+		}
+		var rr RedriveRequest
+		if err := decodeJSON(bytes.NewReader(body), 4096, &rr, true); err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
+				t.Fatalf("redrive refused with %v", err)
+			}
+		}
+	})
+}
+
+// FuzzPathID checks the IDs of paths and the ledger's page query (rule 7: an ID is exactly what
+// the ledger can store, or a 400): an accepted ID matches the ledger's rules and is what the
+// path said; nothing panics.
+func FuzzPathID(f *testing.F) {
+	for _, seed := range []string{"render-1", "a:b.c_d-e", "", " ", "a/b", "%2F", "-x", strings.Repeat("a", 129), "é", "a\x00b"} {
+		f.Add(seed, "10", "5")
+	}
+	f.Fuzz(func(t *testing.T, id, after, limit string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.SetPathValue("id", id)
+		got, err := pathID(r, "job ID")
+		if err == nil && (got != id || ledgerdb.ValidateID("job", got) != nil) {
+			t.Fatalf("accepted %q as %q", id, got)
+		}
+		if err != nil && fromDomain(err).status != http.StatusBadRequest {
+			t.Fatalf("refused %q with %v", id, err)
+		}
+		page, err := PageParams(after, limit)
+		if err == nil && (page.AfterID < 0 || page.Limit < 0 || page.Limit > 1000) {
+			t.Fatalf("accepted page %+v", page)
+		}
+	})
+}

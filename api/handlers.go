@@ -1,0 +1,316 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/starter"
+)
+
+// body is the request's body under the size limit; reading past it fails and closes the connection.
+func (s *Server) body(w http.ResponseWriter, r *http.Request) *http.Request {
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes+1)
+	return r
+}
+
+func forbidden() *apiError { return newError(http.StatusForbidden, "forbidden", msgForbidden) }
+
+// submitJob is POST /v1/jobs: placeholder first, then the workflow, answered once the charge is
+// decided (seed 004).
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	job, err := DecodeSubmit(s.body(w, r).Body, s.opts.MaxBodyBytes)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !p.may(job.AccountID) {
+		return 0, nil, forbidden()
+	}
+	ctx := r.Context()
+	sub, err := s.opts.Starter.Submit(ctx, job)
+	switch {
+	case err == nil:
+		status := http.StatusCreated
+		switch {
+		case sub.Status.State == ledgerdb.StateSubmitting:
+			status = http.StatusAccepted
+		case sub.Duplicate:
+			status = http.StatusOK
+		}
+		return status, sub, nil
+	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
+		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
+			"Not started: the account does not have enough credits. You were not charged.").withJob(sub.Status)
+	case errors.Is(err, ledgerdb.ErrUnknownAccount):
+		return 0, nil, newError(http.StatusUnprocessableEntity, "unknown_account", "No such account. Nothing was written; you were not charged.")
+	case errors.Is(err, ledgerdb.ErrGone), errors.Is(err, ledgerdb.ErrConflict):
+		return 0, nil, s.aboutExisting(job.ID, p, fromDomain(err))
+	case errors.Is(err, ledgerdb.ErrInvalidInput):
+		return 0, nil, err
+	}
+	// The placeholder may or may not be written and the charge may or may not be decided: ask
+	// the ledger, which is the record, with a little time of its own.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	st, readErr := s.opts.Starter.Status(readCtx, job.ID)
+	switch {
+	case errors.Is(readErr, ledgerdb.ErrJobNotFound):
+		return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
+			"Not received by the server — you were not charged. Retry the same request with the same ID.").withMoney(ledgerdb.MoneyNotCharged)
+	case readErr != nil || !p.may(st.AccountID):
+		return 0, nil, err
+	case st.State != ledgerdb.StateSubmitting:
+		return http.StatusOK, starter.Submission{Status: st, Duplicate: true}, nil
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		// The SDK reports our deadline as a gRPC status, hence ctx.Err(). Slow is not failed (seed 004): the job is received and its charge is being decided.
+		return http.StatusAccepted, starter.Submission{Status: st}, nil
+	}
+	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
+		"Received, but the job could not be started yet; you were not charged. Retry the same request with the same ID.").withJob(st)
+}
+
+// aboutExisting completes a 409 or 410 for an ID that exists: the state of the job and its money
+// are told only to a key that may act for the job's account.
+func (s *Server) aboutExisting(jobID string, p *principal, e *apiError) *apiError {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st, err := s.opts.Starter.Status(ctx, jobID); err == nil && p.may(st.AccountID) {
+		e.withJob(st)
+	}
+	return e
+}
+
+// ownJob reads the job of the path and checks that the key may act for its account: 404 when
+// the ID never reached the ledger, 403 when it belongs to another account (see the package doc).
+func (s *Server) ownJob(r *http.Request, p *principal) (starter.Status, error) {
+	id, err := pathID(r, "job ID")
+	if err != nil {
+		return starter.Status{}, err
+	}
+	st, err := s.opts.Starter.Status(r.Context(), id)
+	if err != nil {
+		return starter.Status{}, err
+	}
+	if !p.may(st.AccountID) {
+		return starter.Status{}, forbidden()
+	}
+	return st, nil
+}
+
+// gone is the 410 of a deleted job of the caller, with the money state it kept.
+func gone(st starter.Status) *apiError {
+	return newError(http.StatusGone, "deleted", st.Message).withJob(st)
+}
+
+// getJob is GET /v1/jobs/{id}.
+func (s *Server) getJob(_ http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	st, err := s.ownJob(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	if st.State == ledgerdb.StateDeleted {
+		return 0, nil, gone(st)
+	}
+	return http.StatusOK, st, nil
+}
+
+// deleteJob is DELETE /v1/jobs/{id}: a tombstone for a settled job. Deleting a deleted job again
+// answers its tombstone (200): a DELETE delivered twice ends the same.
+func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	st, err := s.ownJob(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	deleted, err := s.opts.Starter.Delete(r.Context(), st.JobID)
+	if errors.Is(err, ledgerdb.ErrJobActive) {
+		if current, readErr := s.opts.Starter.Status(r.Context(), st.JobID); readErr == nil {
+			st = current
+		}
+		return 0, nil, newError(http.StatusConflict, "job_active", fmt.Sprintf(
+			"The job is %s and cannot be deleted until it is settled: its records are the evidence for reconciliation. Nothing was changed.", st.State)).withJob(st)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, deleted, nil
+}
+
+// reportResult is POST /v1/jobs/{id}/result: a result landed, possibly late. It never carries an
+// amount and never charges twice.
+func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	st, err := s.ownJob(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := decodeResult(s.body(w, r).Body, s.opts.MaxBodyBytes, time.Now())
+	if err != nil {
+		return 0, nil, err
+	}
+	if st.State == ledgerdb.StateDeleted {
+		return 0, nil, gone(st)
+	}
+	report, err := s.opts.Starter.ReportResult(r.Context(), st.JobID, res)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, report, nil
+}
+
+// redriveJob is POST /v1/jobs/{id}/redrive (admin): run a dead letter's work again.
+func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	st, err := s.ownJob(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req RedriveRequest
+	if err := decodeJSON(s.body(w, r).Body, s.opts.MaxBodyBytes, &req, true); err != nil {
+		return 0, nil, err
+	}
+	if req.By == "" {
+		req.By = "api"
+	}
+	if err := validateText("by", req.By, 128); err != nil {
+		return 0, nil, err
+	}
+	if err := validateText("note", req.Note, ledgerdb.MaxTextLength); err != nil {
+		return 0, nil, err
+	}
+	if st.State == ledgerdb.StateDeleted {
+		return 0, nil, gone(st)
+	}
+	redriven, err := s.opts.Starter.Redrive(r.Context(), st.JobID, req.By, req.Note)
+	if errors.Is(err, starter.ErrNotDeadLettered) {
+		return 0, nil, newError(http.StatusConflict, "not_dead_lettered",
+			fmt.Sprintf("Only a refunded (dead-lettered) job can be re-driven; this one is %s. Nothing was changed.", redriven.State)).withJob(redriven)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, redriven, nil
+}
+
+// Account is the answer of GET /v1/accounts/{id}.
+type Account struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// Balance is in credits: the sum of the account's ledger rows (money rule 6).
+	Balance int64 `json:"balance"`
+}
+
+// ownAccount reads the account of the path after checking the key may act for it, so a key
+// learns nothing — not even existence — of accounts outside its scope.
+func ownAccount(r *http.Request, p *principal) (string, error) {
+	id, err := pathID(r, "account ID")
+	if err != nil {
+		return "", err
+	}
+	if !p.may(id) {
+		return "", forbidden()
+	}
+	return id, nil
+}
+
+// getAccount is GET /v1/accounts/{id}.
+func (s *Server) getAccount(_ http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	id, err := ownAccount(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	balance, err := s.opts.Ledger.Balance(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Account{AccountID: id, Balance: balance}, nil
+}
+
+// LedgerEntry is one ledger row as support reads it.
+type LedgerEntry struct {
+	// ID orders the rows; pass the last one as ?after= for the next page.
+	ID int64 `json:"id"`
+	// Kind is grant, charge, refund, reclaim or adjustment.
+	Kind ledgerdb.EntryKind `json:"kind"`
+	// Amount is the signed change in credits.
+	Amount int64 `json:"amount"`
+	// BalanceAfter is the balance right after the row.
+	BalanceAfter int64 `json:"balance_after"`
+	// JobID is the job of a charge, refund or reclaim.
+	JobID string `json:"job_id,omitempty"`
+	// Key is a grant's or adjustment's idempotency key.
+	Key string `json:"key,omitempty"`
+	// Memo is a grant's or adjustment's free text.
+	Memo string `json:"memo,omitempty"`
+	// CreatedAt is when the row was written.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LedgerPage is the answer of GET /v1/accounts/{id}/ledger.
+type LedgerPage struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// Entries are the page's rows, oldest first.
+	Entries []LedgerEntry `json:"entries"`
+	// NextAfter is the ?after= of the next page; 0 when this page is the last.
+	NextAfter int64 `json:"next_after"`
+}
+
+// getLedger is GET /v1/accounts/{id}/ledger?after=&limit=.
+func (s *Server) getLedger(_ http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	id, err := ownAccount(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	page, err := PageParams(q.Get("after"), q.Get("limit"))
+	if err != nil {
+		return 0, nil, err
+	}
+	h, err := s.opts.Ledger.History(r.Context(), id, page)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := LedgerPage{AccountID: id, Entries: []LedgerEntry{}, NextAfter: h.NextAfterID}
+	for _, e := range h.Entries {
+		out.Entries = append(out.Entries, LedgerEntry{ID: e.ID, Kind: e.Kind, Amount: e.Amount, BalanceAfter: e.BalanceAfter,
+			JobID: e.JobID, Key: e.Key, Memo: e.Memo, CreatedAt: e.CreatedAt})
+	}
+	return http.StatusOK, out, nil
+}
+
+// Grant is the answer of POST /v1/accounts/{id}/grants.
+type Grant struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// Outcome is applied for a new grant, already_applied when the key was granted before.
+	Outcome ledgerdb.Outcome `json:"outcome"`
+	// EntryID is the grant's ledger row (new or earlier).
+	EntryID int64 `json:"entry_id"`
+	// BalanceAfter is the balance right after that row.
+	BalanceAfter int64 `json:"balance_after"`
+}
+
+// grant is POST /v1/accounts/{id}/grants (admin): a top-up, once per key.
+func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
+	id, err := ownAccount(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	credit, err := decodeGrant(s.body(w, r).Body, s.opts.MaxBodyBytes, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	posting, err := s.opts.Ledger.Grant(r.Context(), credit)
+	if errors.Is(err, ledgerdb.ErrConflict) {
+		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant. Nothing was written.")
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if posting.Outcome == ledgerdb.AlreadyApplied {
+		status = http.StatusOK
+	}
+	return status, Grant{AccountID: id, Outcome: posting.Outcome, EntryID: posting.EntryID, BalanceAfter: posting.BalanceAfter}, nil
+}

@@ -1,0 +1,276 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/starter"
+)
+
+// Options configures a [Server]. Zero durations and sizes take the defaults of
+// worker.DefaultConfig's api section.
+type Options struct {
+	// Starter submits and follows jobs; Ledger answers accounts, ledger pages and grants.
+	Starter *starter.Starter
+	Ledger  *ledgerdb.Store
+	// Keys are the accepted bearer keys.
+	Keys []Key
+	// Ready are the dependencies /readyz checks (Postgres and Temporal in `jobbill api`).
+	Ready []Check
+	// MaxBodyBytes is the largest request body read; a larger one is refused with 400.
+	MaxBodyBytes int64
+	// RequestTimeout bounds each handler's work, in particular the wait for a charge decision.
+	RequestTimeout time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the http.Server's.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// ShutdownTimeout is how long in-flight requests get once Serve's context is done.
+	ShutdownTimeout time.Duration
+	// Logger logs one line per request (never a key or a body); nothing when nil.
+	Logger *zap.Logger
+}
+
+// Check is one readiness probe.
+type Check struct {
+	// Name names the dependency in /readyz's answer ("postgres", "temporal").
+	Name string
+	// Probe answers nil when the dependency is reachable.
+	Probe func(ctx context.Context) error
+}
+
+// Server is the HTTP API. Its Handler is safe for concurrent use.
+type Server struct {
+	opts    Options
+	keys    *keyring
+	routes  []route
+	handler http.Handler
+	// undeclared, set by tests, hears of any status a route answers that its declaration (and so
+	// the OpenAPI document) does not list.
+	undeclared func(pattern string, status int)
+}
+
+// auth says who may call a route.
+type auth int
+
+const (
+	public  auth = iota // no key: health checks
+	scoped              // any valid key; the handler checks the account
+	adminOn             // admin keys only
+)
+
+// handlerFunc does a route's work and returns the status and body to answer, or an error.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error)
+
+// route is one method and path, who may call it, and every status it can answer.
+type route struct {
+	method, path string
+	auth         auth
+	statuses     []int
+	handle       handlerFunc
+}
+
+// commonStatuses can be answered by every route that takes a key.
+var commonStatuses = []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
+	http.StatusInternalServerError, http.StatusServiceUnavailable}
+
+// New builds the API's handler from opts.
+func New(opts Options) *Server {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 10
+	}
+	def(&opts.RequestTimeout, 30*time.Second)
+	def(&opts.ReadHeaderTimeout, 5*time.Second)
+	def(&opts.ReadTimeout, 15*time.Second)
+	def(&opts.WriteTimeout, opts.RequestTimeout+15*time.Second)
+	def(&opts.IdleTimeout, 2*time.Minute)
+	def(&opts.ShutdownTimeout, opts.RequestTimeout+10*time.Second)
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	s := &Server{opts: opts, keys: newKeyring(opts.Keys)}
+	s.routes = []route{
+		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob},
+		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob},
+		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob},
+		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 404, 410}, s.reportResult},
+		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob},
+		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount},
+		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger},
+		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 422}, s.grant},
+		{"GET", "/healthz", public, []int{200}, s.healthz},
+		{"GET", "/readyz", public, []int{200, 503}, s.readyz},
+	}
+	mux := http.NewServeMux()
+	methods := map[string][]string{}
+	for _, rt := range s.routes {
+		if rt.auth != public {
+			rt.statuses = append(rt.statuses, commonStatuses...)
+		}
+		mux.Handle(rt.method+" "+rt.path, s.serve(rt))
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	// A pattern without a method is less specific than one with, so these catch only the methods
+	// a path does not serve, and answer in the API's error shape rather than the mux's text.
+	for path, ms := range methods {
+		allow := strings.Join(ms, ", ")
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeJSON(w, http.StatusMethodNotAllowed, Error{Code: "method_not_allowed", Message: "Use " + allow + " on this path."})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})
+	})
+	s.handler = mux
+	return s
+}
+
+// Handler is the API as an http.Handler, for a server of the caller's or httptest.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve answers requests on ln until ctx is done, then stops taking new ones and gives
+// in-flight requests (a submission waiting for its charge decision) ShutdownTimeout to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          zap.NewStdLog(s.opts.Logger),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("stopping the API: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// serve wraps a route: authentication and scope, a bounded context, the JSON answer, a log line
+// and recovery from a panic.
+func (s *Server) serve(rt route) http.Handler {
+	pattern := rt.method + " " + rt.path
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status, keyIndex := 0, -1
+		defer func() {
+			if v := recover(); v != nil {
+				s.opts.Logger.Error("api handler panicked", zap.String("route", pattern), zap.Any("panic", v))
+				status = http.StatusInternalServerError
+				writeJSON(w, status, Error{Code: "internal", Message: msgInternal})
+			}
+			if s.undeclared != nil && !containsInt(rt.statuses, status) {
+				s.undeclared(pattern, status)
+			}
+			s.opts.Logger.Info("api request", zap.String("route", pattern), zap.Int("status", status),
+				zap.Int("key", keyIndex), zap.Duration("took", time.Since(start)))
+		}()
+
+		var p *principal
+		if rt.auth != public {
+			var ok bool
+			if p, ok = s.keys.authenticate(r); !ok {
+				status = http.StatusUnauthorized
+				w.Header().Set("WWW-Authenticate", `Bearer realm="jobbill"`)
+				writeJSON(w, status, Error{Code: "unauthorized", Message: msgUnauthorized})
+				return
+			}
+			keyIndex = p.index
+			if rt.auth == adminOn && !p.admin {
+				status = http.StatusForbidden
+				writeJSON(w, status, Error{Code: "forbidden", Message: "This needs an admin API key. Nothing was done."})
+				return
+			}
+		}
+		// A request that changes something keeps going when its caller hangs up: half a
+		// submission helps nobody, and each step is idempotent anyway. Every handler is bounded.
+		base := r.Context()
+		if r.Method != http.MethodGet {
+			base = context.WithoutCancel(base)
+		}
+		ctx, cancel := context.WithTimeout(base, s.opts.RequestTimeout)
+		defer cancel()
+		var body any
+		var err error
+		status, body, err = rt.handle(w, r.WithContext(ctx), p)
+		if err != nil {
+			ae := fromDomain(err)
+			if ae.status >= 500 {
+				s.opts.Logger.Warn("api request failed", zap.String("route", pattern), zap.Error(err))
+			}
+			status, body = ae.status, ae.body
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON answers a status and a JSON body. Answers about money must never be cached.
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// healthz says the process is up; it checks nothing else, so an orchestrator does not restart a
+// healthy process because Postgres blinked.
+func (s *Server) healthz(http.ResponseWriter, *http.Request, *principal) (int, any, error) {
+	return http.StatusOK, map[string]string{"status": "ok"}, nil
+}
+
+// readyz says whether the API can serve: every dependency must answer within 2 seconds.
+func (s *Server) readyz(_ http.ResponseWriter, r *http.Request, _ *principal) (int, any, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	status := http.StatusOK
+	for _, c := range s.opts.Ready {
+		checks[c.Name] = "ok"
+		if err := c.Probe(ctx); err != nil {
+			// The reason goes to the log only: it may hold a host name or a user.
+			s.opts.Logger.Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
+			checks[c.Name], status = "unreachable", http.StatusServiceUnavailable
+		}
+	}
+	state := "ready"
+	if status != http.StatusOK {
+		state = "not_ready"
+	}
+	return status, map[string]any{"status": state, "checks": checks}, nil
+}

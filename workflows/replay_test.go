@@ -1,0 +1,67 @@
+package workflows_test
+
+// Replay tests: every history in testdata/histories, recorded from the real dev server by the
+// end-to-end tests, is replayed against the current workflow code, so a change that is not
+// deterministic (an activity added, removed or reordered without workflow.GetVersion, a local
+// activity where a regular one was…) fails CI.
+//
+// After an intended change to the workflows, record the histories again (Postgres and the
+// Temporal dev server running: bash scripts/ensure-postgres.sh && bash scripts/ensure-temporal.sh):
+//
+//	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./starter/
+//
+// and commit the rewritten testdata/histories/*.json. Keep the histories of an older workflow
+// version (rename them, e.g. v1-a-first-try.json) for as long as workflows of that version may
+// still be running, so that the versioned code is checked against both.
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// TestReplayRecordedHistories replays each recorded history with the workflows registered as
+// the worker registers them.
+//
+// It replays under the recorded workflow ID, not ReplayWorkflowHistoryFromJSONFile's stand-in
+// "ReplayId": MeteredJob refuses (at once, without a command) to bill a job ID that is not its
+// workflow ID, so under the stand-in every history would fail as non-deterministic.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no recorded histories in testdata/histories: record them with "+
+		"`JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./starter/`")
+
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflow(workflows.MeteredJob)
+	replayer.RegisterWorkflow(workflows.LateResult)
+	// The replayer logs every replayed event at debug level; a failure is its returned error.
+	logger := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			f, err := os.Open(file)
+			require.NoError(t, err)
+			defer f.Close()
+			history, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			require.NotEmpty(t, history.GetEvents(), "%s holds no events", file)
+			started := history.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			require.NotNil(t, started, "%s does not begin with WorkflowExecutionStarted", file)
+			execution := workflow.Execution{ID: started.GetWorkflowId(), RunID: started.GetOriginalExecutionRunId()}
+			require.NoError(t, replayer.ReplayWorkflowHistoryWithOptions(logger, history,
+				worker.ReplayWorkflowHistoryOptions{OriginalExecution: execution}),
+				"replaying %s: the workflow code no longer matches this recorded history "+
+					"(non-deterministic change? version it with workflow.GetVersion, or re-record)", file)
+		})
+	}
+}
