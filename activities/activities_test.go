@@ -3,8 +3,6 @@ package activities_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -35,38 +32,10 @@ func (f runnerFunc) Run(ctx context.Context, req activities.WorkRequest) (activi
 // newEnv returns an activity test environment with the activities registered over ledger.
 func newEnv(t *testing.T, ledger activities.Ledger, runner activities.Runner) *testsuite.TestActivityEnvironment {
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(newTWriter(t), nil))))
+	suite.SetLogger(activitiestest.Logger(t))
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(&activities.Activities{Ledger: ledger, Runner: runner})
 	return env
-}
-
-// tWriter sends the SDK's logs to t.Log, so they show only for a failing test or with -v.
-// tWriter writes to t.Log until the test ends, and drops what comes after: a goroutine the
-// SDK's test environment leaves behind must not log into a finished test.
-type tWriter struct {
-	t    *testing.T
-	mu   *sync.Mutex
-	done *bool
-}
-
-func newTWriter(t *testing.T) tWriter {
-	w := tWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		*w.done = true
-	})
-	return w
-}
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !*w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // appError asserts err is an application error of errType with the given retryability.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -41,38 +38,6 @@ var testPolicy = workflows.Policy{
 	StartToClose:       time.Minute,
 	HeartbeatTimeout:   30 * time.Second,
 	LateResultWindow:   time.Hour,
-}
-
-// testLogger sends the SDK's logs to t.Log, so they show only for a failing test or with -v.
-func testLogger(t *testing.T) log.Logger {
-	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(newTWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})))
-}
-
-// tWriter writes to t.Log until the test ends, and drops what comes after: a goroutine the
-// SDK's test environment leaves behind must not log into a finished test.
-type tWriter struct {
-	t    *testing.T
-	mu   *sync.Mutex
-	done *bool
-}
-
-func newTWriter(t *testing.T) tWriter {
-	w := tWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		*w.done = true
-	})
-	return w
-}
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !*w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // workFunc plays the GPU side of one attempt; call counts every attempt across runs (redrives).
@@ -101,7 +66,7 @@ func newHarness(t *testing.T, jobID string, balance int64, work workFunc) *harne
 	h.ledger.Submit(jobID, account, cost)
 
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(testLogger(t))
+	suite.SetLogger(activitiestest.Logger(t))
 	h.env = suite.NewTestWorkflowEnvironment()
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: jobID, TaskQueue: workflows.TaskQueue})
 	h.env.RegisterWorkflow(workflows.MeteredJob)
@@ -579,7 +544,7 @@ func TestLateResultFallback(t *testing.T) {
 	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, jobID string) workflows.LateResultOutcome {
 		t.Helper()
 		var suite testsuite.WorkflowTestSuite
-		suite.SetLogger(testLogger(t))
+		suite.SetLogger(activitiestest.Logger(t))
 		env := suite.NewTestWorkflowEnvironment()
 		env.RegisterWorkflow(workflows.LateResult)
 		env.RegisterActivity(&activities.Activities{Ledger: ledger})
