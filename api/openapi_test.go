@@ -19,7 +19,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	raw, err := os.ReadFile("openapi.yaml")
 	require.NoError(t, err)
 	var doc struct {
-		OpenAPI string                               `yaml:"openapi"`
+		OpenAPI string                    `yaml:"openapi"`
 		Paths   map[string]map[string]any `yaml:"paths"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
