@@ -4,7 +4,7 @@
 GO ?= go
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: run test db temporal migrate vet bench-ledger
+.PHONY: run test db temporal migrate vet bench-ledger bench-workflow
 
 ## run: start Postgres and the Temporal dev server, then run the worker and play the five stories.
 run: db temporal
@@ -31,3 +31,7 @@ vet:
 ## bench-ledger: the ledger lifecycle through the Go API against the same lifecycle in raw SQL under pgbench.
 bench-ledger: db
 	$(GO) run ./cmd/jobbill bench-ledger
+
+## bench-workflow: metered job throughput against a bare workflow, and result signal to reclaim row.
+bench-workflow: db temporal
+	$(GO) run ./cmd/jobbill bench-workflow
