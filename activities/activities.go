@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -31,6 +32,21 @@ type Activities struct {
 	Ledger Ledger
 	// Runner runs the GPU work; used only by RunWork.
 	Runner Runner
+	// Metrics records each ledger call (a *metrics.Metrics); nil records nothing.
+	Metrics LedgerRecorder
+}
+
+// LedgerRecorder records a guarded ledger call: which operation, what it answered, how long it took.
+type LedgerRecorder interface {
+	LedgerCall(operation string, t ledgerdb.Transition, err error, took time.Duration)
+}
+
+// record passes a ledger call's answer through the recorder, if there is one.
+func (a *Activities) record(operation string, start time.Time, t ledgerdb.Transition, err error) (ledgerdb.Transition, error) {
+	if a.Metrics != nil {
+		a.Metrics.LedgerCall(operation, t, err, time.Since(start))
+	}
+	return t, err
 }
 
 // Application error types of the activities. They are part of the contract with the workflow and
@@ -120,25 +136,33 @@ type LedgerResult struct {
 // Charge takes the job's recorded cost from its account. A refused charge (insufficient credits,
 // a deleted ID, an unknown job) is a non-retryable error; a repeat answers AlreadyApplied.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
-	return ledgerCall(a.Ledger.Charge(ctx, in.JobID))
+	start := time.Now()
+	t, err := a.Ledger.Charge(ctx, in.JobID)
+	return ledgerCall(a.record("charge", start, t, err))
 }
 
 // Refund gives a running job's recorded cost back because its work failed for good or timed out.
 // A repeat answers AlreadyApplied; a job that was delivered meanwhile answers NotApplied.
 func (a *Activities) Refund(ctx context.Context, in RefundInput) (LedgerResult, error) {
-	return ledgerCall(a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts))
+	start := time.Now()
+	t, err := a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts)
+	return ledgerCall(a.record("refund", start, t, err))
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all. The success path
 // calls it unconditionally: on a job that was never refunded it answers NotApplied.
 func (a *Activities) Reclaim(ctx context.Context, in ReclaimInput) (LedgerResult, error) {
-	return ledgerCall(a.Ledger.Reclaim(ctx, in.JobID))
+	start := time.Now()
+	t, err := a.Ledger.Reclaim(ctx, in.JobID)
+	return ledgerCall(a.record("reclaim", start, t, err))
 }
 
 // Deliver records that a running job's work succeeded; no money moves. On a recovered job it
 // answers AlreadyApplied.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult, error) {
-	return ledgerCall(a.Ledger.Deliver(ctx, in.JobID, in.Attempts))
+	start := time.Now()
+	t, err := a.Ledger.Deliver(ctx, in.JobID, in.Attempts)
+	return ledgerCall(a.record("deliver", start, t, err))
 }
 
 // ledgerCall turns a ledger answer into an activity answer.

@@ -36,6 +36,8 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger logs one line per request (never a key or a body); nothing when nil.
 	Logger *zap.Logger
+	// Metrics serves GET /metrics (the process's Prometheus page, no key needed); 404 when nil.
+	Metrics http.Handler
 }
 
 // Check is one readiness probe.
@@ -75,6 +77,8 @@ type route struct {
 	auth         auth
 	statuses     []int
 	handle       handlerFunc
+	// raw, when set, answers the route itself instead of handle: a page that is not JSON.
+	raw http.Handler
 }
 
 // commonStatuses can be answered by every route that takes a key.
@@ -102,16 +106,20 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, keys: newKeyring(opts.Keys)}
 	s.routes = []route{
-		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob},
-		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob},
-		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob},
-		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 404, 410}, s.reportResult},
-		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob},
-		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount},
-		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger},
-		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 422}, s.grant},
-		{"GET", "/healthz", public, []int{200}, s.healthz},
-		{"GET", "/readyz", public, []int{200, 503}, s.readyz},
+		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
+		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob, nil},
+		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob, nil},
+		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 404, 410}, s.reportResult, nil},
+		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob, nil},
+		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount, nil},
+		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger, nil},
+		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 422}, s.grant, nil},
+		{"GET", "/healthz", public, []int{200}, s.healthz, nil},
+		{"GET", "/readyz", public, []int{200, 503}, s.readyz, nil},
+		{"GET", "/metrics", public, []int{200}, nil, opts.Metrics},
+	}
+	if opts.Metrics == nil {
+		s.routes[len(s.routes)-1].raw = http.NotFoundHandler()
 	}
 	mux := http.NewServeMux()
 	methods := map[string][]string{}
@@ -119,7 +127,11 @@ func New(opts Options) *Server {
 		if rt.auth != public {
 			rt.statuses = append(rt.statuses, commonStatuses...)
 		}
-		mux.Handle(rt.method+" "+rt.path, s.serve(rt))
+		if rt.raw != nil {
+			mux.Handle(rt.method+" "+rt.path, rt.raw)
+		} else {
+			mux.Handle(rt.method+" "+rt.path, s.serve(rt))
+		}
 		methods[rt.path] = append(methods[rt.path], rt.method)
 	}
 	// A pattern without a method is less specific than one with, so these catch only the methods

@@ -36,6 +36,13 @@ type Options struct {
 	UIURL string
 	// Policy is each job's retry policy and late-result window; zero fields take the workflow's defaults.
 	Policy workflows.Policy
+	// Metrics counts results that reach the late-result fallback (a *metrics.Metrics); nil counts nothing.
+	Metrics ResultRecorder
+}
+
+// ResultRecorder records what the late-result fallback did with a result.
+type ResultRecorder interface {
+	ResultAfterClose(outcome ledgerdb.Outcome)
 }
 
 // Starter submits and follows metered jobs. It is safe for concurrent use.
@@ -280,6 +287,9 @@ func (s *Starter) ReportResult(ctx context.Context, jobID string, result activit
 	var out workflows.LateResultOutcome
 	if err := run.Get(ctx, &out); err != nil {
 		return ResultReport{}, fmt.Errorf("job %q: late-result fallback: %w", jobID, err)
+	}
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.ResultAfterClose(out.Outcome)
 	}
 	current, err := s.opts.Ledger.Job(ctx, jobID)
 	if err != nil {

@@ -29,6 +29,8 @@ type Config struct {
 	Policy PolicyConfig `mapstructure:"policy"`
 	// Runner says which GPU runner does the work.
 	Runner RunnerConfig `mapstructure:"runner"`
+	// Metrics says where the worker serves its Prometheus page.
+	Metrics MetricsConfig `mapstructure:"metrics"`
 	// API configures the HTTP API that `jobbill api` serves.
 	API APIConfig `mapstructure:"api"`
 }
@@ -173,6 +175,13 @@ func (p PolicyConfig) WorkflowPolicy() workflows.Policy {
 	}.WithDefaults()
 }
 
+// MetricsConfig says where /metrics is served.
+type MetricsConfig struct {
+	// Listen is the worker's host:port for GET /metrics; empty serves none. (The API serves
+	// /metrics on its own listener.)
+	Listen string `mapstructure:"listen"`
+}
+
 // RunnerConfig selects and configures the GPU runner.
 type RunnerConfig struct {
 	// Kind is simulated (the built-in stand-in for a GPU service) or http (a GPU service that
@@ -232,6 +241,7 @@ func DefaultConfig() Config {
 			Simulated: SimulatedRunnerConfig{Duration: 2 * time.Second, FailureRate: 0, Seed: 1, LateBy: 2 * time.Second},
 			HTTP:      HTTPRunnerConfig{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
 		},
+		Metrics: MetricsConfig{Listen: "127.0.0.1:9090"},
 		API: APIConfig{
 			Listen:            "127.0.0.1:8080",
 			MaxBodyBytes:      64 << 10,
@@ -276,6 +286,7 @@ var settingKeys = []string{
 	"runner.kind", "runner.simulated.duration", "runner.simulated.failure_rate", "runner.simulated.seed",
 	"runner.simulated.late_by",
 	"runner.http.url", "runner.http.poll_interval", "runner.http.request_timeout",
+	"metrics.listen",
 	"api.listen", "api.max_body_bytes", "api.read_header_timeout", "api.read_timeout", "api.request_timeout",
 	"api.write_timeout", "api.idle_timeout", "api.shutdown_timeout", "api.keys",
 }
@@ -323,6 +334,7 @@ func setDefaults(v *viper.Viper, c Config) {
 	v.SetDefault("runner.http.url", c.Runner.HTTP.URL)
 	v.SetDefault("runner.http.poll_interval", c.Runner.HTTP.PollInterval)
 	v.SetDefault("runner.http.request_timeout", c.Runner.HTTP.RequestTimeout)
+	v.SetDefault("metrics.listen", c.Metrics.Listen)
 	v.SetDefault("api.listen", c.API.Listen)
 	v.SetDefault("api.max_body_bytes", c.API.MaxBodyBytes)
 	v.SetDefault("api.read_header_timeout", c.API.ReadHeaderTimeout)

@@ -5,7 +5,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -13,17 +15,23 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/metrics"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// Dial connects a Temporal client as the configuration says, logging through z.
-func Dial(ctx context.Context, c Config, z *zap.Logger) (client.Client, error) {
-	tc, err := client.DialContext(ctx, client.Options{
+// Dial connects a Temporal client as the configuration says, logging through z. With metrics, the
+// SDK's own metrics (workflow and activity task latencies, failures, polls) join jobbill's.
+func Dial(ctx context.Context, c Config, z *zap.Logger, m ...*metrics.Metrics) (client.Client, error) {
+	opts := client.Options{
 		HostPort:  c.Temporal.Address,
 		Namespace: c.Temporal.Namespace,
 		Logger:    SDKLogger(z),
-	})
+	}
+	if len(m) > 0 && m[0] != nil {
+		opts.MetricsHandler = m[0].SDKHandler()
+	}
+	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", c.Temporal.Address, err)
 	}
@@ -31,8 +39,13 @@ func Dial(ctx context.Context, c Config, z *zap.Logger) (client.Client, error) {
 }
 
 // NewStarter is the starter of a configuration, over a client and ledger the caller owns.
-func NewStarter(c Config, tc client.Client, ledger *ledgerdb.Store) *starter.Starter {
+func NewStarter(c Config, tc client.Client, ledger *ledgerdb.Store, m ...*metrics.Metrics) *starter.Starter {
+	var recorder starter.ResultRecorder
+	if len(m) > 0 && m[0] != nil {
+		recorder = m[0]
+	}
 	return starter.New(starter.Options{
+		Metrics:   recorder,
 		Temporal:  tc,
 		Ledger:    ledger,
 		TaskQueue: c.Temporal.TaskQueue,
@@ -45,11 +58,15 @@ func NewStarter(c Config, tc client.Client, ledger *ledgerdb.Store) *starter.Sta
 // New builds a worker that polls the configured task queue with the metered job workflow, the
 // late-result fallback and the activities registered. Late results of the simulated runner are
 // reported through st.
-func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter) sdkworker.Worker {
+func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter, m ...*metrics.Metrics) sdkworker.Worker {
 	w := sdkworker.New(tc, c.Temporal.TaskQueue, sdkworker.Options{})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
-	w.RegisterActivity(&activities.Activities{Ledger: ledger, Runner: newRunner(c.Runner, st)})
+	acts := &activities.Activities{Ledger: ledger, Runner: newRunner(c.Runner, st)}
+	if len(m) > 0 && m[0] != nil {
+		acts.Metrics = m[0]
+	}
+	w.RegisterActivity(acts)
 	return w
 }
 
@@ -79,12 +96,19 @@ func Run(ctx context.Context, c Config, z *zap.Logger) error {
 		return err
 	}
 	defer ledger.Close()
-	tc, err := Dial(ctx, c, z)
+	m := metrics.New()
+	defer func() { _ = m.Close() }()
+	_, stopMetrics, err := ServeMetrics(ctx, c.Metrics.Listen, m, z)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	tc, err := Dial(ctx, c, z, m)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	w := New(c, tc, ledger, NewStarter(c, tc, ledger))
+	w := New(c, tc, ledger, NewStarter(c, tc, ledger, m), m)
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -101,4 +125,26 @@ func stopOn(ctx context.Context) <-chan any {
 		ch <- struct{}{}
 	}()
 	return ch
+}
+
+// ServeMetrics serves m's Prometheus page at /metrics on addr until the returned stop is called,
+// and says where it listens (addr may use port 0); an empty addr serves nothing.
+func ServeMetrics(ctx context.Context, addr string, m *metrics.Metrics, z *zap.Logger) (bound string, stop func(), err error) {
+	if addr == "" {
+		return "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	z.Info("metrics listening", zap.String("address", ln.Addr().String()))
+	return ln.Addr().String(), func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/metrics"
 	"github.com/jobbill/jobbill/worker"
 )
 
@@ -45,7 +46,9 @@ stops taking requests and gives in-flight ones api.shutdown_timeout to finish.`,
 				return err
 			}
 			defer ledger.Close()
-			tc, err := worker.Dial(ctx, cfg, logger)
+			m := metrics.New()
+			defer func() { _ = m.Close() }()
+			tc, err := worker.Dial(ctx, cfg, logger, m)
 			if err != nil {
 				return err
 			}
@@ -56,7 +59,7 @@ stops taking requests and gives in-flight ones api.shutdown_timeout to finish.`,
 				keys = append(keys, api.Key{Secret: k.Key, Accounts: k.Accounts, Admin: k.Admin})
 			}
 			srv := api.New(api.Options{
-				Starter: worker.NewStarter(cfg, tc, ledger),
+				Starter: worker.NewStarter(cfg, tc, ledger, m),
 				Ledger:  ledger,
 				Keys:    keys,
 				Ready: []api.Check{
@@ -74,6 +77,7 @@ stops taking requests and gives in-flight ones api.shutdown_timeout to finish.`,
 				IdleTimeout:       cfg.API.IdleTimeout,
 				ShutdownTimeout:   cfg.API.ShutdownTimeout,
 				Logger:            logger,
+				Metrics:           m.Handler(),
 			})
 			ln, err := net.Listen("tcp", cfg.API.Listen)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/metrics"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
 )
@@ -81,13 +82,20 @@ func runDev(ctx context.Context, cfg worker.Config, logger *zap.Logger, out io.W
 		return err
 	}
 	defer ledger.Close()
-	tc, err := worker.Dial(ctx, cfg, logger)
+	m := metrics.New()
+	defer func() { _ = m.Close() }()
+	metricsAddr, stopMetrics, err := worker.ServeMetrics(ctx, cfg.Metrics.Listen, m, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	tc, err := worker.Dial(ctx, cfg, logger, m)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	st := worker.NewStarter(cfg, tc, ledger)
-	w := worker.New(cfg, tc, ledger, st)
+	st := worker.NewStarter(cfg, tc, ledger, m)
+	w := worker.New(cfg, tc, ledger, st, m)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}
@@ -95,6 +103,9 @@ func runDev(ctx context.Context, cfg worker.Config, logger *zap.Logger, out io.W
 
 	if err := playStories(ctx, ledger, st, out); err != nil {
 		return err
+	}
+	if metricsAddr != "" {
+		fmt.Fprintf(out, "\nMetrics: http://%s/metrics (jobbill_charges_total, jobbill_refunds_total, jobbill_reclaims_total, ...)\n", metricsAddr)
 	}
 	if exitAfter {
 		return nil

@@ -1,0 +1,130 @@
+// Package metrics exposes jobbill's own counters, and the Temporal SDK's metrics, to Prometheus.
+//
+// Both go through one tally scope with a Prometheus reporter (go.temporal.io/sdk/contrib/tally,
+// as samples-go metrics/ does), so a process serves a single /metrics page. Every method is safe
+// on a nil *Metrics and then records nothing, so code that is not given metrics needs no checks.
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// Metrics records jobbill's counters and serves them with the SDK's.
+type Metrics struct {
+	scope    tally.Scope
+	closer   io.Closer
+	reporter tallyprom.Reporter
+}
+
+// reportEvery is how often tally hands its values to the Prometheus registry.
+const reportEvery = time.Second
+
+// New starts a metrics scope with a registry of its own (two processes' worth in one test binary
+// must not collide on the global registry).
+func New() *Metrics {
+	reporter := tallyprom.NewReporter(tallyprom.Options{
+		Registerer:       prom.NewRegistry(),
+		DefaultTimerType: tallyprom.HistogramTimerType,
+		// Ledger calls take milliseconds; the defaults start at a second's granularity.
+		DefaultHistogramBuckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, reportEvery)
+	return &Metrics{scope: sdktally.NewPrometheusNamingScope(scope), closer: closer, reporter: reporter}
+}
+
+// SDKHandler is the Temporal client's metrics handler (client.Options.MetricsHandler).
+func (m *Metrics) SDKHandler() client.MetricsHandler {
+	if m == nil {
+		return nil
+	}
+	return sdktally.NewMetricsHandler(m.scope)
+}
+
+// Handler serves the Prometheus page.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return m.reporter.HTTPHandler()
+}
+
+// Close flushes the last values.
+func (m *Metrics) Close() error {
+	if m == nil {
+		return nil
+	}
+	return m.closer.Close()
+}
+
+// The names of jobbill's own metrics, as Prometheus shows them.
+const (
+	// Charges counts charges written (jobbill_charges_total).
+	Charges = "jobbill_charges"
+	// Refunds counts refunds written (jobbill_refunds_total).
+	Refunds = "jobbill_refunds"
+	// Reclaims counts refunds reclaimed after a late result (jobbill_reclaims_total).
+	Reclaims = "jobbill_reclaims"
+	// DeadLetters counts jobs refunded because their work failed for good (jobbill_dead_letters_total);
+	// every applied refund is one.
+	DeadLetters = "jobbill_dead_letters"
+	// RejectedCharges counts charges refused for insufficient credits or a deleted ID
+	// (jobbill_rejected_charges_total).
+	RejectedCharges = "jobbill_rejected_charges"
+	// GuardNoops counts guarded calls that wrote nothing because an earlier call had already
+	// applied them, or they did not apply (jobbill_guard_noops_total{operation, outcome}).
+	GuardNoops = "jobbill_guard_noops"
+	// ResultsAfterClose counts results that landed after their job's workflow closed and went to the
+	// fallback (jobbill_results_after_close_total{outcome}).
+	ResultsAfterClose = "jobbill_results_after_close"
+	// LedgerLatency is the time of each ledger call (jobbill_ledger_operation_latency_seconds{operation}).
+	LedgerLatency = "jobbill_ledger_operation_latency"
+)
+
+// LedgerCall records one guarded ledger call of the named operation (charge, refund, reclaim,
+// deliver): its latency, and what it did to the money.
+func (m *Metrics) LedgerCall(operation string, t ledgerdb.Transition, err error, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.scope.Tagged(map[string]string{"operation": operation}).Timer(LedgerLatency).Record(took)
+	switch {
+	case errors.Is(err, ledgerdb.ErrInsufficientCredits) || (operation == "charge" && errors.Is(err, ledgerdb.ErrGone)):
+		m.scope.Counter(RejectedCharges).Inc(1)
+	case err != nil:
+	case t.Outcome == ledgerdb.Applied:
+		switch operation {
+		case "charge":
+			m.scope.Counter(Charges).Inc(1)
+		case "refund":
+			m.scope.Counter(Refunds).Inc(1)
+			m.scope.Counter(DeadLetters).Inc(1)
+		case "reclaim":
+			m.scope.Counter(Reclaims).Inc(1)
+		}
+	default:
+		m.scope.Tagged(map[string]string{"operation": operation, "outcome": string(t.Outcome)}).Counter(GuardNoops).Inc(1)
+	}
+}
+
+// ResultAfterClose records a result that reached the late-result fallback, and what it did.
+func (m *Metrics) ResultAfterClose(outcome ledgerdb.Outcome) {
+	if m == nil {
+		return
+	}
+	m.scope.Tagged(map[string]string{"outcome": string(outcome)}).Counter(ResultsAfterClose).Inc(1)
+}
