@@ -1,0 +1,395 @@
+package worker_test
+
+// Several workers: two `jobbill worker` processes — real OS processes, as docker-compose.yml's
+// replicas are — poll one task queue of the dev server over one Postgres. The test submits jobs
+// through its own starter, reads from each workflow's history which process ran the work, and
+// checks every job's ledger rows; then it SIGKILLs one worker while it holds running attempts and
+// shows the other finishes them with the money rules intact.
+//
+// It needs `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
+// runs both).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// multiPolicy settles a job in seconds: 2 attempts of at most 6 s, 200 ms apart. The heartbeat
+// timeout, 2 s, is how soon an attempt on a killed worker is taken for dead and retried on the
+// other; the work heartbeats every third of it, so a live attempt never misses it. A refunded job
+// closes 1 s after its refund.
+func multiPolicy() workflows.Policy {
+	return workflows.Policy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Second,
+		MaximumAttempts:    2,
+		StartToClose:       6 * time.Second,
+		HeartbeatTimeout:   2 * time.Second,
+		LateResultWindow:   time.Second,
+	}
+}
+
+// multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
+// is surely holding attempts when it dies.
+const multiWorkDuration = 3 * time.Second
+
+// workerProcess is one `jobbill worker` process.
+type workerProcess struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	// done is closed once the process has exited and err holds what Wait said.
+	done chan struct{}
+	err  error
+}
+
+// identityPrefix starts the identity the process's worker gives the server: the SDK's default,
+// "pid@host@", which differs between processes without any setting.
+func (p *workerProcess) identityPrefix() string { return fmt.Sprintf("%d@", p.cmd.Process.Pid) }
+
+// buildJobbill builds the binary once into a temporary directory.
+func buildJobbill(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "jobbill")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/jobbill")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/jobbill:\n%s", out)
+	return bin
+}
+
+// startWorker runs `jobbill worker` with env on top of this process's environment, minus every
+// JOBBILL_ setting, so that the machine's own configuration cannot steer it elsewhere.
+func startWorker(t *testing.T, bin, name string, env map[string]string) *workerProcess {
+	t.Helper()
+	settings := map[string]bool{}
+	for _, s := range worker.Settings() {
+		settings[s.Env] = true
+	}
+	var environ []string
+	for _, kv := range os.Environ() {
+		if key, _, _ := strings.Cut(kv, "="); !settings[key] {
+			environ = append(environ, kv)
+		}
+	}
+	p := &workerProcess{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	// Each worker serves /metrics on a port of its own (port 0: the kernel picks), as two
+	// workers on one host must.
+	environ = append(environ, "JOBBILL_METRICS_LISTEN=127.0.0.1:0")
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	// The log (stderr by default) and a startup error both land in the file, shown if the test fails.
+	logFile, err := os.Create(p.log)
+	require.NoError(t, err)
+	defer logFile.Close()
+	p.cmd = exec.Command(bin, "worker")
+	p.cmd.Env = environ
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		// SIGTERM: the worker stops cleanly; a process already killed has nothing left to stop.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			if log, err := os.ReadFile(p.log); err == nil {
+				t.Logf("%s (pid %d) log:\n%s", p.name, p.cmd.Process.Pid, log)
+			}
+		}
+	})
+	return p
+}
+
+// multiJob is a job submitted by the test and what it must end as.
+type multiJob struct {
+	id   string
+	cost int64
+	want ledgerdb.State
+}
+
+// TestTwoWorkerProcessesShareTheJobs runs two worker processes on one task queue: the jobs are
+// spread across both, and every job's ledger rows are right (money rules 2, 3 and 6). Then one
+// worker is SIGKILLed while running attempts: the other takes them over and finishes every job,
+// and the money rules still hold.
+func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
+	store := ledgertest.Store(t)
+	bin := buildJobbill(t)
+
+	var b [4]byte
+	_, err := rand.Read(b[:])
+	require.NoError(t, err)
+	cfg := worker.DefaultConfig()
+	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
+		cfg.Temporal.Address = addr
+	}
+	// A queue of this test alone, so that no other worker (make run's, another test's) takes its tasks.
+	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-multi-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	env := map[string]string{
+		worker.EnvName("database_url"):              ledgertest.DatabaseURL(),
+		worker.EnvName("temporal.address"):          cfg.Temporal.Address,
+		worker.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
+		worker.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
+		worker.EnvName("log.level"):                 "info",
+	}
+	a := startWorker(t, bin, "worker-a", env)
+	bw := startWorker(t, bin, "worker-b", env)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc, err := worker.Dial(ctx, cfg, zap.NewNop())
+	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
+	defer tc.Close()
+	st := starter.New(starter.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue, Policy: multiPolicy()})
+
+	// Both must be polling before the first job, or the first one up takes everything.
+	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, a, bw)
+
+	account := ledgertest.Account(t, store, 10_000)
+	var all []multiJob
+
+	// Phase 1: 40 jobs, a quarter of them failing every attempt (refunded).
+	phase1 := submitJobs(ctx, t, st, account, "p1", 40, 4)
+	all = append(all, phase1...)
+	waitSettled(ctx, t, st, phase1)
+	ranBy := map[string]int{}
+	for _, j := range phase1 {
+		last := lastRunWork(ctx, t, tc, j.id)
+		ranBy[whose(t, last.identity, a, bw)]++
+	}
+	t.Logf("phase 1: %d jobs, work run by %v", len(phase1), ranBy)
+	// Each took a fair share; 10% each is far below what an even spread gives, and far above zero.
+	require.GreaterOrEqual(t, ranBy[a.name], len(phase1)/10, "worker A ran too few jobs: %v", ranBy)
+	require.GreaterOrEqual(t, ranBy[bw.name], len(phase1)/10, "worker B ran too few jobs: %v", ranBy)
+	requireLedger(ctx, t, store, account, 10_000, all)
+
+	// Phase 2: 20 more jobs; once worker A holds running attempts, kill it without warning.
+	phase2 := submitJobs(ctx, t, st, account, "p2", 20, 5)
+	all = append(all, phase2...)
+	onA := waitForRunningOn(ctx, t, tc, phase2, a)
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	<-a.done
+	require.ErrorContains(t, a.err, "killed")
+	t.Logf("phase 2: killed %s (pid %d) while it ran %d attempts", a.name, a.cmd.Process.Pid, len(onA))
+
+	waitSettled(ctx, t, st, phase2)
+	for _, id := range onA {
+		last := lastRunWork(ctx, t, tc, id)
+		require.Equal(t, bw.name, whose(t, last.identity, a, bw), "job %s: its work was finished by the dead worker?", id)
+		require.GreaterOrEqual(t, last.attempt, int32(2), "job %s: the killed attempt must have been retried", id)
+	}
+	requireLedger(ctx, t, store, account, 10_000, all)
+}
+
+// waitForPollers waits until every process polls both the workflow and the activity task queue.
+func waitForPollers(ctx context.Context, t *testing.T, tc client.Client, queue string, procs ...*workerProcess) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		missing := ""
+		for _, kind := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+			resp, err := tc.DescribeTaskQueue(ctx, queue, kind)
+			require.NoError(t, err)
+			for _, p := range procs {
+				polling := false
+				for _, poller := range resp.GetPollers() {
+					polling = polling || strings.HasPrefix(poller.GetIdentity(), p.identityPrefix())
+				}
+				if !polling {
+					missing = fmt.Sprintf("%s on the %s queue", p.name, kind)
+				}
+			}
+		}
+		if missing == "" {
+			return
+		}
+		for _, p := range procs {
+			select {
+			case <-p.done:
+				t.Fatalf("%s exited before polling: %v", p.name, p.err)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not polling after 30 s", missing)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// submitJobs submits n jobs at once, every failEvery-th one failing every attempt.
+func submitJobs(ctx context.Context, t *testing.T, st *starter.Starter, account, prefix string, n, failEvery int) []multiJob {
+	t.Helper()
+	jobs := make([]multiJob, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range jobs {
+		j := multiJob{id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), want: ledgerdb.StateDelivered}
+		input := "sim:ok"
+		if i%failEvery == failEvery-1 {
+			input, j.want = "sim:fail", ledgerdb.StateRefunded
+		}
+		jobs[i] = j
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub, err := st.Submit(ctx, starter.Job{ID: j.id, AccountID: account, Cost: j.cost, InputRef: input})
+			if err == nil && sub.Status.State != ledgerdb.StateRunning {
+				err = fmt.Errorf("charged into state %s", sub.Status.State)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return jobs
+}
+
+// waitSettled waits until every job reaches a final state, and checks it is the one it must end in.
+func waitSettled(ctx context.Context, t *testing.T, st *starter.Starter, jobs []multiJob) {
+	t.Helper()
+	for _, j := range jobs {
+		s, err := st.Wait(ctx, j.id, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
+		require.NoError(t, err)
+		require.Equal(t, j.want, s.State, "job %s", j.id)
+	}
+}
+
+// runWork is the RunWork attempt that ended a job's work, as its history records it.
+type runWork struct {
+	identity string
+	attempt  int32
+}
+
+// lastRunWork reads the job's history for the last started RunWork attempt. With a retry policy
+// the server writes ActivityTaskStarted only once an attempt ends, with the identity of the
+// worker that ran it and its attempt number — so this is the attempt that ended the work.
+func lastRunWork(ctx context.Context, t *testing.T, tc client.Client, jobID string) runWork {
+	t.Helper()
+	scheduled := map[int64]string{}
+	var last runWork
+	iter := tc.GetWorkflowHistory(ctx, jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			scheduled[e.GetEventId()] = e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			attrs := e.GetActivityTaskStartedEventAttributes()
+			if scheduled[attrs.GetScheduledEventId()] == "RunWork" {
+				last = runWork{identity: attrs.GetIdentity(), attempt: attrs.GetAttempt()}
+			}
+		}
+	}
+	require.NotEmpty(t, last.identity, "job %s: no RunWork attempt in its history", jobID)
+	return last
+}
+
+// whose names the process an identity belongs to.
+func whose(t *testing.T, identity string, procs ...*workerProcess) string {
+	t.Helper()
+	for _, p := range procs {
+		if strings.HasPrefix(identity, p.identityPrefix()) {
+			return p.name
+		}
+	}
+	t.Fatalf("identity %q is none of the test's workers", identity)
+	return ""
+}
+
+// waitForRunningOn waits until p is running at least one job's attempt, and returns those jobs.
+// Running attempts are not in the history yet; DescribeWorkflowExecution's pending activities
+// name the worker that holds each.
+func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, jobs []multiJob, p *workerProcess) []string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var on []string
+		for _, j := range jobs {
+			d, err := tc.DescribeWorkflowExecution(ctx, j.id, "")
+			require.NoError(t, err)
+			for _, pa := range d.GetPendingActivities() {
+				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
+					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) {
+					on = append(on, j.id)
+				}
+			}
+		}
+		if len(on) > 0 {
+			return on
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never ran an attempt of the second batch", p.name)
+	return nil
+}
+
+// requireLedger checks every job's rows — a delivered job one charge of its cost, a refunded one
+// a charge and its refund, nothing else (money rules 2 and 3) — the balance, and the audit.
+func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, account string, granted int64, jobs []multiJob) {
+	t.Helper()
+	rows := map[string][]ledgerdb.Entry{}
+	page := ledgerdb.HistoryPage{Limit: 1000}
+	for {
+		h, err := store.History(ctx, account, page)
+		require.NoError(t, err)
+		for _, e := range h.Entries {
+			rows[e.JobID] = append(rows[e.JobID], e)
+		}
+		if h.NextAfterID == 0 {
+			break
+		}
+		page.AfterID = h.NextAfterID
+	}
+	want := granted
+	for _, j := range jobs {
+		var got []string
+		for _, e := range rows[j.id] {
+			got = append(got, fmt.Sprintf("%s %d", e.Kind, e.Amount))
+		}
+		expect := []string{fmt.Sprintf("charge %d", -j.cost)}
+		if j.want == ledgerdb.StateRefunded {
+			expect = append(expect, fmt.Sprintf("refund %d", j.cost))
+		} else {
+			want -= j.cost
+		}
+		require.Equal(t, expect, got, "job %s (%s): its ledger rows", j.id, j.want)
+	}
+	require.Len(t, rows, len(jobs)+1, "rows of jobs the test did not submit, besides the grant")
+	balance, err := store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, want, balance)
+	ledgertest.RequireSound(t, store, account)
+}
