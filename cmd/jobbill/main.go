@@ -67,6 +67,7 @@ func newRootCommand() *cobra.Command {
 		newBenchLedgerCommand(),
 		newAPICommand(),
 		newBenchWorkflowCommand(),
+		newSystemAuditCommand(),
 	)
 	return root
 }
