@@ -1,0 +1,240 @@
+// Package invariants checks DESIGN.md's money rules across the whole system: the Postgres ledger
+// and the Temporal workflows that move its money. [Check] reads both and reports every job and
+// account that breaks a rule, or that the two sides disagree about:
+//
+//   - a job's ledger rows against its state: at most one charge, refund and reclaim, exactly
+//     those its guard flags record (rule 2), summing to −cost while it is charged and to 0
+//     otherwise (rule 3);
+//   - each account's balance against the sum of its rows, also row by row (rule 6);
+//   - placeholders (state submitting) whose workflow never started or closed without charging;
+//   - MeteredJob workflows whose ID the ledger never saw;
+//   - jobs stuck in submitting or running for longer than their timeouts allow;
+//   - an open workflow whose BillingState search attribute disagrees with the ledger.
+//
+// It only reads. `jobbill audit` is its command; tests call it, scoped to their own account or
+// job-ID prefix, to prove the rules after real jobs ran.
+package invariants
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// Kind names what a violation breaks.
+type Kind string
+
+// The violation kinds.
+const (
+	// KindJobEntries: a job has more than one charge, refund or reclaim row, rows its guard flags
+	// do not record, or rows booked on another account than its own (rule 2).
+	KindJobEntries Kind = "job_entries"
+	// KindJobNet: a job's rows do not sum to what its state says, −cost while charged and 0
+	// otherwise (rule 3).
+	KindJobNet Kind = "job_net"
+	// KindAccountBalance: an account's balance is not the sum of its rows, or a row's
+	// balance_after does not continue the running sum (rule 6).
+	KindAccountBalance Kind = "account_balance"
+	// KindPlaceholderWithoutWorkflow: a job is still submitting and no workflow will ever decide
+	// its charge: none was started under its ID, or it closed without charging.
+	KindPlaceholderWithoutWorkflow Kind = "placeholder_without_workflow"
+	// KindWorkflowWithoutJob: a MeteredJob workflow runs (or ran) under an ID the ledger never saw,
+	// so the starter's placeholder-first rule was bypassed.
+	KindWorkflowWithoutJob Kind = "workflow_without_job"
+	// KindStuckJob: a job has been submitting or running for longer than its timeouts allow.
+	KindStuckJob Kind = "stuck_job"
+	// KindBillingStateMismatch: an open workflow's BillingState search attribute is not the job's
+	// state in the ledger. Closed runs are not compared: they keep the attributes they closed
+	// with, and a job recovered later through the late-result fallback is sound.
+	KindBillingStateMismatch Kind = "billing_state_mismatch"
+)
+
+// Kinds lists every kind, in the order a report lists them.
+func Kinds() []Kind {
+	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
+		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch}
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	// Kind says what is broken.
+	Kind Kind `json:"kind"`
+	// Rule is the DESIGN.md money rule the violation breaks; 0 when it is a disagreement between
+	// the ledger and Temporal rather than a rule of the ledger itself.
+	Rule int `json:"rule,omitempty"`
+	// JobID is the job (or workflow ID); empty for an account's violation.
+	JobID string `json:"job_id,omitempty"`
+	// AccountID is the account, when known.
+	AccountID string `json:"account_id,omitempty"`
+	// Message says what is wrong, in a sentence an operator can act on.
+	Message string `json:"message"`
+}
+
+// Options says what [Check] reads and how strict it is.
+type Options struct {
+	// Ledger is the ledger to check. Required.
+	Ledger *ledgerdb.Store
+	// Temporal is the client to list and describe workflows with. Required.
+	Temporal client.Client
+	// Namespace is the Temporal namespace; "default" when empty.
+	Namespace string
+	// TaskQueue, when set, keeps only workflows started on it. Several ledgers (a deployment's and
+	// the tests', say) may share one namespace, each with its own task queue; without this, the
+	// other ledgers' workflows would all count as workflows without a job row.
+	TaskQueue string
+	// AccountID, when set, checks only this account and its jobs and workflows.
+	AccountID string
+	// JobIDPrefix, when set, checks only jobs and workflows whose ID starts with it, and the
+	// accounts that own such jobs.
+	JobIDPrefix string
+	// StuckAfter is how long a job may stay submitting (since its placeholder was written) or
+	// running (since it was charged) before it counts as stuck; zero takes
+	// StuckAfterFor(workflows.DefaultPolicy()).
+	StuckAfter time.Duration
+	// Grace is how old a placeholder must be before a missing workflow counts: the starter writes
+	// the placeholder first and starts the workflow a moment later, so on a live system a young
+	// placeholder without a workflow is normal. Zero checks every placeholder (quiescent systems
+	// and tests).
+	Grace time.Duration
+}
+
+// StuckAfterFor is the longest a job may legitimately stay running under policy p: every attempt
+// running to its StartToClose timeout, the backoff between them, and a quarter more for the
+// ledger steps and a busy worker. Beyond it the workflow should have delivered or refunded.
+func StuckAfterFor(p workflows.Policy) time.Duration {
+	p = p.WithDefaults()
+	total := time.Duration(p.MaximumAttempts) * p.StartToClose
+	interval := p.InitialInterval
+	for i := int32(1); i < p.MaximumAttempts; i++ {
+		total += min(interval, p.MaximumInterval)
+		interval = time.Duration(float64(interval) * p.BackoffCoefficient)
+	}
+	return total + total/4
+}
+
+// Check reads the ledger and Temporal and reports every violation in scope. An error means the
+// check could not run (a database or Temporal call failed), not that a rule is broken.
+func Check(ctx context.Context, opts Options) (Report, error) {
+	if opts.Ledger == nil || opts.Temporal == nil {
+		return Report{}, errors.New("invariants: Options.Ledger and Options.Temporal are required")
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = StuckAfterFor(workflows.DefaultPolicy())
+	}
+	if strings.ContainsAny(opts.TaskQueue, `'"\`) {
+		// It is quoted into a visibility query.
+		return Report{}, fmt.Errorf("invariants: task queue %q: quotes and backslashes are not allowed", opts.TaskQueue)
+	}
+	snap, err := opts.Ledger.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{AccountID: opts.AccountID, JobIDPrefix: opts.JobIDPrefix})
+	if err != nil {
+		return Report{}, err
+	}
+	report := newReport(opts, snap)
+	report.Violations = append(report.Violations, CheckLedger(snap)...)
+
+	// The workflows are read after the ledger: a job submitted meanwhile then has a workflow but
+	// no row in the snapshot, and the per-ID lookup in checkWorkflowsWithoutJob finds it.
+	c := &temporalCheck{opts: opts, snap: snap, report: &report}
+	if err := c.run(ctx); err != nil {
+		return Report{}, err
+	}
+	report.sort()
+	return report, nil
+}
+
+// CheckLedger checks money rules 2, 3 and 6 on a ledger snapshot alone; [Check] calls it. It
+// takes the rows as input so that a test can check it on a snapshot read inside a transaction it
+// rolls back, or on rows the database would never accept (two charges of one job).
+func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
+	var out []Violation
+	for _, a := range snap.Accounts {
+		if a.Balance != a.EntrySum {
+			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: balance is %d but its %d ledger rows sum to %d (off by %+d).",
+					a.AccountID, a.Balance, a.Entries, a.EntrySum, a.Balance-a.EntrySum)})
+		}
+		if a.ChainBreaks > 0 {
+			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: %d ledger rows have a balance_after that is not the running sum of the rows before them (first: row %d), so the balance did not equal the sum of the rows when they committed.",
+					a.AccountID, a.ChainBreaks, a.FirstChainBreak)})
+		}
+	}
+	for _, t := range snap.Jobs {
+		j := t.Job
+		for _, k := range []struct {
+			kind  ledgerdb.EntryKind
+			rows  int
+			flag  bool
+			named string
+		}{
+			{ledgerdb.KindCharge, t.Charges, j.IsCharged, "is_charged"},
+			{ledgerdb.KindRefund, t.Refunds, j.IsRefunded, "is_refunded"},
+			{ledgerdb.KindReclaim, t.Reclaims, j.IsReclaimed, "is_reclaimed"},
+		} {
+			want := 0
+			if k.flag {
+				want = 1
+			}
+			switch {
+			case k.rows > 1:
+				out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
+					Message: fmt.Sprintf("job %s (%s, cost %d) has %d %s rows; a job has at most one.", j.ID, j.State, j.Cost, k.rows, k.kind)})
+			case k.rows != want:
+				out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
+					Message: fmt.Sprintf("job %s (%s, cost %d) has %d %s rows but its guard flag %s is %t.", j.ID, j.State, j.Cost, k.rows, k.kind, k.named, k.flag)})
+			}
+		}
+		if t.ForeignEntries > 0 {
+			out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
+				Message: fmt.Sprintf("job %s has %d ledger rows booked on another account than its own (%s).", j.ID, t.ForeignEntries, j.AccountID)})
+		}
+		if t.EntrySum != j.Net() {
+			out = append(out, Violation{Kind: KindJobNet, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
+				Message: fmt.Sprintf("job %s (%s, cost %d): its ledger rows sum to %d, but its state says %d (%s).",
+					j.ID, describeState(j), j.Cost, t.EntrySum, j.Net(), j.MoneyState())})
+		}
+	}
+	return out
+}
+
+// describeState names a job's state, with the state a tombstone was deleted from.
+func describeState(j ledgerdb.Job) string {
+	if j.State == ledgerdb.StateDeleted {
+		return fmt.Sprintf("deleted from %s", j.StateBeforeDelete)
+	}
+	return string(j.State)
+}
+
+// sort orders violations by kind (in [Kinds] order), then account, then job, so that two runs
+// over the same data print the same report.
+func (r *Report) sort() {
+	rank := map[Kind]int{}
+	for i, k := range Kinds() {
+		rank[k] = i
+	}
+	slices.SortStableFunc(r.Violations, func(a, b Violation) int {
+		if d := rank[a.Kind] - rank[b.Kind]; d != 0 {
+			return d
+		}
+		if c := strings.Compare(a.AccountID, b.AccountID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.JobID, b.JobID)
+	})
+	r.Counts.ByKind = map[Kind]int{}
+	for _, v := range r.Violations {
+		r.Counts.ByKind[v.Kind]++
+	}
+	r.Counts.Violations = len(r.Violations)
+}

@@ -1,0 +1,536 @@
+package invariants_test
+
+// The checker against the real Postgres test database and the real Temporal dev server: real jobs
+// through an in-process worker pass it; then each violation kind is provoked the way production
+// could provoke it, without leaving the shared database or namespace broken for other tests (each
+// test checks only its own job-ID prefix, and heals what it broke before it ends).
+//
+// They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
+// runs both).
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/invariants"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// simulatedDuration is how long a simulated attempt works: short, so a job settles in about a
+// second, and long enough that a result signal sent after the refund is not a race.
+const simulatedDuration = 300 * time.Millisecond
+
+// testPolicy fails a job for good after one attempt and closes its workflow a second after the
+// refund, so every story here settles within a few seconds.
+func testPolicy() workflows.Policy {
+	return workflows.Policy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Second,
+		MaximumAttempts:    1,
+		StartToClose:       2 * time.Second,
+		HeartbeatTimeout:   2 * time.Second,
+		LateResultWindow:   time.Second,
+	}
+}
+
+// env is the process's worker on a task queue of its own, and the clients the tests share.
+type env struct {
+	cfg    worker.Config
+	client client.Client
+	store  *ledgerdb.Store
+}
+
+var (
+	envOnce   sync.Once
+	sharedEnv *env
+	envErr    error
+)
+
+// newEnv starts the in-process worker on first use. It fails the test, never skips it, when the
+// dev server cannot be reached: CI must not pass by not checking.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store := ledgertest.Store(t)
+	envOnce.Do(func() { sharedEnv, envErr = startEnv(store) })
+	if envErr != nil {
+		t.Fatalf("these tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", envErr)
+	}
+	return sharedEnv
+}
+
+func startEnv(store *ledgerdb.Store) (*env, error) {
+	cfg := worker.DefaultConfig()
+	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
+		cfg.Temporal.Address = addr
+	}
+	// A task queue of its own: no other test process's worker takes these tasks, and the checker,
+	// scoped to it, sees no other process's workflows.
+	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-invariants-%d-%s", os.Getpid(), randomHex(4))
+	cfg.Runner.Simulated.Duration = simulatedDuration
+	cfg.Runner.Simulated.FailureRate = 0
+	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tc, err := worker.Dial(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	w := worker.New(cfg, tc, store, worker.NewStarter(cfg, tc, store))
+	if err := w.Start(); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
+	}
+	// The worker lives as long as the test process; the tests share it and run in parallel.
+	return &env{cfg: cfg, client: tc, store: store}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// prefix is a job-ID prefix unique to one test run, which scopes the test's check to its own jobs.
+func prefix(tag string) string { return fmt.Sprintf("inv-%s-%s-", tag, randomHex(4)) }
+
+func (e *env) starter() *starter.Starter {
+	return starter.New(starter.Options{
+		Temporal: e.client, Ledger: e.store, TaskQueue: e.cfg.Temporal.TaskQueue,
+		Namespace: e.cfg.Temporal.Namespace, Policy: testPolicy(),
+	})
+}
+
+// check runs the checker over the test's own jobs and workflows.
+func (e *env) check(t *testing.T, jobPrefix string, edit ...func(*invariants.Options)) invariants.Report {
+	t.Helper()
+	opts := invariants.Options{
+		Ledger: e.store, Temporal: e.client, Namespace: e.cfg.Temporal.Namespace,
+		TaskQueue: e.cfg.Temporal.TaskQueue, JobIDPrefix: jobPrefix,
+	}
+	for _, f := range edit {
+		f(&opts)
+	}
+	report, err := invariants.Check(testContext(t), opts)
+	require.NoError(t, err)
+	return report
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// requireOnly fails unless the report holds exactly one violation, of kind, for jobID.
+func requireOnly(t *testing.T, report invariants.Report, kind invariants.Kind, jobID string) invariants.Violation {
+	t.Helper()
+	var text bytes.Buffer
+	require.NoError(t, report.WriteText(&text))
+	require.Len(t, report.Violations, 1, "want one %s violation for %s; the report:\n%s", kind, jobID, text.String())
+	v := report.Violations[0]
+	require.Equal(t, kind, v.Kind, text.String())
+	require.Equal(t, jobID, v.JobID, text.String())
+	require.False(t, report.OK())
+	t.Logf("reported as expected:\n%s", text.String())
+	return v
+}
+
+// requireOK fails with the text report unless the check found nothing.
+func requireOK(t *testing.T, report invariants.Report) {
+	t.Helper()
+	var text bytes.Buffer
+	require.NoError(t, report.WriteText(&text))
+	require.True(t, report.OK(), "the check found violations:\n%s", text.String())
+}
+
+// waitBillingState waits until the workflow's own search attributes (not visibility, which lags)
+// show state.
+func (e *env) waitBillingState(t *testing.T, id string, state ledgerdb.State) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		d, err := e.client.DescribeWorkflow(testContext(t), id, "")
+		if err != nil {
+			return false
+		}
+		got, _ := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
+		return got == string(state)
+	}, 30*time.Second, 100*time.Millisecond, "workflow %s never showed BillingState %s", id, state)
+}
+
+// TestCleanJobsPass runs real jobs through the worker to every end a job can reach — delivered,
+// rejected, refunded (workflow closed), recovered through the late-result fallback after its
+// workflow closed (so its closed run still says refunded), deleted, and refunded with its
+// workflow still open — and checks that the checker finds nothing: money rules 2, 3 and 6 hold,
+// and the workflows agree with the ledger. ledgerdb's own Audit agrees on each account.
+func TestCleanJobsPass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	st := e.starter()
+	acct := ledgertest.Account(t, e.store, 1_000)
+	poor := ledgertest.Account(t, e.store, 5)
+	p := prefix("clean")
+	const cost = 40
+
+	submit := func(st *starter.Starter, name, account, input string, want error) string {
+		id := p + name
+		_, err := st.Submit(ctx, starter.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
+		if want == nil {
+			require.NoError(t, err, id)
+		} else {
+			require.ErrorIs(t, err, want, id)
+		}
+		return id
+	}
+	delivered := submit(st, "delivered", acct, "sim:ok", nil)
+	submit(st, "rejected", poor, "sim:ok", ledgerdb.ErrInsufficientCredits)
+	refunded := submit(st, "refunded", acct, "sim:fail", nil)
+	recovered := submit(st, "recovered", acct, "sim:fail", nil)
+	deleted := submit(st, "deleted", acct, "sim:ok", nil)
+	longWindow := testPolicy()
+	longWindow.LateResultWindow = 30 * time.Second
+	openStarter := starter.New(starter.Options{Temporal: e.client, Ledger: e.store,
+		TaskQueue: e.cfg.Temporal.TaskQueue, Namespace: e.cfg.Temporal.Namespace, Policy: longWindow})
+	open := submit(openStarter, "open", acct, "sim:fail", nil)
+
+	for _, id := range []string{delivered, deleted} {
+		_, err := st.Wait(ctx, id, ledgerdb.StateDelivered)
+		require.NoError(t, err)
+	}
+	_, err := st.Delete(ctx, deleted)
+	require.NoError(t, err)
+	for _, id := range []string{refunded, recovered} {
+		_, err := st.Wait(ctx, id, ledgerdb.StateRefunded)
+		require.NoError(t, err)
+		require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
+	}
+	rep, err := st.ReportResult(ctx, recovered, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	require.Equal(t, "fallback", rep.Path)
+	require.Equal(t, ledgerdb.StateRecovered, rep.Status.State)
+	_, err = st.Wait(ctx, open, ledgerdb.StateRefunded)
+	require.NoError(t, err)
+	e.waitBillingState(t, open, ledgerdb.StateRefunded)
+
+	report := e.check(t, p)
+	requireOK(t, report)
+	require.Equal(t, 6, report.Counts.Jobs)
+	require.Equal(t, map[ledgerdb.State]int{
+		ledgerdb.StateDelivered: 1, ledgerdb.StateRejected: 1, ledgerdb.StateRefunded: 2,
+		ledgerdb.StateRecovered: 1, ledgerdb.StateDeleted: 1,
+	}, report.Counts.JobsByState)
+	require.Equal(t, 2, report.Counts.Accounts)
+	require.GreaterOrEqual(t, report.Counts.Workflows, 6)
+	require.Equal(t, 1, report.Counts.OpenWorkflows, "the refunded job with the long window is still listening")
+	ledgertest.RequireSound(t, e.store, acct, poor)
+
+	// The same check scoped to one account sees only that account's jobs.
+	byAccount := e.check(t, "", func(o *invariants.Options) { o.AccountID = poor })
+	requireOK(t, byAccount)
+	require.Equal(t, 1, byAccount.Counts.Jobs)
+	require.Equal(t, 1, byAccount.Counts.Accounts)
+	// An account that does not exist is an error, not a pass that checked nothing.
+	_, err = invariants.Check(ctx, invariants.Options{Ledger: e.store, Temporal: e.client, AccountID: "no-such-" + p[:len(p)-1]})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+
+	// Leave nothing open behind: the late result recovers the last job.
+	_, err = st.ReportResult(ctx, open, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	require.NoError(t, e.client.GetWorkflow(ctx, open, "").Get(ctx, nil))
+	requireOK(t, e.check(t, p))
+}
+
+// TestPlaceholderWithoutWorkflow is a starter that stopped between writing the placeholder and
+// starting the workflow (seed 004's placeholder-first rule, which protects rule 7): the job stays
+// submitting with nothing to decide its charge. The checker reports it unless it is younger than
+// the grace; submitting the same ID again starts the workflow and heals it. The account has no
+// credits, so the healed job ends rejected and charges nothing.
+func TestPlaceholderWithoutWorkflow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.store, 0)
+	p := prefix("placeholder")
+	id := p + "orphan"
+	job := starter.Job{ID: id, AccountID: acct, Cost: 25, InputRef: "sim:ok"}
+	_, err := e.store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: job.Cost, Request: []byte(job.InputRef)})
+	require.NoError(t, err)
+
+	v := requireOnly(t, e.check(t, p), invariants.KindPlaceholderWithoutWorkflow, id)
+	require.Equal(t, acct, v.AccountID)
+	require.Contains(t, v.Message, "no workflow was ever started")
+
+	// A placeholder younger than the grace is a submission in flight, not an orphan.
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
+
+	// The text and JSON reports say the same.
+	report := e.check(t, p)
+	var js bytes.Buffer
+	require.NoError(t, report.WriteJSON(&js))
+	var decoded struct {
+		OK     bool `json:"ok"`
+		Counts struct {
+			Violations int            `json:"violations"`
+			ByKind     map[string]int `json:"violations_by_kind"`
+		} `json:"counts"`
+		Violations []invariants.Violation `json:"violations"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded), js.String())
+	require.False(t, decoded.OK)
+	require.Equal(t, 1, decoded.Counts.Violations)
+	require.Equal(t, map[string]int{string(invariants.KindPlaceholderWithoutWorkflow): 1}, decoded.Counts.ByKind)
+	require.Equal(t, report.Violations, decoded.Violations)
+
+	// Heal: the same submission again starts the workflow, which rejects the unpaid job.
+	_, err = e.starter().Submit(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+	require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	requireOK(t, e.check(t, p))
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the starter, under an ID
+// the ledger never saw. The workflow's charge finds no job (JobNotFound, non-retryable) and the
+// workflow fails having charged nothing — but Temporal now holds an ID the ledger never reserved
+// (rule 7), which the checker reports. The test deletes the workflow execution afterwards.
+func TestWorkflowWithoutJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	p := prefix("nojob")
+	id := p + "ghost"
+	in := workflows.JobInput{JobID: id, AccountID: acct, Cost: 10, Work: activities.WorkRequest{InputRef: "sim:ok"}, Policy: testPolicy()}
+	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: e.cfg.Temporal.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.BillingStateKey.ValueSet(string(ledgerdb.StateSubmitting)),
+			workflows.AccountIDKey.ValueSet(acct),
+		),
+	}, workflows.MeteredJob, in)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Remove the execution, so that no later listing of the namespace meets it.
+		_, err := e.client.WorkflowService().DeleteWorkflowExecution(context.Background(), &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace:         e.cfg.Temporal.Namespace,
+			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: run.GetRunID()},
+		})
+		if err != nil {
+			t.Logf("deleting workflow %s: %v", id, err)
+		}
+	})
+
+	// What the workflow does: it fails with the charge's JobNotFound, and charges nothing.
+	err = run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "want the charge's application error, got %v", err)
+	require.Equal(t, activities.ErrorTypeJobNotFound, appErr.Type())
+	d, err := e.client.DescribeWorkflow(ctx, id, "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, d.Status)
+	balance, err := e.store.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, balance, "nothing was charged")
+
+	// Visibility catches up with the close shortly after.
+	var report invariants.Report
+	require.Eventually(t, func() bool {
+		// Not e.check: a failing require must not run on Eventually's goroutine.
+		var err error
+		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.store, Temporal: e.client,
+			Namespace: e.cfg.Temporal.Namespace, TaskQueue: e.cfg.Temporal.TaskQueue, JobIDPrefix: p})
+		return err == nil && len(report.Violations) == 1 && strings.Contains(report.Violations[0].Message, "closed as Failed")
+	}, 15*time.Second, 200*time.Millisecond, "the check never reported the failed workflow")
+	v := requireOnly(t, report, invariants.KindWorkflowWithoutJob, id)
+	require.Equal(t, acct, v.AccountID)
+	require.Contains(t, v.Message, "JobNotFound")
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestStuckJob charges a job through the ledger alone, with no workflow to run, deliver or refund
+// it: it sits running, charged, forever. Within its timeouts that is normal; beyond StuckAfter
+// the checker reports it. Money rules 2, 3 and 6 still hold (the charge row matches the state),
+// which is exactly why only the age catches it. The test refunds it afterwards.
+func TestStuckJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	p := prefix("stuck")
+	id := p + "charged"
+	_, err := e.store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
+	require.NoError(t, err)
+	_, err = e.store.Charge(ctx, id)
+	require.NoError(t, err)
+
+	// Within the default timeouts (well over an hour), a running job is not stuck.
+	requireOK(t, e.check(t, p))
+
+	time.Sleep(50 * time.Millisecond)
+	v := requireOnly(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }),
+		invariants.KindStuckJob, id)
+	require.Contains(t, v.Message, "has been running (charged 30 credits)")
+	require.Contains(t, v.Message, "it has no workflow")
+
+	_, err = e.store.Refund(ctx, id, "invariants test: stuck job released", 0)
+	require.NoError(t, err)
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }))
+	ledgertest.RequireSound(t, e.store, acct)
+}
+
+// TestBillingStateMismatch reclaims a refunded job through the ledger behind the back of its
+// workflow, which is still open and listening for a late result: the workflow says refunded, the
+// ledger recovered. The checker reports the open workflow's disagreement (the workflow's state
+// must be the ledger's answer); money rules 2, 3 and 6 hold, since the reclaim itself was guarded.
+// A late result then settles the workflow as recovered and the check passes again.
+func TestBillingStateMismatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.store, 100)
+	p := prefix("mismatch")
+	id := p + "behind-its-back"
+	policy := testPolicy()
+	policy.LateResultWindow = 30 * time.Second
+	st := starter.New(starter.Options{Temporal: e.client, Ledger: e.store,
+		TaskQueue: e.cfg.Temporal.TaskQueue, Namespace: e.cfg.Temporal.Namespace, Policy: policy})
+	_, err := st.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 20, InputRef: "sim:fail"})
+	require.NoError(t, err)
+	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
+	require.NoError(t, err)
+	e.waitBillingState(t, id, ledgerdb.StateRefunded)
+	requireOK(t, e.check(t, p))
+
+	_, err = e.store.Reclaim(ctx, id)
+	require.NoError(t, err)
+	v := requireOnly(t, e.check(t, p), invariants.KindBillingStateMismatch, id)
+	require.Contains(t, v.Message, "BillingState refunded, but the ledger says recovered")
+	ledgertest.RequireSound(t, e.store, acct)
+
+	rep, err := st.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	require.Equal(t, "signal", rep.Path)
+	require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	requireOK(t, e.check(t, p))
+}
+
+// TestLedgerRulesInRolledBackTransaction breaks money rules 2, 3 and 6 inside a transaction that
+// it rolls back, and reads the snapshot through that transaction: a grant row whose balance_after
+// does not continue the running sum, booked without moving the balance (rule 6, twice), and a
+// delivered job flagged refunded without its refund row (rule 2: flags without rows; rule 3: its
+// rows sum to −cost, its state says 0). After the rollback the same check finds nothing.
+func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
+	t.Parallel()
+	store := ledgertest.Store(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, store, 100)
+	p := prefix("rollback")
+	id := p + "delivered"
+	_, err := store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte("x")})
+	require.NoError(t, err)
+	_, err = store.Charge(ctx, id)
+	require.NoError(t, err)
+	_, err = store.Deliver(ctx, id, 1)
+	require.NoError(t, err)
+
+	scope := ledgerdb.SnapshotScope{JobIDPrefix: p}
+	tx, err := store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
+		VALUES ($1, 'grant', 7, 999, 'invariants-test')`, acct)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, scope)
+	require.NoError(t, err)
+	got := map[invariants.Kind][]string{}
+	for _, v := range invariants.CheckLedger(snap) {
+		t.Logf("%s (rule %d): %s", v.Kind, v.Rule, v.Message)
+		got[v.Kind] = append(got[v.Kind], v.Message)
+	}
+	require.Len(t, got[invariants.KindAccountBalance], 2, "balance ≠ sum of rows, and a broken balance_after chain")
+	require.Contains(t, got[invariants.KindAccountBalance][0], "balance is 60 but its 3 ledger rows sum to 67")
+	require.Len(t, got[invariants.KindJobEntries], 1)
+	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flag is_refunded is true")
+	require.Len(t, got[invariants.KindJobNet], 1)
+	require.Contains(t, got[invariants.KindJobNet][0], "its ledger rows sum to -40, but its state says 0")
+	require.NoError(t, tx.Rollback(ctx))
+
+	snap, err = store.LedgerSnapshot(ctx, scope)
+	require.NoError(t, err)
+	require.Empty(t, invariants.CheckLedger(snap), "the rollback left the ledger sound")
+	ledgertest.RequireSound(t, store, acct)
+}
+
+// TestCheckLedgerOnRows checks rules 2 and 3 on rows the database refuses to hold (its UNIQUE
+// constraint on (job, kind) and its guards stop them first): a job charged twice (−2×cost), a
+// refund with no charge (+cost), a recovered job short of its reclaim; and one sound job of each
+// settled state, which must pass.
+func TestCheckLedgerOnRows(t *testing.T) {
+	t.Parallel()
+	job := func(id string, state ledgerdb.State, charged, refunded, reclaimed bool) ledgerdb.Job {
+		return ledgerdb.Job{ID: id, AccountID: "acme", Cost: 40, State: state,
+			IsCharged: charged, IsRefunded: refunded, IsReclaimed: reclaimed}
+	}
+	snap := ledgerdb.LedgerSnapshot{
+		Accounts: []ledgerdb.AccountTotals{{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9}},
+		Jobs: []ledgerdb.JobTotals{
+			{Job: job("sound-delivered", ledgerdb.StateDelivered, true, false, false), Charges: 1, EntrySum: -40},
+			{Job: job("sound-refunded", ledgerdb.StateRefunded, true, true, false), Charges: 1, Refunds: 1, EntrySum: 0},
+			{Job: job("sound-recovered", ledgerdb.StateRecovered, true, true, true), Charges: 1, Refunds: 1, Reclaims: 1, EntrySum: -40},
+			{Job: job("sound-rejected", ledgerdb.StateRejected, false, false, false)},
+			{Job: job("charged-twice", ledgerdb.StateDelivered, true, false, false), Charges: 2, EntrySum: -80},
+			{Job: job("refund-only", ledgerdb.StateRejected, false, false, false), Refunds: 1, EntrySum: 40},
+			{Job: job("short-reclaim", ledgerdb.StateRecovered, true, true, true), Charges: 1, Refunds: 1, EntrySum: 0},
+		},
+	}
+	type key struct {
+		kind invariants.Kind
+		job  string
+	}
+	got := map[key]string{}
+	for _, v := range invariants.CheckLedger(snap) {
+		got[key{v.Kind, v.JobID}] = v.Message
+	}
+	want := map[key]string{
+		{invariants.KindJobEntries, "charged-twice"}: "has 2 charge rows; a job has at most one",
+		{invariants.KindJobNet, "charged-twice"}:     "rows sum to -80, but its state says -40",
+		{invariants.KindJobEntries, "refund-only"}:   "has 1 refund rows but its guard flag is_refunded is false",
+		{invariants.KindJobNet, "refund-only"}:       "rows sum to 40, but its state says 0",
+		{invariants.KindJobEntries, "short-reclaim"}: "has 0 reclaim rows but its guard flag is_reclaimed is true",
+		{invariants.KindJobNet, "short-reclaim"}:     "rows sum to 0, but its state says -40",
+	}
+	require.Len(t, got, len(want), "%v", got)
+	for k, fragment := range want {
+		require.Contains(t, got[k], fragment, "%s of %s", k.kind, k.job)
+	}
+}
