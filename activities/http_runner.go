@@ -35,6 +35,25 @@ type HTTPRunner struct {
 	PollInterval time.Duration
 	// Client sends the requests; http.DefaultClient when nil. Its timeout bounds each request.
 	Client *http.Client
+	// Reporter takes a success the runner saw only after its attempt's deadline; without one
+	// such a result relies on the service reporting it late.
+	Reporter LateResultReporter
+}
+
+// lateReportTimeout bounds a late report, so a dead reporter cannot hold a goroutine forever.
+const lateReportTimeout = time.Minute
+
+// reportLate hands a result to the reporter in the background: the attempt is over, and its
+// context with it.
+func (r *HTTPRunner) reportLate(ctx context.Context, jobID string, res WorkResult) {
+	if r.Reporter == nil {
+		return
+	}
+	go func() {
+		reportCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateReportTimeout)
+		defer cancel()
+		_ = r.Reporter.ReportLateResult(reportCtx, jobID, res)
+	}()
 }
 
 type httpRunRequest struct {
@@ -84,6 +103,15 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 		var state httpRunState
 		err := r.do(ctx, http.MethodGet, runPath, nil, &state)
 		switch {
+		case err == nil && state.Status == "succeeded":
+			// A success seen as the deadline passes is still a success: Temporal may refuse this
+			// attempt's answer, so it also goes to the reporter, which settles it as a late result
+			// (the ledger reclaims once however often it hears of it).
+			res := WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt}
+			if ctx.Err() != nil {
+				r.reportLate(ctx, req.JobID, res)
+			}
+			return res, nil
 		case ctx.Err() != nil:
 			r.cancel(runPath)
 			return WorkResult{}, ctx.Err()
@@ -91,8 +119,6 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 			// Keep polling: the deadline, not a flaky answer, ends the attempt.
 		case err != nil:
 			return WorkResult{}, fmt.Errorf("polling run %s of job %q: %w", started.RunID, req.JobID, err)
-		case state.Status == "succeeded":
-			return WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt}, nil
 		case state.Status == "failed":
 			failure := fmt.Errorf("run %s of job %q failed: %s", started.RunID, req.JobID, state.Error)
 			if state.Permanent {

@@ -140,6 +140,12 @@ func runWithHeartbeats(ctx context.Context, r Runner, req WorkRequest, every tim
 		case <-ticker.C:
 			heartbeat()
 		case <-ctx.Done():
+			// An answer that arrived with the deadline is still the work's answer.
+			select {
+			case ans := <-done:
+				return ans.res, ans.err
+			default:
+			}
 			return WorkResult{}, ctx.Err()
 		}
 	}

@@ -20,6 +20,13 @@
 // operation may be delivered twice, or concurrently, and the ledger ends the same. Each call says
 // what it did through [Outcome]: [Applied], [AlreadyApplied] or [NotApplied].
 //
+// # Roles
+//
+// [Migrate] runs as the schema's owner. The service opens its [Store] as the application role
+// jobbill_app, which migration 005 lets read every table and call the money functions, and
+// nothing more: it cannot write a table directly (so not rewrite a ledger row either) nor change
+// the schema. The functions run as their owner (SECURITY DEFINER), so they are the only way in.
+//
 // # Errors
 //
 // Business refusals are sentinel errors for [errors.Is] ([ErrInsufficientCredits], [ErrGone],
@@ -32,7 +39,7 @@
 //	if err != nil { ... }
 //	defer store.Close()
 //	_, _ = store.OpenAccount(ctx, "acme")
-//	_, _ = store.Grant(ctx, ledgerdb.Grant{AccountID: "acme", Amount: 100, Key: "invoice-7"})
-//	_, _ = store.Submit(ctx, ledgerdb.Submission{JobID: "render-1", AccountID: "acme", Cost: 40})
+//	_, _ = store.Grant(ctx, ledgerdb.Credit{AccountID: "acme", Amount: 100, Key: "invoice-7"})
+//	_, _ = store.Submit(ctx, ledgerdb.Submission{JobID: "render-1", AccountID: "acme", Cost: 40, Request: []byte(`{"scene":"intro"}`)})
 //	charge, err := store.Charge(ctx, "render-1") // charge.Outcome == ledgerdb.Applied
 package ledgerdb

@@ -28,7 +28,7 @@ func Open(ctx context.Context, connString string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// New wraps a pool the caller owns; Close on the Store then closes it.
+// New wraps an open pool in a Store. The Store takes the pool over: its Close closes the pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Pool is the underlying connection pool, for health checks and tests.

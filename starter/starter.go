@@ -219,6 +219,11 @@ func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 		if readErr != nil {
 			return Status{}, readErr
 		}
+		if len(request) == 0 {
+			// A job from before the ledger kept requests: running it on no input would charge
+			// again (on success) for work that never saw the job's input.
+			return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", jobID)
+		}
 		in := workflows.JobInput{
 			JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
 			Work: activities.WorkRequest{InputRef: string(request)},

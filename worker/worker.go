@@ -72,11 +72,13 @@ func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter
 
 func newRunner(c RunnerConfig, reporter activities.LateResultReporter) activities.Runner {
 	if c.Kind == "http" {
-		// Late results of a real GPU service come back through its own call to jobbill.
+		// Late results of a real GPU service come back through its own call to jobbill, and
+		// through the reporter when the runner itself saw the success too late.
 		return &activities.HTTPRunner{
 			BaseURL:      c.HTTP.URL,
 			PollInterval: c.HTTP.PollInterval,
 			Client:       &http.Client{Timeout: c.HTTP.RequestTimeout},
+			Reporter:     reporter,
 		}
 	}
 	return &activities.SimulatedRunner{

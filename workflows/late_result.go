@@ -16,8 +16,9 @@ const LateResultWorkflowType = "LateResult"
 
 // LateResultWorkflowID is the workflow ID of the late-result fallback for a job. It is
 // deterministic, so that reports of the same result that race each other meet in one workflow,
-// and the UI lists the fallback next to the job it belongs to.
-func LateResultWorkflowID(jobID string) string { return "late-result:" + jobID }
+// and the UI lists the fallback next to the job it belongs to. The "/" can never appear in a job
+// ID (ledgerdb.ValidateID), so no client's job can take a fallback's ID, nor a fallback a job's.
+func LateResultWorkflowID(jobID string) string { return "late-result/" + jobID }
 
 // LateResultInput starts the fallback for a result that landed after the job's workflow closed.
 type LateResultInput struct {

@@ -9,7 +9,10 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -360,6 +363,10 @@ func (j *meteredJob) ledgerStep(ctx workflow.Context, summary string, activity, 
 // Backoff") before the next attempt, so the workflow task never outlives its timeout. A worker
 // that dies mid-step runs the step again on replay; the ledger's guards answer AlreadyApplied.
 func ledgerStep(ctx workflow.Context, summary string, activity, input any) (activities.LedgerResult, error) {
+	// A ledger step runs to its end even when the workflow is being cancelled: the refund of a
+	// job whose work was cancelled is the compensation of its charge (the saga pattern), and a
+	// cancelled context would fail it at once and leave the job charged for nothing.
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	retry := &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
 		BackoffCoefficient:     2,
@@ -511,11 +518,25 @@ func afterAttempts(n int) string {
 
 // shorten keeps a runner's message short enough for a refund reason (the ledger keeps at most
 // ledgerdb.MaxTextLength bytes) and a one-line summary.
+//
+// The message comes from a GPU service and may be anything; the ledger refuses a reason that is
+// not valid UTF-8, holds NUL or is longer than ledgerdb.MaxTextLength bytes, and a refused reason
+// must never block a refund. So control characters become spaces and the cut is by bytes, at a
+// rune boundary, well under the limit with the reason's own words around it.
 func shorten(s string) string {
-	const maxRunes = 160
-	r := []rune(s)
-	if len(r) <= maxRunes {
+	const maxBytes = 240
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	if len(s) <= maxBytes {
 		return s
 	}
-	return string(r[:maxRunes]) + "…"
+	cut := maxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

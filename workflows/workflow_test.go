@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -589,4 +591,51 @@ func TestLateResultFallback(t *testing.T) {
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds("deleted"))
 	require.Equal(t, int64(200-2*cost), ledger.Balance(account))
+}
+
+// TestAnyRunnerMessageStillRefunds protects money rule 3: whatever a GPU service says when it
+// fails — a long message, NUL, invalid UTF-8 — the refund reason stays within what the ledger
+// accepts, so the job is refunded rather than left charged for work it never got.
+func TestAnyRunnerMessageStillRefunds(t *testing.T) {
+	for name, msg := range map[string]string{
+		"200 emoji":    strings.Repeat("🔥", 200),
+		"NUL":          "GPU\x00lost",
+		"invalid utf8": "bad \xff\xfe bytes " + strings.Repeat("x", 600),
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, "odd-message", 100, func(_ context.Context, req activities.WorkRequest, _ int) (activities.WorkResult, error) {
+				return activities.WorkResult{}, temporal.NewApplicationErrorWithOptions(msg, activities.ErrorTypeWorkFailedPermanently,
+					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.WorkFailure{Attempt: req.Attempt, Message: msg}}})
+			})
+			status := h.run()
+			require.Equal(t, refunded, status.State)
+			require.LessOrEqual(t, len(status.Reason), ledgerdb.MaxTextLength)
+			require.True(t, utf8.ValidString(status.Reason))
+			require.NotContains(t, status.Reason, "\x00")
+			h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		})
+	}
+}
+
+// TestCancelledWorkflowRefunds protects money rule 3 when an operator cancels a job's workflow
+// while its work runs: the work never delivered, so the charge is refunded (the compensation runs
+// on a disconnected context) instead of being left standing with nobody to give it back.
+func TestCancelledWorkflowRefunds(t *testing.T) {
+	// The SDK's test environment never cancels a running activity's context; a real attempt
+	// would end by its heartbeat. Here the attempt just outlasts the cancellation.
+	h := newHarness(t, "cancelled", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
+		time.Sleep(200 * time.Millisecond)
+		return activities.WorkResult{}, temporal.NewCanceledError()
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
+	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
+		JobID: h.jobID, AccountID: account, Cost: cost,
+		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
+	})
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.NoError(t, h.ledger.Audit(), "money rules 2 and 6")
+	job, ok := h.ledger.Job(h.jobID)
+	require.True(t, ok)
+	require.Equal(t, refunded, job.State, "workflow error: %v", h.env.GetWorkflowError())
+	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }

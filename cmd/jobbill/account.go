@@ -45,7 +45,7 @@ func newAccountCommand() *cobra.Command {
 			}),
 		},
 		newHistoryCommand(),
-		newAuditCommand(),
+		newAccountAuditCommand(),
 	)
 	return account
 }
@@ -107,7 +107,7 @@ func printEntries(cmd *cobra.Command, entries []ledgerdb.Entry) {
 	_ = w.Flush()
 }
 
-func newAuditCommand() *cobra.Command {
+func newAccountAuditCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "audit ACCOUNT",

@@ -11,10 +11,10 @@ import (
 	"github.com/jobbill/jobbill/worker"
 )
 
-// newSystemAuditCommand is `jobbill audit`, the whole-system checker: the ledger and Temporal
+// newAuditCommand is `jobbill audit`, the whole-system checker: the ledger and Temporal
 // together, every job and account in scope. (`jobbill account audit ACCOUNT` replays one
-// account's ledger alone; its constructor already holds the name newAuditCommand.)
-func newSystemAuditCommand() *cobra.Command {
+// account's ledger alone.)
+func newAuditCommand() *cobra.Command {
 	var (
 		opts         invariants.Options
 		asJSON       bool

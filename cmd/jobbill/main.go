@@ -50,10 +50,12 @@ func newRootCommand() *cobra.Command {
 	}
 	flags := root.PersistentFlags()
 	flags.StringVar(&configFile, "config", "", "YAML configuration file (keys as in worker.Config)")
-	flags.String("database-url", worker.DefaultConfig().DatabaseURL, "Postgres URL of the ledger (env JOBBILL_DATABASE_URL)")
+	flags.String("database-url", worker.DefaultConfig().DatabaseURL, "Postgres URL of the ledger, as the application role (env JOBBILL_DATABASE_URL)")
+	flags.String("migrate-database-url", worker.DefaultConfig().MigrateDatabaseURL, "Postgres URL of the ledger as the schema's owner, for migrate and dev (env JOBBILL_MIGRATE_DATABASE_URL)")
 	flags.String("temporal-address", worker.DefaultConfig().Temporal.Address, "Temporal frontend host:port (env JOBBILL_TEMPORAL_ADDRESS)")
 	// A flag wins only when it is given; otherwise the environment, the file and the defaults do.
 	_ = settings.BindPFlag("database_url", flags.Lookup("database-url"))
+	_ = settings.BindPFlag("migrate_database_url", flags.Lookup("migrate-database-url"))
 	_ = settings.BindPFlag("temporal.address", flags.Lookup("temporal-address"))
 
 	root.AddCommand(
@@ -67,12 +69,15 @@ func newRootCommand() *cobra.Command {
 		newBenchLedgerCommand(),
 		newAPICommand(),
 		newBenchWorkflowCommand(),
-		newSystemAuditCommand(),
+		newAuditCommand(),
 	)
 	return root
 }
 
 func databaseURL() string { return settings.GetString("database_url") }
+
+// migrateDatabaseURL is the ledger as the schema's owner, the only role that may change it.
+func migrateDatabaseURL() string { return settings.GetString("migrate_database_url") }
 
 // loadConfig reads the whole configuration, checked.
 func loadConfig() (worker.Config, error) { return worker.Load(settings) }
