@@ -462,7 +462,8 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	require.NoError(t, err)
 
 	scope := ledgerdb.SnapshotScope{JobIDPrefix: p}
-	tx, err := store.Pool().Begin(ctx)
+	// As the owner: the application role may not write these tables outside the ledger's functions.
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(ctx, `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)

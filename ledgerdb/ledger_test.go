@@ -396,12 +396,15 @@ func TestHistoryPages(t *testing.T) {
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 }
 
-// TestDatabaseRefusesRewrites checks rule 1 (and rule 7 for jobs and accounts) at the database
-// itself: UPDATE, DELETE and TRUNCATE of ledger rows fail even for the table's owner, and so do
-// deleting a job or an account and changing a job's cost.
+// TestDatabaseRefusesRewrites checks rule 1 (and rule 7 for jobs and accounts, rule 5 for a job's
+// cost) at the database itself: UPDATE, DELETE and TRUNCATE of ledger rows fail even for the
+// table's owner, and so do deleting a job or an account and changing a job's cost. It runs the
+// statements as the owner, the role migrations use: the application role is refused them earlier,
+// by its grants (TestAppRoleCannotRewriteOrAlter), and would never reach the triggers.
 func TestDatabaseRefusesRewrites(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
 	acct, job := submitted(t, s, 100, 40)
 	_, err := s.Charge(ctx, job)
 	require.NoError(t, err)
@@ -419,7 +422,7 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the guard cannot damage the shared test database.
-		tx, err := s.Pool().Begin(ctx)
+		tx, err := owner.Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, stmt)
 		require.NoError(t, tx.Rollback(ctx))

@@ -21,7 +21,9 @@ var migrationFiles embed.FS
 const migrationVersionTable = "ledger_schema_version"
 
 // Migrate brings the database at connString up to the newest schema. It is safe to run
-// concurrently and repeatedly: applied migrations are skipped.
+// concurrently and repeatedly: applied migrations are skipped. connString must log in as the
+// schema's owner (migrate_database_url), not as the application role, which may change nothing;
+// the role jobbill_app must exist, for migration 005 grants to it.
 func Migrate(ctx context.Context, connString string) error {
 	conn, err := pgx.Connect(ctx, connString)
 	if err != nil {

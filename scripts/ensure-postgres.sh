@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Makes a local PostgreSQL ready for jobbill: installs it where it is missing, starts the
-# cluster when it is stopped, and creates the role and the two databases (the service's and the
-# tests'). Every step checks before it acts, so running it twice changes nothing.
+# cluster when it is stopped, and creates the two roles and the two databases (the service's and
+# the tests'). Every step checks before it acts, so running it twice changes nothing.
+#
+# Two roles, for least privilege (ledgerdb/migrations/005_app_role.sql): the owner, which owns the
+# databases and runs the migrations, and the service's role jobbill_app, which may only read the
+# tables and call the ledger's functions. The app role's name is fixed because the migration
+# grants to it by name.
 #
 # Environment (all optional):
-#   JOBBILL_PG_USER      role to create            (default jobbill)
+#   JOBBILL_PG_USER      the owner role to create  (default jobbill)
 #   JOBBILL_PG_PASSWORD  its password              (default jobbill)
+#   JOBBILL_PG_APP_PASSWORD  jobbill_app's password (default jobbill_app)
 #   JOBBILL_PG_DB        the service's database    (default jobbill)
 #   JOBBILL_PG_TEST_DB   the tests' database       (default jobbill_test)
 set -euo pipefail
@@ -14,6 +20,8 @@ pg_user=${JOBBILL_PG_USER:-jobbill}
 pg_password=${JOBBILL_PG_PASSWORD:-jobbill}
 pg_db=${JOBBILL_PG_DB:-jobbill}
 pg_test_db=${JOBBILL_PG_TEST_DB:-jobbill_test}
+pg_app_user=jobbill_app
+pg_app_password=${JOBBILL_PG_APP_PASSWORD:-jobbill_app}
 
 say() { printf 'postgres: %s\n' "$*" >&2; }
 
@@ -54,11 +62,17 @@ as_postgres pg_isready -q -p "$pg_port" || { say "cluster did not become ready";
 psql_admin() { as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$pg_port" -d postgres "$@"; }
 
 # Identifiers and the password are passed as psql variables so that quoting is psql's job.
-psql_admin -v role="$pg_user" -v pw="$pg_password" <<'SQL'
+# Neither role gets SUPERUSER, CREATEROLE or CREATEDB: a superuser would bypass the grants of the
+# app role's migration, and could switch the ledger's refusing triggers off.
+ensure_role() {
+	psql_admin -v role="$1" -v pw="$2" <<'SQL'
 SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'pw')
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
 SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'pw') \gexec
 SQL
+}
+ensure_role "$pg_user" "$pg_password"
+ensure_role "$pg_app_user" "$pg_app_password"
 
 for db in "$pg_db" "$pg_test_db"; do
 	psql_admin -v db="$db" -v role="$pg_user" <<'SQL'
@@ -67,4 +81,5 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SQL
 done
 
-say "ready: postgres://$pg_user:***@127.0.0.1:$pg_port/$pg_db (tests: $pg_test_db)"
+say "ready: postgres://$pg_app_user:***@127.0.0.1:$pg_port/$pg_db for the service," \
+	"postgres://$pg_user:***@127.0.0.1:$pg_port/$pg_db for migrations (tests: $pg_test_db)"

@@ -114,10 +114,17 @@ func TestComposeImagesAndBuilds(t *testing.T) {
 	// Temporal's server and its tools are the same release: the schema tool writes what the server reads.
 	require.Equal(t, imageTag(f.Services["temporal"].Image), imageTag(f.Services["temporal-schema"].Image))
 	require.Equal(t, imageTag(f.Services["temporal"].Image), imageTag(f.Services["temporal-init"].Image))
-	// Named volumes keep both databases across `docker compose down`.
+	// Named volumes keep both databases across `docker compose down`; a file of the repository
+	// (the ledger's init script, which creates the application role) is bind-mounted read-only.
 	for _, name := range []string{"postgres", "temporal-postgres"} {
 		for _, v := range f.Services[name].Volumes {
 			vol, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(vol, "./") {
+				_, err := os.Stat("../" + vol)
+				require.NoError(t, err, "%s mounts a file the repository does not have", name)
+				require.True(t, strings.HasSuffix(v, ":ro"), "%s: mount %s read-only", name, vol)
+				continue
+			}
 			require.Contains(t, f.Volumes, vol, "%s mounts an undeclared volume", name)
 		}
 		require.NotEmpty(t, f.Services[name].Volumes, "%s keeps its data in a volume", name)
@@ -260,7 +267,9 @@ func interpolate(t *testing.T, service, key, value string) string {
 // TestComposeEnvironmentMatchesConfig checks each jobbill service's environment against
 // worker.Config: every JOBBILL_* variable is a real setting (a typo would be ignored silently and
 // leave a default in place), the required ones are set, the whole environment loads and
-// validates as the process would load it, and it points at the compose file's own services.
+// validates as the process would load it, and it points at the compose file's own services —
+// the migrate service at the ledger as its owner, the worker and the API as the application role
+// that the ledger's init script creates, without the owner's credentials (least privilege).
 func TestComposeEnvironmentMatchesConfig(t *testing.T) {
 	f := loadCompose(t)
 	settings := map[string]bool{}
@@ -268,12 +277,14 @@ func TestComposeEnvironmentMatchesConfig(t *testing.T) {
 		settings[s.Env] = true
 	}
 	required := map[string][]string{
-		"migrate": {"JOBBILL_DATABASE_URL"},
+		"migrate": {"JOBBILL_MIGRATE_DATABASE_URL"},
 		"worker":  {"JOBBILL_DATABASE_URL", "JOBBILL_TEMPORAL_ADDRESS"},
 		"api":     {"JOBBILL_DATABASE_URL", "JOBBILL_TEMPORAL_ADDRESS", "JOBBILL_API_KEYS", "JOBBILL_API_LISTEN"},
 	}
 	pg := f.Services["postgres"].Environment
-	ledgerURL := fmt.Sprintf("postgres://%s:%s@postgres:5432/%s?sslmode=disable", pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+	ownerURL := fmt.Sprintf("postgres://%s:%s@postgres:5432/%s?sslmode=disable", pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+	appURL := fmt.Sprintf("postgres://jobbill_app:%s@postgres:5432/%s?sslmode=disable", pg["LEDGER_APP_PASSWORD"], pg["POSTGRES_DB"])
+	require.NotEmpty(t, pg["LEDGER_APP_PASSWORD"], "the postgres service's init script needs the application role's password")
 	namespace := f.Services["temporal-init"].Environment["TEMPORAL_NAMESPACE"]
 	queues := map[string]bool{}
 	for _, name := range jobbillServices {
@@ -295,10 +306,12 @@ func TestComposeEnvironmentMatchesConfig(t *testing.T) {
 			}
 			c, err := worker.Load(worker.NewViper())
 			require.NoError(t, err, "%s's environment does not load", name)
-			require.Equal(t, ledgerURL, c.DatabaseURL, "%s must use the compose file's ledger", name)
 			if name == "migrate" {
+				require.Equal(t, ownerURL, c.MigrateDatabaseURL, "migrate must run as the ledger's owner")
 				return
 			}
+			require.Equal(t, appURL, c.DatabaseURL, "%s must use the compose file's ledger as the application role", name)
+			require.NotContains(t, env, "JOBBILL_MIGRATE_DATABASE_URL", "%s must not hold the owner's credentials", name)
 			require.Equal(t, "temporal:7233", c.Temporal.Address)
 			require.Equal(t, namespace, c.Temporal.Namespace, "%s must use the namespace temporal-init creates", name)
 			queues[c.Temporal.TaskQueue] = true

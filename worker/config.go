@@ -19,8 +19,14 @@ import (
 // JOBBILL_* environment variables and flags, with the defaults of [DefaultConfig]. Every key is
 // listed by [Settings] with its environment variable.
 type Config struct {
-	// DatabaseURL is the ledger's Postgres URL.
+	// DatabaseURL is the ledger's Postgres URL as the application role, which may read the
+	// tables and call the ledger's functions but write no table directly nor change the schema
+	// (ledgerdb/migrations/005_app_role.sql).
 	DatabaseURL string `mapstructure:"database_url"`
+	// MigrateDatabaseURL is the same ledger as the schema's owner: only `jobbill migrate` and
+	// `jobbill dev` (which migrates first) connect with it, so the long-running services never
+	// hold credentials that could alter the schema.
+	MigrateDatabaseURL string `mapstructure:"migrate_database_url"`
 	// Temporal says where the Temporal server is and which task queue to serve.
 	Temporal TemporalConfig `mapstructure:"temporal"`
 	// Log sets the worker's logging.
@@ -219,7 +225,8 @@ type SimulatedRunnerConfig struct {
 func DefaultConfig() Config {
 	p := workflows.DefaultPolicy()
 	return Config{
-		DatabaseURL: "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill?sslmode=disable",
+		DatabaseURL:        "postgres://jobbill_app:jobbill_app@127.0.0.1:5432/jobbill?sslmode=disable",
+		MigrateDatabaseURL: "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill?sslmode=disable",
 		Temporal: TemporalConfig{
 			Address:   "127.0.0.1:7233",
 			Namespace: "default",
@@ -278,7 +285,7 @@ func Settings() []Setting {
 
 // settingKeys are Config's keys in field order (mapstructure tags joined by dots).
 var settingKeys = []string{
-	"database_url",
+	"database_url", "migrate_database_url",
 	"temporal.address", "temporal.namespace", "temporal.task_queue", "temporal.ui_url",
 	"log.level", "log.format", "log.output",
 	"policy.initial_interval", "policy.backoff_coefficient", "policy.maximum_interval",
@@ -312,6 +319,7 @@ func flatten(c Config) map[string]any {
 // no file mentions the key.
 func setDefaults(v *viper.Viper, c Config) {
 	v.SetDefault("database_url", c.DatabaseURL)
+	v.SetDefault("migrate_database_url", c.MigrateDatabaseURL)
 	v.SetDefault("temporal.address", c.Temporal.Address)
 	v.SetDefault("temporal.namespace", c.Temporal.Namespace)
 	v.SetDefault("temporal.task_queue", c.Temporal.TaskQueue)

@@ -17,13 +17,15 @@ func newBenchLedgerCommand() *cobra.Command {
 		Short: "Benchmark the ledger lifecycle through the Go API against raw SQL under pgbench",
 		Long: `Runs charge, refund, duplicate refund and reclaim per job with concurrent clients, through
 the ledgerdb Go API and as raw SQL under pgbench, alternately (raw, Go, raw, Go), on the database
-of --database-url / JOBBILL_DATABASE_URL (the service's database by default, never the tests').
+of --migrate-database-url / JOBBILL_MIGRATE_DATABASE_URL (the service's database as its owner by
+default, never the tests'): the raw side and the set-up write the tables directly, which the
+application role of --database-url may not.
 Prints each side's lifecycles/s, transitions/s and mean latency, the medians and the ratio Go/raw,
 after checking that both sides wrote exactly the money they should. It writes fresh accounts and
 jobs on every run (the ledger never deletes), so point it at a database meant for benchmarks.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.DatabaseURL = databaseURL()
+			cfg.DatabaseURL = migrateDatabaseURL()
 			if _, err := ledgerbench.Run(cmd.Context(), cfg, cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("bench-ledger: %w", err)
 			}

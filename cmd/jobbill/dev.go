@@ -38,7 +38,8 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the worker and play the seeds' five stories against it; keep running until Ctrl-C",
-		Long: `Migrates the ledger, starts a worker in this process, grants a fresh demo account credits, and
+		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
+that connects as the application role (database_url), grants a fresh demo account credits, and
 submits five jobs through the starter with the simulated runner:
   (a) success on the first try
   (b) every attempt times out -> refunded -> the result lands late -> recovered
@@ -74,7 +75,8 @@ server must be running: make run starts both first.`,
 const devLogFile = ".dev/jobbill-dev.log"
 
 func runDev(ctx context.Context, cfg worker.Config, logger *zap.Logger, out io.Writer, exitAfter bool) error {
-	if err := ledgerdb.Migrate(ctx, cfg.DatabaseURL); err != nil {
+	// Migrate as the owner, then run as the application role, as a deployment does.
+	if err := ledgerdb.Migrate(ctx, cfg.MigrateDatabaseURL); err != nil {
 		return err
 	}
 	ledger, err := ledgerdb.Open(ctx, cfg.DatabaseURL)

@@ -12,9 +12,13 @@ func newMigrateCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the ledger's schema migrations (safe to repeat)",
-		Args:  cobra.NoArgs,
+		Long: `Applies the ledger's schema migrations as the schema's owner, on --migrate-database-url /
+JOBBILL_MIGRATE_DATABASE_URL. The services connect as the application role instead
+(--database-url), which may not change the schema; migration 005 grants it what it needs and
+fails, saying so, when the role jobbill_app does not exist yet (scripts/ensure-postgres.sh creates it).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := ledgerdb.Migrate(cmd.Context(), databaseURL()); err != nil {
+			if err := ledgerdb.Migrate(cmd.Context(), migrateDatabaseURL()); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ledger schema is up to date")

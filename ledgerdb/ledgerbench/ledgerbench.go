@@ -61,7 +61,10 @@ const grantPerAccount = 1_000_000_000_000
 
 // Config says what one benchmark run does. Zero fields take the defaults noted on them.
 type Config struct {
-	// DatabaseURL is the Postgres database to benchmark (migrated by Run if it is not yet).
+	// DatabaseURL is the Postgres database to benchmark (migrated by Run if it is not yet), as
+	// its owner: the set-up (bulk inserts and COPY) and the raw-SQL side write the tables
+	// directly, which the application role may not. Both sides run as this role, so the
+	// comparison stays like for like.
 	DatabaseURL string
 	// Clients is how many concurrent clients each side runs: pgbench -c, and goroutines (with a
 	// pool of as many connections) on the Go side. Default 16.

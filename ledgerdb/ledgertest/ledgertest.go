@@ -1,9 +1,12 @@
 // Package ledgertest gives tests a migrated ledger on the real test Postgres, and helpers that
 // keep each test's rows apart and check the money rules.
 //
-// The database comes from JOBBILL_TEST_DATABASE_URL, defaulting to the one that
-// scripts/ensure-postgres.sh creates. Tests never clean up: ledger rows cannot be deleted, by
-// design, so each test names its accounts and jobs with a unique prefix instead.
+// The tests connect as the service does, as the application role (JOBBILL_TEST_DATABASE_URL,
+// default jobbill_app on the database scripts/ensure-postgres.sh creates), so that every test also
+// proves the role's grants are enough. Migrations run as the schema's owner
+// (JOBBILL_TEST_MIGRATE_DATABASE_URL, default jobbill on the same database), as `jobbill migrate`
+// does. Tests never clean up: ledger rows cannot be deleted, by design, so each test names its
+// accounts and jobs with a unique prefix instead.
 package ledgertest
 
 import (
@@ -21,10 +24,15 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// DefaultDatabaseURL is the test database that scripts/ensure-postgres.sh creates.
-const DefaultDatabaseURL = "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill_test?sslmode=disable"
+// DefaultDatabaseURL is the test database that scripts/ensure-postgres.sh creates, as the
+// application role.
+const DefaultDatabaseURL = "postgres://jobbill_app:jobbill_app@127.0.0.1:5432/jobbill_test?sslmode=disable"
 
-// DatabaseURL is the test database's URL: JOBBILL_TEST_DATABASE_URL, or DefaultDatabaseURL.
+// DefaultMigrateDatabaseURL is the same database as its owner, the role migrations run as.
+const DefaultMigrateDatabaseURL = "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill_test?sslmode=disable"
+
+// DatabaseURL is the test database's URL as the application role: JOBBILL_TEST_DATABASE_URL, or
+// DefaultDatabaseURL.
 func DatabaseURL() string {
 	if url := os.Getenv("JOBBILL_TEST_DATABASE_URL"); url != "" {
 		return url
@@ -32,10 +40,25 @@ func DatabaseURL() string {
 	return DefaultDatabaseURL
 }
 
+// MigrateDatabaseURL is the test database's URL as its owner: JOBBILL_TEST_MIGRATE_DATABASE_URL,
+// or DefaultMigrateDatabaseURL. Tests use it only to migrate, to break rules on purpose inside a
+// rolled-back transaction, and for set-up the application role may not do (the benchmark's bulk
+// inserts).
+func MigrateDatabaseURL() string {
+	if url := os.Getenv("JOBBILL_TEST_MIGRATE_DATABASE_URL"); url != "" {
+		return url
+	}
+	return DefaultMigrateDatabaseURL
+}
+
 var (
 	shared    *ledgerdb.Store
 	sharedErr error
 	once      sync.Once
+
+	owner     *pgxpool.Pool
+	ownerErr  error
+	ownerOnce sync.Once
 )
 
 // Store is a Store on the migrated test database, shared by every test of the process. Its pool
@@ -44,7 +67,8 @@ func Store(t testing.TB) *ledgerdb.Store {
 	t.Helper()
 	once.Do(func() {
 		ctx := context.Background()
-		if sharedErr = ledgerdb.Migrate(ctx, DatabaseURL()); sharedErr != nil {
+		if sharedErr = ledgerdb.Migrate(ctx, MigrateDatabaseURL()); sharedErr != nil {
+			sharedErr = fmt.Errorf("as %s: %w", redact(MigrateDatabaseURL()), sharedErr)
 			return
 		}
 		var cfg *pgxpool.Config
@@ -59,9 +83,30 @@ func Store(t testing.TB) *ledgerdb.Store {
 		shared = ledgerdb.New(pool)
 	})
 	if sharedErr != nil {
-		t.Fatalf("test database %s: %v (run scripts/ensure-postgres.sh, or set JOBBILL_TEST_DATABASE_URL)", redact(DatabaseURL()), sharedErr)
+		t.Fatalf("test database %s: %v (run scripts/ensure-postgres.sh, or set JOBBILL_TEST_DATABASE_URL and JOBBILL_TEST_MIGRATE_DATABASE_URL)", redact(DatabaseURL()), sharedErr)
 	}
 	return shared
+}
+
+// OwnerPool is a small pool on the migrated test database as the schema's owner, shared by every
+// test of the process. Only tests that must go past the application role's grants use it: to show
+// that the database's triggers refuse even the owner, or to break a rule inside a transaction they
+// roll back.
+func OwnerPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	Store(t) // migrated first
+	ownerOnce.Do(func() {
+		var cfg *pgxpool.Config
+		if cfg, ownerErr = pgxpool.ParseConfig(MigrateDatabaseURL()); ownerErr != nil {
+			return
+		}
+		cfg.MaxConns = 4
+		owner, ownerErr = pgxpool.NewWithConfig(context.Background(), cfg)
+	})
+	if ownerErr != nil {
+		t.Fatalf("test database as its owner %s: %v", redact(MigrateDatabaseURL()), ownerErr)
+	}
+	return owner
 }
 
 var password = regexp.MustCompile(`:[^:@/]*@`)

@@ -1,0 +1,233 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// appRole is the role the service connects as (migration 005 grants to it by name).
+const appRole = "jobbill_app"
+
+// requireAppRole fails the test unless the store connects as the application role: a test of the
+// role's limits proves nothing when JOBBILL_TEST_DATABASE_URL points at the owner.
+func requireAppRole(t *testing.T, s *ledgerdb.Store) {
+	t.Helper()
+	var user string
+	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT current_user`).Scan(&user))
+	require.Equal(t, appRole, user, "the tests must connect as the application role (JOBBILL_TEST_DATABASE_URL)")
+}
+
+// TestAppRoleCannotRewriteOrAlter checks money rule 1 (append-only) and rule 7 (IDs remembered
+// forever) at the grants, before any trigger: the application role is refused (42501,
+// insufficient_privilege) every direct write — UPDATE, DELETE, TRUNCATE and even INSERT of ledger
+// rows, which only the guarded functions may append (rules 2, 4, 5 and 6); UPDATE or DELETE of jobs
+// and accounts — and every change of the schema: creating, altering or dropping a table or a
+// function, or a schema.
+func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	requireAppRole(t, s)
+	acct, job := submitted(t, s, 100, 40)
+	_, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+
+	for _, stmt := range []string{
+		// Rule 1: ledger rows are never changed or removed.
+		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job + `'`,
+		`DELETE FROM ledger_entries WHERE job_id = '` + job + `'`,
+		`TRUNCATE ledger_entries`,
+		// Rules 2, 4, 6: a row or a balance written outside the guarded functions.
+		`INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
+			VALUES ('` + acct + `', 'grant', 1000, 1060, 'forged')`,
+		`UPDATE accounts SET balance = 1000000 WHERE id = '` + acct + `'`,
+		`INSERT INTO accounts (id) VALUES ('` + ledgertest.ID(t, "forged") + `')`,
+		// Rules 5 and 7: a job's record and its ID.
+		`UPDATE jobs SET state = 'delivered' WHERE id = '` + job + `'`,
+		`INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ('` + ledgertest.ID(t, "forged") + `', '` + acct + `', 1, '\x00')`,
+		`DELETE FROM jobs WHERE id = '` + job + `'`,
+		`DELETE FROM accounts WHERE id = '` + acct + `'`,
+		`TRUNCATE jobs CASCADE`,
+		`TRUNCATE accounts CASCADE`,
+		// The schema.
+		`CREATE TABLE app_role_probe (x int)`,
+		`CREATE SCHEMA app_role_probe`,
+		`ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_append_only`,
+		`ALTER TABLE jobs ADD COLUMN app_role_probe int`,
+		`DROP TABLE ledger_entries`,
+		`DROP FUNCTION ledger_charge(text)`,
+		`CREATE FUNCTION app_role_probe() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
+		`CREATE OR REPLACE FUNCTION ledger_job_unmatched(p_job_id text, p_done_states text[])
+			RETURNS ledger_job_result LANGUAGE sql AS 'SELECT NULL::ledger_job_result'`,
+		`ALTER FUNCTION ledger_charge(text) SECURITY INVOKER`,
+	} {
+		// Each statement runs in a transaction that is rolled back whatever happens, so that a
+		// regression of the grants cannot damage the shared test database.
+		tx, err := s.Pool().Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
+	}
+	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+	requireBalance(t, s, acct, 60)
+}
+
+// TestAppRoleRunsEveryLedgerOperation checks that least privilege takes nothing the service needs:
+// as the application role, every operation of the Store works — open, grant, adjust, submit,
+// charge, deliver, record an attempt, refund, reclaim, delete, and every read — with money rules
+// 3 (net −cost once delivered, 0 when refunded) and 6 (balance = sum of rows) holding after it.
+// (The rest of the suite runs as the same role and covers each operation's edge cases.)
+func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	requireAppRole(t, s)
+
+	acct := ledgertest.ID(t, "acct")
+	out, err := s.OpenAccount(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, out)
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
+	require.NoError(t, err)
+	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -10, Key: "correction"})
+	require.NoError(t, err)
+
+	submit := func() string {
+		id := ledgertest.ID(t, "job")
+		tr, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte(`{}`)})
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, tr.Outcome)
+		return id
+	}
+	apply := func(tr ledgerdb.Transition, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	}
+
+	delivered := submit()
+	apply(s.Charge(ctx, delivered))
+	apply(s.RecordAttempt(ctx, delivered, 2))
+	apply(s.Deliver(ctx, delivered, 2))
+	apply(s.Delete(ctx, delivered))
+
+	recovered := submit()
+	apply(s.Charge(ctx, recovered))
+	apply(s.Refund(ctx, recovered, "timed out", 3))
+	apply(s.Reclaim(ctx, recovered))
+
+	refunded := submit()
+	apply(s.Charge(ctx, refunded))
+	apply(s.Refund(ctx, refunded, "failed", 3))
+
+	job, err := s.Job(ctx, delivered)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDeleted, job.State)
+	request, err := s.JobRequest(ctx, recovered)
+	require.NoError(t, err)
+	require.Equal(t, []byte(`{}`), request)
+	history, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
+	require.NoError(t, err)
+	require.NotEmpty(t, history.Entries)
+	snap, err := s.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{AccountID: acct})
+	require.NoError(t, err)
+	require.Len(t, snap.Jobs, 3)
+
+	// 100 − 10 − 30 (delivered) − 30 (recovered) + 0 (refunded).
+	requireBalance(t, s, acct, 30)
+}
+
+// TestAppRolePrivilegesInCatalog checks, in the catalog, the rule migration 005 sets for every
+// later migration, so that a new table or function cannot quietly widen the application role:
+// money rule 1 (the role may write no table, so ledger rows change only through the guarded,
+// append-only functions) and rule 4 (each money movement is one of those functions, one
+// transaction). On every table of the schema the role holds SELECT and nothing else; every
+// function it may execute either only reads or is SECURITY DEFINER with its search_path pinned,
+// pg_temp last; no SECURITY DEFINER function is executable by PUBLIC; and the role may create
+// nothing in the schema or the database, and holds no role attribute that would bypass grants.
+func TestAppRolePrivilegesInCatalog(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	requireAppRole(t, s)
+	pool := s.Pool()
+
+	var super, createRole, createDB, bypassRLS bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles WHERE rolname = $1`, appRole).
+		Scan(&super, &createRole, &createDB, &bypassRLS))
+	require.False(t, super || createRole || createDB || bypassRLS, "the application role needs no role attributes")
+
+	var createInSchema, createInDB bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT has_schema_privilege($1, current_schema(), 'CREATE'),
+		has_database_privilege($1, current_database(), 'CREATE')`, appRole).Scan(&createInSchema, &createInDB))
+	require.False(t, createInSchema, "the application role may create objects in the schema")
+	require.False(t, createInDB, "the application role may create schemas in the database")
+
+	rows, err := pool.Query(ctx, `
+		SELECT c.relname,
+		       has_table_privilege($1, c.oid, 'SELECT'),
+		       has_table_privilege($1, c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+		FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')`, appRole)
+	require.NoError(t, err)
+	tables := 0
+	for rows.Next() {
+		var name string
+		var read, write bool
+		require.NoError(t, rows.Scan(&name, &read, &write))
+		require.True(t, read, "table %s: the application role cannot read it (default privileges of migration 005)", name)
+		require.False(t, write, "table %s: the application role may write it; grant SELECT only", name)
+		tables++
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, tables, 3, "accounts, jobs, ledger_entries")
+
+	// Functions that only read run as the caller; everything else the role may execute runs as
+	// the owner with a pinned search_path.
+	readOnly := map[string]bool{"ledger_job_unmatched": true, "ledger_job_result_of": true}
+	rows, err = pool.Query(ctx, `
+		SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''),
+		       has_function_privilege($1, p.oid, 'EXECUTE'), has_function_privilege('public', p.oid, 'EXECUTE')
+		FROM pg_proc p
+		WHERE p.pronamespace = current_schema()::regnamespace`, appRole)
+	require.NoError(t, err)
+	executable := map[string]bool{}
+	for rows.Next() {
+		var name, config string
+		var definer, byApp, byPublic bool
+		require.NoError(t, rows.Scan(&name, &definer, &config, &byApp, &byPublic))
+		if definer {
+			require.False(t, byPublic, "function %s runs as the owner and PUBLIC may call it", name)
+			require.Regexp(t, `(^|,)search_path=.*\bpg_temp$`, config, "function %s runs as the owner: pin its search_path, pg_temp last", name)
+		}
+		if byApp {
+			executable[name] = true
+			require.True(t, definer || readOnly[name], "function %s: the application role may call it, but it runs as the caller, who may write nothing", name)
+		}
+	}
+	require.NoError(t, rows.Err())
+	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
+		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post", "ledger_job_unmatched"} {
+		require.True(t, executable[name], "the application role cannot call %s", name)
+	}
+	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"], "trigger functions are nobody's to call")
+	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
