@@ -162,6 +162,52 @@ func (s *Starter) startAndAwaitCharge(ctx context.Context, job Job) (workflows.C
 	return decision, err
 }
 
+// Resume finishes a submission that wrote its placeholder but never started its workflow (the
+// submitter crashed, or Temporal was unreachable, between the two steps): it reads the job and
+// its kept request from the ledger and does the very Update-With-Start that Submit does, so the
+// job runs as if its submission had gone through. A job no longer submitting is answered as it
+// stands. A workflow still running under the ID is joined, never duplicated; and if two
+// reconcilers race, the ledger's charge guard (NOT is_charged) lets one charge through at most.
+//
+// A placeholder whose workflow closed before charging it (terminated, failed or timed out) cannot
+// be started again: the reuse policy refuses a closed ID, which is what keeps a closed job from
+// ever being charged twice. Restarting it would also run work an operator may have stopped on
+// purpose. Resume rejects such a job in the ledger instead (reason "workflow ended before
+// charging", nothing charged), so its user is told where their money stands.
+func (s *Starter) Resume(ctx context.Context, jobID string) (Status, error) {
+	job, err := s.opts.Ledger.Job(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	if job.State != ledgerdb.StateSubmitting {
+		return s.statusOf(job), nil
+	}
+	request, err := s.opts.Ledger.JobRequest(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	if len(request) == 0 {
+		// Running the work on no input would charge for work that never saw the job's input.
+		return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger; it cannot be resumed", jobID)
+	}
+	_, err = s.startAndAwaitCharge(ctx, Job{ID: jobID, AccountID: job.AccountID, Cost: job.Cost, InputRef: string(request)})
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		// Under USE_EXISTING a running workflow is joined, so this is a closed one. The guard in
+		// ledger_reject_orphan rejects the job only if it is still uncharged: a charge that
+		// committed just before the workflow closed is left standing.
+		if _, err = s.opts.Ledger.RejectOrphan(ctx, jobID); err != nil {
+			return Status{}, err
+		}
+	} else if err != nil {
+		return Status{}, fmt.Errorf("job %q: resuming its workflow: %w", jobID, err)
+	}
+	current, err := s.opts.Ledger.Job(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	return s.statusOf(current), nil
+}
+
 // chargeError is the error a submission answers for a job whose charge was refused.
 func chargeError(st Status) error {
 	if st.State == ledgerdb.StateRejected {

@@ -4,12 +4,15 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -56,7 +59,8 @@ func NewStarter(c Config, tc client.Client, ledger *ledgerdb.Store, m ...*metric
 }
 
 // New builds a worker that polls the configured task queue with the metered job workflow, the
-// late-result fallback and the activities registered. Late results of the simulated runner are
+// late-result fallback, the orphan-repair Reconcile workflow and the activities registered (the
+// reconcile pass only with a starter, which it resumes placeholders through). Late results of the simulated runner are
 // reported through st.
 func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter, m ...*metrics.Metrics) sdkworker.Worker {
 	w := sdkworker.New(tc, c.Temporal.TaskQueue, sdkworker.Options{})
@@ -67,7 +71,51 @@ func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter
 		acts.Metrics = m[0]
 	}
 	w.RegisterActivity(acts)
+	// Orphan repair: the Reconcile workflow (run by the schedule EnsureReconcileSchedule creates)
+	// heals placeholders through the starter's Resume, the same start path as a submission.
+	w.RegisterWorkflow(workflows.Reconcile)
+	if st != nil {
+		w.RegisterActivity(&activities.Reconciler{
+			Ledger: ledger,
+			Resume: func(ctx context.Context, jobID string) (ledgerdb.Job, error) {
+				if _, err := st.Resume(ctx, jobID); err != nil {
+					return ledgerdb.Job{}, err
+				}
+				return ledger.Job(ctx, jobID)
+			},
+		})
+	}
 	return w
+}
+
+// ReconcileInterval is how often the reconcile schedule runs a pass. A placeholder is healed
+// between its grace (activities.DefaultReconcileGrace) and grace plus this interval after it was
+// written.
+const ReconcileInterval = time.Minute
+
+// EnsureReconcileSchedule creates the Temporal Schedule that runs the Reconcile workflow every
+// ReconcileInterval on the configured task queue, skipping a run while the previous one is still
+// going. Every worker calls it at start: a schedule that already exists is left as it is and
+// answers nil, so a fleet of workers ends up with exactly one.
+func EnsureReconcileSchedule(ctx context.Context, tc client.Client, c Config) error {
+	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      workflows.ReconcileScheduleID,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: ReconcileInterval}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{
+			ID:        workflows.ReconcileWorkflowID,
+			Workflow:  workflows.Reconcile,
+			Args:      []any{activities.ReconcileInput{Grace: activities.DefaultReconcileGrace}},
+			TaskQueue: c.Temporal.TaskQueue,
+			// A pass that outlives its slot is skipped over anyway; this bounds a stuck one.
+			WorkflowRunTimeout: 15 * time.Minute,
+		},
+		Note: "jobbill orphan repair: resumes placeholders whose workflow never started (issue 5, item 3)",
+	})
+	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("creating the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
+	}
+	return nil
 }
 
 func newRunner(c RunnerConfig, reporter activities.LateResultReporter) activities.Runner {
@@ -111,6 +159,9 @@ func Run(ctx context.Context, c Config, z *zap.Logger) error {
 	}
 	defer tc.Close()
 	w := New(c, tc, ledger, NewStarter(c, tc, ledger, m), m)
+	if err := EnsureReconcileSchedule(ctx, tc, c); err != nil {
+		return err
+	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
