@@ -38,6 +38,8 @@ type Activities struct {
 
 // LedgerRecorder records a guarded ledger call: which operation, what it answered, how long it took.
 type LedgerRecorder interface {
+	// LedgerCall records one call of operation (charge, refund, reclaim, deliver): its answer or
+	// error, and how long it took.
 	LedgerCall(operation string, t ledgerdb.Transition, err error, took time.Duration)
 }
 

@@ -38,6 +38,7 @@ type WorkResult struct {
 // cancelled the attempt, or its StartToClose deadline passed) with ctx's error; work that keeps
 // going on the GPU side after that reports its result through a [LateResultReporter].
 type Runner interface {
+	// Run works one attempt and returns its result, or why it failed.
 	Run(ctx context.Context, req WorkRequest) (WorkResult, error)
 }
 
@@ -46,6 +47,7 @@ type Runner interface {
 // signalling the job's workflow with the result, or, if the workflow has closed, with a guarded
 // reclaim of its own.
 type LateResultReporter interface {
+	// ReportLateResult settles a result of jobID that arrived after its attempt was given up.
 	ReportLateResult(ctx context.Context, jobID string, result WorkResult) error
 }
 

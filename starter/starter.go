@@ -42,6 +42,7 @@ type Options struct {
 
 // ResultRecorder records what the late-result fallback did with a result.
 type ResultRecorder interface {
+	// ResultAfterClose records that a result reached the fallback and what the reclaim answered.
 	ResultAfterClose(outcome ledgerdb.Outcome)
 }
 

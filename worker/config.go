@@ -431,13 +431,17 @@ func (a APIConfig) problems() []string {
 	if a.MaxBodyBytes <= 0 {
 		problems = append(problems, "api.max_body_bytes must be above zero")
 	}
-	for name, d := range map[string]time.Duration{
-		"api.read_header_timeout": a.ReadHeaderTimeout, "api.read_timeout": a.ReadTimeout,
-		"api.request_timeout": a.RequestTimeout, "api.write_timeout": a.WriteTimeout,
-		"api.idle_timeout": a.IdleTimeout, "api.shutdown_timeout": a.ShutdownTimeout,
+	// A slice, not a map: the problems come out in the same order every time.
+	for _, timeout := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"api.read_header_timeout", a.ReadHeaderTimeout}, {"api.read_timeout", a.ReadTimeout},
+		{"api.request_timeout", a.RequestTimeout}, {"api.write_timeout", a.WriteTimeout},
+		{"api.idle_timeout", a.IdleTimeout}, {"api.shutdown_timeout", a.ShutdownTimeout},
 	} {
-		if d <= 0 {
-			problems = append(problems, name+" must be above zero")
+		if timeout.d <= 0 {
+			problems = append(problems, timeout.key+" must be above zero")
 		}
 	}
 	if a.WriteTimeout > 0 && a.WriteTimeout <= a.RequestTimeout {

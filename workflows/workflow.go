@@ -113,7 +113,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 		fmt.Sprintf("Charging %d credits to account %s.", j.in.Cost, j.in.AccountID))
 
 	// 1. Charge. The ledger charges its own record of the cost; a refusal is final.
-	charge, err := j.ledgerStep(ctx, fmt.Sprintf("charge %d credits", j.in.Cost),
+	charge, err := ledgerStep(ctx, fmt.Sprintf("charge %d credits", j.in.Cost),
 		a.Charge, activities.ChargeInput{JobID: j.in.JobID})
 	if err != nil {
 		if reason, ok := rejection(err); ok {
@@ -156,7 +156,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 	// 4. Retries exhausted or the work failed for good: the compensation of step 1.
 	reason, attempts := failureReason(out.err, out.lastAttempt)
 	j.status.Attempts = max(j.status.Attempts, attempts)
-	refund, err := j.ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.in.Cost, reason),
+	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.in.Cost, reason),
 		a.Refund, activities.RefundInput{JobID: j.in.JobID, Reason: reason, Attempts: attempts})
 	if err != nil {
 		return j.endIfGone(ctx, err)
@@ -232,10 +232,10 @@ func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 	if j.status.State == ledgerdb.StateRefunded {
 		reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
 	}
-	if _, err := j.ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
+	if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
 		return j.endIfGone(ctx, err)
 	}
-	deliver, err := j.ledgerStep(ctx, fmt.Sprintf("deliver the result of attempt %d", res.Attempt),
+	deliver, err := ledgerStep(ctx, fmt.Sprintf("deliver the result of attempt %d", res.Attempt),
 		a.Deliver, activities.DeliverInput{JobID: j.in.JobID, Attempts: res.Attempt})
 	if err != nil {
 		return j.endIfGone(ctx, err)
@@ -349,11 +349,8 @@ const ledgerStepHorizon = 10 * 365 * 24 * time.Hour
 // ledgerStep runs one ledger activity. Its retries are unlimited: a refund or reclaim that gave
 // up would leave the money wrong, and the guards make every retry safe (money rule 8). Business
 // refusals are non-retryable and come back at once.
-func (j *meteredJob) ledgerStep(ctx workflow.Context, summary string, activity, input any) (activities.LedgerResult, error) {
-	return ledgerStep(ctx, summary, activity, input)
-}
-
-// ledgerStep runs activity, a method of a nil *activities.Activities (a.Charge): for a local
+//
+// It runs activity, a method of a nil *activities.Activities (a.Charge): for a local
 // activity the SDK resolves a method value by its name in the worker's registry and calls the
 // registered instance's method, so the worker must register its Activities either way.
 //
