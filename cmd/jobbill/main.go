@@ -70,6 +70,7 @@ func newRootCommand() *cobra.Command {
 		newAPICommand(),
 		newBenchWorkflowCommand(),
 		newAuditCommand(),
+		newChaosCommand(),
 	)
 	return root
 }
