@@ -17,9 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,31 +30,17 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
 )
 
-type env struct {
-	cfg   worker.Config
-	tc    temporalclient.Client
-	store *ledgerdb.Store
-	st    *starter.Starter
-}
+// env is the process's worker, on a task queue of its own, and the clients the tests share.
+type env struct{ *workertest.Env }
 
-var (
-	envOnce sync.Once
-	shared  *env
-	envErr  error
-)
-
-// newEnv starts, once per process, a worker on a task queue unique to this process with a policy
-// that settles jobs in seconds: 2 attempts of at most 2 s, 0.5 s apart.
+// newEnv starts, once per process, a worker with a policy that settles jobs in seconds: 2
+// attempts of at most 2 s, 0.5 s apart.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := ledgertest.Store(t)
-	envOnce.Do(func() {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg := worker.DefaultConfig()
-		cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-api-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	return &env{workertest.Shared(t, "api-test", func(cfg *worker.Config) {
 		cfg.Policy.InitialInterval = 500 * time.Millisecond
 		cfg.Policy.BackoffCoefficient = 1
 		cfg.Policy.MaximumInterval = time.Second
@@ -65,29 +49,7 @@ func newEnv(t *testing.T) *env {
 		cfg.Policy.HeartbeatTimeout = 2 * time.Second
 		cfg.Policy.LateResultWindow = 20 * time.Second
 		cfg.Runner.Simulated.Duration = 500 * time.Millisecond
-		logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
-		if err != nil {
-			envErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		tc, err := worker.Dial(ctx, cfg, logger)
-		if err != nil {
-			envErr = err
-			return
-		}
-		st := worker.NewStarter(cfg, tc, store)
-		if err := worker.New(cfg, tc, store, st).Start(); err != nil {
-			envErr = err
-			return
-		}
-		shared = &env{cfg: cfg, tc: tc, store: store, st: st}
-	})
-	if envErr != nil {
-		t.Fatalf("API tests need the Temporal dev server: %v (run `bash scripts/ensure-temporal.sh` or `make test`)", envErr)
-	}
-	return shared
+	})}
 }
 
 // newKey is a fresh secret, so no two tests' keys are alike.
@@ -101,9 +63,9 @@ func newKey(t *testing.T, label string) string {
 func (e *env) serve(t *testing.T, keys []api.Key, mod func(*api.Options)) string {
 	t.Helper()
 	opts := api.Options{
-		Starter: e.st, Ledger: e.store, Keys: keys, MaxBodyBytes: 4096, RequestTimeout: 20 * time.Second,
-		Ready: []api.Check{{Name: "postgres", Probe: e.store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
-			_, err := e.tc.CheckHealth(ctx, &temporalclient.CheckHealthRequest{})
+		Starter: e.Starter, Ledger: e.Store, Keys: keys, MaxBodyBytes: 4096, RequestTimeout: 20 * time.Second,
+		Ready: []api.Check{{Name: "postgres", Probe: e.Store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
+			_, err := e.Client.CheckHealth(ctx, &temporalclient.CheckHealthRequest{})
 			return err
 		}}},
 	}
@@ -173,7 +135,7 @@ func job(id, account string, cost int64, input string) map[string]any {
 // rows are the account's ledger rows.
 func (e *env) rows(t *testing.T, account string) []ledgerdb.Entry {
 	t.Helper()
-	h, err := e.store.History(context.Background(), account, ledgerdb.HistoryPage{Limit: 1000})
+	h, err := e.Store.History(context.Background(), account, ledgerdb.HistoryPage{Limit: 1000})
 	require.NoError(t, err)
 	return h.Entries
 }
@@ -193,12 +155,12 @@ func (e *env) wait(t *testing.T, jobID string, states ...ledgerdb.State) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	_, err := e.st.Wait(ctx, jobID, states...)
+	_, err := e.Starter.Wait(ctx, jobID, states...)
 	require.NoError(t, err)
 }
 
 func (e *env) balance(t *testing.T, account string) int64 {
-	b, err := e.store.Balance(context.Background(), account)
+	b, err := e.Store.Balance(context.Background(), account)
 	require.NoError(t, err)
 	return b
 }
@@ -211,7 +173,7 @@ func (e *env) balance(t *testing.T, account string) int64 {
 func TestSubmitAndStatusCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	ghost := ledgertest.ID(t, "acct-never-opened")
 	key := newKey(t, "acct")
 	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct, ghost}}}, nil)
@@ -260,7 +222,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, id, ledgerdb.StateDelivered)
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestDeleteResultAndRedriveCodes checks DELETE, result and redrive: deleting a running job is
@@ -271,7 +233,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	key, admin := newKey(t, "acct"), newKey(t, "admin")
 	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}, {Secret: admin, Admin: true}}, nil)
 
@@ -311,7 +273,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	require.Equal(t, 404, call(t, base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive", admin, nil).code)
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, hang))
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestSeed004DeletionStory replays seed 004's double-charge story over HTTP with the Go client: a
@@ -322,7 +284,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 func TestSeed004DeletionStory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
 	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
 	c := &client.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
@@ -355,7 +317,7 @@ func TestSeed004DeletionStory(t *testing.T) {
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, req.JobID))
 	require.Equal(t, int64(60), e.balance(t, acct))
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestCrossAccountRefused checks account isolation: with a key for account A, every read, write,
@@ -364,14 +326,14 @@ func TestSeed004DeletionStory(t *testing.T) {
 func TestCrossAccountRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acctA, acctB := ledgertest.Account(t, e.store, 100), ledgertest.Account(t, e.store, 100)
+	acctA, acctB := ledgertest.Account(t, e.Store, 100), ledgertest.Account(t, e.Store, 100)
 	keyA, keyB := newKey(t, "a"), newKey(t, "b")
 	base := e.serve(t, []api.Key{{Secret: keyA, Accounts: []string{acctA}}, {Secret: keyB, Accounts: []string{acctB}}}, nil)
 	jobB := ledgertest.ID(t, "job-b")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, 37, "sim:ok")).code)
 	e.wait(t, jobB, ledgerdb.StateDelivered)
 	rowsBefore := e.rows(t, acctB)
-	before, err := e.st.Status(context.Background(), jobB)
+	before, err := e.Starter.Status(context.Background(), jobB)
 	require.NoError(t, err)
 
 	newJobForB := ledgertest.ID(t, "job-for-b")
@@ -402,12 +364,12 @@ func TestCrossAccountRefused(t *testing.T) {
 	require.Empty(t, a.str("state"))
 
 	require.Equal(t, rowsBefore, e.rows(t, acctB))
-	after, err := e.st.Status(context.Background(), jobB)
+	after, err := e.Starter.Status(context.Background(), jobB)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+newJobForB, keyB, nil).code, "the refused submission wrote nothing")
 	require.Empty(t, e.rows(t, acctA)[1:], "A has only its initial grant")
-	ledgertest.RequireSound(t, e.store, acctA, acctB)
+	ledgertest.RequireSound(t, e.Store, acctA, acctB)
 }
 
 // TestAuthRefused checks that no key, an unknown key, another scheme, and a scoped key on an
@@ -415,7 +377,7 @@ func TestCrossAccountRefused(t *testing.T) {
 func TestAuthRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
 	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
 	id := ledgertest.ID(t, "job")
@@ -452,7 +414,7 @@ func TestAuthRefused(t *testing.T) {
 func TestBadInputRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "admin")
 	base := e.serve(t, []api.Key{{Secret: key, Admin: true}}, nil)
 	id := ledgertest.ID(t, "job")
@@ -496,7 +458,7 @@ func TestBadInputRefused(t *testing.T) {
 func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 0)
+	acct := ledgertest.Account(t, e.Store, 0)
 	admin := newKey(t, "admin")
 	base := e.serve(t, []api.Key{{Secret: admin, Admin: true}}, nil)
 	path := "/v1/accounts/" + acct
@@ -523,7 +485,7 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 	require.Len(t, second.body["entries"], 1)
 	require.Equal(t, "0", second.str("next_after"))
 	require.Equal(t, 404, call(t, base, "GET", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/ledger", admin, nil).code)
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
@@ -533,14 +495,14 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
-	idle := starter.New(starter.Options{Temporal: e.tc, Ledger: e.store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
+	idle := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
 	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, func(o *api.Options) {
 		o.Starter, o.RequestTimeout = idle, 1500*time.Millisecond
 	})
 	id := ledgertest.ID(t, "job-slow")
-	t.Cleanup(func() { _ = e.tc.TerminateWorkflow(context.Background(), id, "", "test over") })
+	t.Cleanup(func() { _ = e.Client.TerminateWorkflow(context.Background(), id, "", "test over") })
 	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 10, "sim:ok"))
 	require.Equal(t, 202, a.code, a.raw)
 	require.Equal(t, "submitting", a.str("status", "state"))
@@ -579,7 +541,7 @@ func TestHealthReadinessAndRouting(t *testing.T) {
 func TestServeStopsOnCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := api.New(api.Options{Starter: e.st, Ledger: e.store, ShutdownTimeout: 5 * time.Second})
+	s := api.New(api.Options{Starter: e.Starter, Ledger: e.Store, ShutdownTimeout: 5 * time.Second})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

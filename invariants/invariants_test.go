@@ -16,9 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +33,7 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -56,58 +55,15 @@ func testPolicy() workflows.Policy {
 	}
 }
 
-// env is the process's worker on a task queue of its own, and the clients the tests share.
-type env struct {
-	cfg    worker.Config
-	client client.Client
-	store  *ledgerdb.Store
-}
+// env is the process's worker on a task queue of its own: no other test process's worker takes
+// these tasks, and the checker, scoped to it, sees no other process's workflows.
+type env struct{ *workertest.Env }
 
-var (
-	envOnce   sync.Once
-	sharedEnv *env
-	envErr    error
-)
-
-// newEnv starts the in-process worker on first use. It fails the test, never skips it, when the
-// dev server cannot be reached: CI must not pass by not checking.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := ledgertest.Store(t)
-	envOnce.Do(func() { sharedEnv, envErr = startEnv(store) })
-	if envErr != nil {
-		t.Fatalf("these tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", envErr)
-	}
-	return sharedEnv
-}
-
-func startEnv(store *ledgerdb.Store) (*env, error) {
-	cfg := worker.DefaultConfig()
-	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
-		cfg.Temporal.Address = addr
-	}
-	// A task queue of its own: no other test process's worker takes these tasks, and the checker,
-	// scoped to it, sees no other process's workflows.
-	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-invariants-%d-%s", os.Getpid(), randomHex(4))
-	cfg.Runner.Simulated.Duration = simulatedDuration
-	cfg.Runner.Simulated.FailureRate = 0
-	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tc, err := worker.Dial(ctx, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	w := worker.New(cfg, tc, store, worker.NewStarter(cfg, tc, store))
-	if err := w.Start(); err != nil {
-		tc.Close()
-		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
-	}
-	// The worker lives as long as the test process; the tests share it and run in parallel.
-	return &env{cfg: cfg, client: tc, store: store}, nil
+	return &env{workertest.Shared(t, "invariants", func(cfg *worker.Config) {
+		cfg.Runner.Simulated.Duration = simulatedDuration
+	})}
 }
 
 func randomHex(n int) string {
@@ -123,8 +79,8 @@ func prefix(tag string) string { return fmt.Sprintf("inv-%s-%s-", tag, randomHex
 
 func (e *env) starter() *starter.Starter {
 	return starter.New(starter.Options{
-		Temporal: e.client, Ledger: e.store, TaskQueue: e.cfg.Temporal.TaskQueue,
-		Namespace: e.cfg.Temporal.Namespace, Policy: testPolicy(),
+		Temporal: e.Client, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
+		Namespace: e.Config.Temporal.Namespace, Policy: testPolicy(),
 	})
 }
 
@@ -132,8 +88,8 @@ func (e *env) starter() *starter.Starter {
 func (e *env) check(t *testing.T, jobPrefix string, edit ...func(*invariants.Options)) invariants.Report {
 	t.Helper()
 	opts := invariants.Options{
-		Ledger: e.store, Temporal: e.client, Namespace: e.cfg.Temporal.Namespace,
-		TaskQueue: e.cfg.Temporal.TaskQueue, JobIDPrefix: jobPrefix,
+		Ledger: e.Store, Temporal: e.Client, Namespace: e.Config.Temporal.Namespace,
+		TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: jobPrefix,
 	}
 	for _, f := range edit {
 		f(&opts)
@@ -176,7 +132,7 @@ func requireOK(t *testing.T, report invariants.Report) {
 func (e *env) waitBillingState(t *testing.T, id string, state ledgerdb.State) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		d, err := e.client.DescribeWorkflow(testContext(t), id, "")
+		d, err := e.Client.DescribeWorkflow(testContext(t), id, "")
 		if err != nil {
 			return false
 		}
@@ -195,8 +151,8 @@ func TestCleanJobsPass(t *testing.T) {
 	e := newEnv(t)
 	ctx := testContext(t)
 	st := e.starter()
-	acct := ledgertest.Account(t, e.store, 1_000)
-	poor := ledgertest.Account(t, e.store, 5)
+	acct := ledgertest.Account(t, e.Store, 1_000)
+	poor := ledgertest.Account(t, e.Store, 5)
 	p := prefix("clean")
 	const cost = 40
 
@@ -217,8 +173,8 @@ func TestCleanJobsPass(t *testing.T) {
 	deleted := submit(st, "deleted", acct, "sim:ok", nil)
 	longWindow := testPolicy()
 	longWindow.LateResultWindow = 30 * time.Second
-	openStarter := starter.New(starter.Options{Temporal: e.client, Ledger: e.store,
-		TaskQueue: e.cfg.Temporal.TaskQueue, Namespace: e.cfg.Temporal.Namespace, Policy: longWindow})
+	openStarter := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store,
+		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: longWindow})
 	open := submit(openStarter, "open", acct, "sim:fail", nil)
 
 	for _, id := range []string{delivered, deleted} {
@@ -230,7 +186,7 @@ func TestCleanJobsPass(t *testing.T) {
 	for _, id := range []string{refunded, recovered} {
 		_, err := st.Wait(ctx, id, ledgerdb.StateRefunded)
 		require.NoError(t, err)
-		require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
+		require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
 	}
 	rep, err := st.ReportResult(ctx, recovered, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
@@ -250,7 +206,7 @@ func TestCleanJobsPass(t *testing.T) {
 	require.Equal(t, 2, report.Counts.Accounts)
 	require.GreaterOrEqual(t, report.Counts.Workflows, 6)
 	require.Equal(t, 1, report.Counts.OpenWorkflows, "the refunded job with the long window is still listening")
-	ledgertest.RequireSound(t, e.store, acct, poor)
+	ledgertest.RequireSound(t, e.Store, acct, poor)
 
 	// The same check scoped to one account sees only that account's jobs.
 	byAccount := e.check(t, "", func(o *invariants.Options) { o.AccountID = poor })
@@ -258,13 +214,13 @@ func TestCleanJobsPass(t *testing.T) {
 	require.Equal(t, 1, byAccount.Counts.Jobs)
 	require.Equal(t, 1, byAccount.Counts.Accounts)
 	// An account that does not exist is an error, not a pass that checked nothing.
-	_, err = invariants.Check(ctx, invariants.Options{Ledger: e.store, Temporal: e.client, AccountID: "no-such-" + p[:len(p)-1]})
+	_, err = invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client, AccountID: "no-such-" + p[:len(p)-1]})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 
 	// Leave nothing open behind: the late result recovers the last job.
 	_, err = st.ReportResult(ctx, open, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
-	require.NoError(t, e.client.GetWorkflow(ctx, open, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, open, "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 }
 
@@ -277,11 +233,11 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.store, 0)
+	acct := ledgertest.Account(t, e.Store, 0)
 	p := prefix("placeholder")
 	id := p + "orphan"
 	job := starter.Job{ID: id, AccountID: acct, Cost: 25, InputRef: "sim:ok"}
-	_, err := e.store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: job.Cost, Request: []byte(job.InputRef)})
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: job.Cost, Request: []byte(job.InputRef)})
 	require.NoError(t, err)
 
 	v := requireOnly(t, e.check(t, p), invariants.KindPlaceholderWithoutWorkflow, id)
@@ -312,9 +268,9 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	// Heal: the same submission again starts the workflow, which rejects the unpaid job.
 	_, err = e.starter().Submit(ctx, job)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-	require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the starter, under an ID
@@ -325,12 +281,12 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("nojob")
 	id := p + "ghost"
 	in := workflows.JobInput{JobID: id, AccountID: acct, Cost: 10, Work: activities.WorkRequest{InputRef: "sim:ok"}, Policy: testPolicy()}
-	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: e.cfg.Temporal.TaskQueue,
+	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: e.Config.Temporal.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.BillingStateKey.ValueSet(string(ledgerdb.StateSubmitting)),
 			workflows.AccountIDKey.ValueSet(acct),
@@ -339,8 +295,8 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Remove the execution, so that no later listing of the namespace meets it.
-		_, err := e.client.WorkflowService().DeleteWorkflowExecution(context.Background(), &workflowservice.DeleteWorkflowExecutionRequest{
-			Namespace:         e.cfg.Temporal.Namespace,
+		_, err := e.Client.WorkflowService().DeleteWorkflowExecution(context.Background(), &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace:         e.Config.Temporal.Namespace,
 			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: run.GetRunID()},
 		})
 		if err != nil {
@@ -353,10 +309,10 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "want the charge's application error, got %v", err)
 	require.Equal(t, activities.ErrorTypeJobNotFound, appErr.Type())
-	d, err := e.client.DescribeWorkflow(ctx, id, "")
+	d, err := e.Client.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, d.Status)
-	balance, err := e.store.Balance(ctx, acct)
+	balance, err := e.Store.Balance(ctx, acct)
 	require.NoError(t, err)
 	require.EqualValues(t, 100, balance, "nothing was charged")
 
@@ -365,14 +321,14 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	require.Eventually(t, func() bool {
 		// Not e.check: a failing require must not run on Eventually's goroutine.
 		var err error
-		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.store, Temporal: e.client,
-			Namespace: e.cfg.Temporal.Namespace, TaskQueue: e.cfg.Temporal.TaskQueue, JobIDPrefix: p})
+		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
 		return err == nil && len(report.Violations) == 1 && strings.Contains(report.Violations[0].Message, "closed as Failed")
 	}, 15*time.Second, 200*time.Millisecond, "the check never reported the failed workflow")
 	v := requireOnly(t, report, invariants.KindWorkflowWithoutJob, id)
 	require.Equal(t, acct, v.AccountID)
 	require.Contains(t, v.Message, "JobNotFound")
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestStuckJob charges a job through the ledger alone, with no workflow to run, deliver or refund
@@ -383,12 +339,12 @@ func TestStuckJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("stuck")
 	id := p + "charged"
-	_, err := e.store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
 	require.NoError(t, err)
-	_, err = e.store.Charge(ctx, id)
+	_, err = e.Store.Charge(ctx, id)
 	require.NoError(t, err)
 
 	// Within the default timeouts (well over an hour), a running job is not stuck.
@@ -400,10 +356,10 @@ func TestStuckJob(t *testing.T) {
 	require.Contains(t, v.Message, "has been running (charged 30 credits)")
 	require.Contains(t, v.Message, "it has no workflow")
 
-	_, err = e.store.Refund(ctx, id, "invariants test: stuck job released", 0)
+	_, err = e.Store.Refund(ctx, id, "invariants test: stuck job released", 0)
 	require.NoError(t, err)
 	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }))
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestBillingStateMismatch reclaims a refunded job through the ledger behind the back of its
@@ -415,13 +371,13 @@ func TestBillingStateMismatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.store, 100)
+	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("mismatch")
 	id := p + "behind-its-back"
 	policy := testPolicy()
 	policy.LateResultWindow = 30 * time.Second
-	st := starter.New(starter.Options{Temporal: e.client, Ledger: e.store,
-		TaskQueue: e.cfg.Temporal.TaskQueue, Namespace: e.cfg.Temporal.Namespace, Policy: policy})
+	st := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store,
+		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
 	_, err := st.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 20, InputRef: "sim:fail"})
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
@@ -429,16 +385,16 @@ func TestBillingStateMismatch(t *testing.T) {
 	e.waitBillingState(t, id, ledgerdb.StateRefunded)
 	requireOK(t, e.check(t, p))
 
-	_, err = e.store.Reclaim(ctx, id)
+	_, err = e.Store.Reclaim(ctx, id)
 	require.NoError(t, err)
 	v := requireOnly(t, e.check(t, p), invariants.KindBillingStateMismatch, id)
 	require.Contains(t, v.Message, "BillingState refunded, but the ledger says recovered")
-	ledgertest.RequireSound(t, e.store, acct)
+	ledgertest.RequireSound(t, e.Store, acct)
 
 	rep, err := st.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	require.Equal(t, "signal", rep.Path)
-	require.NoError(t, e.client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 }
 

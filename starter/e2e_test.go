@@ -12,8 +12,6 @@ package starter_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -27,13 +25,13 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -70,85 +68,19 @@ const simulatedDuration = time.Second
 // waitLimit bounds every wait of a story for its workflow, its ledger state or visibility.
 const waitLimit = 60 * time.Second
 
-// e2eEnv is the process's worker and the clients the tests share.
-type e2eEnv struct {
-	cfg    worker.Config
-	client client.Client
-	store  *ledgerdb.Store
-	// starter is the worker's own (the simulated runner reports late results through it), with e2ePolicy.
-	starter *starter.Starter
-}
-
-var (
-	envOnce   sync.Once
-	sharedEnv *e2eEnv
-	envErr    error
-)
+// e2eEnv is the process's worker and the clients the tests share; its Starter is the worker's
+// own (the simulated runner reports late results through it), with e2ePolicy.
+type e2eEnv struct{ *workertest.Env }
 
 // newEnv returns the process's end-to-end environment, starting it on first use: a worker on a
-// task queue unique to this test process (so no other worker can take its tasks), over the real
-// dev server (127.0.0.1:7233, or JOBBILL_TEMPORAL_ADDRESS) and the migrated test database. It fails the test, never skips it, when the dev
-// server cannot be reached.
+// task queue unique to this test process, over the real dev server (127.0.0.1:7233, or
+// JOBBILL_TEMPORAL_ADDRESS) and the migrated test database.
 func newEnv(t *testing.T) *e2eEnv {
 	t.Helper()
-	store := ledgertest.Store(t)
-	envOnce.Do(func() { sharedEnv, envErr = startEnv(store) })
-	if envErr != nil {
-		t.Fatalf("end-to-end tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", envErr)
-	}
-	return sharedEnv
-}
-
-func startEnv(store *ledgerdb.Store) (*e2eEnv, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	cfg := worker.DefaultConfig()
-	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
-		cfg.Temporal.Address = addr
-	}
-	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-e2e-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
-	p := e2ePolicy()
-	cfg.Policy = worker.PolicyConfig{
-		InitialInterval: p.InitialInterval, BackoffCoefficient: p.BackoffCoefficient, MaximumInterval: p.MaximumInterval,
-		MaximumAttempts: p.MaximumAttempts, StartToClose: p.StartToClose, HeartbeatTimeout: p.HeartbeatTimeout,
-		LateResultWindow: p.LateResultWindow,
-	}
-	cfg.Runner.Simulated.Duration = simulatedDuration
-	cfg.Runner.Simulated.FailureRate = 0
-
-	// The worker's log goes to stderr, which go test shows only for a failing package (or -v).
-	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tc, err := worker.Dial(ctx, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	st := worker.NewStarter(cfg, tc, store)
-	w := worker.New(cfg, tc, store, st)
-	if err := w.Start(); err != nil {
-		tc.Close()
-		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
-	}
-	// The worker and client live as long as the test process: tests share them and run in parallel.
-	return &e2eEnv{cfg: cfg, client: tc, store: store, starter: st}, nil
-}
-
-// starterWith is a starter on the worker's task queue whose jobs get policy p.
-func (e *e2eEnv) starterWith(p workflows.Policy) *starter.Starter {
-	return starter.New(starter.Options{
-		Temporal:  e.client,
-		Ledger:    e.store,
-		TaskQueue: e.cfg.Temporal.TaskQueue,
-		Namespace: e.cfg.Temporal.Namespace,
-		UIURL:     e.cfg.Temporal.UIURL,
-		Policy:    p,
-	})
+	return &e2eEnv{workertest.Shared(t, "e2e", func(cfg *worker.Config) {
+		cfg.Policy = workertest.PolicyConfig(e2ePolicy())
+		cfg.Runner.Simulated.Duration = simulatedDuration
+	})}
 }
 
 func testContext(t *testing.T) context.Context {
@@ -162,7 +94,7 @@ func (e *e2eEnv) awaitClosed(t *testing.T, workflowID string) workflows.JobStatu
 	t.Helper()
 	ctx := testContext(t)
 	var status workflows.JobStatus
-	require.NoError(t, e.client.GetWorkflow(ctx, workflowID, "").Get(ctx, &status),
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflowID, "").Get(ctx, &status),
 		"workflow %s did not complete", workflowID)
 	return status
 }
@@ -193,7 +125,7 @@ func (e *e2eEnv) requireRows(t *testing.T, jobID string, cost int64, kinds ...le
 		}
 		want = append(want, ledgerRow{Kind: k, Amount: amount})
 	}
-	rows, err := e.store.Pool().Query(testContext(t),
+	rows, err := e.Store.Pool().Query(testContext(t),
 		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
 	require.NoError(t, err)
 	got := []ledgerRow{}
@@ -209,10 +141,10 @@ func (e *e2eEnv) requireRows(t *testing.T, jobID string, cost int64, kinds ...le
 // requireBalance checks the account's balance, then audits it (money rules 2, 3 and 6).
 func (e *e2eEnv) requireBalance(t *testing.T, accountID string, want int64) {
 	t.Helper()
-	balance, err := e.store.Balance(testContext(t), accountID)
+	balance, err := e.Store.Balance(testContext(t), accountID)
 	require.NoError(t, err)
 	require.Equal(t, want, balance, "balance of %s", accountID)
-	ledgertest.RequireSound(t, e.store, accountID)
+	ledgertest.RequireSound(t, e.Store, accountID)
 }
 
 // requireVisible polls visibility until a workflow matches the query (visibility lags the
@@ -222,8 +154,8 @@ func (e *e2eEnv) requireVisible(t *testing.T, query string) {
 	ctx := testContext(t)
 	var lastErr error
 	for {
-		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: e.cfg.Temporal.Namespace,
+		resp, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.Config.Temporal.Namespace,
 			Query:     query,
 		})
 		if err == nil && len(resp.GetExecutions()) > 0 {
@@ -261,7 +193,7 @@ func (e *e2eEnv) recordHistory(t *testing.T, name, workflowID string) {
 	if os.Getenv(recordEnv) != "1" {
 		return
 	}
-	iter := e.client.GetWorkflowHistory(testContext(t), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := e.Client.GetWorkflowHistory(testContext(t), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	history := &historypb.History{}
 	for iter.HasNext() {
 		event, err := iter.Next()
@@ -293,7 +225,7 @@ type story struct {
 // submitStory opens an account with 200 credits and submits a job to it.
 func (e *e2eEnv) submitStory(t *testing.T, st *starter.Starter, cost int64, input string) *story {
 	t.Helper()
-	s := &story{acct: ledgertest.Account(t, e.store, 200), id: ledgertest.ID(t, "job"), cost: cost}
+	s := &story{acct: ledgertest.Account(t, e.Store, 200), id: ledgertest.ID(t, "job"), cost: cost}
 	s.sub, s.err = st.Submit(testContext(t), starter.Job{ID: s.id, AccountID: s.acct, Cost: cost, InputRef: input})
 	return s
 }
@@ -307,11 +239,11 @@ func TestE2EStories(t *testing.T) {
 	began := time.Now()
 	defer func() { t.Logf("five stories took %s", time.Since(began).Round(time.Millisecond)) }()
 
-	a := e.submitStory(t, e.starter, 40, "sim:ok")
-	b := e.submitStory(t, e.starter, 40, "sim:late:3")
-	c := e.submitStory(t, e.starterWith(shortWindow(3)), 40, "sim:fail")
-	d := e.submitStory(t, e.starter, 40, "sim:hang")
-	eStory := e.submitStory(t, e.starter, 10_000, "sim:ok")
+	a := e.submitStory(t, e.Starter, 40, "sim:ok")
+	b := e.submitStory(t, e.Starter, 40, "sim:late:3")
+	c := e.submitStory(t, e.StarterWith(shortWindow(3)), 40, "sim:fail")
+	d := e.submitStory(t, e.Starter, 40, "sim:hang")
+	eStory := e.submitStory(t, e.Starter, 10_000, "sim:ok")
 
 	// (d)'s result is reported at once, twice, concurrently, as a duplicated callback would.
 	dResult := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + d.id + "/callback", FinishedAt: time.Now().UTC()}
@@ -320,7 +252,7 @@ func TestE2EStories(t *testing.T) {
 	if d.err == nil {
 		var wg sync.WaitGroup
 		for i := range dReports {
-			wg.Go(func() { dReports[i], dErrs[i] = e.starter.ReportResult(testContext(t), d.id, dResult) })
+			wg.Go(func() { dReports[i], dErrs[i] = e.Starter.ReportResult(testContext(t), d.id, dResult) })
 		}
 		wg.Wait()
 	}
@@ -337,7 +269,7 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateDelivered, final.State)
 		require.Equal(t, 1, final.Attempts)
 		require.False(t, final.DeadLettered)
-		status, err := e.starter.Status(testContext(t), a.id)
+		status, err := e.Starter.Status(testContext(t), a.id)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, status.State)
 		require.Equal(t, 1, status.Attempts)
@@ -375,7 +307,7 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRefunded, final.State)
 		require.True(t, final.DeadLettered)
 		require.Equal(t, 3, final.Attempts)
-		status, err := e.starter.Status(testContext(t), c.id)
+		status, err := e.Starter.Status(testContext(t), c.id)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRefunded, status.State)
 		require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
@@ -437,7 +369,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.store, 200)
+	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
 	job := starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok"}
 
@@ -446,7 +378,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range subs {
-		wg.Go(func() { subs[i], errs[i] = e.starter.Submit(testContext(t), job) })
+		wg.Go(func() { subs[i], errs[i] = e.Starter.Submit(testContext(t), job) })
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
@@ -455,38 +387,38 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 		require.Equal(t, ledgerdb.MoneyCharged, s.Status.MoneyState)
 	}
 
-	again, err := e.starter.Submit(testContext(t), job)
+	again, err := e.Starter.Submit(testContext(t), job)
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
 
 	other := job
 	other.InputRef = "sim:fail"
-	_, err = e.starter.Submit(testContext(t), other)
+	_, err = e.Starter.Submit(testContext(t), other)
 	require.ErrorIs(t, err, ledgerdb.ErrConflict)
 
 	final := e.awaitClosed(t, id)
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	// After the workflow closed: still the same job, still charged once.
-	late, err := e.starter.Submit(testContext(t), job)
+	late, err := e.Starter.Submit(testContext(t), job)
 	require.NoError(t, err)
 	require.True(t, late.Duplicate)
 	require.Equal(t, ledgerdb.StateDelivered, late.Status.State)
 	e.requireRows(t, id, cost, ledgerdb.KindCharge)
 	e.requireBalance(t, acct, 200-cost)
 
-	deleted, err := e.starter.Delete(testContext(t), id)
+	deleted, err := e.Starter.Delete(testContext(t), id)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
 	require.Equal(t, ledgerdb.MoneyCharged, deleted.MoneyState, "a tombstone keeps the money as it was")
-	_, err = e.starter.Submit(testContext(t), job)
+	_, err = e.Starter.Submit(testContext(t), job)
 	require.ErrorIs(t, err, ledgerdb.ErrGone)
-	status, err := e.starter.Status(testContext(t), id)
+	status, err := e.Starter.Status(testContext(t), id)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDeleted, status.State)
 	e.requireRows(t, id, cost, ledgerdb.KindCharge)
 	e.requireBalance(t, acct, 200-cost)
 
-	_, err = e.starter.Status(testContext(t), ledgertest.ID(t, "never"))
+	_, err = e.Starter.Status(testContext(t), ledgertest.ID(t, "never"))
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "an ID that never reached us is not found: nothing charged")
 }
 
@@ -497,9 +429,9 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.store, 200)
+	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
-	st := e.starterWith(shortWindow(1))
+	st := e.StarterWith(shortWindow(1))
 	_, err := st.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
 	require.NoError(t, err)
 	closed := e.awaitClosed(t, id)
@@ -535,13 +467,13 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.store, 200)
+	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
 	// Three attempts fail; the fourth, the redrive's, succeeds. The window only has to outlast
 	// the test's redrive, and keeps a failing test short.
 	p := e2ePolicy()
 	p.LateResultWindow = 5 * time.Second
-	st := e.starterWith(p)
+	st := e.StarterWith(p)
 	_, err := st.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok-on-attempt:4"})
 	require.NoError(t, err)
 	e.waitState(t, st, id, ledgerdb.StateRefunded)
@@ -572,9 +504,9 @@ func TestE2ERedriveAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.store, 200)
+	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
-	st := e.starterWith(shortWindow(1))
+	st := e.StarterWith(shortWindow(1))
 	_, err := st.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, id).State)

@@ -27,7 +27,7 @@ const reconcileGrace = time.Second
 func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) string {
 	t.Helper()
 	id := ledgertest.ID(t, "job")
-	_, err := env.store.Submit(context.Background(), ledgerdb.Submission{
+	_, err := env.Store.Submit(context.Background(), ledgerdb.Submission{
 		JobID: id, AccountID: accountID, Cost: cost, Request: []byte("sim:ok"),
 	})
 	require.NoError(t, err)
@@ -39,9 +39,9 @@ func reconcilePass(t *testing.T, env *e2eEnv, accountID string) activities.Recon
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	run, err := env.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        fmt.Sprintf("reconcile-test/%s/%d", accountID, time.Now().UnixNano()),
-		TaskQueue: env.cfg.Temporal.TaskQueue,
+		TaskQueue: env.Config.Temporal.TaskQueue,
 	}, workflows.Reconcile, activities.ReconcileInput{Grace: reconcileGrace, AccountIDs: []string{accountID}})
 	require.NoError(t, err)
 	var out activities.ReconcileResult
@@ -54,7 +54,7 @@ func reconcilePass(t *testing.T, env *e2eEnv, accountID string) activities.Recon
 func chargeRows(t *testing.T, env *e2eEnv, jobID string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, env.store.Pool().QueryRow(context.Background(),
+	require.NoError(t, env.Store.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM ledger_entries WHERE job_id = $1 AND kind = 'charge'`, jobID).Scan(&n))
 	return n
 }
@@ -67,7 +67,7 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.store, 1000)
+	account := ledgertest.Account(t, env.Store, 1000)
 	orphan := writePlaceholder(t, env, account, 40)
 	time.Sleep(reconcileGrace + 500*time.Millisecond)
 	fresh := writePlaceholder(t, env, account, 30)
@@ -75,16 +75,16 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	first := reconcilePass(t, env, account)
 	require.Equal(t, 1, first.Examined, "only the placeholder older than the grace is examined")
 	require.Equal(t, 1, first.Started)
-	st, err := env.starter.Wait(ctx, orphan, ledgerdb.StateDelivered)
+	st, err := env.Starter.Wait(ctx, orphan, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.MoneyCharged, st.MoneyState)
 	require.Equal(t, 1, chargeRows(t, env, orphan))
 
 	// The fresh placeholder was younger than the grace: untouched, no workflow.
-	job, err := env.store.Job(ctx, fresh)
+	job, err := env.Store.Job(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateSubmitting, job.State)
-	_, err = env.client.DescribeWorkflowExecution(ctx, fresh, "")
+	_, err = env.Client.DescribeWorkflowExecution(ctx, fresh, "")
 	require.Error(t, err, "a placeholder within its grace must not get a workflow")
 
 	// The fresh one now ages past the grace; a second pass heals it and leaves the first alone,
@@ -100,14 +100,14 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, err = env.starter.Wait(ctx, fresh, ledgerdb.StateDelivered)
+	_, err = env.Starter.Wait(ctx, fresh, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	require.Equal(t, 1, chargeRows(t, env, orphan))
 	require.Equal(t, 1, chargeRows(t, env, fresh))
-	balance, err := env.store.Balance(ctx, account)
+	balance, err := env.Store.Balance(ctx, account)
 	require.NoError(t, err)
 	require.Equal(t, int64(1000-40-30), balance)
-	ledgertest.RequireSound(t, env.store, account)
+	ledgertest.RequireSound(t, env.Store, account)
 }
 
 // TestReconcileConcurrentResumeChargesOnce checks money rules 2 and 8: two reconcilers resuming
@@ -116,20 +116,20 @@ func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.store, 100)
+	account := ledgertest.Account(t, env.Store, 100)
 	orphan := writePlaceholder(t, env, account, 40)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			_, err := env.starter.Resume(ctx, orphan)
+			_, err := env.Starter.Resume(ctx, orphan)
 			require.NoError(t, err)
 		})
 	}
 	wg.Wait()
-	_, err := env.starter.Wait(ctx, orphan, ledgerdb.StateDelivered)
+	_, err := env.Starter.Wait(ctx, orphan, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	require.Equal(t, 1, chargeRows(t, env, orphan))
-	ledgertest.RequireSound(t, env.store, account)
+	ledgertest.RequireSound(t, env.Store, account)
 }
 
 // TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging checks money rules 3 and 7: a
@@ -140,20 +140,20 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.store, 100)
+	account := ledgertest.Account(t, env.Store, 100)
 	orphan := writePlaceholder(t, env, account, 40)
 	// A workflow under the job's ID on a queue no worker polls never reaches its charge; an
 	// operator terminates it.
-	_, err := env.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: orphan, TaskQueue: env.cfg.Temporal.TaskQueue + "-nobody",
+	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: orphan, TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
 	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Cost: 40})
 	require.NoError(t, err)
-	require.NoError(t, env.client.TerminateWorkflow(ctx, orphan, "", "test: closed before charging"))
+	require.NoError(t, env.Client.TerminateWorkflow(ctx, orphan, "", "test: closed before charging"))
 	time.Sleep(reconcileGrace)
 
 	out := reconcilePass(t, env, account)
 	require.Equal(t, 1, out.RejectedOrphans)
-	job, err := env.store.Job(ctx, orphan)
+	job, err := env.Store.Job(ctx, orphan)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRejected, job.State)
 	require.Equal(t, ledgerdb.RejectOrphanReason, job.RejectReason)
@@ -162,8 +162,8 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 
 	again := reconcilePass(t, env, account)
 	require.Equal(t, 0, again.Examined)
-	balance, err := env.store.Balance(ctx, account)
+	balance, err := env.Store.Balance(ctx, account)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), balance)
-	ledgertest.RequireSound(t, env.store, account)
+	ledgertest.RequireSound(t, env.Store, account)
 }

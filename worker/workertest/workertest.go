@@ -1,0 +1,115 @@
+// Package workertest gives tests a real worker in their own process, running against the
+// Temporal dev server and the test database on a task queue of its own, so that no other test
+// process's worker takes its tasks and a checker scoped to the queue sees only its workflows.
+package workertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// Env is a running worker and the clients tests share with it.
+type Env struct {
+	// Config is the worker's configuration, task queue included.
+	Config worker.Config
+	// Client is the Temporal client the worker polls with.
+	Client client.Client
+	// Store is the test ledger.
+	Store *ledgerdb.Store
+	// Starter starts jobs on the worker's task queue with the configured policy; the simulated
+	// runner reports late results through it.
+	Starter *starter.Starter
+}
+
+var (
+	mu      sync.Mutex
+	started = map[string]*Env{}
+)
+
+// Shared is the process's worker called name, started on first use: the default configuration
+// with a task queue unique to this process, then configure (which may be nil). The worker lives as
+// long as the test process; the tests share it and may run in parallel. It fails the test, never
+// skips it, when the dev server cannot be reached: CI must not pass by not checking.
+func Shared(t testing.TB, name string, configure func(*worker.Config)) *Env {
+	t.Helper()
+	store := ledgertest.Store(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if env := started[name]; env != nil {
+		return env
+	}
+	env, err := start(store, name, configure)
+	if err != nil {
+		t.Fatalf("these tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", err)
+	}
+	started[name] = env
+	return env
+}
+
+func start(store *ledgerdb.Store, name string, configure func(*worker.Config)) (*Env, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	cfg := worker.DefaultConfig()
+	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
+		cfg.Temporal.Address = addr
+	}
+	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-%s-%d-%s", name, os.Getpid(), hex.EncodeToString(b[:]))
+	cfg.Runner.Simulated.FailureRate = 0
+	if configure != nil {
+		configure(&cfg)
+	}
+	// The worker's log goes to stderr, which go test shows only for a failing package (or -v).
+	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tc, err := worker.Dial(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	st := worker.NewStarter(cfg, tc, store)
+	if err := worker.New(cfg, tc, store, st).Start(); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
+	}
+	return &Env{Config: cfg, Client: tc, Store: store, Starter: st}, nil
+}
+
+// StarterWith is a starter on the worker's task queue whose jobs get policy p.
+func (e *Env) StarterWith(p workflows.Policy) *starter.Starter {
+	return starter.New(starter.Options{
+		Temporal:  e.Client,
+		Ledger:    e.Store,
+		TaskQueue: e.Config.Temporal.TaskQueue,
+		Namespace: e.Config.Temporal.Namespace,
+		UIURL:     e.Config.Temporal.UIURL,
+		Policy:    p,
+	})
+}
+
+// PolicyConfig is p as the worker configuration's policy keys.
+func PolicyConfig(p workflows.Policy) worker.PolicyConfig {
+	return worker.PolicyConfig{
+		InitialInterval: p.InitialInterval, BackoffCoefficient: p.BackoffCoefficient, MaximumInterval: p.MaximumInterval,
+		MaximumAttempts: p.MaximumAttempts, StartToClose: p.StartToClose, HeartbeatTimeout: p.HeartbeatTimeout,
+		LateResultWindow: p.LateResultWindow,
+	}
+}
