@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/invariants"
-	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/worker"
 )
 
 // newAuditCommand is `jobbill audit`, the whole-system checker: the ledger and Temporal
@@ -35,25 +33,8 @@ may share the namespace; --any-task-queue lists every task queue.`,
   jobbill audit --account acme --json
   jobbill audit --prefix chaos-42- --stuck-after 2m --grace 0s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console"})
-			if err != nil {
-				return err
-			}
-			tc, err := worker.Dial(cmd.Context(), cfg, logger)
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			ledger, err := ledgerdb.Open(cmd.Context(), cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer ledger.Close()
+		RunE: withConnections(func(cmd *cobra.Command, c *connections, _ []string) error {
+			cfg, ledger, tc := c.cfg, c.ledger, c.temporal
 
 			opts.Ledger, opts.Temporal, opts.Namespace = ledger, tc, cfg.Temporal.Namespace
 			if !anyTaskQueue {
@@ -79,7 +60,7 @@ may share the namespace; --any-task-queue lists every task queue.`,
 				return fmt.Errorf("%d violations of the money rules", len(report.Violations))
 			}
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.AccountID, "account", "", "check only this account, its jobs and their workflows")

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -25,25 +24,8 @@ func newDeadLetterCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List dead-lettered jobs (open and closed workflows) with their ledger state",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console"})
-			if err != nil {
-				return err
-			}
-			tc, err := worker.Dial(cmd.Context(), cfg, logger)
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			ledger, err := ledgerdb.Open(cmd.Context(), cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer ledger.Close()
+		RunE: withConnections(func(cmd *cobra.Command, c *connections, _ []string) error {
+			cfg, ledger, tc := c.cfg, c.ledger, c.temporal
 			query := fmt.Sprintf("WorkflowType = '%s' AND %s = true", workflows.WorkflowType, workflows.SearchAttributeDeadLettered)
 			if account != "" {
 				if err := ledgerdb.ValidateID("account ID", account); err != nil {
@@ -103,7 +85,7 @@ func newDeadLetterCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "re-drive one with: jobbill job redrive JOB_ID\n")
 			return nil
-		},
+		}),
 	}
 	list.Flags().StringVar(&account, "account", "", "only this account's dead letters")
 	list.Flags().BoolVar(&all, "all", false, "also list jobs that were dead letters and have been recovered or deleted since")
