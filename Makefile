@@ -4,7 +4,7 @@
 GO ?= go
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: run test db temporal migrate vet bench-ledger bench-workflow
+.PHONY: run test db temporal temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
 
 ## run: start Postgres and the Temporal dev server, then run the worker and play the five stories.
 run: db temporal
@@ -21,6 +21,15 @@ db:
 ## temporal: install the Temporal CLI if missing and start its dev server (idempotent).
 temporal:
 	bash scripts/ensure-temporal.sh
+
+## temporal-cluster: the real Temporal server (the compose file's version) on the local Postgres,
+## without Docker, on 127.0.0.1:7333 beside the dev server; builds it the first time (idempotent).
+temporal-cluster: db
+	bash scripts/ensure-temporal-cluster.sh
+
+## temporal-cluster-stop: stop the cluster-mode server; its data stays in Postgres.
+temporal-cluster-stop:
+	bash scripts/ensure-temporal-cluster.sh stop
 
 migrate: db
 	$(GO) run ./cmd/jobbill migrate
