@@ -13,16 +13,23 @@ import (
 // Ledger is the part of [*ledgerdb.Store] the activities use. It is an interface so that tests can
 // put a fake ledger behind the activities; production code passes the Store.
 type Ledger interface {
-	// Charge takes the job's recorded cost (submitting -> running).
-	Charge(ctx context.Context, jobID string) (ledgerdb.Transition, error)
+	// Submit writes a job's placeholder (state submitting), for a workflow started without one.
+	Submit(ctx context.Context, sub ledgerdb.Submission) (ledgerdb.Transition, error)
+	// ChargeMatching takes the job's recorded cost (submitting -> running) if the job was
+	// submitted with the request of fingerprint (any request when nil).
+	ChargeMatching(ctx context.Context, jobID string, fingerprint []byte) (ledgerdb.Transition, error)
 	// Refund gives the recorded cost back (running -> refunded).
 	Refund(ctx context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error)
 	// Reclaim takes a refunded job's cost again (refunded -> recovered); a no-op otherwise.
 	Reclaim(ctx context.Context, jobID string) (ledgerdb.Transition, error)
 	// Deliver records that the work succeeded (running -> delivered); no money moves.
 	Deliver(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	// Settle bills a result in one step: running -> delivered, or refunded -> recovered.
+	Settle(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
 	// RecordAttempt records how many attempts the work has had.
 	RecordAttempt(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	// RaiseAlarm records that the database refused one of the job's steps for good.
+	RaiseAlarm(ctx context.Context, jobID, step, message string) (ledgerdb.Outcome, error)
 }
 
 // Activities are jobbill's Temporal activities. Register one value with the worker; the workflow
@@ -38,9 +45,11 @@ type Activities struct {
 
 // LedgerRecorder records a guarded ledger call: which operation, what it answered, how long it took.
 type LedgerRecorder interface {
-	// LedgerCall records one call of operation (charge, refund, reclaim, deliver): its answer or
-	// error, and how long it took.
+	// LedgerCall records one call of operation (charge, refund, reclaim, deliver, settle): its
+	// answer or error, and how long it took.
 	LedgerCall(operation string, t ledgerdb.Transition, err error, took time.Duration)
+	// LedgerAlarm records an alarm raised because the database refused a job's step for good.
+	LedgerAlarm(step string)
 }
 
 // record passes a ledger call's answer through the recorder, if there is one.
@@ -61,9 +70,22 @@ const (
 	ErrorTypeJobGone = "JobGone"
 	// ErrorTypeJobNotFound: no job was ever submitted under the ID. Non-retryable.
 	ErrorTypeJobNotFound = "JobNotFound"
+	// ErrorTypeJobConflict: the job ID was submitted with another request than the workflow's;
+	// nothing was charged. Non-retryable.
+	ErrorTypeJobConflict = "JobConflict"
+	// ErrorTypeJobRejected: the job was rejected before it was charged for a reason other than
+	// credits (its workflow ended before charging, its workflow ID was taken, the exposure
+	// limit); nothing was charged. Non-retryable. Its details are a [LedgerResult].
+	ErrorTypeJobRejected = "JobRejected"
+	// ErrorTypeUnknownAccount: the job's account does not exist. Non-retryable.
+	ErrorTypeUnknownAccount = "UnknownAccount"
 	// ErrorTypeInvalidInput: the ledger refused an argument (an ID, a reason). Non-retryable,
 	// because the same argument is refused every time.
 	ErrorTypeInvalidInput = "InvalidInput"
+	// ErrorTypeLedgerRefused: the database refused the call for good (a value out of range, a
+	// violated constraint, a missing privilege; see ledgerdb.Permanent). Non-retryable: the
+	// workflow raises an alarm instead of retrying a call that can never succeed.
+	ErrorTypeLedgerRefused = "LedgerRefused"
 	// ErrorTypeWorkFailed: an attempt of the GPU work failed; retryable. Its details are a
 	// [WorkFailure].
 	ErrorTypeWorkFailed = "WorkFailed"
@@ -79,8 +101,30 @@ var NonRetryableErrorTypes = []string{
 	ErrorTypeInsufficientCredits,
 	ErrorTypeJobGone,
 	ErrorTypeJobNotFound,
+	ErrorTypeJobConflict,
+	ErrorTypeJobRejected,
+	ErrorTypeUnknownAccount,
 	ErrorTypeInvalidInput,
+	ErrorTypeLedgerRefused,
 	ErrorTypeWorkFailedPermanently,
+}
+
+// SubmitInput is the placeholder a workflow started without one writes for its job: the same
+// guarded submission the starter makes, with the same request fingerprint.
+type SubmitInput struct {
+	// JobID is the client's job ID.
+	JobID string
+	// AccountID is the paying account.
+	AccountID string
+	// Cost is the job's price in credits.
+	Cost int64
+	// InputRef is the job's input, the request the fingerprint covers.
+	InputRef string
+}
+
+// Submission is the ledger's submission of this input.
+func (in SubmitInput) Submission() ledgerdb.Submission {
+	return ledgerdb.Submission{JobID: in.JobID, AccountID: in.AccountID, Cost: in.Cost, Request: []byte(in.InputRef)}
 }
 
 // ChargeInput names the job to charge. There is no amount: the ledger charges the job's recorded
@@ -88,6 +132,9 @@ var NonRetryableErrorTypes = []string{
 type ChargeInput struct {
 	// JobID is the client's job ID.
 	JobID string
+	// Fingerprint, when set, is the fingerprint of the request the workflow runs
+	// (ledgerdb.Submission.Fingerprint): a job submitted with another request is not charged.
+	Fingerprint []byte `json:",omitempty"`
 }
 
 // RefundInput names the job to refund and says why. There is no amount (money rule 5).
@@ -114,6 +161,24 @@ type DeliverInput struct {
 	Attempts int
 }
 
+// SettleInput names the job whose result landed.
+type SettleInput struct {
+	// JobID is the client's job ID.
+	JobID string
+	// Attempt is the attempt that produced the result.
+	Attempt int
+}
+
+// AlarmInput says which of a job's ledger steps the database refused for good, and how.
+type AlarmInput struct {
+	// JobID is the client's job ID.
+	JobID string
+	// Step is the refused step: charge, refund or settle.
+	Step string
+	// Message is the refusal.
+	Message string
+}
+
 // LedgerResult is what a ledger activity did and where the job stands afterwards. It is also the
 // details of the non-retryable errors, so the workflow can show a rejected job's state and reason.
 type LedgerResult struct {
@@ -135,11 +200,22 @@ type LedgerResult struct {
 	Reason string
 }
 
+// Submit writes the job's placeholder, as the starter does before it starts a workflow: a workflow
+// started directly (by another Temporal client) calls it when its charge finds no job. The same
+// request again answers AlreadyApplied; another request under the ID, a deleted ID or an unknown
+// account is a non-retryable error.
+func (a *Activities) Submit(ctx context.Context, in SubmitInput) (LedgerResult, error) {
+	start := time.Now()
+	t, err := a.Ledger.Submit(ctx, in.Submission())
+	return ledgerCall(a.record("submit", start, t, err))
+}
+
 // Charge takes the job's recorded cost from its account. A refused charge (insufficient credits,
-// a deleted ID, an unknown job) is a non-retryable error; a repeat answers AlreadyApplied.
+// a deleted ID, an unknown job, another request under the ID) is a non-retryable error; a repeat
+// answers AlreadyApplied.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
 	start := time.Now()
-	t, err := a.Ledger.Charge(ctx, in.JobID)
+	t, err := a.Ledger.ChargeMatching(ctx, in.JobID, in.Fingerprint)
 	return ledgerCall(a.record("charge", start, t, err))
 }
 
@@ -167,6 +243,27 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult
 	return ledgerCall(a.record("deliver", start, t, err))
 }
 
+// Settle bills the job's result in one step: a running job is delivered, a refunded one recovered
+// (its refund reclaimed). A repeat answers AlreadyApplied.
+func (a *Activities) Settle(ctx context.Context, in SettleInput) (LedgerResult, error) {
+	start := time.Now()
+	t, err := a.Ledger.Settle(ctx, in.JobID, in.Attempt)
+	return ledgerCall(a.record("settle", start, t, err))
+}
+
+// RaiseAlarm records that the database refused one of the job's steps for good, once per job and
+// step, and counts it. It is the loud end of a step no retry can write.
+func (a *Activities) RaiseAlarm(ctx context.Context, in AlarmInput) error {
+	outcome, err := a.Ledger.RaiseAlarm(ctx, in.JobID, in.Step, in.Message)
+	if err != nil {
+		return err
+	}
+	if outcome == ledgerdb.Applied && a.Metrics != nil {
+		a.Metrics.LedgerAlarm(in.Step)
+	}
+	return nil
+}
+
 // ledgerCall turns a ledger answer into an activity answer.
 func ledgerCall(t ledgerdb.Transition, err error) (LedgerResult, error) {
 	res := resultOf(t)
@@ -180,7 +277,7 @@ func resultOf(t ledgerdb.Transition) LedgerResult {
 	j := t.Job
 	reason := j.RefundReason
 	if reason == "" {
-		reason = j.RejectReason
+		reason = string(j.RejectReason)
 	}
 	return LedgerResult{
 		Outcome:      t.Outcome,
@@ -194,20 +291,29 @@ func resultOf(t ledgerdb.Transition) LedgerResult {
 	}
 }
 
-// ledgerError maps the ledger's business refusals to non-retryable application errors with
-// constant types, and leaves every other error retryable: a guarded call that failed wrote
-// nothing, or wrote it once and will answer AlreadyApplied on the retry.
+// ledgerError maps the ledger's business refusals, and the database's permanent refusals
+// (ledgerdb.Permanent), to non-retryable application errors with constant types, and leaves every
+// other error (a lost connection, a timeout, a deadlock) retryable: a guarded call that failed
+// wrote nothing, or wrote it once and will answer AlreadyApplied on the retry.
 func ledgerError(err error, res LedgerResult) error {
 	var errType string
 	switch {
 	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
 		errType = ErrorTypeInsufficientCredits
+	case errors.Is(err, ledgerdb.ErrRejected):
+		errType = ErrorTypeJobRejected
 	case errors.Is(err, ledgerdb.ErrGone):
 		errType = ErrorTypeJobGone
 	case errors.Is(err, ledgerdb.ErrJobNotFound):
 		errType = ErrorTypeJobNotFound
+	case errors.Is(err, ledgerdb.ErrConflict):
+		errType = ErrorTypeJobConflict
+	case errors.Is(err, ledgerdb.ErrUnknownAccount):
+		errType = ErrorTypeUnknownAccount
 	case errors.Is(err, ledgerdb.ErrInvalidInput):
 		errType = ErrorTypeInvalidInput
+	case ledgerdb.Permanent(err):
+		errType = ErrorTypeLedgerRefused
 	default:
 		return err
 	}

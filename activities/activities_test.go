@@ -54,8 +54,8 @@ func appError(t *testing.T, err error, errType string, nonRetryable bool) *tempo
 func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant("acme", 10)
-	ledger.Submit("too-dear", "acme", 40)
-	ledger.Submit("burnt", "acme", 5)
+	ledger.AddPlaceholder("too-dear", "acme", 40)
+	ledger.AddPlaceholder("burnt", "acme", 5)
 	_, err := ledger.Charge(context.Background(), "burnt")
 	require.NoError(t, err)
 	_, err = ledger.Deliver(context.Background(), "burnt", 1)
@@ -94,7 +94,7 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 func TestLedgerFailuresStayRetryable(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant("acme", 100)
-	ledger.Submit("render-1", "acme", 40)
+	ledger.AddPlaceholder("render-1", "acme", 40)
 	ledger.LoseAnswers(activitiestest.OpCharge, 1)
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
@@ -120,7 +120,7 @@ func TestLedgerFailuresStayRetryable(t *testing.T) {
 func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant("acme", 100)
-	ledger.Submit("render-2", "acme", 40)
+	ledger.AddPlaceholder("render-2", "acme", 40)
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
@@ -161,7 +161,7 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant("acme", 100)
-	ledger.Submit("render-3", "acme", 40)
+	ledger.AddPlaceholder("render-3", "acme", 40)
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
@@ -182,7 +182,7 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant("acme", 100)
-	ledger.Submit("render-4", "acme", 40)
+	ledger.AddPlaceholder("render-4", "acme", 40)
 	_, err := ledger.Charge(context.Background(), "render-4")
 	require.NoError(t, err)
 	runner := &activities.SimulatedRunner{Duration: 5 * time.Millisecond}

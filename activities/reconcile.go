@@ -19,9 +19,13 @@ const DefaultReconcileGrace = 2 * time.Minute
 // DefaultReconcileLimit is how many placeholders one pass heals at most; the next pass takes the rest.
 const DefaultReconcileLimit = 100
 
-// resumeTimeout bounds healing one placeholder: the start and the wait for its charge decision.
-// A job that takes longer is left for the next pass, which joins its workflow.
+// resumeTimeout bounds healing one job or applying one result: a start and the wait for its
+// charge decision, or a signal. A job that takes longer is left for the next pass.
 const resumeTimeout = 30 * time.Second
+
+// DefaultResultGrace is how old a recorded, unapplied result must be before a reconcile pass
+// applies it: its reporter hands it on within a second unless Temporal was unreachable.
+const DefaultResultGrace = 30 * time.Second
 
 // ReconcileInput configures one reconcile pass.
 type ReconcileInput struct {
@@ -29,9 +33,11 @@ type ReconcileInput struct {
 	Grace time.Duration
 	// Limit is how many placeholders the pass heals at most; DefaultReconcileLimit when zero.
 	Limit int
-	// AccountIDs limits the pass to these accounts' placeholders; every account's when empty
-	// (the schedule's pass).
+	// AccountIDs limits the pass to these accounts' jobs; every account's when empty (the
+	// schedule's pass).
 	AccountIDs []string
+	// ResultGrace is how old a recorded result must be to be applied; DefaultResultGrace when zero.
+	ResultGrace time.Duration `json:",omitempty"`
 }
 
 // ReconcileResult counts what one pass did.
@@ -41,64 +47,137 @@ type ReconcileResult struct {
 	// Started counts placeholders whose workflow now runs and whose charge is decided (charged,
 	// or refused for want of credits), or that another pass or submission had already settled.
 	Started int
-	// RejectedOrphans counts placeholders whose workflow had closed before charging them: they
-	// are rejected in the ledger, nothing charged.
+	// RejectedOrphans counts placeholders that no workflow can ever charge (theirs closed before
+	// charging them, or another program's holds their ID): rejected, nothing charged.
 	RejectedOrphans int
 	// StillSubmitting counts placeholders whose workflow runs but has not decided the charge yet.
 	StillSubmitting int
-	// Failed counts placeholders the pass could not heal; the next pass tries again.
+	// RunningChecked counts charged, unsettled jobs compared with the open workflows.
+	RunningChecked int `json:",omitempty"`
+	// Healed counts charged jobs whose workflow had closed without settling them: refunded by a
+	// heal run.
+	Healed int `json:",omitempty"`
+	// ResultsApplied counts recorded results handed on to their job after their reporter could
+	// not reach Temporal.
+	ResultsApplied int `json:",omitempty"`
+	// Failed counts jobs the pass could not heal or results it could not apply; the next pass
+	// tries again.
 	Failed int
-	// Failures says why, one line per failed job.
+	// Failures says why, one line per failure.
 	Failures []string
 }
 
-// Reconciler heals orphaned placeholders (issue 5, item 3): jobs whose submitter wrote the
-// placeholder and then never started the workflow. Its dependencies are fields, in the style of
-// [Activities]; the worker registers it beside them.
-type Reconciler struct {
-	// Ledger lists the placeholders.
-	Ledger *ledgerdb.Store
-	// Resume heals one placeholder and answers the job's state after it: the starter's Resume,
-	// which starts the workflow exactly as a submission does, or rejects the job when its
-	// workflow closed before charging it. It is a function rather than the starter itself
-	// because the starter imports this package.
-	Resume func(ctx context.Context, jobID string) (ledgerdb.Job, error)
+// Healer is what a reconcile pass heals through: the starter, whose starts, signals and heal runs
+// are the very ones product code's submissions and reports use. It is an interface because the
+// starter imports this package.
+type Healer interface {
+	// Resume finishes a placeholder whose workflow never started, or rejects it when no workflow
+	// can ever charge it, and answers the job's state after it.
+	Resume(ctx context.Context, jobID string) (ledgerdb.State, ledgerdb.RejectReason, error)
+	// HealRunning heals the running jobs among jobs whose workflow has closed, and says how many
+	// it healed, and which it could not.
+	HealRunning(ctx context.Context, jobs []ledgerdb.Job) (healed int, failures []string, err error)
+	// ApplyRecordedResult hands a recorded result on to its job.
+	ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error
 }
 
-// ReconcileOrphans is one reconcile pass: every placeholder older than the grace is resumed. It is
-// safe to run twice or concurrently with another pass or a submission of the same job: a running
-// workflow is joined, a closed ID is never started again, and the ledger's charge guard admits at
-// most one charge per job (money rules 2 and 8). One job's failure does not stop the pass; it is
-// counted and left to the next one.
+// Reconciler is the reconcile pass: it heals what the doors jobbill does not control can leave
+// behind. Its dependencies are fields, in the style of [Activities]; the worker registers it
+// beside them.
+type Reconciler struct {
+	// Ledger lists the placeholders, running jobs and recorded results.
+	Ledger *ledgerdb.Store
+	// Healer heals them.
+	Healer Healer
+}
+
+// ReconcileOrphans is one reconcile pass (the name is the registered activity's, kept from when a
+// pass only resumed orphaned placeholders). It heals, in this order:
+//
+//  1. results recorded while Temporal was unreachable: each is handed to its job's workflow or to
+//     the late-result fallback, exactly as its report would have been;
+//  2. charged jobs whose workflow closed without settling them (terminated, failed, timed out):
+//     each is refunded by a heal run of its own workflow;
+//  3. placeholders whose workflow never started: each is started as a submission would have
+//     been, or rejected (nothing charged) when no workflow can ever charge it.
+//
+// Results come first so that a result that did land delivers its job rather than have it refunded
+// and then reclaimed. Every step goes through the ledger's guards, so the pass is safe to run twice
+// or concurrently with another pass, a submission or a report (money rules 2 and 8). One job's
+// failure does not stop the pass; it is counted and left to the next one.
 func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	if in.Grace <= 0 {
 		in.Grace = DefaultReconcileGrace
 	}
+	if in.ResultGrace <= 0 {
+		in.ResultGrace = DefaultResultGrace
+	}
 	if in.Limit <= 0 {
 		in.Limit = DefaultReconcileLimit
 	}
-	if r.Resume == nil {
-		return ReconcileResult{}, errors.New("reconciler: no Resume function configured")
+	if r.Healer == nil {
+		return ReconcileResult{}, errors.New("reconciler: no healer configured")
 	}
+	var out ReconcileResult
+	fail := func(id string, err error) {
+		out.Failed++
+		out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", id, err))
+	}
+	heartbeat := func(details string) {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, details)
+		}
+	}
+
+	results, err := r.Ledger.UnappliedResults(ctx, in.ResultGrace, in.Limit, in.AccountIDs...)
+	if err != nil {
+		return out, err
+	}
+	for _, u := range results {
+		heartbeat(u.Report.JobID)
+		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
+		err := r.Healer.ApplyRecordedResult(jobCtx, u)
+		cancel()
+		if err != nil {
+			fail(fmt.Sprintf("%s (result of attempt %d)", u.Report.JobID, u.Report.Attempt), err)
+		} else {
+			out.ResultsApplied++
+		}
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+
+	running, err := r.Ledger.RunningJobs(ctx, 0, ledgerdb.MaxRunningJobs, in.AccountIDs...)
+	if err != nil {
+		return out, err
+	}
+	heartbeat("running jobs")
+	out.RunningChecked = len(running)
+	healed, failures, err := r.Healer.HealRunning(ctx, running)
+	out.Healed = healed
+	out.Failed += len(failures)
+	out.Failures = append(out.Failures, failures...)
+	if err != nil {
+		return out, err
+	}
+
 	jobs, err := r.Ledger.Placeholders(ctx, in.Grace, in.Limit, in.AccountIDs...)
 	if err != nil {
-		return ReconcileResult{}, err
+		return out, err
 	}
-	out := ReconcileResult{Examined: len(jobs)}
+	out.Examined = len(jobs)
 	for _, job := range jobs {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, job.ID)
-		}
+		heartbeat(job.ID)
 		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
-		after, err := r.Resume(jobCtx, job.ID)
+		state, reject, err := r.Healer.Resume(jobCtx, job.ID)
 		cancel()
 		switch {
 		case err != nil:
-			out.Failed++
-			out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", job.ID, err))
-		case after.State == ledgerdb.StateRejected && after.RejectReason == ledgerdb.RejectOrphanReason:
+			fail(job.ID, err)
+		case state == ledgerdb.StateRejected && (reject == ledgerdb.RejectWorkflowEnded || reject == ledgerdb.RejectWorkflowIDTaken):
 			out.RejectedOrphans++
-		case after.State == ledgerdb.StateSubmitting:
+		case state == ledgerdb.StateSubmitting:
 			out.StillSubmitting++
 		default:
 			out.Started++
@@ -109,7 +188,8 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 		}
 	}
 	if activity.IsActivity(ctx) {
-		activity.GetLogger(ctx).Info("Reconcile pass done.", "Examined", out.Examined, "Started", out.Started,
+		activity.GetLogger(ctx).Info("Reconcile pass done.", "ResultsApplied", out.ResultsApplied,
+			"RunningChecked", out.RunningChecked, "Healed", out.Healed, "Examined", out.Examined, "Started", out.Started,
 			"RejectedOrphans", out.RejectedOrphans, "StillSubmitting", out.StillSubmitting, "Failed", out.Failed)
 	}
 	return out, nil

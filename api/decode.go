@@ -168,10 +168,10 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return activities.WorkResult{}, err
 	}
-	if req.Attempt < 0 || req.Attempt > 1<<30 {
-		return activities.WorkResult{}, badRequest("Field \"attempt\" is %d; it must be between 0 and %d", req.Attempt, 1<<30)
+	if err := ledgerdb.ValidateAttempt(req.Attempt); err != nil {
+		return activities.WorkResult{}, err
 	}
-	if err := validateText("output_ref", req.OutputRef, MaxRefLength); err != nil {
+	if err := ledgerdb.ValidateOutputRef(req.OutputRef); err != nil {
 		return activities.WorkResult{}, err
 	}
 	res := activities.WorkResult{Attempt: req.Attempt, OutputRef: req.OutputRef, FinishedAt: now.UTC()}

@@ -263,7 +263,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	a = call(t, base, "GET", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "charged", a.str("money_state"))
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 2})
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://late"})
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive", admin, map[string]any{"by": "ops"}).code)
 

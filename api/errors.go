@@ -12,9 +12,9 @@ import (
 // Error is the one shape of every error the API answers.
 type Error struct {
 	// Code is stable and meant for programs: invalid_input, body_too_large, unauthorized,
-	// forbidden, not_received, deleted, conflict, job_active, insufficient_credits,
-	// unknown_account, not_dead_lettered, out_of_range, no_route, method_not_allowed, unavailable,
-	// internal.
+	// forbidden, not_received, deleted, conflict, job_active, insufficient_credits, rejected,
+	// not_started, unknown_account, not_dead_lettered, out_of_range, no_route, method_not_allowed,
+	// unavailable, internal.
 	Code string `json:"code"`
 	// Message is a sentence for a person.
 	Message string `json:"message"`
@@ -76,8 +76,10 @@ func fromDomain(err error) *apiError {
 		return newError(http.StatusConflict, "conflict", "This ID was already used with a different request. This request charged nothing; use a new ID for a new job.")
 	case errors.Is(err, ledgerdb.ErrUnknownAccount):
 		return newError(http.StatusNotFound, "unknown_account", "No such account. Nothing was written.")
-	case errors.Is(err, ledgerdb.ErrOverflow):
-		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of range. Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrOverflow), errors.Is(err, ledgerdb.ErrBalanceOutOfRange):
+		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of the range in which every pending refund and reclaim still fits. Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrNotStarted):
+		return newError(http.StatusConflict, "not_started", "This job was never charged (it is still being decided, or it was rejected), so it has no result to take. Nothing was written.")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return newError(http.StatusServiceUnavailable, "unavailable", msgUnavailable).withMoney("unknown")
 	}

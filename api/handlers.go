@@ -43,7 +43,11 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		return status, sub, nil
 	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
 		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
-			"Not started: the account does not have enough credits. You were not charged.").withJob(sub.Status)
+			starter.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(sub.Status)
+	case errors.Is(err, ledgerdb.ErrRejected):
+		// Rejected for another reason than credits: its workflow was stopped before charging it,
+		// or its workflow ID is another program's. Topping up would not help; a new ID does.
+		return 0, nil, newError(http.StatusConflict, "rejected", sub.Status.Message).withJob(sub.Status)
 	case errors.Is(err, ledgerdb.ErrUnknownAccount):
 		return 0, nil, newError(http.StatusUnprocessableEntity, "unknown_account", "No such account. Nothing was written; you were not charged.")
 	case errors.Is(err, ledgerdb.ErrGone), errors.Is(err, ledgerdb.ErrConflict):
@@ -155,6 +159,10 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	report, err := s.opts.Starter.ReportResult(r.Context(), st.JobID, res)
 	if err != nil {
 		return 0, nil, err
+	}
+	if report.Path == starter.PathRecorded {
+		// Durable, not yet applied: Temporal was unreachable. The reconcile pass applies it.
+		return http.StatusAccepted, report, nil
 	}
 	return http.StatusOK, report, nil
 }

@@ -109,7 +109,7 @@ func New(opts Options) *Server {
 		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
 		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob, nil},
 		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob, nil},
-		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 404, 410}, s.reportResult, nil},
+		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 202, 404, 409, 410}, s.reportResult, nil},
 		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob, nil},
 		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount, nil},
 		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger, nil},

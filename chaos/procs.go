@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/jobbill/jobbill/workflows"
+
 	"context"
 	"errors"
 	"fmt"
@@ -63,11 +65,10 @@ func (d *devServer) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(d.bin, "server", "start-dev", "--ip", "127.0.0.1",
-		"--port", strconv.Itoa(d.port), "--ui-port", strconv.Itoa(d.port+1000),
-		"--db-filename", d.dbFile, "--log-level", "warn",
-		"--search-attribute", "BillingState=Keyword", "--search-attribute", "AccountID=Keyword",
-		"--search-attribute", "DeadLettered=Bool", "--headless")
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(d.port), "--ui-port", strconv.Itoa(d.port + 1000),
+		"--db-filename", d.dbFile, "--log-level", "warn", "--headless"}
+	cmd := exec.Command(d.bin, append(args, workflows.DevServerFlags()...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The server must not outlive a driver that dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -9,7 +9,10 @@
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
-//   - an open workflow whose BillingState search attribute disagrees with the ledger.
+//   - an open workflow whose BillingState search attribute disagrees with the ledger;
+//   - charged jobs whose workflow closed without settling them, results recorded but never
+//     applied, and ledger alarms — what the reconcile pass heals, left unhealed;
+//   - a reconcile schedule that is missing or points at a task queue nobody polls.
 //
 // It only reads. `jobbill audit` is its command; tests call it, scoped to their own account or
 // job-ID prefix, to prove the rules after real jobs ran.
@@ -55,12 +58,27 @@ const (
 	// state in the ledger. Closed runs are not compared: they keep the attributes they closed
 	// with, and a job recovered later through the late-result fallback is sound.
 	KindBillingStateMismatch Kind = "billing_state_mismatch"
+	// KindUnsettledJob: a job is charged and running, but no workflow runs it (its run was
+	// terminated, failed, timed out): nothing will deliver or refund it. The reconcile pass heals
+	// such a job within an interval, so one older than the grace means the pass is not running
+	// (rule 3).
+	KindUnsettledJob Kind = "unsettled_job"
+	// KindUnappliedResult: a result was recorded (while Temporal was unreachable) and no workflow
+	// has taken it for longer than the grace; the reconcile pass should have applied it.
+	KindUnappliedResult Kind = "unapplied_result"
+	// KindLedgerAlarm: the ledger refused one of a job's steps for good and the step is still not
+	// written: the job needs an operator.
+	KindLedgerAlarm Kind = "ledger_alarm"
+	// KindReconcileSchedule: the reconcile schedule is missing, or points at a task queue no worker
+	// polls, so nothing heals what the doors leave behind.
+	KindReconcileSchedule Kind = "reconcile_schedule"
 )
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
-		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch}
+		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
+		KindLedgerAlarm, KindReconcileSchedule}
 }
 
 // Violation is one broken rule.
@@ -84,7 +102,7 @@ type Options struct {
 	Ledger *ledgerdb.Store
 	// Temporal is the client to list and describe workflows with. Required.
 	Temporal client.Client
-	// Namespace is the Temporal namespace; "default" when empty.
+	// Namespace is the Temporal namespace; workflows.DefaultNamespace when empty.
 	Namespace string
 	// TaskQueue, when set, keeps only workflows started on it. Several ledgers (a deployment's and
 	// the tests', say) may share one namespace, each with its own task queue; without this, the
@@ -101,9 +119,14 @@ type Options struct {
 	StuckAfter time.Duration
 	// Grace is how old a placeholder must be before a missing workflow counts: the starter writes
 	// the placeholder first and starts the workflow a moment later, so on a live system a young
-	// placeholder without a workflow is normal. Zero checks every placeholder (quiescent systems
-	// and tests).
+	// placeholder without a workflow is normal. It is also how long a charged job may have no
+	// workflow, and a recorded result stay unapplied, before the reconcile pass counts as late.
+	// Zero checks everything (quiescent systems and tests).
 	Grace time.Duration
+	// Schedule, when set, also checks the reconcile schedule: that it exists and that a worker
+	// polls the task queue it starts its passes on. `jobbill audit` sets it unless the audit is
+	// scoped to an account or a prefix.
+	Schedule bool
 }
 
 // StuckAfterFor is the longest a job may legitimately stay running under policy p: every attempt
@@ -127,7 +150,7 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 		return Report{}, errors.New("invariants: Options.Ledger and Options.Temporal are required")
 	}
 	if opts.Namespace == "" {
-		opts.Namespace = "default"
+		opts.Namespace = workflows.DefaultNamespace
 	}
 	if opts.StuckAfter <= 0 {
 		opts.StuckAfter = StuckAfterFor(workflows.DefaultPolicy())
@@ -164,6 +187,11 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 				Message: fmt.Sprintf("account %s: balance is %d but its %d ledger rows sum to %d (off by %+d).",
 					a.AccountID, a.Balance, a.Entries, a.EntrySum, a.Balance-a.EntrySum)})
 		}
+		if a.AwaitingReclaim != a.RefundedCosts {
+			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: it records %d credits of refunds awaiting a possible reclaim, but its refunded jobs cost %d; the exposure bound that keeps every reclaim inside a balance rests on that record.",
+					a.AccountID, a.AwaitingReclaim, a.RefundedCosts)})
+		}
 		if a.ChainBreaks > 0 {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: %d ledger rows have a balance_after that is not the running sum of the rows before them (first: row %d), so the balance did not equal the sum of the rows when they committed.",
@@ -199,6 +227,11 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
 				Message: fmt.Sprintf("job %s has %d ledger rows booked on another account than its own (%s).", j.ID, t.ForeignEntries, j.AccountID)})
 		}
+		if step, open := openAlarm(t); open {
+			out = append(out, Violation{Kind: KindLedgerAlarm, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
+				Message: fmt.Sprintf("job %s (%s): the ledger refused its %s for good and it is still not written; an operator must repair it (%s).",
+					j.ID, describeState(j), step, strings.Join(t.Alarms, "; "))})
+		}
 		if t.EntrySum != j.Net() {
 			out = append(out, Violation{Kind: KindJobNet, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
 				Message: fmt.Sprintf("job %s (%s, cost %d): its ledger rows sum to %d, but its state says %d (%s).",
@@ -206,6 +239,24 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 		}
 	}
 	return out
+}
+
+// openAlarm says whether one of the job's alarms names a step that is still not written: the job
+// is still in a state that step moves it from.
+func openAlarm(t ledgerdb.JobTotals) (string, bool) {
+	pending := map[string][]ledgerdb.State{
+		"charge":  {ledgerdb.StateSubmitting},
+		"refund":  {ledgerdb.StateRunning},
+		"settle":  {ledgerdb.StateRunning, ledgerdb.StateRefunded},
+		"reclaim": {ledgerdb.StateRefunded},
+	}
+	for _, alarm := range t.Alarms {
+		step, _, _ := strings.Cut(alarm, ":")
+		if slices.Contains(pending[step], t.Job.State) {
+			return step, true
+		}
+	}
+	return "", false
 }
 
 // describeState names a job's state, with the state a tombstone was deleted from.

@@ -14,16 +14,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -186,7 +181,7 @@ func TestCleanJobsPass(t *testing.T) {
 	for _, id := range []string{refunded, recovered} {
 		_, err := st.Wait(ctx, id, ledgerdb.StateRefunded)
 		require.NoError(t, err)
-		require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
+		require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
 	}
 	rep, err := st.ReportResult(ctx, recovered, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
@@ -194,7 +189,7 @@ func TestCleanJobsPass(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRecovered, rep.Status.State)
 	_, err = st.Wait(ctx, open, ledgerdb.StateRefunded)
 	require.NoError(t, err)
-	e.waitBillingState(t, open, ledgerdb.StateRefunded)
+	e.waitBillingState(t, workflows.JobWorkflowID(acct, open), ledgerdb.StateRefunded)
 
 	report := e.check(t, p)
 	requireOK(t, report)
@@ -220,7 +215,7 @@ func TestCleanJobsPass(t *testing.T) {
 	// Leave nothing open behind: the late result recovers the last job.
 	_, err = st.ReportResult(ctx, open, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
-	require.NoError(t, e.Client.GetWorkflow(ctx, open, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, open), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 }
 
@@ -268,15 +263,17 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	// Heal: the same submission again starts the workflow, which rejects the unpaid job.
 	_, err = e.starter().Submit(ctx, job)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-	require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the starter, under an ID
-// the ledger never saw. The workflow's charge finds no job (JobNotFound, non-retryable) and the
-// workflow fails having charged nothing — but Temporal now holds an ID the ledger never reserved
-// (rule 7), which the checker reports. The test deletes the workflow execution afterwards.
+// TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the starter, under the
+// workflow ID of a job the ledger never saw, on a task queue no worker polls: its first step would
+// write the job's placeholder, but nothing runs it, and Temporal holds a job the ledger has never
+// heard of (rule 7). The checker reports the open workflow once it is older than the grace; the
+// test terminates it afterwards (a closed one charged nothing: no money moves for a job the ledger
+// does not know, so it is not reported).
 func TestWorkflowWithoutJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -284,9 +281,11 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("nojob")
 	id := p + "ghost"
+	workflowID := workflows.JobWorkflowID(acct, id)
 	in := workflows.JobInput{JobID: id, AccountID: acct, Cost: 10, Work: activities.WorkRequest{InputRef: "sim:ok"}, Policy: testPolicy()}
+	unpolled := e.Config.Temporal.TaskQueue + "-nobody-polls"
 	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: e.Config.Temporal.TaskQueue,
+		ID: workflowID, TaskQueue: unpolled,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.BillingStateKey.ValueSet(string(ledgerdb.StateSubmitting)),
 			workflows.AccountIDKey.ValueSet(acct),
@@ -294,47 +293,63 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	}, workflows.MeteredJob, in)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		// Remove the execution, so that no later listing of the namespace meets it.
-		_, err := e.Client.WorkflowService().DeleteWorkflowExecution(context.Background(), &workflowservice.DeleteWorkflowExecutionRequest{
-			Namespace:         e.Config.Temporal.Namespace,
-			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: run.GetRunID()},
-		})
-		if err != nil {
-			t.Logf("deleting workflow %s: %v", id, err)
-		}
+		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, run.GetRunID(), "invariants test done")
 	})
 
-	// What the workflow does: it fails with the charge's JobNotFound, and charges nothing.
-	err = run.Get(ctx, nil)
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "want the charge's application error, got %v", err)
-	require.Equal(t, activities.ErrorTypeJobNotFound, appErr.Type())
-	d, err := e.Client.DescribeWorkflow(ctx, id, "")
-	require.NoError(t, err)
-	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, d.Status)
-	balance, err := e.Store.Balance(ctx, acct)
-	require.NoError(t, err)
-	require.EqualValues(t, 100, balance, "nothing was charged")
-
-	// Visibility catches up with the close shortly after.
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.TaskQueue, o.Grace = unpolled, time.Hour }))
 	var report invariants.Report
 	require.Eventually(t, func() bool {
 		// Not e.check: a failing require must not run on Eventually's goroutine.
 		var err error
 		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
-			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
-		return err == nil && len(report.Violations) == 1 && strings.Contains(report.Violations[0].Message, "closed as Failed")
-	}, 15*time.Second, 200*time.Millisecond, "the check never reported the failed workflow")
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: unpolled, JobIDPrefix: p})
+		return err == nil && len(report.Violations) == 1
+	}, 15*time.Second, 200*time.Millisecond, "the check never reported the open workflow")
 	v := requireOnly(t, report, invariants.KindWorkflowWithoutJob, id)
 	require.Equal(t, acct, v.AccountID)
-	require.Contains(t, v.Message, "JobNotFound")
+	require.Contains(t, v.Message, "no worker has run it")
+	balance, err := e.Store.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, balance, "nothing was charged")
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestStuckJob charges a job through the ledger alone, with no workflow to run, deliver or refund
-// it: it sits running, charged, forever. Within its timeouts that is normal; beyond StuckAfter
-// the checker reports it. Money rules 2, 3 and 6 still hold (the charge row matches the state),
-// which is exactly why only the age catches it. The test refunds it afterwards.
+// TestUnsettledJobIsReportedThenHealed charges a job through the ledger alone, with no workflow
+// to run, deliver or refund it — what a job whose run an operator terminated looks like: charged
+// and running, with nothing to settle it (rule 3). Within the grace the checker leaves it to the
+// reconcile pass; beyond it, it reports the job. Healing it (as the pass and a status read do)
+// refunds it with a heal run, and the check passes again.
+func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("unsettled")
+	id := p + "charged"
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
+	require.NoError(t, err)
+	charged, err := e.Store.Charge(ctx, id)
+	require.NoError(t, err)
+
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
+	v := requireOnly(t, e.check(t, p), invariants.KindUnsettledJob, id)
+	require.Contains(t, v.Message, "charged 30 credits and running, but it has no workflow")
+
+	healed, err := e.starter().Heal(ctx, charged.Job)
+	require.NoError(t, err)
+	require.True(t, healed)
+	job, err := e.Store.Job(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+	require.Equal(t, "the job's workflow is gone without settling it", job.RefundReason)
+	requireOK(t, e.check(t, p))
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestStuckJob starts a charged job's workflow on a task queue no worker polls: the workflow is
+// open, but nothing runs it. Within its timeouts that is normal; beyond StuckAfter the checker
+// reports it (rules 2, 3 and 6 still hold, which is why only the age catches it). The test then
+// terminates the workflow and heals the job.
 func TestStuckJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -344,7 +359,11 @@ func TestStuckJob(t *testing.T) {
 	id := p + "charged"
 	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
 	require.NoError(t, err)
-	_, err = e.Store.Charge(ctx, id)
+	charged, err := e.Store.Charge(ctx, id)
+	require.NoError(t, err)
+	workflowID := workflows.JobWorkflowID(acct, id)
+	_, err = e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue + "-nobody-polls"},
+		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Cost: 30, Work: activities.WorkRequest{InputRef: "sim:ok"}})
 	require.NoError(t, err)
 
 	// Within the default timeouts (well over an hour), a running job is not stuck.
@@ -354,10 +373,12 @@ func TestStuckJob(t *testing.T) {
 	v := requireOnly(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }),
 		invariants.KindStuckJob, id)
 	require.Contains(t, v.Message, "has been running (charged 30 credits)")
-	require.Contains(t, v.Message, "it has no workflow")
+	require.Contains(t, v.Message, "its workflow is still open")
 
-	_, err = e.Store.Refund(ctx, id, "invariants test: stuck job released", 0)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "invariants test: stuck job released"))
+	healed, err := e.starter().Heal(ctx, charged.Job)
 	require.NoError(t, err)
+	require.True(t, healed)
 	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }))
 	ledgertest.RequireSound(t, e.Store, acct)
 }
@@ -382,7 +403,7 @@ func TestBillingStateMismatch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
 	require.NoError(t, err)
-	e.waitBillingState(t, id, ledgerdb.StateRefunded)
+	e.waitBillingState(t, workflows.JobWorkflowID(acct, id), ledgerdb.StateRefunded)
 	requireOK(t, e.check(t, p))
 
 	_, err = e.Store.Reclaim(ctx, id)
@@ -394,7 +415,7 @@ func TestBillingStateMismatch(t *testing.T) {
 	rep, err := st.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	require.Equal(t, "signal", rep.Path)
-	require.NoError(t, e.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 }
 
@@ -434,8 +455,10 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 		t.Logf("%s (rule %d): %s", v.Kind, v.Rule, v.Message)
 		got[v.Kind] = append(got[v.Kind], v.Message)
 	}
-	require.Len(t, got[invariants.KindAccountBalance], 2, "balance ≠ sum of rows, and a broken balance_after chain")
+	require.Len(t, got[invariants.KindAccountBalance], 3,
+		"balance ≠ sum of rows, a broken balance_after chain, and a refunded job the account's awaiting-reclaim record does not count")
 	require.Contains(t, got[invariants.KindAccountBalance][0], "balance is 60 but its 3 ledger rows sum to 67")
+	require.Contains(t, got[invariants.KindAccountBalance][1], "records 0 credits of refunds awaiting a possible reclaim, but its refunded jobs cost 40")
 	require.Len(t, got[invariants.KindJobEntries], 1)
 	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flag is_refunded is true")
 	require.Len(t, got[invariants.KindJobNet], 1)

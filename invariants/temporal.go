@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -11,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -68,7 +70,8 @@ func (c *temporalCheck) run(ctx context.Context) error {
 		}
 	}
 	for _, step := range []func(context.Context) error{
-		c.checkPlaceholders, c.checkStuck, c.checkWorkflowsWithoutJob, c.checkBillingStates,
+		c.checkPlaceholders, c.checkStuck, c.checkUnsettled, c.checkUnappliedResults,
+		c.checkWorkflowsWithoutJob, c.checkBillingStates, c.checkSchedule,
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -78,19 +81,29 @@ func (c *temporalCheck) run(ctx context.Context) error {
 }
 
 // visibilityQuery selects the MeteredJob workflows in scope. The IDs in it were validated
-// (ledgerdb.ValidateID allows no quotes), and so was the task queue.
+// (ledgerdb.ValidateID allows no quotes), and so was the task queue. A job-ID prefix without an
+// account cannot be a workflow-ID prefix (the account comes first in it); listRuns applies it.
 func (c *temporalCheck) visibilityQuery() string {
 	q := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowType)
 	if c.opts.TaskQueue != "" {
 		q += fmt.Sprintf(" AND TaskQueue = '%s'", c.opts.TaskQueue)
 	}
 	if c.opts.AccountID != "" {
-		q += fmt.Sprintf(" AND %s = '%s'", workflows.SearchAttributeAccountID, c.opts.AccountID)
-	}
-	if c.opts.JobIDPrefix != "" {
-		q += fmt.Sprintf(" AND WorkflowId STARTS_WITH '%s'", c.opts.JobIDPrefix)
+		q += fmt.Sprintf(" AND WorkflowId STARTS_WITH '%s'", workflows.JobWorkflowID(c.opts.AccountID, c.opts.JobIDPrefix))
 	}
 	return q
+}
+
+// workflowIDOf is the workflow ID of a job's MeteredJob.
+func workflowIDOf(j ledgerdb.Job) string { return workflows.JobWorkflowID(j.AccountID, j.ID) }
+
+// jobIDOf is the job ID a MeteredJob's workflow ID names (a run of the original version used the
+// job ID itself).
+func jobIDOf(workflowID string) string {
+	if _, jobID, ok := workflows.ParseJobWorkflowID(workflowID); ok {
+		return jobID
+	}
+	return workflowID
 }
 
 // listRuns pages through visibility and keeps one run per workflow ID: the open one if any
@@ -108,6 +121,9 @@ func (c *temporalCheck) listRuns(ctx context.Context) error {
 		}
 		for _, e := range resp.GetExecutions() {
 			r := runOf(e)
+			if !strings.HasPrefix(jobIDOf(r.id), c.opts.JobIDPrefix) {
+				continue
+			}
 			if prev, ok := c.runs[r.id]; ok && (prev.open() || (!r.open() && prev.start.After(r.start))) {
 				continue
 			}
@@ -171,6 +187,16 @@ func (c *temporalCheck) runFor(ctx context.Context, id string) (workflowRun, boo
 	return c.describe(ctx, id)
 }
 
+// latestRun is the latest run of a job's workflow: the listed one when it is open, described
+// otherwise (the listing may hold an older run, or lag behind).
+func (c *temporalCheck) latestRun(ctx context.Context, id string) (workflowRun, bool, error) {
+	r, found, err := c.runFor(ctx, id)
+	if err != nil || (found && r.open()) {
+		return r, found, err
+	}
+	return c.describe(ctx, id)
+}
+
 // checkPlaceholders reports placeholders no workflow will ever decide. A placeholder whose
 // workflow is open is fine however old it is (checkStuck judges its age).
 func (c *temporalCheck) checkPlaceholders(ctx context.Context) error {
@@ -183,15 +209,9 @@ func (c *temporalCheck) checkPlaceholders(ctx context.Context) error {
 		if age < c.opts.Grace {
 			continue
 		}
-		r, found, err := c.runFor(ctx, j.ID)
+		r, found, err := c.latestRun(ctx, workflowIDOf(j))
 		if err != nil {
 			return err
-		}
-		if found && !r.open() {
-			// The listing may hold an older run; the described latest run is the one that counts.
-			if r, found, err = c.describe(ctx, j.ID); err != nil {
-				return err
-			}
 		}
 		switch {
 		case !found:
@@ -228,11 +248,12 @@ func (c *temporalCheck) checkStuck(ctx context.Context) error {
 		if age <= c.opts.StuckAfter {
 			continue
 		}
-		r, found, err := c.describe(ctx, j.ID)
+		r, found, err := c.describe(ctx, workflowIDOf(j))
 		if err != nil {
 			return err
 		}
-		if j.State == ledgerdb.StateSubmitting && (!found || !r.open()) && age >= c.opts.Grace {
+		if (!found || !r.open()) && (j.State == ledgerdb.StateRunning || age >= c.opts.Grace) {
+			// checkPlaceholders and checkUnsettled report these, more precisely.
 			continue
 		}
 		var workflow string
@@ -255,15 +276,64 @@ func (c *temporalCheck) checkStuck(ctx context.Context) error {
 	return nil
 }
 
-// checkWorkflowsWithoutJob reports MeteredJob workflows under IDs the ledger never saw.
+// checkUnsettled reports charged jobs that no workflow runs: their run closed without delivering
+// or refunding them. The reconcile pass heals them within an interval, so one older than the
+// grace means healing is not running.
+func (c *temporalCheck) checkUnsettled(ctx context.Context) error {
+	for _, t := range c.snap.Jobs {
+		j := t.Job
+		if j.State != ledgerdb.StateRunning || j.ChargedAt == nil || c.snap.AsOf.Sub(*j.ChargedAt) < c.opts.Grace {
+			continue
+		}
+		r, found, err := c.latestRun(ctx, workflowIDOf(j))
+		if err != nil {
+			return err
+		}
+		if found && r.open() {
+			continue
+		}
+		if legacy, legacyFound, err := c.describe(ctx, j.ID); err != nil {
+			return err
+		} else if legacyFound && legacy.open() {
+			continue // a run of the original version, under the bare job ID
+		}
+		how := "it has no workflow"
+		if found {
+			how = fmt.Sprintf("its workflow closed as %s", statusName(r.status))
+		}
+		c.report.add(Violation{Kind: KindUnsettledJob, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
+			Message: fmt.Sprintf("job %s is charged %d credits and running, but %s, so nothing will deliver or refund it; the reconcile pass should have refunded it (is its schedule running?).",
+				j.ID, j.Cost, how)})
+	}
+	return nil
+}
+
+// checkUnappliedResults reports results recorded longer than the grace ago that no workflow took.
+func (c *temporalCheck) checkUnappliedResults(context.Context) error {
+	for _, t := range c.snap.Jobs {
+		if t.UnappliedResults == 0 || t.OldestUnappliedResult == nil || c.snap.AsOf.Sub(*t.OldestUnappliedResult) < c.opts.Grace {
+			continue
+		}
+		c.report.add(Violation{Kind: KindUnappliedResult, JobID: t.Job.ID, AccountID: t.Job.AccountID,
+			Message: fmt.Sprintf("job %s has %d recorded result(s) that no workflow has taken, the oldest for %s; the reconcile pass should have applied them (is Temporal reachable, and its schedule running?).",
+				t.Job.ID, t.UnappliedResults, roundAge(c.snap.AsOf.Sub(*t.OldestUnappliedResult)))})
+	}
+	return nil
+}
+
+// checkWorkflowsWithoutJob reports open MeteredJob workflows whose job the ledger has never seen.
+// A run started without a placeholder writes its own in its first step, so an open one older than
+// the grace has not (no worker polls its task queue?). A closed one charged nothing: every money
+// movement names a job the ledger knows.
 func (c *temporalCheck) checkWorkflowsWithoutJob(ctx context.Context) error {
 	for id, r := range c.runs {
-		if _, ok := c.jobs[id]; ok {
+		jobID := jobIDOf(id)
+		if _, ok := c.jobs[jobID]; ok || !r.open() || c.snap.AsOf.Sub(r.start) < c.opts.Grace {
 			continue
 		}
 		// Not in the snapshot: submitted after it, or outside its scope (another account's job
 		// with the prefix, say). Only a job the ledger does not have at all is a violation.
-		_, err := c.opts.Ledger.Job(ctx, id)
+		_, err := c.opts.Ledger.Job(ctx, jobID)
 		switch {
 		case err == nil:
 			continue
@@ -271,16 +341,44 @@ func (c *temporalCheck) checkWorkflowsWithoutJob(ctx context.Context) error {
 		default:
 			return err
 		}
-		what := "it is still open; its charge will find no job (JobNotFound) and charge nothing"
-		if !r.open() {
-			what = fmt.Sprintf("it closed as %s", statusName(r.status))
-			if r.status == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
-				what += ": its charge found no job (JobNotFound), so nothing was charged"
-			}
-		}
-		c.report.add(Violation{Kind: KindWorkflowWithoutJob, JobID: id, AccountID: r.accountID,
-			Message: fmt.Sprintf("workflow %s (run %s) was started for a job the ledger never saw, bypassing the starter's placeholder, so its ID is not reserved in the ledger; %s.",
-				id, r.runID, what)})
+		c.report.add(Violation{Kind: KindWorkflowWithoutJob, JobID: jobID, AccountID: r.accountID,
+			Message: fmt.Sprintf("workflow %s (run %s) has been open for %s for a job the ledger never saw: its first step writes the job's placeholder, so no worker has run it (is one polling its task queue?).",
+				id, r.runID, roundAge(c.snap.AsOf.Sub(r.start)))})
+	}
+	return nil
+}
+
+// checkSchedule reports a reconcile schedule that is missing or that starts its passes on a task
+// queue no worker polls: healing would then be off, silently.
+func (c *temporalCheck) checkSchedule(ctx context.Context) error {
+	if !c.opts.Schedule {
+		return nil
+	}
+	desc, err := c.opts.Temporal.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
+			"the reconcile schedule %s does not exist in namespace %s: nothing heals jobs left charged, results recorded while Temporal was down, or orphaned placeholders. Starting a worker creates it.",
+			workflows.ReconcileScheduleID, c.opts.Namespace)})
+		return nil
+	case err != nil:
+		return fmt.Errorf("describing the reconcile schedule: %w", err)
+	}
+	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
+	if !ok {
+		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
+			"the reconcile schedule %s does not start a workflow.", workflows.ReconcileScheduleID)})
+		return nil
+	}
+	tq, err := c.opts.Temporal.DescribeTaskQueue(ctx, action.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return fmt.Errorf("describing task queue %s: %w", action.TaskQueue, err)
+	}
+	if len(tq.GetPollers()) == 0 {
+		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
+			"the reconcile schedule %s starts its passes on task queue %s, which no worker polls: healing is off. Starting a worker with the right temporal.task_queue points the schedule at it.",
+			workflows.ReconcileScheduleID, action.TaskQueue)})
 	}
 	return nil
 }
@@ -302,7 +400,7 @@ func (c *temporalCheck) checkBillingStates(ctx context.Context) error {
 	}
 	var suspects []suspect
 	for id, r := range c.runs {
-		j, ok := c.jobs[id]
+		j, ok := c.jobs[jobIDOf(id)]
 		if ok && r.open() && !agrees(r.billingState, j) {
 			suspects = append(suspects, suspect{run: r, job: j})
 		}
@@ -324,7 +422,7 @@ func (c *temporalCheck) checkBillingStates(ctx context.Context) error {
 			if !found || !r.open() {
 				continue
 			}
-			j, err := c.opts.Ledger.Job(ctx, s.run.id)
+			j, err := c.opts.Ledger.Job(ctx, s.job.ID)
 			if err != nil {
 				return err
 			}

@@ -86,6 +86,8 @@ func (s *Store) post(ctx context.Context, kind EntryKind, c Credit) (Posting, er
 		return Posting{}, fmt.Errorf("account %q: %w", c.AccountID, ErrUnknownAccount)
 	case "conflict":
 		return Posting{}, fmt.Errorf("account %q, key %q: %w", c.AccountID, c.Key, ErrConflict)
+	case "out_of_range":
+		return Posting{}, fmt.Errorf("account %q: %s of %d with balance %d: %w", c.AccountID, kind, c.Amount, p.BalanceAfter, ErrBalanceOutOfRange)
 	}
 	p.Outcome = Outcome(outcome)
 	return p, nil

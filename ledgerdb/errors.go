@@ -30,6 +30,15 @@ var (
 	ErrAppendOnly = errors.New("ledger history cannot be rewritten")
 	// ErrOverflow means a balance or amount would leave the range of a 64-bit integer.
 	ErrOverflow = errors.New("amount out of range")
+	// ErrBalanceOutOfRange means a grant or adjustment would take the account's balance, with its
+	// pending refunds or reclaims, past [MaxBalance]: refused, nothing written.
+	ErrBalanceOutOfRange = errors.New("the account's balance would leave the range in which every pending refund and reclaim fits")
+	// ErrNotStarted means a result was reported for a job that was never charged (still
+	// submitting, or rejected): there is no work of it to deliver.
+	ErrNotStarted = errors.New("the job was never charged, so it has no result to take")
+	// ErrRejected means the job was rejected before it was charged; its Job.RejectReason says
+	// why. A rejected job ID can never be charged: a new attempt needs a new ID.
+	ErrRejected = errors.New("the job was rejected and its ID can never be charged")
 )
 
 // InvalidInputError says which argument was refused and why. It wraps [ErrInvalidInput].
@@ -78,6 +87,31 @@ func translateError(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	return err
+}
+
+// Permanent reports whether err is the database refusing a call for good: bad input, a value out
+// of range, a violated constraint, a rewrite of history, a missing privilege. The same call meets
+// the same refusal every time, so retrying it cannot help; it needs a person (an alarm), not a
+// retry. Lost connections, timeouts, deadlocks and serialization failures are not permanent:
+// the guarded call rolled back whole (or committed, and its repeat answers AlreadyApplied).
+func Permanent(err error) bool {
+	for _, refusal := range []error{ErrInvalidInput, ErrOverflow, ErrAppendOnly, ErrBalanceOutOfRange} {
+		if errors.Is(err, refusal) {
+			return true
+		}
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", // data exception
+		"23", // integrity constraint violation
+		"42", // syntax error or access rule violation (a missing grant)
+		"JB": // the schema's own refusals
+		return true
+	}
+	return false
 }
 
 // isRetryable reports whether err is a transient conflict between concurrent transactions that

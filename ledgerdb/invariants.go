@@ -39,6 +39,12 @@ type AccountTotals struct {
 	ChainBreaks int
 	// FirstChainBreak is the ID of the first such row; 0 when there is none.
 	FirstChainBreak int64
+	// AwaitingReclaim is the account's stored sum of refunds that a late result may still reclaim,
+	// which its lower exposure bound rests on (MaxBalance).
+	AwaitingReclaim int64
+	// RefundedCosts is the sum of the costs of the account's refunded jobs: what AwaitingReclaim
+	// must equal.
+	RefundedCosts int64
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (money rules 2 and 3).
@@ -52,6 +58,12 @@ type JobTotals struct {
 	EntrySum int64
 	// ForeignEntries counts the job's rows booked on an account other than the job's own.
 	ForeignEntries int
+	// Alarms are the job's alarms, "step: message" each: ledger steps the database refused for good.
+	Alarms []string
+	// UnappliedResults counts results recorded for the job that no workflow has taken yet.
+	UnappliedResults int
+	// OldestUnappliedResult is when the oldest of them was recorded; nil when there is none.
+	OldestUnappliedResult *time.Time
 }
 
 // LedgerSnapshot is the ledger's totals in scope, read in one repeatable-read transaction so that
@@ -110,7 +122,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	// replay Audit does row by row.
 	rows, err := q.Query(ctx, `
 		WITH scoped AS (
-			SELECT a.id, a.balance FROM accounts a
+			SELECT a.id, a.balance, a.awaiting_reclaim FROM accounts a
 			WHERE CASE WHEN $1 <> '' THEN a.id = $1
 			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, $2))
 			           ELSE true END
@@ -121,16 +133,19 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		)
 		SELECT s.id, s.balance, coalesce(sum(c.amount), 0)::bigint, count(c.id),
 		       count(c.id) FILTER (WHERE c.balance_after <> c.running),
-		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0)
+		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0),
+		       s.awaiting_reclaim,
+		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.state = 'refunded')
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
-		GROUP BY s.id, s.balance
+		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {
 		return LedgerSnapshot{}, err
 	}
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
 		var a AccountTotals
-		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak)
+		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
+			&a.AwaitingReclaim, &a.RefundedCosts)
 		return a, err
 	})
 	if err != nil {
@@ -150,7 +165,10 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(e.id) FILTER (WHERE e.kind = 'refund'),
 		       count(e.id) FILTER (WHERE e.kind = 'reclaim'),
 		       coalesce(sum(e.amount), 0)::bigint,
-		       count(e.id) FILTER (WHERE e.account_id <> j.account_id)
+		       count(e.id) FILTER (WHERE e.account_id <> j.account_id),
+		       (SELECT coalesce(array_agg(a.step || ': ' || a.message ORDER BY a.id), '{}') FROM ledger_alarms a WHERE a.job_id = j.id),
+		       (SELECT count(*) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
+		       (SELECT min(r.received_at) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE ($1 = '' OR j.account_id = $1) AND ($2 = '' OR starts_with(j.id, $2))
 		GROUP BY j.id
@@ -164,7 +182,8 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		err := row.Scan(&j.ID, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete,
 			&j.IsCharged, &j.IsRefunded, &j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
 			&j.CreatedAt, &j.UpdatedAt, &j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt,
-			&t.Charges, &t.Refunds, &t.Reclaims, &t.EntrySum, &t.ForeignEntries)
+			&t.Charges, &t.Refunds, &t.Reclaims, &t.EntrySum, &t.ForeignEntries,
+			&t.Alarms, &t.UnappliedResults, &t.OldestUnappliedResult)
 		return t, err
 	})
 	if err != nil {

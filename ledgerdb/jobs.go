@@ -70,7 +70,7 @@ func (r *jobResult) transition(outcome Outcome) Transition {
 	j := r.job
 	j.ID, j.AccountID = deref(r.id), deref(r.accountID)
 	j.State, j.StateBeforeDelete = State(deref(r.state)), State(deref(r.stateBeforeDelete))
-	j.RejectReason, j.RefundReason = deref(r.rejectReason), deref(r.refundReason)
+	j.RejectReason, j.RefundReason = RejectReason(deref(r.rejectReason)), deref(r.refundReason)
 	j.Cost = deref(r.cost)
 	j.IsCharged, j.IsRefunded, j.IsReclaimed = deref(r.isCharged), deref(r.isRefunded), deref(r.isReclaimed)
 	j.Attempts = int(deref(r.attempts))
@@ -142,14 +142,38 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) 
 // account cannot pay, the job becomes rejected, nothing is charged, and the error is
 // [ErrInsufficientCredits] (also on every later call); the Transition still shows the job.
 func (s *Store) Charge(ctx context.Context, jobID string) (Transition, error) {
+	return s.ChargeMatching(ctx, jobID, nil)
+}
+
+// ChargeMatching is [Store.Charge] for a job that must have been submitted with the request of
+// fingerprint ([Submission.Fingerprint]): a job submitted with another request is [ErrConflict]
+// and nothing changes. A workflow started directly under a job's ID charges this way, so that it
+// never bills the placeholder of another request. A nil fingerprint matches any request.
+//
+// A job rejected now or before is [ErrInsufficientCredits] when that was the reason, and
+// [ErrRejected] for any other reason (its Job.RejectReason says which).
+func (s *Store) ChargeMatching(ctx context.Context, jobID string, fingerprint []byte) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
 	}
-	t, outcome, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_charge($1)`, jobID)
-	if err == nil && outcome == "rejected" {
-		err = fmt.Errorf("job %q (%s): %w", jobID, t.Job.RejectReason, ErrInsufficientCredits)
+	t, outcome, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_charge($1, $2)`, jobID, fingerprint)
+	switch {
+	case err != nil:
+	case outcome == "conflict":
+		err = fmt.Errorf("job %q: %w", jobID, ErrConflict)
+	case outcome == "rejected":
+		err = RejectionError(t.Job)
 	}
 	return t, err
+}
+
+// RejectionError is the error of a rejected job: [ErrInsufficientCredits] when the account could
+// not pay, [ErrRejected] for every other reason. Both say that nothing was charged.
+func RejectionError(job Job) error {
+	if job.RejectReason == RejectInsufficientCredits {
+		return fmt.Errorf("job %q (%s): %w", job.ID, job.RejectReason, ErrInsufficientCredits)
+	}
+	return fmt.Errorf("job %q (%s): %w", job.ID, job.RejectReason, ErrRejected)
 }
 
 // Refund gives a running job's recorded cost back (running -> refunded) because its work failed
@@ -178,6 +202,22 @@ func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 		return Transition{}, err
 	}
 	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_reclaim($1)`, jobID)
+	return t, err
+}
+
+// Settle bills a job's result in one transaction, whatever happened before it landed: a running
+// job becomes delivered (no money moves); a refunded one becomes recovered, its refund reclaimed
+// (the debt rule applies). attempts is the attempt that produced the result. A delivered or
+// recovered job answers AlreadyApplied; a job never charged, NotApplied.
+func (s *Store) Settle(ctx context.Context, jobID string, attempts int) (Transition, error) {
+	if err := ValidateID("job ID", jobID); err != nil {
+		return Transition{}, err
+	}
+	if err := validateAttempts(attempts); err != nil {
+		return Transition{}, err
+	}
+	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_settle($1, $2)`,
+		jobID, int32(attempts))
 	return t, err
 }
 
@@ -256,9 +296,12 @@ func (s *Store) JobRequest(ctx context.Context, jobID string) ([]byte, error) {
 	return request, nil
 }
 
+// maxAttempts is the largest attempt count the ledger keeps (it is an integer column).
+const maxAttempts = 1 << 30
+
 func validateAttempts(attempts int) error {
-	if attempts < 0 || attempts > 1<<30 {
-		return &InvalidInputError{Field: "attempts", Reason: fmt.Sprintf("is %d; it must be between 0 and %d", attempts, 1<<30)}
+	if attempts < 0 || attempts > maxAttempts {
+		return &InvalidInputError{Field: "attempts", Reason: fmt.Sprintf("is %d; it must be between 0 and %d", attempts, maxAttempts)}
 	}
 	return nil
 }

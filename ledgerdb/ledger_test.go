@@ -108,7 +108,7 @@ func TestStateMachineEdges(t *testing.T) {
 		tr, err := s.Charge(ctx, job)
 		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 		require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
-		require.Equal(t, "insufficient_credits", tr.Job.RejectReason)
+		require.Equal(t, ledgerdb.RejectInsufficientCredits, tr.Job.RejectReason)
 		require.Equal(t, ledgerdb.MoneyNotCharged, tr.Job.MoneyState())
 
 		// A rejection is final, even once the account could pay: the client resubmits under a new ID.

@@ -8,10 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RejectOrphanReason is the reject reason of a placeholder whose workflow closed before charging
-// it (see [Store.RejectOrphan]); migration 006 writes the same text.
-const RejectOrphanReason = "workflow ended before charging"
-
 // MaxPlaceholders bounds one [Store.Placeholders] read, so that one reconcile pass stays short.
 const MaxPlaceholders = 1000
 
@@ -38,28 +34,65 @@ func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit
 	if err != nil {
 		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) {
-		var r jobResult
-		if err := r.scan(row); err != nil {
-			return Job{}, err
-		}
-		return r.transition(Applied).Job, nil
-	})
+	jobs, err := pgx.CollectRows(rows, scanJobResult)
 	if err != nil {
 		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
 	}
 	return jobs, nil
 }
 
-// RejectOrphan rejects a placeholder whose workflow closed before charging it (submitting ->
-// rejected, reason [RejectOrphanReason]); nothing is charged and no ledger row is written. Its ID
-// cannot start a workflow again (the starter's reuse policy), so without this the job would stay
-// submitting forever. Only a job still submitting and never charged is rejected: a charged job
-// answers NotApplied and is left as it is, and a second call answers AlreadyApplied.
-func (s *Store) RejectOrphan(ctx context.Context, jobID string) (Transition, error) {
+// RejectOrphan rejects a placeholder whose workflow can never charge it (submitting -> rejected);
+// nothing is charged and no ledger row is written. reason is [RejectWorkflowEnded] when its workflow
+// closed before charging it (the ID cannot start a workflow again, by the starter's reuse policy,
+// so without this the job would stay submitting forever) or [RejectWorkflowIDTaken] when its
+// workflow ID is held by a workflow that is not its metered job. Only a job still submitting and
+// never charged is rejected: a charged job answers NotApplied and is left as it is, and a rejected
+// one answers AlreadyApplied.
+func (s *Store) RejectOrphan(ctx context.Context, jobID string, reason RejectReason) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_reject_orphan($1)`, jobID)
+	if reason != RejectWorkflowEnded && reason != RejectWorkflowIDTaken {
+		return Transition{}, &InvalidInputError{Field: "reject reason", Reason: fmt.Sprintf("%q is not a reason to reject an orphan", reason)}
+	}
+	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_reject_orphan($1, $2)`, jobID, string(reason))
 	return t, err
+}
+
+// RunningJobs lists jobs that are charged and unsettled (state running) and were charged more than
+// olderThan ago, oldest charge first, at most limit of them: the jobs whose workflow must still be
+// running. The reconcile pass compares them with the workflows Temporal runs, and heals those whose
+// workflow closed without settling them. With accountIDs, only those accounts' jobs.
+func (s *Store) RunningJobs(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
+	if olderThan < 0 {
+		return nil, &InvalidInputError{Field: "olderThan", Reason: fmt.Sprintf("is %s; it must not be negative", olderThan)}
+	}
+	if limit <= 0 || limit > MaxRunningJobs {
+		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxRunningJobs)}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.* FROM jobs j
+		CROSS JOIN LATERAL ledger_job_result_of('applied', NULL::bigint, NULL::bigint, j) r
+		WHERE j.state = 'running' AND j.charged_at < now() - $1::bigint * interval '1 microsecond'
+		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		ORDER BY j.charged_at, j.id LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
+	}
+	jobs, err := pgx.CollectRows(rows, scanJobResult)
+	if err != nil {
+		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
+	}
+	return jobs, nil
+}
+
+// MaxRunningJobs bounds one [Store.RunningJobs] read.
+const MaxRunningJobs = 100_000
+
+// scanJobResult reads a job from a row in the shape of ledger_job_result.
+func scanJobResult(row pgx.CollectableRow) (Job, error) {
+	var r jobResult
+	if err := r.scan(row); err != nil {
+		return Job{}, err
+	}
+	return r.transition(Applied).Job, nil
 }

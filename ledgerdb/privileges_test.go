@@ -62,11 +62,11 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 		`ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_append_only`,
 		`ALTER TABLE jobs ADD COLUMN app_role_probe int`,
 		`DROP TABLE ledger_entries`,
-		`DROP FUNCTION ledger_charge(text)`,
+		`DROP FUNCTION ledger_charge(text, bytea)`,
 		`CREATE FUNCTION app_role_probe() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
 		`CREATE OR REPLACE FUNCTION ledger_job_unmatched(p_job_id text, p_done_states text[])
 			RETURNS ledger_job_result LANGUAGE sql AS 'SELECT NULL::ledger_job_result'`,
-		`ALTER FUNCTION ledger_charge(text) SECURITY INVOKER`,
+		`ALTER FUNCTION ledger_charge(text, bytea) SECURITY INVOKER`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the grants cannot damage the shared test database.
@@ -216,7 +216,8 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
-		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post", "ledger_job_unmatched"} {
+		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post", "ledger_job_unmatched",
+		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"], "trigger functions are nobody's to call")

@@ -604,7 +604,7 @@ func (s *rndSequence) charge(ctx context.Context, j *rndJob) error {
 		s.coverage["charge:applied"]++
 	default:
 		want.err = ledgerdb.ErrInsufficientCredits
-		m.State, m.RejectReason = ledgerdb.StateRejected, "insufficient_credits"
+		m.State, m.RejectReason = ledgerdb.StateRejected, ledgerdb.RejectInsufficientCredits
 		s.coverage["charge:insufficient"]++
 		if s.balance < 0 {
 			s.coverage["charge:refused-while-in-debt"]++

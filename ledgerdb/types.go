@@ -66,13 +66,48 @@ type Job struct {
 	IsCharged, IsRefunded, IsReclaimed bool
 	// Attempts is how many attempts the work has had, as last recorded.
 	Attempts int
-	// RejectReason says why the charge was refused (for instance "insufficient_credits").
-	RejectReason string
+	// RejectReason says why the job was rejected: one of the RejectReason values.
+	RejectReason RejectReason
 	// RefundReason says why the charge was given back (for instance "timed out after 3 attempts").
 	RefundReason string
 	// CreatedAt and UpdatedAt bracket the job's life; the other times mark each transition.
 	CreatedAt, UpdatedAt                                       time.Time
 	ChargedAt, DeliveredAt, RefundedAt, ReclaimedAt, DeletedAt *time.Time
+}
+
+// RejectReason says why a job was rejected before it was charged. The values are codes, stored on
+// the job row; what a user reads comes from them.
+type RejectReason string
+
+// The reasons a job is rejected. Every one of them burns the job's ID for good: a rejected job can
+// never be charged, so the same ID is the same rejected job for ever, and a new attempt needs a new ID.
+const (
+	// RejectInsufficientCredits: the account could not pay the job's cost when it was charged.
+	RejectInsufficientCredits RejectReason = "insufficient_credits"
+	// RejectExposureLimit: the account has so many refunded jobs awaiting a late result that
+	// reclaiming them all would take its balance out of range (see [MaxBalance]).
+	RejectExposureLimit RejectReason = "exposure_limit"
+	// RejectWorkflowEnded: the job's workflow ended before charging it (an operator terminated
+	// it, or it failed or timed out first); its ID can never start a workflow again.
+	RejectWorkflowEnded RejectReason = "workflow_ended_before_charging"
+	// RejectWorkflowIDTaken: the job's workflow ID is held by a workflow that is not this job's
+	// metered job (another program's workflow in the namespace).
+	RejectWorkflowIDTaken RejectReason = "workflow_id_taken"
+)
+
+// Describe says the reason in words, for timelines and logs.
+func (r RejectReason) Describe() string {
+	switch r {
+	case RejectInsufficientCredits:
+		return "insufficient credits"
+	case RejectExposureLimit:
+		return "the account has too many refunded jobs awaiting a late result"
+	case RejectWorkflowEnded:
+		return "the job's workflow ended before charging it"
+	case RejectWorkflowIDTaken:
+		return "the job's workflow ID is held by another program's workflow"
+	}
+	return string(r)
 }
 
 // MoneyState is what the user is told about their money for this job; a deleted job keeps what

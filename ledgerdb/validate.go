@@ -3,6 +3,8 @@ package ledgerdb
 import (
 	"fmt"
 	"regexp"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -13,6 +15,13 @@ const (
 	// MaxAmount is the largest cost, grant or adjustment, in credits. It keeps every sum of a
 	// realistic account far from the int64 limit, so balances never overflow.
 	MaxAmount int64 = 1_000_000_000_000_000
+	// MaxBalance bounds an account's exposures: its balance plus every pending refund (the costs
+	// of its running jobs) may not exceed it, and its balance minus every pending reclaim (the
+	// costs of its refunded jobs) may not go below -MaxBalance. A refund or reclaim is never
+	// refused, so this is what keeps each of them inside a 64-bit balance: grants, adjustments
+	// and charges that would cross it are refused instead. The schema's ledger_max_balance()
+	// answers the same number.
+	MaxBalance int64 = 1_000_000_000_000_000_000
 	// MaxTextLength is the longest memo or reason, in bytes.
 	MaxTextLength = 512
 	// MaxRequestLength is the longest submitted request the ledger keeps, in bytes.
@@ -60,4 +69,26 @@ func validateText(field, text string) error {
 		}
 	}
 	return nil
+}
+
+// ClipText makes any text fit where the ledger keeps words from outside (a refund reason made of a
+// GPU service's message, an alarm's database error): invalid UTF-8 is replaced, control
+// characters become spaces, and the text is cut, at a rune boundary, to well under MaxTextLength
+// bytes. A refused text must never block a refund, so such text is clipped, not refused.
+func ClipText(s string) string {
+	const maxBytes = 240
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	if len(s) <= maxBytes {
+		return s
+	}
+	cut := maxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -93,10 +93,13 @@ const (
 	ResultsAfterClose = "jobbill_results_after_close"
 	// LedgerLatency is the time of each ledger call (jobbill_ledger_operation_latency_seconds{operation}).
 	LedgerLatency = "jobbill_ledger_operation_latency"
+	// LedgerAlarms counts ledger steps the database refused for good, each raised as an alarm that
+	// an operator must look at (jobbill_ledger_alarms_total{step}).
+	LedgerAlarms = "jobbill_ledger_alarms"
 )
 
-// LedgerCall records one guarded ledger call of the named operation (charge, refund, reclaim,
-// deliver): its latency, and what it did to the money.
+// LedgerCall records one guarded ledger call of the named operation (submit, charge, refund,
+// reclaim, deliver, settle): its latency, and what it did to the money.
 func (m *Metrics) LedgerCall(operation string, t ledgerdb.Transition, err error, took time.Duration) {
 	if m == nil {
 		return
@@ -115,10 +118,23 @@ func (m *Metrics) LedgerCall(operation string, t ledgerdb.Transition, err error,
 			m.scope.Counter(DeadLetters).Inc(1)
 		case "reclaim":
 			m.scope.Counter(Reclaims).Inc(1)
+		case "settle":
+			// A settle writes a row only when it reclaims a refund; a delivery moves no money.
+			if t.EntryID != 0 {
+				m.scope.Counter(Reclaims).Inc(1)
+			}
 		}
 	default:
 		m.scope.Tagged(map[string]string{"operation": operation, "outcome": string(t.Outcome)}).Counter(GuardNoops).Inc(1)
 	}
+}
+
+// LedgerAlarm records an alarm raised for a ledger step the database refused for good.
+func (m *Metrics) LedgerAlarm(step string) {
+	if m == nil {
+		return
+	}
+	m.scope.Tagged(map[string]string{"step": step}).Counter(LedgerAlarms).Inc(1)
 }
 
 // ResultAfterClose records a result that reached the late-result fallback, and what it did.

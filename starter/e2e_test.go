@@ -172,7 +172,8 @@ func (e *e2eEnv) requireVisible(t *testing.T, query string) {
 
 // jobQuery is the visibility query for a job's workflow with the given billing state.
 func jobQuery(jobID, accountID string, state ledgerdb.State, more string) string {
-	q := fmt.Sprintf("WorkflowId = '%s' AND BillingState = '%s' AND AccountID = '%s'", jobID, state, accountID)
+	q := fmt.Sprintf("WorkflowId = '%s' AND BillingState = '%s' AND AccountID = '%s'",
+		workflows.JobWorkflowID(accountID, jobID), state, accountID)
 	if more != "" {
 		q += " AND " + more
 	}
@@ -185,9 +186,16 @@ const recordEnv = "JOBBILL_RECORD_HISTORIES"
 // historiesDir is where the replay test (workflows/replay_test.go) finds the histories.
 var historiesDir = filepath.Join("..", "workflows", "testdata", "histories")
 
-// recordHistory writes the closed workflow's history to workflows/testdata/histories/<name>.json
-// when JOBBILL_RECORD_HISTORIES=1, in the JSON of `temporal workflow show --output json` (no
-// payload shorthand), which the SDK's replayer reads.
+// recordedVersion names the workflow version whose histories the recorder writes: each file is
+// <recordedVersion>-<name>.json. Bump it with the workflows' latest version.
+const recordedVersion = "v1"
+
+// recordHistory writes the closed workflow's history to
+// workflows/testdata/histories/<recordedVersion>-<name>.json when JOBBILL_RECORD_HISTORIES=1, in
+// the JSON of `temporal workflow show --output json` (no payload shorthand), which the SDK's
+// replayer reads. It never overwrites a file: a released version's histories are never recorded
+// again (see workflows/versions.go), so that the replay test keeps checking that the code still
+// replays the runs that version left in flight.
 func (e *e2eEnv) recordHistory(t *testing.T, name, workflowID string) {
 	t.Helper()
 	if os.Getenv(recordEnv) != "1" {
@@ -209,7 +217,11 @@ func (e *e2eEnv) recordHistory(t *testing.T, name, workflowID string) {
 	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(history)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(historiesDir, 0o755))
-	path := filepath.Join(historiesDir, name+".json")
+	path := filepath.Join(historiesDir, recordedVersion+"-"+name+".json")
+	if _, err := os.Stat(path); err == nil {
+		t.Logf("%s exists; a recorded history is never replaced", path)
+		return
+	}
 	require.NoError(t, os.WriteFile(path, append(data, '\n'), 0o644))
 	t.Logf("recorded the history of %s (%d events) to %s", workflowID, len(history.Events), path)
 }
@@ -265,7 +277,7 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRunning, a.sub.Status.State, "Submit answers once the charge is decided")
 		require.Equal(t, ledgerdb.MoneyCharged, a.sub.Status.MoneyState)
 
-		final := e.awaitClosed(t, a.id)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(a.acct, a.id))
 		require.Equal(t, ledgerdb.StateDelivered, final.State)
 		require.Equal(t, 1, final.Attempts)
 		require.False(t, final.DeadLettered)
@@ -276,7 +288,7 @@ func TestE2EStories(t *testing.T) {
 		e.requireRows(t, a.id, a.cost, ledgerdb.KindCharge)
 		e.requireBalance(t, a.acct, 200-a.cost)
 		e.requireVisible(t, jobQuery(a.id, a.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
-		e.recordHistory(t, "a-first-try", a.id)
+		e.recordHistory(t, "a-first-try", workflows.JobWorkflowID(a.acct, a.id))
 	})
 
 	// (b) Every attempt times out → refunded → the late attempt's result lands (the simulated
@@ -286,7 +298,7 @@ func TestE2EStories(t *testing.T) {
 		require.NoError(t, b.err)
 		require.Equal(t, ledgerdb.StateRunning, b.sub.Status.State)
 
-		final := e.awaitClosed(t, b.id)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(b.acct, b.id))
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "the late result of attempt 3 recovers the job")
 		require.Equal(t, 3, final.Attempts)
 		require.False(t, final.DeadLettered)
@@ -295,7 +307,7 @@ func TestE2EStories(t *testing.T) {
 		e.requireRows(t, b.id, b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 		e.requireBalance(t, b.acct, 200-b.cost)
 		e.requireVisible(t, jobQuery(b.id, b.acct, ledgerdb.StateRecovered, "DeadLettered = false"))
-		e.recordHistory(t, "b-late-recovered", b.id)
+		e.recordHistory(t, "b-late-recovered", workflows.JobWorkflowID(b.acct, b.id))
 	})
 
 	// (c) Every attempt fails: refunded and dead-lettered for good (the late-result window ends
@@ -303,7 +315,7 @@ func TestE2EStories(t *testing.T) {
 	// grant; DeadLettered stays true on the closed workflow.
 	t.Run("c-dead-lettered", func(t *testing.T) {
 		require.NoError(t, c.err)
-		final := e.awaitClosed(t, c.id)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(c.acct, c.id))
 		require.Equal(t, ledgerdb.StateRefunded, final.State)
 		require.True(t, final.DeadLettered)
 		require.Equal(t, 3, final.Attempts)
@@ -315,7 +327,7 @@ func TestE2EStories(t *testing.T) {
 		e.requireRows(t, c.id, c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 		e.requireBalance(t, c.acct, 200)
 		e.requireVisible(t, jobQuery(c.id, c.acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
-		e.recordHistory(t, "c-dead-lettered", c.id)
+		e.recordHistory(t, "c-dead-lettered", workflows.JobWorkflowID(c.acct, c.id))
 	})
 
 	// (d) The same result reported twice, concurrently, while the work hangs: delivered once.
@@ -324,7 +336,7 @@ func TestE2EStories(t *testing.T) {
 	t.Run("d-result-twice", func(t *testing.T) {
 		require.NoError(t, d.err)
 		require.NoError(t, errors.Join(dErrs...))
-		final := e.awaitClosed(t, d.id)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(d.acct, d.id))
 		require.Equal(t, ledgerdb.StateDelivered, final.State)
 		require.Equal(t, dResult.OutputRef, final.OutputRef)
 		fallbacks := 0
@@ -342,7 +354,7 @@ func TestE2EStories(t *testing.T) {
 		e.requireRows(t, d.id, d.cost, ledgerdb.KindCharge)
 		e.requireBalance(t, d.acct, 200-d.cost)
 		e.requireVisible(t, jobQuery(d.id, d.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
-		e.recordHistory(t, "d-result-twice", d.id)
+		e.recordHistory(t, "d-result-twice", workflows.JobWorkflowID(d.acct, d.id))
 	})
 
 	// (e) Insufficient credits: Submit answers ErrInsufficientCredits and the job is rejected.
@@ -353,12 +365,12 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.MoneyNotCharged, eStory.sub.Status.MoneyState)
 		require.NotEmpty(t, eStory.sub.Status.Reason)
 
-		final := e.awaitClosed(t, eStory.id)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(eStory.acct, eStory.id))
 		require.Equal(t, ledgerdb.StateRejected, final.State)
 		e.requireRows(t, eStory.id, eStory.cost)
 		e.requireBalance(t, eStory.acct, 200)
 		e.requireVisible(t, jobQuery(eStory.id, eStory.acct, ledgerdb.StateRejected, "DeadLettered = false"))
-		e.recordHistory(t, "e-rejected", eStory.id)
+		e.recordHistory(t, "e-rejected", workflows.JobWorkflowID(eStory.acct, eStory.id))
 	})
 }
 
@@ -396,7 +408,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	_, err = e.Starter.Submit(testContext(t), other)
 	require.ErrorIs(t, err, ledgerdb.ErrConflict)
 
-	final := e.awaitClosed(t, id)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	// After the workflow closed: still the same job, still charged once.
 	late, err := e.Starter.Submit(testContext(t), job)
@@ -424,7 +436,8 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 
 // TestE2ELateResultAfterClose reports a result after the job's workflow closed as refunded.
 // Money rules 2, 3, 5, 8: the starter's fallback workflow reclaims the refund once (one reclaim
-// row of −cost, net −cost); a second report of the same result changes nothing.
+// row of −cost, net −cost); a second report of the same result is recognised by the ledger's
+// inbox and changes nothing.
 func TestE2ELateResultAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -434,10 +447,10 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	st := e.StarterWith(shortWindow(1))
 	_, err := st.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
 	require.NoError(t, err)
-	closed := e.awaitClosed(t, id)
+	closed := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, ledgerdb.StateRefunded, closed.State)
 	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.recordHistory(t, "refunded-then-closed", id)
+	e.recordHistory(t, "refunded-then-closed", workflows.JobWorkflowID(acct, id))
 
 	res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()}
 	report, err := st.ReportResult(testContext(t), id, res)
@@ -448,16 +461,16 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	require.Equal(t, ledgerdb.MoneyCharged, report.Status.MoneyState)
 	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireBalance(t, acct, 200-cost)
-	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(id))
+	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(acct, id))
 
+	// The same report again is recognised by the ledger's inbox: nothing changes.
 	again, err := st.ReportResult(testContext(t), id, res)
 	require.NoError(t, err)
-	require.Equal(t, "fallback", again.Path)
-	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	require.Equal(t, starter.PathAlreadyApplied, again.Path)
 	require.Equal(t, ledgerdb.StateRecovered, again.Status.State)
 	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireBalance(t, acct, 200-cost)
-	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(id)))
+	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(acct, id)))
 }
 
 // TestE2ERedriveOpenDeadLetter re-drives a dead letter whose workflow still listens: the redrive
@@ -483,7 +496,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "Redrive answers the job as it was when asked")
 
-	final := e.awaitClosed(t, id)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRecovered, final.State,
 		"the redrive's first attempt must be the job's attempt 4 (sim:ok-on-attempt:4), not attempt 1 again")
@@ -492,7 +505,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireBalance(t, acct, 200-cost)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRecovered, "DeadLettered = false"))
-	e.recordHistory(t, "redrive-open", id)
+	e.recordHistory(t, "redrive-open", workflows.JobWorkflowID(acct, id))
 }
 
 // TestE2ERedriveAfterClose re-drives a dead letter whose workflow closed when its late-result
@@ -509,16 +522,16 @@ func TestE2ERedriveAfterClose(t *testing.T) {
 	st := e.StarterWith(shortWindow(1))
 	_, err := st.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
 	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, id).State)
+	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
 
 	_, err = st.Redrive(testContext(t), id, "e2e", "after the window")
 	require.NoError(t, err)
-	final := e.awaitClosed(t, id)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRefunded, final.State,
 		"the redrive must run the job's own input (sim:fail), which fails again")
 	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	e.requireBalance(t, acct, 200)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
-	e.recordHistory(t, "redrive-after-close", id)
+	e.recordHistory(t, "redrive-after-close", workflows.JobWorkflowID(acct, id))
 }

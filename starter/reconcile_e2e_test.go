@@ -1,8 +1,9 @@
 package starter_test
 
-// Orphan repair end to end (issue 5, item 3): placeholders written straight to the ledger, as a
-// submitter that crashed before starting the workflow leaves them, healed by the Reconcile
-// workflow on the shared in-process worker, against the real dev server and test database.
+// The reconcile pass end to end, on the shared in-process worker, against the real dev server
+// and test database: placeholders written straight to the ledger, as a submitter that crashed
+// before starting the workflow leaves them; charged jobs whose workflow an operator terminated;
+// results recorded while Temporal was unreachable.
 
 import (
 	"context"
@@ -84,7 +85,7 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	job, err := env.Store.Job(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateSubmitting, job.State)
-	_, err = env.Client.DescribeWorkflowExecution(ctx, fresh, "")
+	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, fresh), "")
 	require.Error(t, err, "a placeholder within its grace must not get a workflow")
 
 	// The fresh one now ages past the grace; a second pass heals it and leaves the first alone,
@@ -134,7 +135,7 @@ func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 
 // TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging checks money rules 3 and 7: a
 // placeholder whose workflow was terminated before its charge can never be started again under
-// its ID, so the pass rejects it (reason "workflow ended before charging"), nothing charged, net
+// its ID, so the pass rejects it (reason workflow_ended_before_charging), nothing charged, net
 // 0; a second pass changes nothing.
 func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing.T) {
 	t.Parallel()
@@ -145,10 +146,10 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	// A workflow under the job's ID on a queue no worker polls never reaches its charge; an
 	// operator terminates it.
 	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: orphan, TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
+		ID: workflows.JobWorkflowID(account, orphan), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
 	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Cost: 40})
 	require.NoError(t, err)
-	require.NoError(t, env.Client.TerminateWorkflow(ctx, orphan, "", "test: closed before charging"))
+	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan), "", "test: closed before charging"))
 	time.Sleep(reconcileGrace)
 
 	out := reconcilePass(t, env, account)
@@ -156,7 +157,7 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	job, err := env.Store.Job(ctx, orphan)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRejected, job.State)
-	require.Equal(t, ledgerdb.RejectOrphanReason, job.RejectReason)
+	require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
 	require.False(t, job.IsCharged)
 	require.Equal(t, 0, chargeRows(t, env, orphan))
 

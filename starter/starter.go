@@ -30,7 +30,8 @@ type Options struct {
 	Ledger *ledgerdb.Store
 	// TaskQueue is where the workflows run; workflows.TaskQueue when empty.
 	TaskQueue string
-	// Namespace is the Temporal namespace, for UI links; "default" when empty.
+	// Namespace is the Temporal namespace the client is connected to, for UI links and visibility
+	// queries; workflows.DefaultNamespace when empty.
 	Namespace string
 	// UIURL is the Temporal Web UI's base URL, for links; no links when empty.
 	UIURL string
@@ -57,7 +58,7 @@ func New(opts Options) *Starter {
 		opts.TaskQueue = workflows.TaskQueue
 	}
 	if opts.Namespace == "" {
-		opts.Namespace = "default"
+		opts.Namespace = workflows.DefaultNamespace
 	}
 	return &Starter{opts: opts}
 }
@@ -89,9 +90,11 @@ type Submission struct {
 
 // Submit bills a job: it writes the ledger's placeholder, starts the job's workflow and waits,
 // in one round trip (Update-With-Start), until the charge is decided. A job that cannot be paid
-// for is answered with its status rejected and [ledgerdb.ErrInsufficientCredits]. Submitting the
-// same ID and request again answers the original job without charging it again; a different
-// request under the ID is [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
+// for is answered with its status rejected and [ledgerdb.ErrInsufficientCredits]; a job rejected
+// for another reason with [ledgerdb.ErrRejected]. Either way nothing was charged and the ID can
+// never be charged: a new attempt needs a new ID. Submitting the same ID and request again
+// answers the original job without charging it again; a different request under the ID is
+// [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
 func (s *Starter) Submit(ctx context.Context, job Job) (Submission, error) {
 	placeholder, err := s.opts.Ledger.Submit(ctx, ledgerdb.Submission{
 		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Request: job.request(),
@@ -102,31 +105,64 @@ func (s *Starter) Submit(ctx context.Context, job Job) (Submission, error) {
 	sub := Submission{Duplicate: placeholder.Outcome == ledgerdb.AlreadyApplied}
 	if placeholder.Job.State != ledgerdb.StateSubmitting {
 		// Decided long ago; the workflow may even have closed. The ledger has the answer.
-		sub.Status = s.statusOf(placeholder.Job)
-		return sub, chargeError(sub.Status)
+		sub.Status, err = s.current(ctx, placeholder.Job)
+		if err != nil {
+			return Submission{}, err
+		}
+		return sub, chargeError(placeholder.Job)
 	}
-
-	decision, err := s.startAndAwaitCharge(ctx, job)
-	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return Submission{}, fmt.Errorf("job %q: starting its workflow: %w", job.ID, err)
-	}
-	// Whatever the workflow answered, the ledger is the record; read the job as it now stands.
-	current, readErr := s.opts.Ledger.Job(ctx, job.ID)
-	if readErr != nil {
-		return Submission{}, readErr
+	current, err := s.startOrReject(ctx, job)
+	if err != nil {
+		return Submission{}, err
 	}
 	sub.Status = s.statusOf(current)
-	if err == nil && decision.Reason != "" && sub.Status.Reason == "" {
-		sub.Status.Reason = decision.Reason
-	}
-	return sub, chargeError(sub.Status)
+	return sub, chargeError(current)
 }
 
-// startAndAwaitCharge starts the job's workflow, or joins the one already running under its ID,
-// and waits for the charge decision. The ID policies make a second charge impossible on the
-// Temporal side too: a running workflow is joined (USE_EXISTING), never duplicated, and a closed
-// one is never started again (REJECT_DUPLICATE) — the ledger's guard stands behind both.
-func (s *Starter) startAndAwaitCharge(ctx context.Context, job Job) (workflows.ChargeDecision, error) {
+// startOrReject starts the workflow of a placeholder and waits for its charge decision, and
+// answers the job as the ledger then has it. A placeholder that no workflow can ever charge — its
+// workflow closed before charging it, or its workflow ID is held by another program's workflow —
+// is rejected, nothing charged, so that its user learns at once where their money stands.
+func (s *Starter) startOrReject(ctx context.Context, job Job) (ledgerdb.Job, error) {
+	err := s.startAndAwaitCharge(ctx, job)
+	var reject ledgerdb.RejectReason
+	switch {
+	case errors.Is(err, errWorkflowEnded):
+		reject = ledgerdb.RejectWorkflowEnded
+	case errors.Is(err, errWorkflowIDTaken):
+		reject = ledgerdb.RejectWorkflowIDTaken
+	case err != nil:
+		return ledgerdb.Job{}, fmt.Errorf("job %q: starting its workflow: %w", job.ID, err)
+	}
+	if reject != "" {
+		// The guard in ledger_reject_orphan rejects the job only if it is still uncharged: a
+		// charge that committed just before the workflow closed is left standing (and healed).
+		if _, err := s.opts.Ledger.RejectOrphan(ctx, job.ID, reject); err != nil {
+			return ledgerdb.Job{}, err
+		}
+	}
+	// Whatever the workflow answered, the ledger is the record; read the job as it now stands.
+	return s.opts.Ledger.Job(ctx, job.ID)
+}
+
+// Errors of startAndAwaitCharge that say no workflow will ever charge the placeholder.
+var (
+	// errWorkflowEnded: the job's workflow closed before charging it; its ID cannot start again.
+	errWorkflowEnded = errors.New("the job's workflow ended before charging it")
+	// errWorkflowIDTaken: the job's workflow ID is held by a workflow that is not its MeteredJob.
+	errWorkflowIDTaken = errors.New("the job's workflow ID is held by another program's workflow")
+)
+
+// startAndAwaitCharge starts the job's workflow and waits for the charge decision. The ID
+// policies make a second charge impossible on the Temporal side too: a closed run is never
+// started again (REJECT_DUPLICATE), and a running one is never duplicated — the ledger's guard
+// stands behind both.
+//
+// The start fails rather than joins when a workflow already runs under the ID (conflict policy
+// FAIL): Update-With-Start would send the charge-decision update into whatever runs there, and in
+// a namespace that other programs share, that may be another program's workflow that never
+// answers. Only when the workflow under the ID is this job's MeteredJob is the update sent to it.
+func (s *Starter) startAndAwaitCharge(ctx context.Context, job Job) error {
 	in := workflows.JobInput{
 		JobID:     job.ID,
 		AccountID: job.AccountID,
@@ -134,47 +170,85 @@ func (s *Starter) startAndAwaitCharge(ctx context.Context, job Job) (workflows.C
 		Work:      activities.WorkRequest{InputRef: job.InputRef},
 		Policy:    s.opts.Policy,
 	}
+	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
 	start := s.opts.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       job.ID,
+		ID:                       workflowID,
 		TaskQueue:                s.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:            in.StaticSummary(),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.BillingStateKey.ValueSet(string(ledgerdb.StateSubmitting)),
-			workflows.AccountIDKey.ValueSet(job.AccountID),
-			workflows.DeadLetteredKey.ValueSet(false),
-		),
+		TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateSubmitting),
 	}, workflows.MeteredJob, in)
 	handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			// One update ID per job: a retried submission is the same update, answered once.
-			UpdateID:     "charge-decision:" + job.ID,
-			UpdateName:   workflows.UpdateChargeDecision,
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+		UpdateOptions:          chargeDecisionUpdate(workflowID, job.ID),
 	})
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		handle, err = s.attach(ctx, workflowID, job.ID)
+	}
 	if err != nil {
-		return workflows.ChargeDecision{}, err
+		return err
 	}
 	var decision workflows.ChargeDecision
-	err = handle.Get(ctx, &decision)
-	return decision, err
+	return handle.Get(ctx, &decision)
+}
+
+// attach sends the charge-decision update to the workflow already under the job's workflow ID,
+// after checking that it is this job's MeteredJob and that it runs.
+func (s *Starter) attach(ctx context.Context, workflowID, jobID string) (client.WorkflowUpdateHandle, error) {
+	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return nil, fmt.Errorf("describing the workflow under the job's ID: %w", err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	switch {
+	case info.GetType().GetName() != workflows.WorkflowType:
+		return nil, fmt.Errorf("%w (a %q workflow)", errWorkflowIDTaken, info.GetType().GetName())
+	case info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil, errWorkflowEnded
+	}
+	handle, err := s.opts.Temporal.UpdateWorkflow(ctx, chargeDecisionUpdate(workflowID, jobID))
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		// It closed between the two calls: the ledger has the answer.
+		return nil, errWorkflowEnded
+	}
+	return handle, err
+}
+
+// chargeDecisionUpdate is the charge-decision update sent to the workflow of workflowID. Its ID
+// comes from key (the job ID for a submission): a retried submission is the same update, answered
+// once.
+func chargeDecisionUpdate(workflowID, key string) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateID:     "charge-decision:" + key,
+		UpdateName:   workflows.UpdateChargeDecision,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	}
+}
+
+// jobSearchAttributes are the search attributes a job's run starts with, so that the UI can
+// filter it from its first moment (the workflow upserts them at each transition after that).
+func jobSearchAttributes(accountID string, state ledgerdb.State) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		workflows.BillingStateKey.ValueSet(string(state)),
+		workflows.AccountIDKey.ValueSet(accountID),
+		workflows.DeadLetteredKey.ValueSet(false),
+	)
 }
 
 // Resume finishes a submission that wrote its placeholder but never started its workflow (the
 // submitter crashed, or Temporal was unreachable, between the two steps): it reads the job and
-// its kept request from the ledger and does the very Update-With-Start that Submit does, so the
-// job runs as if its submission had gone through. A job no longer submitting is answered as it
-// stands. A workflow still running under the ID is joined, never duplicated; and if two
+// its kept request from the ledger and makes the very start that Submit makes, so the job runs as
+// if its submission had gone through. A job no longer submitting is answered as it stands. If two
 // reconcilers race, the ledger's charge guard (NOT is_charged) lets one charge through at most.
 //
 // A placeholder whose workflow closed before charging it (terminated, failed or timed out) cannot
 // be started again: the reuse policy refuses a closed ID, which is what keeps a closed job from
-// ever being charged twice. Restarting it would also run work an operator may have stopped on
-// purpose. Resume rejects such a job in the ledger instead (reason "workflow ended before
-// charging", nothing charged), so its user is told where their money stands.
+// ever being charged twice, and restarting it would run work an operator may have stopped on
+// purpose. Resume rejects such a job instead (nothing charged), and one whose workflow ID is held
+// by another program's workflow, so that its user is told where their money stands.
 func (s *Starter) Resume(ctx context.Context, jobID string) (Status, error) {
 	job, err := s.opts.Ledger.Job(ctx, jobID)
 	if err != nil {
@@ -191,41 +265,20 @@ func (s *Starter) Resume(ctx context.Context, jobID string) (Status, error) {
 		// Running the work on no input would charge for work that never saw the job's input.
 		return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger; it cannot be resumed", jobID)
 	}
-	_, err = s.startAndAwaitCharge(ctx, Job{ID: jobID, AccountID: job.AccountID, Cost: job.Cost, InputRef: string(request)})
-	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		// Under USE_EXISTING a running workflow is joined, so this is a closed one. The guard in
-		// ledger_reject_orphan rejects the job only if it is still uncharged: a charge that
-		// committed just before the workflow closed is left standing.
-		if _, err = s.opts.Ledger.RejectOrphan(ctx, jobID); err != nil {
-			return Status{}, err
-		}
-	} else if err != nil {
-		return Status{}, fmt.Errorf("job %q: resuming its workflow: %w", jobID, err)
-	}
-	current, err := s.opts.Ledger.Job(ctx, jobID)
+	current, err := s.startOrReject(ctx, Job{ID: jobID, AccountID: job.AccountID, Cost: job.Cost, InputRef: string(request)})
 	if err != nil {
 		return Status{}, err
 	}
 	return s.statusOf(current), nil
 }
 
-// chargeError is the error a submission answers for a job whose charge was refused.
-func chargeError(st Status) error {
-	if st.State == ledgerdb.StateRejected {
-		return fmt.Errorf("job %q: %w", st.JobID, ledgerdb.ErrInsufficientCredits)
+// chargeError is the error a submission answers for a job whose charge was refused: nothing was
+// charged, and the ID can never be charged.
+func chargeError(job ledgerdb.Job) error {
+	if job.State == ledgerdb.StateRejected {
+		return ledgerdb.RejectionError(job)
 	}
 	return nil
-}
-
-// Status reads a job as the user should see it. A job ID that never reached the ledger is
-// [ledgerdb.ErrJobNotFound] — nothing was charged; a deleted job answers its tombstone (State
-// deleted) with its money state kept.
-func (s *Starter) Status(ctx context.Context, jobID string) (Status, error) {
-	job, err := s.opts.Ledger.Job(ctx, jobID)
-	if err != nil {
-		return Status{}, err
-	}
-	return s.statusOf(job), nil
 }
 
 // Delete turns a settled job into a tombstone: its ID can never be submitted or charged again,
@@ -245,6 +298,10 @@ var ErrNotDeadLettered = errors.New("only a refunded (dead-lettered) job can be 
 // Redrive runs a dead-lettered job's work again under the same guards: if it succeeds, the
 // refund is reclaimed and the job is recovered. by names who asked, for the timeline.
 func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, error) {
+	req := workflows.RedriveRequest{By: by, Note: note}
+	if err := req.Validate(); err != nil {
+		return Status{}, &ledgerdb.InvalidInputError{Field: "redrive request", Reason: err.Error()}
+	}
 	job, err := s.opts.Ledger.Job(ctx, jobID)
 	if err != nil {
 		return Status{}, err
@@ -252,35 +309,30 @@ func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 	if job.State != ledgerdb.StateRefunded {
 		return s.statusOf(job), fmt.Errorf("job %q is %s: %w", jobID, job.State, ErrNotDeadLettered)
 	}
-	req := workflows.RedriveRequest{By: by, Note: note}
-	err = s.opts.Temporal.SignalWorkflow(ctx, jobID, "", workflows.SignalRedrive, req)
+	workflowID := workflows.JobWorkflowID(job.AccountID, jobID)
+	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalRedrive, req)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		// The late-result window ended and the workflow closed. A new run of the same ID finds
 		// the job refunded in the ledger (its charge step answers "already charged") and goes
-		// straight to listening, where this redrive waits for it. This is the one start that
-		// reuses a closed job's ID, and the ledger's guard still refuses a second charge.
-		// The input comes from the ledger, which keeps the submitted request for as long as it
-		// keeps the job; the closed workflow's history may already be gone.
-		request, readErr := s.opts.Ledger.JobRequest(ctx, jobID)
-		if readErr != nil {
-			return Status{}, readErr
+		// straight to listening, where this redrive waits for it. The ledger's guard still
+		// refuses a second charge.
+		in, inErr := s.inputOf(ctx, job)
+		if inErr != nil {
+			return Status{}, inErr
 		}
-		if len(request) == 0 {
+		if in.Work.InputRef == "" {
 			// A job from before the ledger kept requests: running it on no input would charge
 			// again (on success) for work that never saw the job's input.
 			return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", jobID)
 		}
-		in := workflows.JobInput{
-			JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
-			Work: activities.WorkRequest{InputRef: string(request)},
-		}
-		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, jobID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
-			ID:                       jobID,
+		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, workflowID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
+			ID:                       workflowID,
 			TaskQueue:                s.opts.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			StaticSummary:            in.StaticSummary() + " (redrive)",
+			TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateRefunded),
 		}, workflows.MeteredJob, in)
 	}
 	if err != nil {
@@ -289,71 +341,18 @@ func (s *Starter) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 	return s.statusOf(job), nil
 }
 
-// ResultReport is what [Starter.ReportResult] did with a result.
-type ResultReport struct {
-	// Path is "signal" when the job's workflow took the result, "fallback" when the workflow had
-	// closed and the late-result fallback settled it.
-	Path string `json:"path"`
-	// Outcome, for the fallback, says whether this report reclaimed the refund; empty for a signal.
-	Outcome ledgerdb.Outcome `json:"outcome,omitempty"`
-	// Status is the job as it stands after the report (for a signal, possibly before the workflow
-	// has acted on it).
-	Status Status `json:"status"`
-	// Message says what happened, in a sentence.
-	Message string `json:"message"`
-}
-
-// ReportResult reports that a job's result landed, possibly long after its attempt was given up.
-// The job's workflow takes it as a signal: while the work is retrying, it delivers; once
-// refunded, it reclaims the refund; once settled, nothing changes. When the workflow has closed,
-// a guarded reclaim runs in a fallback workflow of its own and its answer is returned. A result
-// never carries an amount: the ledger reclaims the job's recorded cost.
-func (s *Starter) ReportResult(ctx context.Context, jobID string, result activities.WorkResult) (ResultReport, error) {
-	job, err := s.opts.Ledger.Job(ctx, jobID)
+// inputOf is the input a new run of a job's workflow starts with: the job as the ledger has it,
+// the request it was submitted with (the ledger keeps it for as long as it keeps the job; a
+// closed workflow's history may be gone) and this starter's policy.
+func (s *Starter) inputOf(ctx context.Context, job ledgerdb.Job) (workflows.JobInput, error) {
+	request, err := s.opts.Ledger.JobRequest(ctx, job.ID)
 	if err != nil {
-		return ResultReport{}, err
+		return workflows.JobInput{}, err
 	}
-	sig := workflows.ResultSignal{Attempt: result.Attempt, OutputRef: result.OutputRef, FinishedAt: result.FinishedAt}
-	err = s.opts.Temporal.SignalWorkflow(ctx, jobID, "", workflows.SignalResult, sig)
-	var notFound *serviceerror.NotFound
-	switch {
-	case err == nil:
-		return ResultReport{Path: "signal", Status: s.statusOf(job),
-			Message: "The job's workflow received the result and settles it."}, nil
-	case !errors.As(err, &notFound):
-		return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", jobID, err)
-	}
-
-	in := workflows.LateResultInput{JobID: jobID, AccountID: job.AccountID, Cost: job.Cost, Result: sig}
-	run, err := s.opts.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        workflows.LateResultWorkflowID(jobID),
-		TaskQueue: s.opts.TaskQueue,
-		// Concurrent reports join one run; a later report runs again, and the guard decides.
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            in.StaticSummary(),
-	}, workflows.LateResult, in)
-	if err != nil {
-		return ResultReport{}, fmt.Errorf("job %q: starting the late-result fallback: %w", jobID, err)
-	}
-	var out workflows.LateResultOutcome
-	if err := run.Get(ctx, &out); err != nil {
-		return ResultReport{}, fmt.Errorf("job %q: late-result fallback: %w", jobID, err)
-	}
-	if s.opts.Metrics != nil {
-		s.opts.Metrics.ResultAfterClose(out.Outcome)
-	}
-	current, err := s.opts.Ledger.Job(ctx, jobID)
-	if err != nil {
-		return ResultReport{}, err
-	}
-	return ResultReport{Path: "fallback", Outcome: out.Outcome, Status: s.statusOf(current), Message: out.Message}, nil
-}
-
-// ReportLateResult lets the starter serve as the simulated runner's [activities.LateResultReporter].
-func (s *Starter) ReportLateResult(ctx context.Context, jobID string, result activities.WorkResult) error {
-	_, err := s.ReportResult(ctx, jobID, result)
-	return err
+	return workflows.JobInput{
+		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
+		Work: activities.WorkRequest{InputRef: string(request)},
+	}, nil
 }
 
 // WorkflowURL is the job's page in the Temporal Web UI; empty without a UI URL.

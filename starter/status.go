@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
 )
 
 // Status is a job as its user should see it: where it stands, where their money stands, and a
@@ -36,13 +37,13 @@ func (s *Starter) statusOf(job ledgerdb.Job) Status {
 		State:       job.State,
 		MoneyState:  job.MoneyState(),
 		Attempts:    job.Attempts,
-		WorkflowURL: s.WorkflowURL(job.ID),
+		WorkflowURL: s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
 	}
 	switch {
 	case job.RefundReason != "" && (job.State == ledgerdb.StateRefunded || job.StateBeforeDelete == ledgerdb.StateRefunded):
 		st.Reason = job.RefundReason
 	case job.RejectReason != "":
-		st.Reason = job.RejectReason
+		st.Reason = string(job.RejectReason)
 	}
 	st.Message = Message(job)
 	return st
@@ -55,13 +56,13 @@ func Message(job ledgerdb.Job) string {
 	case ledgerdb.StateSubmitting:
 		return "Received; the charge is being decided. You have not been charged yet."
 	case ledgerdb.StateRejected:
-		return "Not started: your account does not have enough credits. You were not charged."
+		return RejectedMessage(job.RejectReason)
 	case ledgerdb.StateRunning:
 		return fmt.Sprintf("Running. %d credits were charged; they are refunded if the job fails for good.", job.Cost)
 	case ledgerdb.StateDelivered:
 		return fmt.Sprintf("Done. %d credits were charged.", job.Cost)
 	case ledgerdb.StateRefunded:
-		return fmt.Sprintf("The job failed (%s). Your %d credits were refunded.", job.RefundReason, job.Cost)
+		return fmt.Sprintf("Not delivered (%s). Your %d credits were refunded.", job.RefundReason, job.Cost)
 	case ledgerdb.StateRecovered:
 		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the %d credits were charged again.", job.Cost)
 	case ledgerdb.StateDeleted:
@@ -73,6 +74,24 @@ func Message(job ledgerdb.Job) string {
 			}[job.MoneyState()])
 	}
 	return "Unknown state; keep polling this ID. Do not submit a new job."
+}
+
+// RejectedMessage is what a user reads about a job rejected for reason: why, that nothing was
+// charged, and that the ID is burnt — the same ID answers this rejection for ever, so a new try
+// needs a new ID.
+func RejectedMessage(reason ledgerdb.RejectReason) string {
+	const burnt = " You were not charged. This job ID can never be charged: submit the job again under a new ID."
+	switch reason {
+	case ledgerdb.RejectInsufficientCredits:
+		return "Not started: the account did not have enough credits when the job was submitted." + burnt
+	case ledgerdb.RejectExposureLimit:
+		return "Not started: the account has too many refunded jobs awaiting a late result." + burnt
+	case ledgerdb.RejectWorkflowEnded:
+		return "Not started: the job's workflow was stopped before it was charged." + burnt
+	case ledgerdb.RejectWorkflowIDTaken:
+		return "Not started: the job's workflow ID is held by another program's workflow." + burnt
+	}
+	return "Not started: the job was rejected." + burnt
 }
 
 // NotReceivedMessage is what a user reads about a job ID the server never received (HTTP 404).

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -57,9 +58,11 @@ type clusterConfig struct {
 	} `yaml:"dynamicConfigClient"`
 }
 
-func readClusterScript(t *testing.T) string {
+func readClusterScript(t *testing.T) string { return readScript(t, clusterScript) }
+
+func readScript(t *testing.T, path string) string {
 	t.Helper()
-	raw, err := os.ReadFile(clusterScript)
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(raw)
 }
@@ -68,7 +71,7 @@ func readClusterScript(t *testing.T) string {
 func scriptArray(t *testing.T, script, name string) []string {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^` + name + `=\(([^)]*)\)$`).FindStringSubmatch(script)
-	require.NotNil(t, m, "%s has no line %s=(...)", clusterScript, name)
+	require.NotNil(t, m, "the script has no line %s=(...)", name)
 	return strings.Fields(m[1])
 }
 
@@ -85,18 +88,22 @@ func TestClusterServerVersionMatchesCompose(t *testing.T) {
 	}
 }
 
-// TestClusterSearchAttributesMatchWorkflows checks that cluster mode registers, in every namespace
-// it creates, exactly the search attributes the workflows upsert, in workflows.SearchAttributes()'s
-// name=type form, and that it creates the namespace the README points jobbill at.
-func TestClusterSearchAttributesMatchWorkflows(t *testing.T) {
-	script := readClusterScript(t)
+// TestTemporalScriptsMatchWorkflows checks that both ways the scripts run Temporal — the dev
+// server and cluster mode — create jobbill's own namespace and the tests' (workflows.
+// DefaultNamespace, workertest.DefaultNamespace) and register, in each, exactly the search
+// attributes the workflows upsert, in workflows.SearchAttributes()'s name=type form.
+func TestTemporalScriptsMatchWorkflows(t *testing.T) {
 	var want []string
 	for _, sa := range workflows.SearchAttributes() {
 		want = append(want, sa.Name+"="+sa.Type)
 	}
-	require.Equal(t, want, scriptArray(t, script, "search_attributes"),
-		"%s must register exactly workflows.SearchAttributes()", clusterScript)
-	require.Contains(t, scriptArray(t, script, "namespaces"), "jobbill")
+	for _, path := range []string{"../scripts/ensure-temporal.sh", clusterScript} {
+		script := readScript(t, path)
+		require.Equal(t, want, scriptArray(t, script, "search_attributes"),
+			"%s must register exactly workflows.SearchAttributes()", path)
+		require.Equal(t, []string{workflows.DefaultNamespace, workertest.DefaultNamespace}, scriptArray(t, script, "namespaces"),
+			"%s must create jobbill's namespace and the tests'", path)
+	}
 }
 
 // TestClusterConfigMatchesCompose checks the server configuration of cluster mode against the

@@ -286,6 +286,7 @@ func TestComposeEnvironmentMatchesConfig(t *testing.T) {
 	appURL := fmt.Sprintf("postgres://jobbill_app:%s@postgres:5432/%s?sslmode=disable", pg["LEDGER_APP_PASSWORD"], pg["POSTGRES_DB"])
 	require.NotEmpty(t, pg["LEDGER_APP_PASSWORD"], "the postgres service's init script needs the application role's password")
 	namespace := f.Services["temporal-init"].Environment["TEMPORAL_NAMESPACE"]
+	require.Equal(t, workflows.DefaultNamespace, namespace, "compose must create jobbill's own namespace, which no other program shares")
 	queues := map[string]bool{}
 	for _, name := range jobbillServices {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,8 @@ type Config struct {
 	Policy PolicyConfig `mapstructure:"policy"`
 	// Runner says which GPU runner does the work.
 	Runner RunnerConfig `mapstructure:"runner"`
+	// Reconcile says how often the reconcile pass runs and how long it leaves a placeholder alone.
+	Reconcile ReconcileConfig `mapstructure:"reconcile"`
 	// Metrics says where the worker serves its Prometheus page.
 	Metrics MetricsConfig `mapstructure:"metrics"`
 	// API configures the HTTP API that `jobbill api` serves.
@@ -181,6 +183,17 @@ func (p PolicyConfig) WorkflowPolicy() workflows.Policy {
 	}.WithDefaults()
 }
 
+// ReconcileConfig is the reconcile pass's schedule, which every worker creates or updates at start.
+type ReconcileConfig struct {
+	// Interval is how often the pass runs: a job left charged by a run that ended unsettled, a
+	// result recorded while Temporal was unreachable, or an orphaned placeholder is healed within
+	// about one interval (a placeholder after its grace).
+	Interval time.Duration `mapstructure:"interval"`
+	// Grace is how old a placeholder must be before the pass resumes it: younger ones may still be
+	// starting their workflow.
+	Grace time.Duration `mapstructure:"grace"`
+}
+
 // MetricsConfig says where /metrics is served.
 type MetricsConfig struct {
 	// Listen is the worker's host:port for GET /metrics; empty serves none. (The API serves
@@ -229,7 +242,7 @@ func DefaultConfig() Config {
 		MigrateDatabaseURL: "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill?sslmode=disable",
 		Temporal: TemporalConfig{
 			Address:   "127.0.0.1:7233",
-			Namespace: "default",
+			Namespace: workflows.DefaultNamespace,
 			TaskQueue: workflows.TaskQueue,
 			UIURL:     "http://127.0.0.1:8233",
 		},
@@ -248,7 +261,8 @@ func DefaultConfig() Config {
 			Simulated: SimulatedRunnerConfig{Duration: 2 * time.Second, FailureRate: 0, Seed: 1, LateBy: 2 * time.Second},
 			HTTP:      HTTPRunnerConfig{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
 		},
-		Metrics: MetricsConfig{Listen: "127.0.0.1:9090"},
+		Reconcile: ReconcileConfig{Interval: time.Minute, Grace: 2 * time.Minute},
+		Metrics:   MetricsConfig{Listen: "127.0.0.1:9090"},
 		API: APIConfig{
 			Listen:            "127.0.0.1:8080",
 			MaxBodyBytes:      64 << 10,
@@ -293,6 +307,7 @@ var settingKeys = []string{
 	"runner.kind", "runner.simulated.duration", "runner.simulated.failure_rate", "runner.simulated.seed",
 	"runner.simulated.late_by",
 	"runner.http.url", "runner.http.poll_interval", "runner.http.request_timeout",
+	"reconcile.interval", "reconcile.grace",
 	"metrics.listen",
 	"api.listen", "api.max_body_bytes", "api.read_header_timeout", "api.read_timeout", "api.request_timeout",
 	"api.write_timeout", "api.idle_timeout", "api.shutdown_timeout", "api.keys",
@@ -342,6 +357,8 @@ func setDefaults(v *viper.Viper, c Config) {
 	v.SetDefault("runner.http.url", c.Runner.HTTP.URL)
 	v.SetDefault("runner.http.poll_interval", c.Runner.HTTP.PollInterval)
 	v.SetDefault("runner.http.request_timeout", c.Runner.HTTP.RequestTimeout)
+	v.SetDefault("reconcile.interval", c.Reconcile.Interval)
+	v.SetDefault("reconcile.grace", c.Reconcile.Grace)
 	v.SetDefault("metrics.listen", c.Metrics.Listen)
 	v.SetDefault("api.listen", c.API.Listen)
 	v.SetDefault("api.max_body_bytes", c.API.MaxBodyBytes)
@@ -414,8 +431,11 @@ func (c Config) Validate() error {
 	if r := c.Runner.Simulated.FailureRate; r < 0 || r > 1 {
 		problems = append(problems, fmt.Sprintf("runner.simulated.failure_rate %v: must be between 0 and 1", r))
 	}
-	if c.Policy.MaximumAttempts < 0 {
-		problems = append(problems, "policy.maximum_attempts must not be negative")
+	if err := workflows.Policy(c.Policy).Validate(); err != nil {
+		problems = append(problems, "policy: "+err.Error())
+	}
+	if c.Reconcile.Interval < time.Second || c.Reconcile.Grace < 0 {
+		problems = append(problems, "reconcile.interval must be at least 1s and reconcile.grace must not be negative")
 	}
 	problems = append(problems, c.API.problems()...)
 	if len(problems) > 0 {

@@ -11,8 +11,6 @@ package worker_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +31,7 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -134,10 +133,13 @@ func startWorker(t *testing.T, bin, name string, env map[string]string) *workerP
 
 // multiJob is a job submitted by the test and what it must end as.
 type multiJob struct {
-	id   string
-	cost int64
-	want ledgerdb.State
+	account, id string
+	cost        int64
+	want        ledgerdb.State
 }
+
+// workflowID is the job's workflow ID.
+func (j multiJob) workflowID() string { return workflows.JobWorkflowID(j.account, j.id) }
 
 // TestTwoWorkerProcessesShareTheJobs runs two worker processes on one task queue: the jobs are
 // spread across both, and every job's ledger rows are right (money rules 2, 3 and 6). Then one
@@ -147,18 +149,13 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	store := ledgertest.Store(t)
 	bin := buildJobbill(t)
 
-	var b [4]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	cfg := worker.DefaultConfig()
-	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
-		cfg.Temporal.Address = addr
-	}
-	// A queue of this test alone, so that no other worker (make run's, another test's) takes its tasks.
-	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-multi-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	// The tests' namespace and a queue of this test alone, so that no other worker (make run's,
+	// another test's) takes its tasks.
+	cfg := workertest.Config("multi")
 	env := map[string]string{
 		worker.EnvName("database_url"):              ledgertest.DatabaseURL(),
 		worker.EnvName("temporal.address"):          cfg.Temporal.Address,
+		worker.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
 		worker.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
 		worker.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
 		worker.EnvName("log.level"):                 "info",
@@ -171,7 +168,8 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	tc, err := worker.Dial(ctx, cfg, zap.NewNop())
 	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
 	defer tc.Close()
-	st := starter.New(starter.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue, Policy: multiPolicy()})
+	st := starter.New(starter.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
+		Namespace: cfg.Temporal.Namespace, Policy: multiPolicy()})
 
 	// Both must be polling before the first job, or the first one up takes everything.
 	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, a, bw)
@@ -185,7 +183,7 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	waitSettled(ctx, t, st, phase1)
 	ranBy := map[string]int{}
 	for _, j := range phase1 {
-		last := lastRunWork(ctx, t, tc, j.id)
+		last := lastRunWork(ctx, t, tc, j.workflowID())
 		ranBy[whose(t, last.identity, a, bw)]++
 	}
 	t.Logf("phase 1: %d jobs, work run by %v", len(phase1), ranBy)
@@ -205,7 +203,7 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 
 	waitSettled(ctx, t, st, phase2)
 	for _, id := range onA {
-		last := lastRunWork(ctx, t, tc, id)
+		last := lastRunWork(ctx, t, tc, workflows.JobWorkflowID(account, id))
 		require.Equal(t, bw.name, whose(t, last.identity, a, bw), "job %s: its work was finished by the dead worker?", id)
 		require.GreaterOrEqual(t, last.attempt, int32(2), "job %s: the killed attempt must have been retried", id)
 	}
@@ -255,7 +253,7 @@ func submitJobs(ctx context.Context, t *testing.T, st *starter.Starter, account,
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range jobs {
-		j := multiJob{id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), want: ledgerdb.StateDelivered}
+		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), want: ledgerdb.StateDelivered}
 		input := "sim:ok"
 		if i%failEvery == failEvery-1 {
 			input, j.want = "sim:fail", ledgerdb.StateRefunded
@@ -295,11 +293,11 @@ type runWork struct {
 // lastRunWork reads the job's history for the last started RunWork attempt. With a retry policy
 // the server writes ActivityTaskStarted only once an attempt ends, with the identity of the
 // worker that ran it and its attempt number — so this is the attempt that ended the work.
-func lastRunWork(ctx context.Context, t *testing.T, tc client.Client, jobID string) runWork {
+func lastRunWork(ctx context.Context, t *testing.T, tc client.Client, workflowID string) runWork {
 	t.Helper()
 	scheduled := map[int64]string{}
 	var last runWork
-	iter := tc.GetWorkflowHistory(ctx, jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
@@ -313,7 +311,7 @@ func lastRunWork(ctx context.Context, t *testing.T, tc client.Client, jobID stri
 			}
 		}
 	}
-	require.NotEmpty(t, last.identity, "job %s: no RunWork attempt in its history", jobID)
+	require.NotEmpty(t, last.identity, "workflow %s: no RunWork attempt in its history", workflowID)
 	return last
 }
 
@@ -338,7 +336,7 @@ func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, jobs 
 	for time.Now().Before(deadline) {
 		var on []string
 		for _, j := range jobs {
-			d, err := tc.DescribeWorkflowExecution(ctx, j.id, "")
+			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
 			require.NoError(t, err)
 			for _, pa := range d.GetPendingActivities() {
 				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&

@@ -75,45 +75,71 @@ func New(c Config, tc client.Client, ledger *ledgerdb.Store, st *starter.Starter
 	// heals placeholders through the starter's Resume, the same start path as a submission.
 	w.RegisterWorkflow(workflows.Reconcile)
 	if st != nil {
-		w.RegisterActivity(&activities.Reconciler{
-			Ledger: ledger,
-			Resume: func(ctx context.Context, jobID string) (ledgerdb.Job, error) {
-				if _, err := st.Resume(ctx, jobID); err != nil {
-					return ledgerdb.Job{}, err
-				}
-				return ledger.Job(ctx, jobID)
-			},
-		})
+		w.RegisterActivity(&activities.Reconciler{Ledger: ledger, Healer: healer{st}})
 	}
 	return w
 }
 
-// ReconcileInterval is how often the reconcile schedule runs a pass. A placeholder is healed
-// between its grace (activities.DefaultReconcileGrace) and grace plus this interval after it was
-// written.
-const ReconcileInterval = time.Minute
+// healer lets the reconcile pass heal through the starter.
+type healer struct{ st *starter.Starter }
+
+func (h healer) Resume(ctx context.Context, jobID string) (ledgerdb.State, ledgerdb.RejectReason, error) {
+	status, err := h.st.Resume(ctx, jobID)
+	return status.State, ledgerdb.RejectReason(status.Reason), err
+}
+
+func (h healer) HealRunning(ctx context.Context, jobs []ledgerdb.Job) (int, []string, error) {
+	report, err := h.st.HealRunning(ctx, jobs)
+	return report.Healed, report.Failures, err
+}
+
+func (h healer) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error {
+	return h.st.ApplyRecordedResult(ctx, u)
+}
 
 // EnsureReconcileSchedule creates the Temporal Schedule that runs the Reconcile workflow every
-// ReconcileInterval on the configured task queue, skipping a run while the previous one is still
-// going. Every worker calls it at start: a schedule that already exists is left as it is and
-// answers nil, so a fleet of workers ends up with exactly one.
+// reconcile.interval on the configured task queue, skipping a run while the previous one is still
+// going, or, when it exists, points it at this configuration: the task queue, the interval and the
+// grace. Every worker calls it at start, so a fleet ends up with exactly one schedule, and a
+// deployment that moves to a new task queue takes the schedule with it (a schedule left pointing
+// at a queue nobody polls would silently switch healing off; `jobbill audit` reports one). A
+// paused schedule stays paused.
 func EnsureReconcileSchedule(ctx context.Context, tc client.Client, c Config) error {
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: c.Reconcile.Interval}}}
+	action := &client.ScheduleWorkflowAction{
+		ID:        workflows.ReconcileWorkflowID,
+		Workflow:  workflows.Reconcile,
+		Args:      []any{activities.ReconcileInput{Grace: c.Reconcile.Grace}},
+		TaskQueue: c.Temporal.TaskQueue,
+		// A pass that outlives its slot is skipped over anyway; this bounds a stuck one.
+		WorkflowRunTimeout: 15 * time.Minute,
+	}
 	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:      workflows.ReconcileScheduleID,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: ReconcileInterval}}},
+		Spec:    spec,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:        workflows.ReconcileWorkflowID,
-			Workflow:  workflows.Reconcile,
-			Args:      []any{activities.ReconcileInput{Grace: activities.DefaultReconcileGrace}},
-			TaskQueue: c.Temporal.TaskQueue,
-			// A pass that outlives its slot is skipped over anyway; this bounds a stuck one.
-			WorkflowRunTimeout: 15 * time.Minute,
-		},
-		Note: "jobbill orphan repair: resumes placeholders whose workflow never started (issue 5, item 3)",
+		Action:  action,
+		Note:    "jobbill's reconcile pass: applies results recorded while Temporal was unreachable, heals jobs whose workflow ended unsettled, resumes orphaned placeholders",
 	})
-	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return fmt.Errorf("creating the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		if err != nil {
+			return fmt.Errorf("creating the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
+		}
+		return nil
+	}
+	err = tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			schedule := in.Description.Schedule
+			schedule.Spec, schedule.Action = &spec, action
+			if schedule.Policy == nil {
+				schedule.Policy = &client.SchedulePolicies{}
+			}
+			schedule.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+			return &client.ScheduleUpdate{Schedule: &schedule}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("updating the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
 	}
 	return nil
 }

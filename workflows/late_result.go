@@ -14,11 +14,13 @@ import (
 // LateResultWorkflowType is the registered name of [LateResult].
 const LateResultWorkflowType = "LateResult"
 
-// LateResultWorkflowID is the workflow ID of the late-result fallback for a job. It is
-// deterministic, so that reports of the same result that race each other meet in one workflow,
-// and the UI lists the fallback next to the job it belongs to. The "/" can never appear in a job
-// ID (ledgerdb.ValidateID), so no client's job can take a fallback's ID, nor a fallback a job's.
-func LateResultWorkflowID(jobID string) string { return "late-result/" + jobID }
+// LateResultWorkflowID is the workflow ID of the late-result fallback for a job:
+// "late-result/<account>/<job ID>". It is deterministic, so that reports of the same result that
+// race each other meet in one workflow, and the UI lists the fallback next to the job it belongs
+// to. Its prefix differs from [JobWorkflowID]'s, so a fallback never takes a job's ID.
+func LateResultWorkflowID(accountID, jobID string) string {
+	return "late-result/" + accountID + "/" + jobID
+}
 
 // LateResultInput starts the fallback for a result that landed after the job's workflow closed.
 type LateResultInput struct {
@@ -41,8 +43,9 @@ func (in LateResultInput) StaticSummary() string {
 type LateResultOutcome struct {
 	// JobID is the job.
 	JobID string
-	// Outcome is Applied when this result reclaimed the refund, AlreadyApplied when an earlier
-	// report did, NotApplied when there was nothing to reclaim (the job was never refunded).
+	// Outcome is Applied when this result billed the job (reclaimed its refund, or delivered a
+	// job left running), AlreadyApplied when an earlier report did, NotApplied when there was
+	// nothing to bill (the job was never charged).
 	Outcome ledgerdb.Outcome
 	// State is the job's state after the fallback.
 	State ledgerdb.State
@@ -52,16 +55,42 @@ type LateResultOutcome struct {
 	Message string
 }
 
-// LateResult is the fallback of DESIGN.md's workflow step 5: a result that lands after the job's
-// workflow closed (its late-result window ended) is not lost. It runs the same guarded reclaim the
-// job's workflow would have run: a refunded job becomes recovered; a delivered or recovered job
-// stays as it is; a deleted job keeps its tombstone. Its own workflow makes the step visible in
-// the UI beside the job.
+// LateResult is the fallback of the workflow's last step (docs/design.md, "The workflow"): a
+// result that lands after the job's workflow closed is not lost. It bills the result with the
+// same guarded step the job's workflow would have run: a refunded job becomes recovered; a job
+// left running by a run that ended unsettled (terminated, failed) becomes delivered; a delivered
+// or recovered job stays as it is; a deleted job keeps its tombstone. Its own workflow makes the
+// step visible in the UI beside the job. (Runs of the original version only reclaimed.)
 func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, error) {
 	out := LateResultOutcome{JobID: in.JobID}
-	res, err := ledgerStep(ctx,
-		fmt.Sprintf("reclaim %d credits: the result of attempt %d landed after the workflow closed", in.Cost, in.Result.Attempt),
-		a.Reclaim, activities.ReclaimInput{JobID: in.JobID})
+	var (
+		res activities.LedgerResult
+		err error
+	)
+	if workflow.GetVersion(ctx, lateResultVersionID, lateResultOriginal, lateResultSettles) == lateResultOriginal {
+		res, err = ledgerStep(ctx,
+			fmt.Sprintf("reclaim %d credits: the result of attempt %d landed after the workflow closed", in.Cost, in.Result.Attempt),
+			a.Reclaim, activities.ReclaimInput{JobID: in.JobID})
+	} else {
+		report := ledgerdb.ResultReport{JobID: in.JobID, Attempt: in.Result.Attempt, OutputRef: in.Result.OutputRef}
+		if problem := report.Validate(); problem != nil {
+			// No payload fails a run: a result the ledger would refuse is not billed.
+			out.Outcome, out.Message = ledgerdb.NotApplied, "The result was refused: "+problem.Error()
+			return out, nil
+		}
+		res, err = ledgerStep(ctx,
+			fmt.Sprintf("settle the result of attempt %d: it landed after the workflow closed", in.Result.Attempt),
+			a.Settle, activities.SettleInput{JobID: in.JobID, Attempt: in.Result.Attempt})
+		if refusedForGood(err) {
+			message := ledgerdb.ClipText(err.Error())
+			if _, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the settle", a.RaiseAlarm,
+				activities.AlarmInput{JobID: in.JobID, Step: "settle", Message: message}); alarmErr != nil {
+				workflow.GetLogger(ctx).Error("Raising an alarm failed.", "Error", alarmErr)
+			}
+			out.Outcome, out.Message = ledgerdb.NotApplied, "ALARM: the ledger refused to settle the result: "+message
+			return out, nil
+		}
+	}
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrorTypeJobGone:
@@ -85,13 +114,15 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		workflow.GetLogger(ctx).Warn("Upserting search attributes failed.", "Error", err)
 	}
-	switch res.Outcome {
-	case ledgerdb.Applied:
+	switch {
+	case res.Outcome == ledgerdb.Applied && res.State == ledgerdb.StateDelivered:
+		out.Message = fmt.Sprintf("The result landed after the job's workflow ended unsettled: the job is delivered; its %d credits stay charged.", in.Cost)
+	case res.Outcome == ledgerdb.Applied:
 		out.Message = fmt.Sprintf("The result landed late: the refund of %d credits was reclaimed; the job is recovered.", in.Cost)
-	case ledgerdb.AlreadyApplied:
-		out.Message = "The refund was already reclaimed by an earlier report; nothing changed."
+	case res.Outcome == ledgerdb.AlreadyApplied:
+		out.Message = fmt.Sprintf("The job was already %s; nothing changed.", res.State)
 	default:
-		out.Message = fmt.Sprintf("Nothing to reclaim: the job is %s and was never refunded.", res.State)
+		out.Message = fmt.Sprintf("Nothing to bill: the job is %s.", res.State)
 	}
 	workflow.GetLogger(ctx).Info("Late result settled.", "JobID", in.JobID, "Outcome", res.Outcome, "State", res.State)
 	return out, nil

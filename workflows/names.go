@@ -1,12 +1,48 @@
 package workflows
 
 import (
+	"strings"
+
 	"go.temporal.io/sdk/temporal"
 )
+
+// JobWorkflowID is the workflow ID of a job's [MeteredJob]: "job/<account>/<job ID>". It carries
+// the account, so that two accounts' job IDs can never meet in one workflow, and its "job/" prefix
+// keeps it apart from every other workflow in the namespace: a job ID can never be a fallback's,
+// a reconcile pass's, or Temporal's own (temporal-sys-…). The "/" can appear in no account or job
+// ID (ledgerdb.ValidateID), so the ID reads back unambiguously ([ParseJobWorkflowID]).
+//
+// Runs of the original version used the bare job ID as their workflow ID; nothing starts one so
+// any more.
+func JobWorkflowID(accountID, jobID string) string {
+	return jobWorkflowPrefix + accountID + "/" + jobID
+}
+
+// jobWorkflowPrefix starts every [JobWorkflowID].
+const jobWorkflowPrefix = "job/"
+
+// ParseJobWorkflowID reads the account and job ID back from a [JobWorkflowID]; ok is false for
+// any other workflow ID.
+func ParseJobWorkflowID(workflowID string) (accountID, jobID string, ok bool) {
+	rest, found := strings.CutPrefix(workflowID, jobWorkflowPrefix)
+	if !found {
+		return "", "", false
+	}
+	accountID, jobID, found = strings.Cut(rest, "/")
+	if !found || accountID == "" || jobID == "" || strings.Contains(jobID, "/") {
+		return "", "", false
+	}
+	return accountID, jobID, true
+}
 
 // Names shared by the worker, the starter and the CLI. They are part of the wire contract with
 // running workflows, so they never change.
 const (
+	// DefaultNamespace is the Temporal namespace of jobbill's own that the scripts and the compose
+	// file create: a namespace no other program's workflows share, so that a job's workflow ID can
+	// never be another program's (the submission checks that anyway), and jobbill's schedule and
+	// search attributes are its own.
+	DefaultNamespace = "jobbill"
 	// TaskQueue is the task queue the metered job workflow and its activities run on.
 	TaskQueue = "jobbill-metered-jobs"
 	// WorkflowType is the metered job workflow's registered name (the function's name).
@@ -68,10 +104,11 @@ func SearchAttributes() []SearchAttributeDefinition {
 	}
 }
 
-// DevServerFlags are the `--search-attribute NAME=TYPE` arguments that register
-// [SearchAttributes] on `temporal server start-dev`.
+// DevServerFlags are the arguments that make `temporal server start-dev` ready for jobbill: the
+// namespace [DefaultNamespace], and `--search-attribute NAME=TYPE` for each of [SearchAttributes]
+// (the dev server registers them in every namespace it creates).
 func DevServerFlags() []string {
-	var flags []string
+	flags := []string{"--namespace", DefaultNamespace}
 	for _, sa := range SearchAttributes() {
 		flags = append(flags, "--search-attribute", sa.Name+"="+sa.Type)
 	}

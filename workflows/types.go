@@ -1,17 +1,21 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// JobInput starts a metered job. The workflow ID is the client's job ID, and the job's
-// placeholder must already be in the ledger (the starter writes it first).
+// JobInput starts a metered job. Its workflow ID is [JobWorkflowID] of its account and job ID.
+// The starter writes the job's placeholder in the ledger first; a run started without one (by
+// another Temporal client) writes it itself, with the same request fingerprint.
 type JobInput struct {
-	// JobID is the client's job ID, the same as the workflow ID.
+	// JobID is the client's job ID.
 	JobID string
 	// AccountID is the paying account; it becomes the AccountID search attribute.
 	AccountID string
@@ -23,6 +27,46 @@ type JobInput struct {
 	// Policy is how the work is retried and how long a late result is awaited; zero fields take
 	// the defaults of [DefaultPolicy].
 	Policy Policy
+	// Heal, when set, makes this run the compensation of an earlier run of the job that ended
+	// without settling it (terminated, failed, timed out): it refunds the job's charge instead of
+	// running its work, and then waits for a late result like any refunded job. The reconcile
+	// pass starts such runs.
+	Heal *HealRequest `json:",omitempty"`
+}
+
+// HealRequest says why a job's earlier run is being compensated.
+type HealRequest struct {
+	// Reason is the refund's reason, e.g. "stopped by an operator: terminated".
+	Reason string
+	// PreviousRunID is the run that ended unsettled.
+	PreviousRunID string
+}
+
+// Validate says why a run cannot bill this input under workflowID, or nil: the IDs must be
+// ledger IDs, the workflow ID must be the job's ([JobWorkflowID]), the cost a valid amount, the
+// input and policy within bounds. A run refuses an invalid input before it touches the ledger.
+func (in JobInput) Validate(workflowID string) error {
+	if err := ledgerdb.ValidateID("job ID", in.JobID); err != nil {
+		return err
+	}
+	if err := ledgerdb.ValidateID("account ID", in.AccountID); err != nil {
+		return err
+	}
+	if want := JobWorkflowID(in.AccountID, in.JobID); workflowID != want {
+		// The workflow ID is what makes a job unique in Temporal (money rule 7); a run billing
+		// another job than its ID names would defeat it.
+		return fmt.Errorf("the workflow ID is %q; the job's must be %q", workflowID, want)
+	}
+	if err := ledgerdb.ValidateAmount("cost", in.Cost); err != nil {
+		return err
+	}
+	switch {
+	case len(in.Work.InputRef) > ledgerdb.MaxRequestLength:
+		return fmt.Errorf("the input reference is %d bytes; at most %d are allowed", len(in.Work.InputRef), ledgerdb.MaxRequestLength)
+	case !utf8.ValidString(in.Work.InputRef):
+		return errors.New("the input reference is not valid UTF-8")
+	}
+	return in.Policy.Validate()
 }
 
 // StaticSummary is the one-line summary the starter gives the workflow
@@ -68,6 +112,34 @@ func DefaultPolicy() Policy {
 	}
 }
 
+// maxPolicyDuration bounds every duration of a [Policy]: beyond it a timer or timeout is a
+// mistake, and Temporal would refuse it or overflow.
+const maxPolicyDuration = 10 * 365 * 24 * time.Hour
+
+// maxPolicyAttempts bounds [Policy.MaximumAttempts].
+const maxPolicyAttempts = 1000
+
+// Validate says why Temporal could not run the work under p, or nil. Zero fields are valid: they
+// take the defaults.
+func (p Policy) Validate() error {
+	for name, d := range map[string]time.Duration{
+		"initial interval": p.InitialInterval, "maximum interval": p.MaximumInterval,
+		"start-to-close timeout": p.StartToClose, "heartbeat timeout": p.HeartbeatTimeout,
+		"late-result window": p.LateResultWindow,
+	} {
+		if d < 0 || d > maxPolicyDuration {
+			return fmt.Errorf("the policy's %s is %s; it must be between 0 and %s", name, d, maxPolicyDuration)
+		}
+	}
+	switch {
+	case math.IsNaN(p.BackoffCoefficient) || p.BackoffCoefficient < 0 || p.BackoffCoefficient > 100:
+		return fmt.Errorf("the policy's backoff coefficient is %v; it must be between 1 and 100 (0 for the default)", p.BackoffCoefficient)
+	case p.MaximumAttempts < 0 || p.MaximumAttempts > maxPolicyAttempts:
+		return fmt.Errorf("the policy's maximum attempts is %d; it must be between 1 and %d (0 for the default)", p.MaximumAttempts, maxPolicyAttempts)
+	}
+	return nil
+}
+
 // WithDefaults returns p with every zero field taken from [DefaultPolicy].
 func (p Policy) WithDefaults() Policy {
 	d := DefaultPolicy()
@@ -110,12 +182,38 @@ type ResultSignal struct {
 	FinishedAt time.Time
 }
 
+// Validate says why a result cannot be taken, or nil: the attempt must be one the job's work
+// may have run (from 1 to maxAttempt) and the output reference a valid one (ledgerdb's rules).
+func (s ResultSignal) Validate(maxAttempt int) error {
+	if s.Attempt < 1 || s.Attempt > maxAttempt {
+		return fmt.Errorf("attempt %d is not an attempt of this job (1 to %d)", s.Attempt, maxAttempt)
+	}
+	return ledgerdb.ValidateOutputRef(s.OutputRef)
+}
+
 // RedriveRequest is the payload of [SignalRedrive].
 type RedriveRequest struct {
 	// By names who asked (an operator, a CLI user), for the timeline.
 	By string
 	// Note says why.
 	Note string
+}
+
+// MaxRedriveByLength is the longest [RedriveRequest.By], in bytes.
+const MaxRedriveByLength = 128
+
+// Validate says why a redrive request cannot be taken, or nil: who asked and why must be short,
+// printable text.
+func (r RedriveRequest) Validate() error {
+	switch {
+	case len(r.By) > MaxRedriveByLength:
+		return fmt.Errorf("by is %d bytes; at most %d are allowed", len(r.By), MaxRedriveByLength)
+	case len(r.Note) > ledgerdb.MaxTextLength:
+		return fmt.Errorf("the note is %d bytes; at most %d are allowed", len(r.Note), ledgerdb.MaxTextLength)
+	case ledgerdb.ClipText(r.By) != r.By || !utf8.ValidString(r.Note):
+		return errors.New("by and note must be valid UTF-8 without control characters")
+	}
+	return nil
 }
 
 // JobStatus is the answer of [QueryStatus] and the workflow's result.
@@ -141,6 +239,14 @@ type JobStatus struct {
 	Redrives int
 	// IgnoredResults counts result signals that changed nothing because the job had settled.
 	IgnoredResults int
+	// IgnoredSignals counts signals refused because their payload was invalid (an attempt that
+	// never ran, an unreadable payload); the job went on without them.
+	IgnoredSignals int `json:",omitempty"`
+	// LastIgnored says why the last of them was refused.
+	LastIgnored string `json:",omitempty"`
+	// Alarm, when set, says which ledger step the database refused for good: the job needs an
+	// operator (the invariant checker reports it too).
+	Alarm string `json:",omitempty"`
 }
 
 // ChargeDecision is the answer of [UpdateChargeDecision]: whether the job was charged.

@@ -1,5 +1,5 @@
 // Package workflows holds jobbill's deterministic workflow code: the metered job workflow, its
-// signals, its query and its search attributes. DESIGN.md ("The workflow") is the shape.
+// signals, its query and its search attributes. docs/design.md ("The workflow") is the shape.
 //
 // The workflow never decides an amount and never trusts its own idea of the money: every step
 // that moves money is a guarded ledger call through [activities.Activities], and the state the
@@ -9,12 +9,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"time"
-	"unicode"
-	"unicode/utf8"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,31 +17,34 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// ledgerStepTimeout bounds one ledger call. Each is one short transaction; a call that takes
-// longer is stuck on a connection and is better retried.
-const ledgerStepTimeout = 30 * time.Second
-
-// ErrorTypeInvalidJobInput is the type of the non-retryable error a workflow fails with when its
-// input cannot be billed (for instance a job ID that is not the workflow ID).
+// ErrorTypeInvalidJobInput is the type of the non-retryable error a run of the original version
+// failed with when its input could not be billed. Runs of later versions refuse such an input
+// without failing: they end rejected, nothing charged.
 const ErrorTypeInvalidJobInput = "InvalidJobInput"
 
 // a names the activities through a nil pointer, as samples-go greetings/ does: the worker
 // registers the real struct; the workflow only needs the method names.
 var a *activities.Activities
 
-// MeteredJob bills one GPU job: charge → run the work under the retry policy → on success
-// reclaim (a no-op unless refunded) and deliver; when retries are exhausted, refund, mark the job
-// dead-lettered and listen for a late result (reclaim → recovered) or a redrive until the
+// MeteredJob bills one GPU job: charge → run the work under the retry policy → on success settle
+// (deliver, or recover a refunded job); when retries are exhausted, refund, mark the job
+// dead-lettered and listen for a late result (settle → recovered) or a redrive until the
 // late-result window ends. A refused charge ends the workflow as rejected, without error.
 //
+// No payload can fail it: an invalid input ends the run rejected with nothing charged, and an
+// invalid signal is ignored (logged, counted, shown in the run's details) while the job goes on. A
+// ledger step that the database refuses for good raises an alarm instead of failing the run.
+//
 // Signals: [SignalResult] ([ResultSignal]) and [SignalRedrive] ([RedriveRequest]). Query:
-// [QueryStatus] ([JobStatus]). The workflow's result is the final JobStatus.
+// [QueryStatus] ([JobStatus]). Update: [UpdateChargeDecision]. The result is the final JobStatus.
 func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
+	version := workflow.GetVersion(ctx, meteredJobVersionID, versionOriginal, latestMeteredJobVersion)
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	if in.JobID == "" {
+	if version == versionOriginal && in.JobID == "" {
 		in.JobID = workflowID
 	}
 	j := &meteredJob{
+		version:  version,
 		in:       in,
 		policy:   in.Policy.WithDefaults(),
 		status:   JobStatus{JobID: in.JobID, AccountID: in.AccountID, Cost: in.Cost},
@@ -67,20 +65,25 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 	if err != nil {
 		return j.status, err
 	}
-	if in.JobID != workflowID {
-		// The workflow ID is what makes a job ID unique in Temporal (money rule 7); a workflow
-		// billing another ID would defeat it.
-		return j.status, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("job ID %q is not the workflow ID %q", in.JobID, workflowID),
-			ErrorTypeInvalidJobInput, temporal.ApplicationErrorOptions{NonRetryable: true})
+	if j.original() {
+		if in.JobID != workflowID {
+			return j.status, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("job ID %q is not the workflow ID %q", in.JobID, workflowID),
+				ErrorTypeInvalidJobInput, temporal.ApplicationErrorOptions{NonRetryable: true})
+		}
+	} else if problem := in.Validate(workflowID); problem != nil {
+		j.refuse(ctx, "invalid input: "+problem.Error())
+		return j.status, nil
 	}
 	err = j.run(ctx)
 	j.ignoreLeftoverSignals(ctx)
 	return j.status, err
 }
 
-// meteredJob is one run of the workflow: its input, what it knows, and its signal channels.
+// meteredJob is one run of the workflow: its version, its input, what it knows, and its signal
+// channels.
 type meteredJob struct {
+	version  workflow.Version
 	in       JobInput
 	policy   Policy
 	status   JobStatus
@@ -88,7 +91,15 @@ type meteredJob struct {
 	redrives workflow.ReceiveChannel
 	// decision is set once the charge is decided; the UpdateChargeDecision handler waits for it.
 	decision *ChargeDecision
+	// lastAttempt is the highest attempt number the work may have reached so far: a result for a
+	// later attempt names an attempt that never ran.
+	lastAttempt int
+	// details is what the run's current details say about the job; an ignored signal adds a line.
+	details string
 }
+
+// original reports whether this run was recorded by the first released version.
+func (j *meteredJob) original() bool { return j.version == versionOriginal }
 
 // decideCharge records the charge's outcome for the UpdateChargeDecision handler.
 func (j *meteredJob) decideCharge(state ledgerdb.State, money ledgerdb.MoneyState, reason string) {
@@ -109,25 +120,24 @@ type workOutcome struct {
 }
 
 func (j *meteredJob) run(ctx workflow.Context) error {
-	j.transition(ctx, ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged, false,
-		fmt.Sprintf("Charging %d credits to account %s.", j.in.Cost, j.in.AccountID))
+	j.announce(ctx)
+	if j.in.Heal != nil && !j.original() {
+		return j.heal(ctx)
+	}
 
 	// 1. Charge. The ledger charges its own record of the cost; a refusal is final.
-	charge, err := ledgerStep(ctx, fmt.Sprintf("charge %d credits", j.in.Cost),
-		a.Charge, activities.ChargeInput{JobID: j.in.JobID})
+	charge, err := j.charge(ctx)
 	if err != nil {
 		if reason, ok := rejection(err); ok {
-			j.status.Reason = reason
-			j.decideCharge(ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, reason)
-			j.transition(ctx, ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, false,
-				fmt.Sprintf("Rejected: %s. Nothing was charged.", reason))
+			j.refuse(ctx, reason)
 			return nil
 		}
-		return err
+		return j.stepFailed(ctx, "charge", err)
 	}
 	j.decideCharge(charge.State, charge.MoneyState, charge.Reason)
 	// A later run of this workflow ID (a redrive after the workflow closed) continues the count.
 	j.status.Attempts = max(j.status.Attempts, charge.Attempts)
+	j.lastAttempt = j.status.Attempts
 	switch charge.State {
 	case ledgerdb.StateRunning:
 	case ledgerdb.StateRefunded:
@@ -153,23 +163,120 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 		return j.settle(ctx, out)
 	}
 
-	// 4. Retries exhausted or the work failed for good: the compensation of step 1.
+	// 4. Retries exhausted, the work failed for good, or an operator cancelled the run: the
+	// compensation of step 1.
 	reason, attempts := failureReason(out.err, out.lastAttempt)
+	if !j.original() && ctx.Err() != nil {
+		reason = "stopped by an operator: cancelled"
+	}
+	return j.refund(ctx, reason, attempts)
+}
+
+// announce shows the job as submitted. The original version upserted the submitting state; a
+// later run does only when its start did not set the search attributes (a run started directly
+// by another Temporal client), because the starter's start already sets them.
+func (j *meteredJob) announce(ctx workflow.Context) {
+	details := fmt.Sprintf("Charging %d credits to account %s.", j.in.Cost, j.in.AccountID)
+	if _, set := workflow.GetTypedSearchAttributes(ctx).GetKeyword(BillingStateKey); j.original() || !set {
+		j.transition(ctx, ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged, false, details)
+		return
+	}
+	j.status.State, j.status.MoneyState = ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged
+	j.setDetails(ctx, details)
+}
+
+// charge runs the charge step. A later run charges only the request it runs (the fingerprint),
+// and when the ledger has no placeholder — the run was started directly, not by the starter — it
+// writes the placeholder itself, with the same guarded submission, and charges that.
+func (j *meteredJob) charge(ctx workflow.Context) (activities.LedgerResult, error) {
+	summary := fmt.Sprintf("charge %d credits", j.in.Cost)
+	if j.original() {
+		return ledgerStep(ctx, summary, a.Charge, activities.ChargeInput{JobID: j.in.JobID})
+	}
+	submit := activities.SubmitInput{JobID: j.in.JobID, AccountID: j.in.AccountID, Cost: j.in.Cost, InputRef: j.in.Work.InputRef}
+	input := activities.ChargeInput{JobID: j.in.JobID, Fingerprint: submit.Submission().Fingerprint()}
+	charge, err := ledgerStep(ctx, summary, a.Charge, input)
+	if errorType(err) != activities.ErrorTypeJobNotFound {
+		return charge, err
+	}
+	if _, err := ledgerStep(ctx, "write the job's placeholder: this run was started without one", a.Submit, submit); err != nil {
+		return activities.LedgerResult{}, err
+	}
+	return ledgerStep(ctx, summary, a.Charge, input)
+}
+
+// refuse ends a run whose job cannot be charged: rejected, nothing charged.
+func (j *meteredJob) refuse(ctx workflow.Context, reason string) {
+	j.status.Reason = reason
+	j.decideCharge(ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, reason)
+	j.transition(ctx, ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, false,
+		fmt.Sprintf("Rejected: %s. Nothing was charged.", reason))
+}
+
+// refund is the compensation of the charge: the job's work will not be delivered, so its cost
+// goes back, and the job waits as a dead letter for a late result or a redrive.
+func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) error {
 	j.status.Attempts = max(j.status.Attempts, attempts)
 	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.in.Cost, reason),
 		a.Refund, activities.RefundInput{JobID: j.in.JobID, Reason: reason, Attempts: attempts})
 	if err != nil {
-		return j.endIfGone(ctx, err)
+		return j.stepFailed(ctx, "refund", err)
 	}
+	j.decideCharge(refund.State, refund.MoneyState, refund.Reason)
 	if refund.State != ledgerdb.StateRefunded {
-		// The ledger knows better (for instance the starter's fallback delivered meanwhile).
+		// The ledger knows better (for instance the late-result fallback delivered meanwhile).
 		j.transition(ctx, refund.State, refund.MoneyState, false,
 			fmt.Sprintf("Not refunded: the job is already %s.", refund.State))
 		return nil
 	}
-	j.status.Reason = reason
+	j.status.Reason = refund.Reason
+	if j.original() {
+		j.status.Reason = reason
+	}
+	j.lastAttempt = max(j.lastAttempt, refund.Attempts)
 	j.transition(ctx, ledgerdb.StateRefunded, refund.MoneyState, true, j.deadLetterDetails())
 	return j.awaitLateResult(ctx)
+}
+
+// heal is the run the reconcile pass starts for a job whose earlier run ended without settling
+// it: the job stays charged with nobody to deliver or refund it. The work is not run again (an
+// operator who terminated a job meant "stop it"): the charge is refunded with the reason the pass
+// gives, and the job waits for a late result like any refunded job.
+func (j *meteredJob) heal(ctx workflow.Context) error {
+	reason := ledgerdb.ClipText(j.in.Heal.Reason)
+	if reason == "" {
+		reason = "the job's workflow ended without settling it"
+	}
+	return j.refund(ctx, reason, 0)
+}
+
+// stepFailed ends a run whose ledger step came back with an error no retry fixes. A deleted job
+// ends quietly, its money as it was. A step the database refuses for good raises an alarm (a
+// ledger row, a metric, the run's details) and ends the run without failing it: the job needs an
+// operator, and the invariant checker reports it until the step is written. A run of the original
+// version fails, as it did.
+func (j *meteredJob) stepFailed(ctx workflow.Context, step string, err error) error {
+	if errorType(err) == activities.ErrorTypeJobGone {
+		j.transition(ctx, ledgerdb.StateDeleted, j.status.MoneyState, j.status.DeadLettered,
+			"Deleted while the workflow ran; its money stays as it was.")
+		return nil
+	}
+	if j.original() || !refusedForGood(err) {
+		return err
+	}
+	message := ledgerdb.ClipText(err.Error())
+	j.status.Alarm = fmt.Sprintf("%s refused by the ledger: %s", step, message)
+	j.decideCharge(j.status.State, j.status.MoneyState, j.status.Alarm)
+	_, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the "+step, a.RaiseAlarm,
+		activities.AlarmInput{JobID: j.in.JobID, Step: step, Message: message})
+	if alarmErr != nil {
+		workflow.GetLogger(ctx).Error("Raising an alarm failed.", "Step", step, "Error", alarmErr)
+	}
+	workflow.GetLogger(ctx).Error("The ledger refused a step for good; an operator must look.", "Step", step, "Error", err)
+	j.transition(ctx, j.status.State, j.status.MoneyState, true,
+		fmt.Sprintf("ALARM: the ledger refused the %s for good (%s). The job stays %s until an operator repairs it; "+
+			"the reconcile pass retries it.", step, message, j.status.State))
+	return nil
 }
 
 // runWork runs the work activity until it succeeds, fails for good, or a result signal says the
@@ -199,6 +306,7 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 
 	out := workOutcome{lastAttempt: int32(req.PriorAttempts) + p.MaximumAttempts}
 	lastAttempt := out.lastAttempt
+	j.lastAttempt = max(j.lastAttempt, int(lastAttempt))
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(work, func(f workflow.Future) {
@@ -206,15 +314,15 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 		done = true
 	})
 	sel.AddReceive(j.results, func(c workflow.ReceiveChannel, _ bool) {
-		var s ResultSignal
-		c.Receive(ctx, &s)
-		out = workOutcome{result: s.workResult(), signaled: true, lastAttempt: lastAttempt}
-		done = true
+		if s, ok := j.receiveResult(ctx, c); ok {
+			out = workOutcome{result: s.workResult(), signaled: true, lastAttempt: lastAttempt}
+			done = true
+		}
 	})
 	sel.AddReceive(j.redrives, func(c workflow.ReceiveChannel, _ bool) {
-		var r RedriveRequest
-		c.Receive(ctx, &r)
-		workflow.GetLogger(ctx).Info("Redrive ignored: the work is already running.", "By", r.By)
+		if r, ok := j.receiveRedrive(ctx, c); ok {
+			workflow.GetLogger(ctx).Info("Redrive ignored: the work is already running.", "By", r.By)
+		}
 	})
 	for !done {
 		sel.Select(ctx)
@@ -222,67 +330,100 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 	return out
 }
 
-// settle bills a result: reclaim (a no-op unless the job was refunded) and then deliver, as
-// DESIGN.md's success path does, letting the guards decide. The job ends delivered, or recovered
-// if it had been refunded.
+// settle bills a result. A later run does it in one ledger step (deliver, or recover a refunded
+// job); the original version reclaimed (a no-op unless refunded) and then delivered, letting the
+// guards decide. The job ends delivered, or recovered if it had been refunded.
 func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 	res := out.result
 	j.status.Attempts = max(j.status.Attempts, res.Attempt)
-	reclaimSummary := fmt.Sprintf("reclaim %d credits if refunded", j.in.Cost)
-	if j.status.State == ledgerdb.StateRefunded {
-		reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
+	var (
+		settled activities.LedgerResult
+		err     error
+	)
+	if j.original() {
+		reclaimSummary := fmt.Sprintf("reclaim %d credits if refunded", j.in.Cost)
+		if j.status.State == ledgerdb.StateRefunded {
+			reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
+		}
+		if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
+			return j.stepFailed(ctx, "reclaim", err)
+		}
+		settled, err = ledgerStep(ctx, fmt.Sprintf("deliver the result of attempt %d", res.Attempt),
+			a.Deliver, activities.DeliverInput{JobID: j.in.JobID, Attempts: res.Attempt})
+	} else {
+		summary := fmt.Sprintf("deliver the result of attempt %d", res.Attempt)
+		if j.status.State == ledgerdb.StateRefunded {
+			summary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
+		}
+		settled, err = ledgerStep(ctx, summary, a.Settle, activities.SettleInput{JobID: j.in.JobID, Attempt: res.Attempt})
 	}
-	if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
-		return j.endIfGone(ctx, err)
-	}
-	deliver, err := ledgerStep(ctx, fmt.Sprintf("deliver the result of attempt %d", res.Attempt),
-		a.Deliver, activities.DeliverInput{JobID: j.in.JobID, Attempts: res.Attempt})
 	if err != nil {
-		return j.endIfGone(ctx, err)
+		return j.stepFailed(ctx, "settle", err)
 	}
 	j.status.OutputRef = res.OutputRef
 	how := "the work activity returned it"
 	if out.signaled {
 		how = "it was reported by a result signal"
 	}
-	j.transition(ctx, deliver.State, deliver.MoneyState, false,
-		fmt.Sprintf("%s: result of attempt %d (%s); %d credits charged.", deliver.State, res.Attempt, how, j.in.Cost))
+	j.transition(ctx, settled.State, settled.MoneyState, false,
+		fmt.Sprintf("%s: result of attempt %d (%s); %d credits charged.", settled.State, res.Attempt, how, j.in.Cost))
 	return nil
 }
 
-// awaitLateResult keeps a refunded (dead-lettered) job listening: a result signal reclaims the
-// refund, a redrive runs the work again, and when the window ends the workflow closes as refunded.
+// awaitLateResult keeps a refunded (dead-lettered) job listening: a result signal settles it, a
+// redrive runs the work again, and when the window ends the workflow closes as refunded. In a
+// later run the window is a deadline: an ignored signal does not start it again, and a
+// cancellation ends the wait.
 func (j *meteredJob) awaitLateResult(ctx workflow.Context) error {
+	deadline := workflow.Now(ctx).Add(j.policy.LateResultWindow)
 	for {
 		var (
 			late    *ResultSignal
 			redrive *RedriveRequest
+			ignored bool
 		)
+		wait := j.policy.LateResultWindow
+		if !j.original() {
+			wait = deadline.Sub(workflow.Now(ctx))
+		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
-		timer := workflow.NewTimerWithOptions(timerCtx, j.policy.LateResultWindow,
-			workflow.TimerOptions{Summary: fmt.Sprintf("late-result window (%s)", j.policy.LateResultWindow)})
+		timer := workflow.NewTimerWithOptions(timerCtx, wait,
+			workflow.TimerOptions{Summary: fmt.Sprintf("late-result window (%s)", wait)})
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(j.results, func(c workflow.ReceiveChannel, _ bool) {
-			late = new(ResultSignal)
-			c.Receive(ctx, late)
+			if s, ok := j.receiveResult(ctx, c); ok {
+				late = &s
+			} else {
+				ignored = true
+			}
 		})
 		sel.AddReceive(j.redrives, func(c workflow.ReceiveChannel, _ bool) {
-			redrive = new(RedriveRequest)
-			c.Receive(ctx, redrive)
+			if r, ok := j.receiveRedrive(ctx, c); ok {
+				redrive = &r
+			} else {
+				ignored = true
+			}
 		})
 		sel.AddFuture(timer, func(workflow.Future) {})
 		sel.Select(ctx)
 		cancelTimer()
 
+		if ignored && ctx.Err() == nil && workflow.Now(ctx).Before(deadline) {
+			continue
+		}
 		if late == nil && redrive == nil {
 			// The window ended. A result that came with the timer in the same task still counts.
-			var s ResultSignal
-			if !j.results.ReceiveAsync(&s) {
+			if s, ok := j.receiveResultAsync(ctx); ok {
+				late = &s
+			} else if !j.original() && ctx.Err() != nil {
+				j.setDetails(ctx, fmt.Sprintf("Refunded %d credits: %s. Cancelled by an operator while it listened for a "+
+					"late result; a result that lands now goes to the late-result fallback.", j.in.Cost, j.status.Reason))
+				return ctx.Err()
+			} else {
 				workflow.SetCurrentDetails(ctx, fmt.Sprintf("Refunded %d credits: %s. The late-result window "+
 					"(%s) ended; the job stays a dead letter.", j.in.Cost, j.status.Reason, j.policy.LateResultWindow))
 				return nil
 			}
-			late = &s
 		}
 		if late != nil {
 			return j.settle(ctx, workOutcome{result: late.workResult(), signaled: true})
@@ -300,111 +441,11 @@ func (j *meteredJob) awaitLateResult(ctx workflow.Context) error {
 		reason, attempts := failureReason(out.err, out.lastAttempt)
 		j.status.Attempts = max(j.status.Attempts, attempts)
 		j.status.Reason = fmt.Sprintf("redrive %d %s", j.status.Redrives, reason)
-		// No second refund: the job is still refunded, and the guard would refuse one anyway.
+		// No second refund: the job is still refunded, and the guard would refuse one anyway. The
+		// window starts again: the operator's redrive was a new chance for a result.
+		deadline = workflow.Now(ctx).Add(j.policy.LateResultWindow)
 		j.transition(ctx, ledgerdb.StateRefunded, ledgerdb.MoneyRefunded, true, j.deadLetterDetails())
 	}
-}
-
-// LedgerSteps says how a workflow runs its ledger steps (charge, refund, reclaim, deliver).
-type LedgerSteps string
-
-const (
-	// LocalLedgerSteps runs each ledger step as a local activity: the worker that runs the
-	// workflow task calls the ledger itself and records one marker event, with no round trips
-	// through the server's task queues. The step keeps its summary in the UI timeline.
-	LocalLedgerSteps LedgerSteps = "local"
-	// RegularLedgerSteps runs each ledger step as a regular activity, scheduled through the
-	// server (three events and two task-queue round trips per step).
-	RegularLedgerSteps LedgerSteps = "regular"
-)
-
-// DefaultLedgerSteps is how [MeteredJob] and [LateResult] run their ledger steps. Local, by the
-// benchmark (worker/workerbench, BENCHMARKS.md): on the dev server a metered job with regular
-// ledger steps ran at 0.35-0.40x the throughput of a bare workflow and reclaimed about 100 ms
-// (p50) after a result signal; with local ones at 0.79-0.93x and about 12 ms, because each step
-// then costs one marker event instead of three events and two round trips through the server's
-// task queue.
-// Changing it changes every recorded history, so it is a versioned change (workflow.GetVersion).
-const DefaultLedgerSteps = LocalLedgerSteps
-
-// MeteredJobWithLedgerSteps is [MeteredJob] running its ledger steps as steps says. It exists
-// for the benchmark that compares the two (worker/workerbench). Register it under MeteredJob's
-// name ([WorkflowType], with workflow.RegisterOptions) on a task queue of its own: the two ways
-// write different histories, so a job must always be run, and replayed, by the way it started.
-func MeteredJobWithLedgerSteps(steps LedgerSteps) func(workflow.Context, JobInput) (JobStatus, error) {
-	return func(ctx workflow.Context, in JobInput) (JobStatus, error) {
-		return MeteredJob(workflow.WithValue(ctx, ledgerStepsKey{}, steps), in)
-	}
-}
-
-// ledgerStepsKey keys the workflow context's LedgerSteps; unset means DefaultLedgerSteps.
-type ledgerStepsKey struct{}
-
-// ledgerStepHorizon stands for "no limit" on a local ledger step's retries. The SDK requires a
-// ScheduleToCloseTimeout for local activities and, left unset, takes the StartToCloseTimeout:
-// the step would then give up after 30 s, and a refund or reclaim that gives up leaves the money
-// wrong.
-const ledgerStepHorizon = 10 * 365 * 24 * time.Hour
-
-// ledgerStep runs one ledger activity. Its retries are unlimited: a refund or reclaim that gave
-// up would leave the money wrong, and the guards make every retry safe (money rule 8). Business
-// refusals are non-retryable and come back at once.
-//
-// It runs activity, a method of a nil *activities.Activities (a.Charge): for a local
-// activity the SDK resolves a method value by its name in the worker's registry and calls the
-// registered instance's method, so the worker must register its Activities either way.
-//
-// A local step that keeps failing is still safe: while its retry backoff is within the workflow
-// task timeout the worker retries it in place and heartbeats the workflow task; beyond that the
-// SDK records the failed attempt in a marker and waits on a server timer ("LocalActivity
-// Backoff") before the next attempt, so the workflow task never outlives its timeout. A worker
-// that dies mid-step runs the step again on replay; the ledger's guards answer AlreadyApplied.
-func ledgerStep(ctx workflow.Context, summary string, activity, input any) (activities.LedgerResult, error) {
-	// A ledger step runs to its end even when the workflow is being cancelled: the refund of a
-	// job whose work was cancelled is the compensation of its charge (the saga pattern), and a
-	// cancelled context would fail it at once and leave the job charged for nothing.
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	retry := &temporal.RetryPolicy{
-		InitialInterval:        time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        time.Minute,
-		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-	}
-	steps, _ := ctx.Value(ledgerStepsKey{}).(LedgerSteps)
-	if steps == "" {
-		steps = DefaultLedgerSteps
-	}
-	var f workflow.Future
-	if steps == LocalLedgerSteps {
-		f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: ledgerStepHorizon,
-			StartToCloseTimeout:    ledgerStepTimeout,
-			RetryPolicy:            retry,
-			Summary:                summary,
-		}), activity, input)
-	} else {
-		f = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: ledgerStepTimeout,
-			RetryPolicy:         retry,
-			Summary:             summary,
-		}), activity, input)
-	}
-	var res activities.LedgerResult
-	err := f.Get(ctx, &res)
-	return res, err
-}
-
-// endIfGone ends the workflow without error when the job was deleted under it (a refunded job
-// may be deleted while it waits for a late result): its money stays as it was. Other errors fail
-// the workflow.
-func (j *meteredJob) endIfGone(ctx workflow.Context, err error) error {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrorTypeJobGone {
-		j.transition(ctx, ledgerdb.StateDeleted, j.status.MoneyState, j.status.DeadLettered,
-			"Deleted while the workflow ran; its money stays as it was.")
-		return nil
-	}
-	return err
 }
 
 // transition records a new state: the query's status, the search attributes the UI filters on,
@@ -422,6 +463,12 @@ func (j *meteredJob) transition(ctx workflow.Context, state ledgerdb.State, mone
 		// Visibility is for people; the money path must not stop for it.
 		workflow.GetLogger(ctx).Warn("Upserting search attributes failed.", "State", state, "Error", err)
 	}
+	j.setDetails(ctx, details)
+}
+
+// setDetails sets what the run's current details say about the job.
+func (j *meteredJob) setDetails(ctx workflow.Context, details string) {
+	j.details = details
 	workflow.SetCurrentDetails(ctx, details)
 }
 
@@ -467,73 +514,16 @@ func rejection(err error) (string, bool) {
 		return "insufficient credits", true
 	case activities.ErrorTypeJobGone:
 		return "the job ID was deleted and can never be charged again", true
+	case activities.ErrorTypeJobRejected:
+		var res activities.LedgerResult
+		if appErr.HasDetails() && appErr.Details(&res) == nil && res.Reason != "" {
+			return ledgerdb.RejectReason(res.Reason).Describe(), true
+		}
+		return "rejected by the ledger", true
+	case activities.ErrorTypeJobConflict:
+		return "the job ID holds a different request; nothing was charged for this one", true
+	case activities.ErrorTypeUnknownAccount:
+		return "the account does not exist", true
 	}
 	return "", false
-}
-
-// failureReason says why the work failed for good, in words for the refund's reason and summary,
-// and how many attempts it had. The attempt count comes from the last heartbeat a timeout carries
-// or the failure's details, and otherwise from the retry policy when it ran out.
-func failureReason(err error, lastAttempt int32) (string, int) {
-	attempts := 0
-	var actErr *temporal.ActivityError
-	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
-		attempts = int(lastAttempt)
-	}
-	var timeoutErr *temporal.TimeoutError
-	if errors.As(err, &timeoutErr) {
-		var last int
-		if timeoutErr.HasLastHeartbeatDetails() && timeoutErr.LastHeartbeatDetails(&last) == nil {
-			attempts = max(attempts, last)
-		}
-		return "timed out" + afterAttempts(attempts), attempts
-	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		var f activities.WorkFailure
-		if appErr.HasDetails() && appErr.Details(&f) == nil {
-			attempts = max(attempts, f.Attempt)
-		}
-		msg := shorten(appErr.Message())
-		if appErr.NonRetryable() || appErr.Type() == activities.ErrorTypeWorkFailedPermanently {
-			return fmt.Sprintf("failed for good%s: %s", afterAttempts(attempts), msg), attempts
-		}
-		return fmt.Sprintf("failed%s: %s", afterAttempts(attempts), msg), attempts
-	}
-	return fmt.Sprintf("failed%s: %s", afterAttempts(attempts), shorten(err.Error())), attempts
-}
-
-func afterAttempts(n int) string {
-	switch {
-	case n <= 0:
-		return ""
-	case n == 1:
-		return " after 1 attempt"
-	}
-	return fmt.Sprintf(" after %d attempts", n)
-}
-
-// shorten keeps a runner's message short enough for a refund reason (the ledger keeps at most
-// ledgerdb.MaxTextLength bytes) and a one-line summary.
-//
-// The message comes from a GPU service and may be anything; the ledger refuses a reason that is
-// not valid UTF-8, holds NUL or is longer than ledgerdb.MaxTextLength bytes, and a refused reason
-// must never block a refund. So control characters become spaces and the cut is by bytes, at a
-// rune boundary, well under the limit with the reason's own words around it.
-func shorten(s string) string {
-	const maxBytes = 240
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
-	if len(s) <= maxBytes {
-		return s
-	}
-	cut := maxBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -63,14 +63,20 @@ type harness struct {
 
 func newHarness(t *testing.T, jobID string, balance int64, work workFunc) *harness {
 	t.Helper()
-	h := &harness{t: t, jobID: jobID, ledger: activitiestest.NewMemoryLedger()}
-	h.ledger.Grant(account, balance)
-	h.ledger.Submit(jobID, account, cost)
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.Grant(account, balance)
+	ledger.AddPlaceholder(jobID, account, cost)
+	return harnessOver(t, ledger, account, jobID, work)
+}
 
+// harnessOver runs the workflow of accountID's job jobID over ledger, as it stands.
+func harnessOver(t *testing.T, ledger *activitiestest.MemoryLedger, accountID, jobID string, work workFunc) *harness {
+	t.Helper()
+	h := &harness{t: t, jobID: jobID, ledger: ledger}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(activitiestest.Logger(t))
 	h.env = suite.NewTestWorkflowEnvironment()
-	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: jobID, TaskQueue: workflows.TaskQueue})
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.JobWorkflowID(accountID, jobID), TaskQueue: workflows.TaskQueue})
 	h.env.RegisterWorkflow(workflows.MeteredJob)
 	h.env.RegisterActivity(&activities.Activities{Ledger: h.ledger})
 	var a *activities.Activities
@@ -158,7 +164,7 @@ func (h *harness) assertStates(states []ledgerdb.State, deadLettered []bool) {
 // assertCalls checks how often each ledger operation was called.
 func (h *harness) assertCalls(want map[string]int) {
 	h.t.Helper()
-	for _, op := range []string{activitiestest.OpCharge, activitiestest.OpRefund, activitiestest.OpReclaim, activitiestest.OpDeliver} {
+	for _, op := range []string{activitiestest.OpSubmit, activitiestest.OpCharge, activitiestest.OpRefund, activitiestest.OpReclaim, activitiestest.OpDeliver, activitiestest.OpSettle} {
 		assert.Equal(h.t, want[op], h.ledger.CallCount(op), "%s calls", op)
 	}
 }
@@ -211,7 +217,7 @@ func TestSuccessOnFirstTry(t *testing.T) {
 	assert.Equal(t, "s3://outputs/attempt-1", status.OutputRef)
 	assert.False(t, status.DeadLettered)
 	assert.Equal(t, 1, h.workCallCount())
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge)
 	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
 	job, _ := h.ledger.Job("story-a")
@@ -232,7 +238,7 @@ func TestSuccessOnRetry(t *testing.T) {
 	assert.Equal(t, delivered, status.State)
 	assert.Equal(t, 3, status.Attempts)
 	assert.Equal(t, 3, h.workCallCount())
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge)
 	job, _ := h.ledger.Job("retry-ok")
 	assert.Equal(t, 3, job.Attempts)
@@ -264,7 +270,7 @@ func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 	assert.False(t, status.DeadLettered)
 	assert.Equal(t, "s3://outputs/late", status.OutputRef)
 	assert.Equal(t, 3, h.workCallCount())
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
 	job, _ := h.ledger.Job("story-b")
@@ -300,7 +306,7 @@ func TestSameResultSignalledTwice(t *testing.T) {
 
 	assert.Equal(t, recovered, status.State)
 	assert.Equal(t, 1, status.IgnoredResults)
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 }
 
@@ -333,7 +339,7 @@ func TestResultDuringRetries(t *testing.T) {
 	h.mu.Lock()
 	assert.Contains(t, h.canceled, "RunWork", "the running attempt was cancelled")
 	h.mu.Unlock()
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge)
 	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
 }
@@ -351,7 +357,7 @@ func TestResultAfterDeadLettering(t *testing.T) {
 
 	assert.Equal(t, recovered, status.State)
 	assert.Equal(t, 1, h.workCallCount(), "a permanent failure is not retried")
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	job, _ := h.ledger.Job("after-dlq")
 	assert.Equal(t, "failed for good after 1 attempt: input unreadable", job.RefundReason)
@@ -373,7 +379,7 @@ func TestRedrive(t *testing.T) {
 	assert.Equal(t, recovered, status.State)
 	assert.Equal(t, 1, status.Redrives)
 	assert.Equal(t, 4, h.workCallCount())
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, refunded, recovered}, []bool{false, false, true, true, false})
 }
@@ -404,7 +410,7 @@ func TestDeletedWhileDeadLettered(t *testing.T) {
 
 	assert.Equal(t, ledgerdb.StateDeleted, status.State)
 	assert.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
-	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpReclaim: 1})
+	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, ledgerdb.StateDeleted}, []bool{false, false, true, true})
 }
@@ -421,11 +427,12 @@ func TestLedgerRetryAfterCommit(t *testing.T) {
 		kinds []ledgerdb.EntryKind
 	}{
 		{activitiestest.OpCharge, succeed, false, delivered, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
-		{activitiestest.OpDeliver, succeed, false, delivered, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
+		{activitiestest.OpSettle, succeed, false, delivered, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
 		{activitiestest.OpRefund, timeOut, true, recovered, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
-		{activitiestest.OpReclaim, timeOut, true, recovered, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
+		{"late " + activitiestest.OpSettle, timeOut, true, recovered, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
+			tc.op = strings.TrimPrefix(tc.op, "late ")
 			h := newHarness(t, "lost-"+tc.op, 100, tc.work)
 			h.ledger.LoseAnswers(tc.op, 1)
 			if tc.late {
@@ -450,15 +457,36 @@ func TestLedgerRetryAfterCommit(t *testing.T) {
 	}
 }
 
-// TestJobIDMustBeTheWorkflowID protects money rule 7: a workflow never bills a job ID other than
-// its own workflow ID, which is what keeps one ID to one charge in Temporal.
-func TestJobIDMustBeTheWorkflowID(t *testing.T) {
-	h := newHarness(t, "job-1", 100, succeed)
-	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{JobID: "job-2", AccountID: account, Cost: cost})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, h.env.GetWorkflowError(), &appErr)
-	assert.Equal(t, workflows.ErrorTypeInvalidJobInput, appErr.Type())
-	assert.Empty(t, h.ledger.Calls())
+// TestInvalidInputIsRejectedWithoutCharging protects money rules 3 and 7 at the start door: a run
+// whose input cannot be billed — another job than its workflow ID names, an invalid ID or cost, a
+// policy Temporal would refuse — ends rejected, not failed, before it touches the ledger.
+func TestInvalidInputIsRejectedWithoutCharging(t *testing.T) {
+	valid := workflows.JobInput{JobID: "job-1", AccountID: account, Cost: cost, Policy: testPolicy}
+	for name, edit := range map[string]func(*workflows.JobInput){
+		"another job ID":    func(in *workflows.JobInput) { in.JobID = "job-2" },
+		"another account":   func(in *workflows.JobInput) { in.AccountID = "other" },
+		"no job ID":         func(in *workflows.JobInput) { in.JobID = "" },
+		"zero cost":         func(in *workflows.JobInput) { in.Cost = 0 },
+		"negative cost":     func(in *workflows.JobInput) { in.Cost = -40 },
+		"negative timeout":  func(in *workflows.JobInput) { in.Policy.StartToClose = -time.Second },
+		"too many attempts": func(in *workflows.JobInput) { in.Policy.MaximumAttempts = 1_000_000 },
+		"oversized input":   func(in *workflows.JobInput) { in.Work.InputRef = strings.Repeat("x", ledgerdb.MaxRequestLength+1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, "job-1", 100, succeed)
+			in := valid
+			edit(&in)
+			h.env.ExecuteWorkflow(workflows.MeteredJob, in)
+			require.True(t, h.env.IsWorkflowCompleted())
+			require.NoError(t, h.env.GetWorkflowError(), "an invalid input must not fail the run")
+			var status workflows.JobStatus
+			require.NoError(t, h.env.GetWorkflowResult(&status))
+			assert.Equal(t, rejected, status.State)
+			assert.Contains(t, status.Reason, "invalid input")
+			assert.Empty(t, h.ledger.Calls(), "nothing written")
+			h.assertLedger(100)
+		})
+	}
 }
 
 // TestStaticSummary pins the job's line in the UI's workflow list.
@@ -470,6 +498,7 @@ func TestStaticSummary(t *testing.T) {
 // TestSearchAttributeNames pins the names the dev server must register.
 func TestSearchAttributeNames(t *testing.T) {
 	assert.Equal(t, []string{
+		"--namespace", "jobbill",
 		"--search-attribute", "BillingState=Keyword",
 		"--search-attribute", "AccountID=Keyword",
 		"--search-attribute", "DeadLettered=Bool",
@@ -519,7 +548,7 @@ func TestChargeDecisionUpdate(t *testing.T) {
 		}
 		require.Equal(t, workflows.ChargeDecision{State: ledgerdb.StateRunning, MoneyState: ledgerdb.MoneyCharged}, first.decision)
 		require.Equal(t, first.decision, second.decision)
-		h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpReclaim: 1, activitiestest.OpDeliver: 1})
+		h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	})
 	t.Run("rejected", func(t *testing.T) {
 		h := newHarness(t, "job-update-rejected", 10, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
@@ -563,8 +592,8 @@ func TestLateResultFallback(t *testing.T) {
 	ctx := context.Background()
 	ledger := activitiestest.NewMemoryLedger()
 	ledger.Grant(account, 200)
-	for _, id := range []string{"refunded", "delivered", "deleted"} {
-		ledger.Submit(id, account, cost)
+	for _, id := range []string{"refunded", "delivered", "deleted", "left-running"} {
+		ledger.AddPlaceholder(id, account, cost)
 		_, err := ledger.Charge(ctx, id)
 		require.NoError(t, err)
 	}
@@ -584,13 +613,20 @@ func TestLateResultFallback(t *testing.T) {
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds("refunded"))
 
 	delivered := run(t, ledger, "delivered")
-	require.Equal(t, ledgerdb.NotApplied, delivered.Outcome)
+	require.Equal(t, ledgerdb.AlreadyApplied, delivered.Outcome)
 	require.Equal(t, ledgerdb.StateDelivered, delivered.State)
+
+	// A job its workflow left running (terminated before it settled): the result delivers it, and
+	// its charge stands — one charge row, net -cost.
+	leftRunning := run(t, ledger, "left-running")
+	require.Equal(t, ledgerdb.Applied, leftRunning.Outcome)
+	require.Equal(t, ledgerdb.StateDelivered, leftRunning.State)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("left-running"))
 
 	deleted := run(t, ledger, "deleted")
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds("deleted"))
-	require.Equal(t, int64(200-2*cost), ledger.Balance(account))
+	require.Equal(t, int64(200-3*cost), ledger.Balance(account))
 }
 
 // TestAnyRunnerMessageStillRefunds protects money rule 3: whatever a GPU service says when it

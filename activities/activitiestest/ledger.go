@@ -5,6 +5,7 @@
 package activitiestest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,11 +20,14 @@ var _ activities.Ledger = (*MemoryLedger)(nil)
 
 // Operation names, as recorded in [Call.Op] and passed to [MemoryLedger.LoseAnswers].
 const (
+	OpSubmit        = "Submit"
 	OpCharge        = "Charge"
 	OpRefund        = "Refund"
 	OpReclaim       = "Reclaim"
 	OpDeliver       = "Deliver"
+	OpSettle        = "Settle"
 	OpRecordAttempt = "RecordAttempt"
+	OpRaiseAlarm    = "RaiseAlarm"
 )
 
 // ErrAnswerLost is returned by a call whose change was committed but whose answer was "lost",
@@ -48,17 +52,21 @@ type Call struct {
 
 // MemoryLedger is an in-memory ledger with ledgerdb's guards. It is safe for concurrent use.
 type MemoryLedger struct {
-	mu       sync.Mutex
-	balances map[string]int64
-	jobs     map[string]*ledgerdb.Job
-	entries  []ledgerdb.Entry
-	calls    []Call
-	lose     map[string]int
+	mu           sync.Mutex
+	balances     map[string]int64
+	jobs         map[string]*ledgerdb.Job
+	fingerprints map[string][]byte
+	entries      []ledgerdb.Entry
+	calls        []Call
+	lose         map[string]int
+	refuse       map[string]error
+	alarms       map[string]string
 }
 
 // NewMemoryLedger returns an empty ledger.
 func NewMemoryLedger() *MemoryLedger {
-	return &MemoryLedger{balances: map[string]int64{}, jobs: map[string]*ledgerdb.Job{}, lose: map[string]int{}}
+	return &MemoryLedger{balances: map[string]int64{}, jobs: map[string]*ledgerdb.Job{}, fingerprints: map[string][]byte{},
+		lose: map[string]int{}, refuse: map[string]error{}, alarms: map[string]string{}}
 }
 
 // Grant opens the account if needed and adds amount credits to it.
@@ -68,14 +76,31 @@ func (m *MemoryLedger) Grant(accountID string, amount int64) {
 	m.append(accountID, "", ledgerdb.KindGrant, amount)
 }
 
-// Submit writes a job's placeholder (state submitting), as the starter does before the workflow.
-func (m *MemoryLedger) Submit(jobID, accountID string, cost int64) {
+// AddPlaceholder writes a job's placeholder (state submitting), as the starter does before the
+// workflow, for a request whose fingerprint is any.
+func (m *MemoryLedger) AddPlaceholder(jobID, accountID string, cost int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.balances[accountID]; !ok {
 		m.balances[accountID] = 0
 	}
 	m.jobs[jobID] = &ledgerdb.Job{ID: jobID, AccountID: accountID, Cost: cost, State: ledgerdb.StateSubmitting}
+}
+
+// RefuseForGood makes every later call of op fail with err, as the database does when it refuses
+// a step for good (an out-of-range value, a violated constraint).
+func (m *MemoryLedger) RefuseForGood(op string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refuse[op] = err
+}
+
+// Alarm is the message of the alarm raised for a job's step, if any.
+func (m *MemoryLedger) Alarm(jobID, step string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	msg, ok := m.alarms[jobID+"/"+step]
+	return msg, ok
 }
 
 // Delete turns a settled job into a tombstone, as ledgerdb's Delete does.
@@ -196,18 +221,54 @@ func (m *MemoryLedger) CallCount(op string) int {
 	return n
 }
 
-// Charge follows ledger_charge: takes the recorded cost (submitting -> running) or rejects the job
-// when the account cannot pay.
-func (m *MemoryLedger) Charge(_ context.Context, jobID string) (ledgerdb.Transition, error) {
+// Submit follows ledger_submit: writes the placeholder once; the same request again answers it,
+// another request is a conflict, a deleted ID is gone.
+func (m *MemoryLedger) Submit(_ context.Context, sub ledgerdb.Submission) (ledgerdb.Transition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := Call{Op: OpSubmit, JobID: sub.JobID}
+	t, err := func() (ledgerdb.Transition, error) {
+		if _, ok := m.balances[sub.AccountID]; !ok {
+			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownAccount)
+		}
+		j, ok := m.jobs[sub.JobID]
+		switch {
+		case !ok:
+			j = &ledgerdb.Job{ID: sub.JobID, AccountID: sub.AccountID, Cost: sub.Cost, State: ledgerdb.StateSubmitting}
+			m.jobs[sub.JobID], m.fingerprints[sub.JobID] = j, sub.Fingerprint()
+			return m.answer(ledgerdb.Applied, j, 0), nil
+		case j.State == ledgerdb.StateDeleted:
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrGone)
+		case m.fingerprints[sub.JobID] != nil && !bytes.Equal(m.fingerprints[sub.JobID], sub.Fingerprint()):
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrConflict)
+		}
+		return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+	}()
+	c.Outcome, c.Err = t.Outcome, err
+	m.calls = append(m.calls, c)
+	return t, err
+}
+
+// Charge follows ledger_charge for any request.
+func (m *MemoryLedger) Charge(ctx context.Context, jobID string) (ledgerdb.Transition, error) {
+	return m.ChargeMatching(ctx, jobID, nil)
+}
+
+// ChargeMatching follows ledger_charge: takes the recorded cost (submitting -> running) or rejects
+// the job when the account cannot pay; a job submitted with another request than fingerprint's is
+// a conflict (a placeholder added without a fingerprint matches any).
+func (m *MemoryLedger) ChargeMatching(_ context.Context, jobID string, fingerprint []byte) (ledgerdb.Transition, error) {
 	return m.do(Call{Op: OpCharge, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		switch {
+		case fingerprint != nil && m.fingerprints[jobID] != nil && !bytes.Equal(fingerprint, m.fingerprints[jobID]):
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrConflict)
 		case j.State == ledgerdb.StateRejected:
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrInsufficientCredits)
+			return m.answer(ledgerdb.NotApplied, j, 0), ledgerdb.RejectionError(*j)
 		case j.IsCharged:
 			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
 		case m.balances[j.AccountID] < j.Cost:
-			j.State, j.RejectReason = ledgerdb.StateRejected, "insufficient_credits"
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrInsufficientCredits)
+			j.State, j.RejectReason = ledgerdb.StateRejected, ledgerdb.RejectInsufficientCredits
+			return m.answer(ledgerdb.NotApplied, j, 0), ledgerdb.RejectionError(*j)
 		}
 		j.State, j.IsCharged = ledgerdb.StateRunning, true
 		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindCharge, -j.Cost)), nil
@@ -240,6 +301,9 @@ func (m *MemoryLedger) Reclaim(_ context.Context, jobID string) (ledgerdb.Transi
 // Deliver follows ledger_deliver: running -> delivered; no money moves.
 func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
 	return m.do(Call{Op: OpDeliver, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if attempts < 0 {
+			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "attempts", Reason: "must not be negative"}
+		}
 		if j.State != ledgerdb.StateRunning {
 			return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
 		}
@@ -247,6 +311,37 @@ func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (l
 		j.Attempts = max(j.Attempts, attempts)
 		return m.answer(ledgerdb.Applied, j, 0), nil
 	})
+}
+
+// Settle follows ledger_settle: running -> delivered, or refunded -> recovered (the refund
+// reclaimed), in one step.
+func (m *MemoryLedger) Settle(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpSettle, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		switch {
+		case attempts < 0:
+			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "attempts", Reason: "must not be negative"}
+		case j.State == ledgerdb.StateRunning:
+			j.State = ledgerdb.StateDelivered
+			j.Attempts = max(j.Attempts, attempts)
+			return m.answer(ledgerdb.Applied, j, 0), nil
+		case j.State == ledgerdb.StateRefunded && j.IsRefunded && !j.IsReclaimed:
+			j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
+			return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
+		}
+		return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
+	})
+}
+
+// RaiseAlarm follows ledger_raise_alarm: once per job and step.
+func (m *MemoryLedger) RaiseAlarm(_ context.Context, jobID, step, message string) (ledgerdb.Outcome, error) {
+	t, err := m.do(Call{Op: OpRaiseAlarm, JobID: jobID, Reason: message}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if _, ok := m.alarms[jobID+"/"+step]; ok {
+			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+		}
+		m.alarms[jobID+"/"+step] = message
+		return m.answer(ledgerdb.Applied, j, 0), nil
+	})
+	return t.Outcome, err
 }
 
 // RecordAttempt follows ledger_record_attempt: the count of a running or refunded job only grows.
@@ -269,6 +364,9 @@ func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, err := func() (ledgerdb.Transition, error) {
+		if err := m.refuse[c.Op]; err != nil {
+			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, err)
+		}
 		j, ok := m.jobs[c.JobID]
 		switch {
 		case !ok:

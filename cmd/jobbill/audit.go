@@ -23,9 +23,11 @@ func newAuditCommand() *cobra.Command {
 		Short: "Check the money rules across the ledger and Temporal; exit 1 on any violation",
 		Long: `Check every job and account in scope against DESIGN.md's money rules, reading both Postgres
 and Temporal: each job's ledger rows against its state (rules 2 and 3), each account's balance
-against the sum of its rows (rule 6), placeholders no workflow will decide, MeteredJob workflows
-whose job the ledger never saw, jobs stuck submitting or running beyond their timeouts, and open
-workflows whose BillingState disagrees with the ledger. It only reads.
+against the sum of its rows (rule 6), placeholders no workflow will decide, open MeteredJob
+workflows whose job the ledger never saw, jobs stuck submitting or running beyond their timeouts,
+open workflows whose BillingState disagrees with the ledger, charged jobs no workflow will settle,
+results recorded but never applied, ledger alarms, and (unscoped) a reconcile schedule that is
+missing or points at a task queue nobody polls. It only reads.
 
 Workflows are listed on the configured task queue only, because other ledgers (the tests', say)
 may share the namespace; --any-task-queue lists every task queue.`,
@@ -37,6 +39,8 @@ may share the namespace; --any-task-queue lists every task queue.`,
 			cfg, ledger, tc := c.cfg, c.ledger, c.temporal
 
 			opts.Ledger, opts.Temporal, opts.Namespace = ledger, tc, cfg.Temporal.Namespace
+			// The schedule is the namespace's, not an account's: checked by a whole audit only.
+			opts.Schedule = opts.AccountID == "" && opts.JobIDPrefix == ""
 			if !anyTaskQueue {
 				opts.TaskQueue = cfg.Temporal.TaskQueue
 			}
@@ -66,7 +70,7 @@ may share the namespace; --any-task-queue lists every task queue.`,
 	f.StringVar(&opts.AccountID, "account", "", "check only this account, its jobs and their workflows")
 	f.StringVar(&opts.JobIDPrefix, "prefix", "", "check only jobs and workflows whose ID starts with this")
 	f.DurationVar(&opts.StuckAfter, "stuck-after", 0, "how long a job may stay submitting or running (default: the configured policy's attempts, backoff and timeouts, plus a quarter)")
-	f.DurationVar(&opts.Grace, "grace", time.Minute, "how old a placeholder must be before a missing workflow counts (the starter starts it a moment after writing it)")
+	f.DurationVar(&opts.Grace, "grace", 2*time.Minute, "how long the reconcile pass gets to heal a placeholder without a workflow, a charged job without one, or a recorded result before each counts")
 	f.BoolVar(&anyTaskQueue, "any-task-queue", false, "list MeteredJob workflows on every task queue of the namespace, not only the configured one")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd

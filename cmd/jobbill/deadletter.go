@@ -47,6 +47,9 @@ func newDeadLetterCommand() *cobra.Command {
 				}
 				for _, e := range resp.Executions {
 					jobID := e.GetExecution().GetWorkflowId()
+					if _, id, ok := workflows.ParseJobWorkflowID(jobID); ok {
+						jobID = id
+					}
 					if seen[jobID] {
 						continue // an earlier run of a re-driven job
 					}

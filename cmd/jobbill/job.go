@@ -81,7 +81,11 @@ func newJobReportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report JOB_ID --attempt N --output REF",
 		Short: "Report that a job's result landed (late results included); never charges twice",
-		Args:  cobra.ExactArgs(1),
+		Long: `Records the result in the ledger first, then hands it to the job's workflow (or, when that has
+closed, to the late-result fallback). When Temporal cannot be reached the result stays recorded and
+the reconcile pass applies it later ("path": "recorded"). An attempt below 1 or beyond the attempts
+the job has started, or an empty output, is refused with nothing written.`,
+		Args: cobra.ExactArgs(1),
 		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
 			report, err := st.ReportResult(cmd.Context(), args[0], activities.WorkResult{
 				Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC(),
@@ -92,8 +96,9 @@ func newJobReportCommand() *cobra.Command {
 			return printJSON(cmd, report)
 		}),
 	}
-	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result")
-	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is")
+	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
+	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is (required)")
+	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
 

@@ -45,7 +45,7 @@ type Config struct {
 	DatabaseURL string
 	// TemporalAddress is the frontend's host:port.
 	TemporalAddress string
-	// Namespace holds the run's workflows; "default" when empty.
+	// Namespace holds the run's workflows; workflows.DefaultNamespace when empty.
 	Namespace string
 	// TaskQueuePrefix starts the run's task queues, which end in a run ID so that no other worker
 	// takes the run's tasks; "jobbill-bench" when empty.
@@ -80,7 +80,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
-		c.Namespace = "default"
+		c.Namespace = workflows.DefaultNamespace
 	}
 	if c.TaskQueuePrefix == "" {
 		c.TaskQueuePrefix = "jobbill-bench"
@@ -485,7 +485,7 @@ func (b *bench) meteredJob(ctx context.Context, steps workflows.LedgerSteps, id,
 		return fmt.Errorf("submitting %s: charge not taken: %+v", id, sub)
 	}
 	var st workflows.JobStatus
-	if err := b.tc.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+	if err := b.tc.GetWorkflow(ctx, workflows.JobWorkflowID(account, id), "").Get(ctx, &st); err != nil {
 		return fmt.Errorf("%s: %w", id, err)
 	}
 	if st.State != ledgerdb.StateDelivered {
@@ -531,8 +531,10 @@ func (b *bench) checkClock(ctx context.Context) (ClockCheck, error) {
 func (b *bench) latency(ctx context.Context, steps workflows.LedgerSteps) (Latency, error) {
 	n := b.cfg.LatencyJobs
 	ids := make([]string, n)
+	workflowIDs := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("wb-%s-%s-late-%05d", b.runID, steps, i)
+		workflowIDs[i] = workflows.JobWorkflowID(b.accounts[i%len(b.accounts)], ids[i])
 	}
 	st := b.latencyStarters[steps]
 	err := forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
@@ -541,7 +543,7 @@ func (b *bench) latency(ctx context.Context, steps workflows.LedgerSteps) (Laten
 		if _, err := st.Submit(ctx, starter.Job{ID: ids[i], AccountID: account, Cost: b.cfg.Cost, InputRef: "sim:fail"}); err != nil {
 			return fmt.Errorf("submitting %s: %w", ids[i], err)
 		}
-		return b.awaitListening(ctx, ids[i])
+		return b.awaitListening(ctx, workflowIDs[i])
 	})
 	if err != nil {
 		return Latency{}, fmt.Errorf("latency, %s: %w", steps, err)
@@ -558,7 +560,7 @@ func (b *bench) latency(ctx context.Context, steps workflows.LedgerSteps) (Laten
 		}
 		t0 := time.Now()
 		sig := workflows.ResultSignal{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: t0}
-		if err := b.tc.SignalWorkflow(ctx, id, "", workflows.SignalResult, sig); err != nil {
+		if err := b.tc.SignalWorkflow(ctx, workflowIDs[i], "", workflows.SignalResult, sig); err != nil {
 			return Latency{}, fmt.Errorf("signalling %s: %w", id, err)
 		}
 		// Round(0) drops the monotonic reading: the subtraction below must be wall clock against
@@ -567,7 +569,7 @@ func (b *bench) latency(ctx context.Context, steps workflows.LedgerSteps) (Laten
 	}
 	err = forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		var js workflows.JobStatus
-		if err := b.tc.GetWorkflow(ctx, ids[i], "").Get(ctx, &js); err != nil {
+		if err := b.tc.GetWorkflow(ctx, workflowIDs[i], "").Get(ctx, &js); err != nil {
 			return fmt.Errorf("%s: %w", ids[i], err)
 		}
 		if js.State != ledgerdb.StateRecovered {
@@ -611,12 +613,12 @@ func (b *bench) latency(ctx context.Context, steps workflows.LedgerSteps) (Laten
 // awaitListening waits until the job's workflow says it is refunded and dead-lettered: it set
 // that state right before it started listening, and a query is answered only between workflow
 // tasks, so the workflow is then waiting for a late result.
-func (b *bench) awaitListening(ctx context.Context, id string) error {
+func (b *bench) awaitListening(ctx context.Context, workflowID string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		v, err := b.tc.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+		v, err := b.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
 		if err != nil {
-			return fmt.Errorf("querying %s: %w", id, err)
+			return fmt.Errorf("querying %s: %w", workflowID, err)
 		}
 		var st workflows.JobStatus
 		if err := v.Get(&st); err != nil {
@@ -626,7 +628,7 @@ func (b *bench) awaitListening(ctx context.Context, id string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is still %s after 2 minutes", id, st.State)
+			return fmt.Errorf("%s is still %s after 2 minutes", workflowID, st.State)
 		}
 		select {
 		case <-ctx.Done():

@@ -60,16 +60,37 @@ func Shared(t testing.TB, name string, configure func(*worker.Config)) *Env {
 	return env
 }
 
-func start(store *ledgerdb.Store, name string, configure func(*worker.Config)) (*Env, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
+// DefaultNamespace is the Temporal namespace tests run in, which scripts/ensure-temporal.sh
+// creates beside jobbill's own: tests never touch the namespace a deployment (or `make run`)
+// uses, its reconcile schedule, or the workflows a newcomer opens the Web UI to see.
+const DefaultNamespace = "jobbill-test"
+
+// Namespace is the Temporal namespace of the tests: JOBBILL_TEST_TEMPORAL_NAMESPACE, or
+// DefaultNamespace.
+func Namespace() string {
+	if ns := os.Getenv("JOBBILL_TEST_TEMPORAL_NAMESPACE"); ns != "" {
+		return ns
 	}
+	return DefaultNamespace
+}
+
+// Config is the default configuration pointed at the tests' Temporal: the dev server (or
+// JOBBILL_TEMPORAL_ADDRESS), the tests' namespace, and a task queue of name's own, unique to this
+// process, so that no other test process's worker takes its tasks.
+func Config(name string) worker.Config {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
 	cfg := worker.DefaultConfig()
 	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
 		cfg.Temporal.Address = addr
 	}
+	cfg.Temporal.Namespace = Namespace()
 	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-%s-%d-%s", name, os.Getpid(), hex.EncodeToString(b[:]))
+	return cfg
+}
+
+func start(store *ledgerdb.Store, name string, configure func(*worker.Config)) (*Env, error) {
+	cfg := Config(name)
 	cfg.Runner.Simulated.FailureRate = 0
 	if configure != nil {
 		configure(&cfg)

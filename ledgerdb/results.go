@@ -1,0 +1,211 @@
+package ledgerdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A result report is durable before anyone acknowledges it: it is written to the inbox
+// (result_reports) first, once per job and attempt, and only then signalled to the job's workflow.
+// A report whose signal could not be sent (Temporal unreachable) stays unapplied, and the reconcile
+// pass applies it once Temporal answers again.
+
+// MaxOutputRefLength is the longest output reference a result may carry, in bytes.
+const MaxOutputRefLength = 2048
+
+// ResultReport is a job's result as reported by its runner, a product's callback or an operator.
+// It never carries an amount: the ledger bills the job's recorded cost (money rule 5).
+type ResultReport struct {
+	// JobID is the job whose result landed.
+	JobID string
+	// Attempt is the attempt that produced it, from 1.
+	Attempt int
+	// OutputRef points at the job's output.
+	OutputRef string
+	// FinishedAt is when the work finished, by the runner's clock; zero when unknown.
+	FinishedAt time.Time
+}
+
+// Validate checks a report the way every door must before anything is written: an attempt from 1,
+// an output reference that is present, not too long, valid UTF-8 and free of control characters.
+func (r ResultReport) Validate() error {
+	if err := ValidateID("job ID", r.JobID); err != nil {
+		return err
+	}
+	if err := ValidateAttempt(r.Attempt); err != nil {
+		return err
+	}
+	return ValidateOutputRef(r.OutputRef)
+}
+
+// ValidateAttempt checks a result's attempt number: a whole number from 1.
+func ValidateAttempt(attempt int) error {
+	if attempt < 1 || attempt > maxAttempts {
+		return &InvalidInputError{Field: "attempt", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", attempt, maxAttempts)}
+	}
+	return nil
+}
+
+// ValidateOutputRef checks where a result says the job's output is.
+func ValidateOutputRef(ref string) error {
+	switch {
+	case strings.TrimSpace(ref) == "":
+		return &InvalidInputError{Field: "output reference", Reason: "must not be empty: a result says where the output is"}
+	case len(ref) > MaxOutputRefLength:
+		return &InvalidInputError{Field: "output reference", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(ref), MaxOutputRefLength)}
+	}
+	return validatePrintable("output reference", ref)
+}
+
+// validatePrintable refuses text that is not valid UTF-8 or holds control or invisible formatting
+// characters (a NUL, a bidirectional override): such text reads differently from what it is.
+func validatePrintable(field, text string) error {
+	if err := validateText(field, text); err != nil {
+		return err
+	}
+	for _, r := range text {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return &InvalidInputError{Field: field, Reason: fmt.Sprintf("must not contain the control or formatting character %U", r)}
+		}
+	}
+	return nil
+}
+
+// RecordedResult is the inbox row of a report, as [Store.RecordResult] answers it.
+type RecordedResult struct {
+	// Outcome is Applied when this call wrote the row, AlreadyApplied when the same report was
+	// recorded before.
+	Outcome Outcome
+	// JobState is the job's state when the report was recorded.
+	JobState State
+	// ReceivedAt is when the report was first recorded.
+	ReceivedAt time.Time
+	// AppliedAt is when the job's workflow or the fallback took it; nil until then.
+	AppliedAt *time.Time
+}
+
+// RecordResult writes a report to the inbox, once per job and attempt, before it is signalled. The
+// same report again answers AlreadyApplied; another output for the same attempt is [ErrConflict]; a
+// job never charged is [ErrNotStarted]; a deleted one [ErrGone]; an unknown one [ErrJobNotFound].
+func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResult, error) {
+	if err := r.Validate(); err != nil {
+		return RecordedResult{}, err
+	}
+	var finished *time.Time
+	if !r.FinishedAt.IsZero() {
+		finished = &r.FinishedAt
+	}
+	var (
+		outcome    string
+		state      *string
+		receivedAt *time.Time
+		rec        RecordedResult
+	)
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome, &state, &receivedAt, &rec.AppliedAt) },
+		`SELECT outcome, job_state, received_at, applied_at FROM ledger_record_result($1, $2, $3, $4)`,
+		r.JobID, int32(r.Attempt), r.OutputRef, finished)
+	if err != nil {
+		return RecordedResult{}, fmt.Errorf("job %q: recording the result of attempt %d: %w", r.JobID, r.Attempt, err)
+	}
+	rec.JobState, rec.ReceivedAt = State(deref(state)), deref(receivedAt)
+	switch outcome {
+	case "applied", "already_applied":
+		rec.Outcome = Outcome(outcome)
+		return rec, nil
+	case "conflict":
+		return rec, fmt.Errorf("job %q: attempt %d was reported before with another output: %w", r.JobID, r.Attempt, ErrConflict)
+	case "not_started":
+		return rec, fmt.Errorf("job %q is %s: %w", r.JobID, rec.JobState, ErrNotStarted)
+	case "gone":
+		return rec, fmt.Errorf("job %q: %w", r.JobID, ErrGone)
+	case "not_found":
+		return rec, fmt.Errorf("job %q: %w", r.JobID, ErrJobNotFound)
+	}
+	return rec, fmt.Errorf("job %q: unexpected answer %q recording a result", r.JobID, outcome)
+}
+
+// How a recorded result reached the money: the values of [Store.MarkResultApplied]'s via.
+const (
+	// AppliedBySignal: the job's workflow received it as a signal.
+	AppliedBySignal = "signal"
+	// AppliedByFallback: the job's workflow had closed; the late-result fallback settled it.
+	AppliedByFallback = "fallback"
+	// AppliedSettled: the job was settled for good before the result could be applied (for
+	// instance deleted); nothing is left to apply it to.
+	AppliedSettled = "settled"
+)
+
+// MarkResultApplied records that a recorded result was taken (via is one of AppliedBySignal,
+// AppliedByFallback, AppliedSettled), once: a second call answers AlreadyApplied.
+func (s *Store) MarkResultApplied(ctx context.Context, jobID string, attempt int, via string) (Outcome, error) {
+	if err := ValidateID("job ID", jobID); err != nil {
+		return "", err
+	}
+	if err := ValidateAttempt(attempt); err != nil {
+		return "", err
+	}
+	switch via {
+	case AppliedBySignal, AppliedByFallback, AppliedSettled:
+	default:
+		return "", &InvalidInputError{Field: "applied via", Reason: fmt.Sprintf("%q is not a way a result is applied", via)}
+	}
+	var outcome string
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome) },
+		`SELECT ledger_mark_result_applied($1, $2, $3)`, jobID, int32(attempt), via)
+	if err != nil {
+		return "", fmt.Errorf("job %q: marking the result of attempt %d applied: %w", jobID, attempt, err)
+	}
+	if outcome == "not_found" {
+		return "", fmt.Errorf("job %q, attempt %d: no such recorded result: %w", jobID, attempt, ErrJobNotFound)
+	}
+	return Outcome(outcome), nil
+}
+
+// UnappliedResult is a recorded report that no workflow has taken yet.
+type UnappliedResult struct {
+	// Report is what was reported.
+	Report ResultReport
+	// AccountID is the job's account.
+	AccountID string
+	// ReceivedAt is when it was recorded.
+	ReceivedAt time.Time
+}
+
+// UnappliedResults lists recorded reports not yet taken by a workflow and recorded more than
+// olderThan ago (a younger one is probably being signalled by its reporter right now), oldest
+// first, at most limit of them. With accountIDs, only those accounts' jobs.
+func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]UnappliedResult, error) {
+	if olderThan < 0 {
+		return nil, &InvalidInputError{Field: "olderThan", Reason: fmt.Sprintf("is %s; it must not be negative", olderThan)}
+	}
+	if limit <= 0 || limit > MaxPlaceholders {
+		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.received_at, j.account_id
+		FROM result_reports r JOIN jobs j ON j.id = r.job_id
+		WHERE r.applied_at IS NULL AND r.received_at < now() - $1::bigint * interval '1 microsecond'
+		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		ORDER BY r.received_at, r.job_id, r.attempt LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading unapplied results: %w", translateError(err))
+	}
+	results, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnappliedResult, error) {
+		var (
+			u        UnappliedResult
+			attempt  int32
+			finished *time.Time
+		)
+		err := row.Scan(&u.Report.JobID, &attempt, &u.Report.OutputRef, &finished, &u.ReceivedAt, &u.AccountID)
+		u.Report.Attempt, u.Report.FinishedAt = int(attempt), deref(finished)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading unapplied results: %w", translateError(err))
+	}
+	return results, nil
+}

@@ -1,0 +1,45 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// Versioning. A metered job's workflow stays open for at least its late-result window (a day by
+// default), so a deployment always meets runs that started under the code before it, and a
+// worker must replay those runs exactly as they were recorded. Every change to the commands a
+// workflow issues (an activity or local activity added, removed or reordered, a search-attribute
+// upsert, a timer) therefore goes through workflow.GetVersion: each run records, once, at its
+// start, the newest version its code knew, and the code keeps the older paths for runs recorded
+// under them. workflows/testdata/histories keeps a recorded history of every path of every
+// released version, never re-recorded, and the replay test replays them all.
+//
+// To change the commands: add a version constant below (the next number), make it
+// latestMeteredJobVersion, branch on j.version where the behaviour differs, record the new
+// version's histories beside the old ones (their files start with the version, as v1-…), and keep
+// the old branches until no run of the old version can still be open.
+
+// meteredJobVersionID is the change ID under which [MeteredJob] records its version.
+const meteredJobVersionID = "metered-job"
+
+const (
+	// versionOriginal is the first released MeteredJob: reclaim and deliver as two steps, an
+	// upsert of the submitting state at start, the workflow ID equal to the job ID.
+	versionOriginal = workflow.DefaultVersion
+	// versionDoors keeps the money right at every door: the workflow ID carries the account, an
+	// invalid input, signal or update payload is refused without failing the run, a run started
+	// without a placeholder writes its own, a result is settled in one ledger step, a cancelled
+	// run refunds as "stopped by an operator", a heal run refunds a job whose earlier run ended
+	// unsettled, and a ledger step the database refuses for good raises an alarm.
+	versionDoors workflow.Version = 1
+	// latestMeteredJobVersion is the version new runs record.
+	latestMeteredJobVersion = versionDoors
+)
+
+// lateResultVersionID is the change ID under which [LateResult] records its version.
+const lateResultVersionID = "late-result"
+
+const (
+	// lateResultOriginal reclaims only: a result for a job still running was not billed.
+	lateResultOriginal = workflow.DefaultVersion
+	// lateResultSettles settles in one step: a running job whose workflow closed unsettled is
+	// delivered, a refunded one recovered.
+	lateResultSettles workflow.Version = 1
+)
