@@ -3,10 +3,12 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
@@ -112,6 +114,45 @@ func TestLedgerFailuresStayRetryable(t *testing.T) {
 	assert.Equal(t, ledgerdb.StateRunning, res.State)
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-1"))
 	assert.Equal(t, int64(60), ledger.Balance("acme"))
+}
+
+// TestPermanentLedgerRefusalsAreNotRetried protects money rule 3 on a compensation step: when the
+// database refuses a refund for good — a balance out of range (SQLSTATE 22003), a violated
+// constraint (23514), a missing privilege (42501) — retrying it can never succeed, so the error is
+// non-retryable (type LedgerRefused) and the workflow raises an alarm instead. Before, an overflow
+// stayed retryable and the refund was retried for ever. A lost connection or a deadlock stays
+// retryable.
+func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err          error
+		errType      string
+		nonRetryable bool
+	}{
+		"overflow":             {fmt.Errorf("job x: %w", ledgerdb.ErrOverflow), activities.ErrorTypeLedgerRefused, true},
+		"balance out of range": {ledgerdb.ErrBalanceOutOfRange, activities.ErrorTypeLedgerRefused, true},
+		"check violation":      {&pgconn.PgError{Code: "23514", Message: "violates check constraint"}, activities.ErrorTypeLedgerRefused, true},
+		"missing privilege":    {&pgconn.PgError{Code: "42501", Message: "permission denied"}, activities.ErrorTypeLedgerRefused, true},
+		"lost connection":      {errors.New("connection reset by peer"), "", false},
+		"deadlock":             {&pgconn.PgError{Code: "40P01", Message: "deadlock detected"}, "", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ledger := activitiestest.NewMemoryLedger()
+			ledger.Grant("acme", 100)
+			ledger.AddPlaceholder("render-1", "acme", 40)
+			_, err := ledger.Charge(context.Background(), "render-1")
+			require.NoError(t, err)
+			ledger.RefuseForGood(activitiestest.OpRefund, tc.err)
+			env := newEnv(t, ledger, nil)
+			var a *activities.Activities
+			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{JobID: "render-1", Reason: "timed out", Attempts: 3})
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr)
+			if tc.errType != "" {
+				assert.Equal(t, tc.errType, appErr.Type())
+			}
+			assert.Equal(t, tc.nonRetryable, appErr.NonRetryable())
+		})
+	}
 }
 
 // TestLedgerActivitiesMoveTheRecordedCost protects money rules 2, 3 and 5: charge, refund and

@@ -51,7 +51,9 @@ func (j *meteredJob) checkResult(ctx workflow.Context, raw converter.RawValue) (
 	if j.original() {
 		return s, true
 	}
-	if err := s.Validate(max(j.lastAttempt, j.status.Attempts)); err != nil {
+	// The first attempt counts as run even before the ledger recorded it (recording it is best
+	// effort); any later one must have been reached.
+	if err := s.Validate(max(j.lastAttempt, j.status.Attempts, 1)); err != nil {
 		j.ignore(ctx, SignalResult, err.Error())
 		return s, false
 	}

@@ -408,14 +408,14 @@ CREATE FUNCTION ledger_raise_alarm(p_job_id text, p_step text, p_message text)
 RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM 1 FROM jobs WHERE id = p_job_id;
+    IF NOT FOUND THEN
+        RETURN 'not_found';
+    END IF;
     INSERT INTO ledger_alarms (job_id, step, message) VALUES (p_job_id, p_step, p_message)
     ON CONFLICT (job_id, step) DO NOTHING;
     IF FOUND THEN
         RETURN 'applied';
-    END IF;
-    PERFORM 1 FROM jobs WHERE id = p_job_id;
-    IF NOT FOUND THEN
-        RETURN 'not_found';
     END IF;
     RETURN 'already_applied';
 END

@@ -1,0 +1,76 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/invariants"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+)
+
+// TestReconcileScheduleFollowsTheConfiguration protects the healing door itself: the reconcile
+// pass is what refunds jobs an operator terminated and applies results recorded while Temporal
+// was down, so its schedule must start passes where a worker polls. A worker started with a new
+// task queue, interval or grace repoints the existing schedule (before, it was created once and
+// never updated, and a schedule left on a dead queue silently switched healing off), and the
+// audit reports a schedule whose queue nobody polls. It runs in the tests' namespace, never the
+// one a deployment uses, and not in parallel: the namespace has one schedule.
+func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store := ledgertest.Store(t)
+	cfg := workertest.Config("schedule")
+	tc, err := worker.Dial(ctx, cfg, zap.NewNop())
+	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
+	defer tc.Close()
+	handle := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID)
+	describe := func() (*client.ScheduleWorkflowAction, activities.ReconcileInput, time.Duration) {
+		t.Helper()
+		desc, err := handle.Describe(ctx)
+		require.NoError(t, err)
+		action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
+		require.True(t, ok, "the schedule starts a workflow")
+		require.Len(t, action.Args, 1)
+		var in activities.ReconcileInput
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(action.Args[0].(*commonpb.Payload), &in))
+		require.Len(t, desc.Schedule.Spec.Intervals, 1)
+		return action, in, desc.Schedule.Spec.Intervals[0].Every
+	}
+
+	stale := cfg
+	stale.Temporal.TaskQueue = cfg.Temporal.TaskQueue + "-nobody-polls"
+	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, stale))
+	action, _, _ := describe()
+	require.Equal(t, stale.Temporal.TaskQueue, action.TaskQueue)
+	report, err := invariants.Check(ctx, invariants.Options{Ledger: store, Temporal: tc, Namespace: cfg.Temporal.Namespace,
+		AccountID: ledgertest.Account(t, store, 0), Schedule: true})
+	require.NoError(t, err)
+	require.Len(t, report.Of(invariants.KindReconcileSchedule), 1, "a schedule on a queue nobody polls is reported")
+
+	// A worker with this test's queue, interval and grace starts: it takes the schedule over.
+	cfg.Reconcile.Interval, cfg.Reconcile.Grace = 3*time.Minute, 45*time.Second
+	w := worker.New(cfg, tc, store, worker.NewStarter(cfg, tc, store))
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, cfg))
+	action, in, every := describe()
+	require.Equal(t, cfg.Temporal.TaskQueue, action.TaskQueue)
+	require.Equal(t, 3*time.Minute, every)
+	require.Equal(t, 45*time.Second, in.Grace)
+	require.Eventually(t, func() bool {
+		report, err := invariants.Check(ctx, invariants.Options{Ledger: store, Temporal: tc, Namespace: cfg.Temporal.Namespace,
+			AccountID: ledgertest.Account(t, store, 0), Schedule: true})
+		return err == nil && report.OK()
+	}, 20*time.Second, 250*time.Millisecond, "the audit still reports the schedule once a worker polls its queue")
+}
