@@ -5,14 +5,16 @@ package workflows_test
 // deterministic (an activity added, removed or reordered without workflow.GetVersion, a local
 // activity where a regular one was…) fails CI.
 //
-// After an intended change to the workflows, record the histories again (Postgres and the
-// Temporal dev server running: bash scripts/ensure-postgres.sh && bash scripts/ensure-temporal.sh):
+// The histories are never re-recorded: they are what runs in flight under each released version
+// look like (workflows/versions.go). The original version's are the files without a version
+// prefix; a later version's start with it (v1-…). After a versioned change, record the new
+// version's histories beside the others (Postgres and the Temporal dev server running: bash
+// scripts/ensure-postgres.sh && bash scripts/ensure-temporal.sh, and the recorder's version bumped
+// in starter/e2e_test.go):
 //
 //	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./starter/
 //
-// and commit the rewritten testdata/histories/*.json. Keep the histories of an older workflow
-// version (rename them, e.g. v1-a-first-try.json) for as long as workflows of that version may
-// still be running, so that the versioned code is checked against both.
+// which writes only files that do not exist yet, and commit them.
 
 import (
 	"log/slog"
