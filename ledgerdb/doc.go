@@ -10,8 +10,8 @@
 //
 // # Guards
 //
-// Every operation is one database transaction (one round trip: a function defined by the
-// migrations) whose guard is a conditional write on the job row, as in
+// Every operation is one database transaction (one round trip: a PL/pgSQL function of its own in
+// code/, installed by [Migrate]) whose guard is a conditional write on the job row, as in
 //
 //	UPDATE jobs SET state = 'refunded', is_refunded = true ...
 //	WHERE id = $1 AND state = 'running' AND is_charged AND NOT is_refunded
@@ -23,7 +23,7 @@
 // # Roles
 //
 // [Migrate] runs as the schema's owner. The service opens its [Store] as the application role
-// jobbill_app, which migration 005 lets read every table and call the money functions, and
+// jobbill_app, which the schema lets read every table and call the money functions, and
 // nothing more: it cannot write a table directly (so not rewrite a ledger row either) nor change
 // the schema. The functions run as their owner (SECURITY DEFINER), so they are the only way in.
 //

@@ -36,10 +36,33 @@ var (
 	// ErrNotStarted means a result was reported for a job that was never charged (still
 	// submitting, or rejected): there is no work of it to deliver.
 	ErrNotStarted = errors.New("the job was never charged, so it has no result to take")
-	// ErrRejected means the job was rejected before it was charged; its Job.RejectReason says
-	// why. A rejected job ID can never be charged: a new attempt needs a new ID.
+	// ErrRejected means the job was rejected before it was charged, for any reason; a
+	// [*RejectedError] says which. A rejected job ID can never be charged: a new attempt needs a
+	// new ID.
 	ErrRejected = errors.New("the job was rejected and its ID can never be charged")
 )
+
+// RejectedError says that a job was rejected before it was charged, and why: nothing was charged,
+// and the ID can never be charged. It matches [ErrRejected] with errors.Is, and
+// [ErrInsufficientCredits] too when that was the reason.
+type RejectedError struct {
+	// JobID is the rejected job.
+	JobID string
+	// Reason says why it was rejected.
+	Reason RejectReason
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("job %q was rejected (%s); its ID can never be charged", e.JobID, e.Reason.Describe())
+}
+
+// Unwrap lets errors.Is match ErrRejected, and ErrInsufficientCredits for that reason.
+func (e *RejectedError) Unwrap() []error {
+	if e.Reason == RejectInsufficientCredits {
+		return []error{ErrRejected, ErrInsufficientCredits}
+	}
+	return []error{ErrRejected}
+}
 
 // InvalidInputError says which argument was refused and why. It wraps [ErrInvalidInput].
 type InvalidInputError struct {
@@ -54,7 +77,7 @@ func (e *InvalidInputError) Error() string { return fmt.Sprintf("invalid %s: %s"
 // Unwrap lets errors.Is(err, ErrInvalidInput) match.
 func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
 
-// SQLSTATE codes raised by the schema's own triggers and functions (migrations/001_ledger.sql).
+// SQLSTATE codes raised by the schema's own triggers and functions (ledgerdb/code).
 const (
 	sqlstateAppendOnly   = "JB001" // a ledger row, job or account deleted or rewritten
 	sqlstateFixedFields  = "JB002" // a job's cost, account or flags changed backwards

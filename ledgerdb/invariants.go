@@ -157,10 +157,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	}
 
 	rows, err = q.Query(ctx, `
-		SELECT j.id, j.account_id, j.cost, j.state, coalesce(j.state_before_delete, ''),
-		       j.is_charged, j.is_refunded, j.is_reclaimed, j.attempts,
-		       coalesce(j.reject_reason, ''), coalesce(j.refund_reason, ''),
-		       j.created_at, j.updated_at, j.charged_at, j.delivered_at, j.refunded_at, j.reclaimed_at, j.deleted_at,
+		SELECT j,
 		       count(e.id) FILTER (WHERE e.kind = 'charge'),
 		       count(e.id) FILTER (WHERE e.kind = 'refund'),
 		       count(e.id) FILTER (WHERE e.kind = 'reclaim'),
@@ -177,13 +174,13 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		return LedgerSnapshot{}, err
 	}
 	snap.Jobs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (JobTotals, error) {
-		var t JobTotals
-		j := &t.Job
-		err := row.Scan(&j.ID, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete,
-			&j.IsCharged, &j.IsRefunded, &j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
-			&j.CreatedAt, &j.UpdatedAt, &j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt,
-			&t.Charges, &t.Refunds, &t.Reclaims, &t.EntrySum, &t.ForeignEntries,
+		var (
+			t   JobTotals
+			job *jobRow
+		)
+		err := row.Scan(&job, &t.Charges, &t.Refunds, &t.Reclaims, &t.EntrySum, &t.ForeignEntries,
 			&t.Alarms, &t.UnappliedResults, &t.OldestUnappliedResult)
+		t.Job = job.job()
 		return t, err
 	})
 	if err != nil {

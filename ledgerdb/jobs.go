@@ -39,43 +39,45 @@ func (s Submission) Fingerprint() []byte {
 	return h.Sum(nil)
 }
 
-// jobResultColumns is the shape of the schema's ledger_job_result type.
-const jobResultColumns = `outcome, entry_id, balance_after, id, account_id, cost, state, state_before_delete,
-	is_charged, is_refunded, is_reclaimed, attempts, reject_reason, refund_reason,
-	created_at, updated_at, charged_at, delivered_at, refunded_at, reclaimed_at, deleted_at`
-
-// jobResult is one row of ledger_job_result before it becomes a Transition.
-type jobResult struct {
-	outcome      string
-	entryID      *int64
-	balanceAfter *int64
-	job          Job
-	// Nullable columns of the job (all NULL when the job does not exist).
-	id, accountID, state, stateBeforeDelete, rejectReason, refundReason *string
-	cost                                                                *int64
-	isCharged, isRefunded, isReclaimed                                  *bool
-	attempts                                                            *int32
-	createdAt, updatedAt                                                *time.Time
+// jobRow is a row of the jobs table, its fields in the table's column order: the money functions
+// answer the job as one composite value (ledger_job_result.job) and plain reads select it whole
+// (SELECT j FROM jobs j), so that the table itself is the one list of the job's columns.
+type jobRow struct {
+	ID                 string
+	AccountID          string
+	Cost               int64
+	State              string
+	StateBeforeDelete  *string
+	IsCharged          bool
+	IsRefunded         bool
+	IsReclaimed        bool
+	Attempts           int32
+	RequestFingerprint []byte
+	RejectReason       *string
+	RefundReason       *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ChargedAt          *time.Time
+	DeliveredAt        *time.Time
+	RefundedAt         *time.Time
+	ReclaimedAt        *time.Time
+	DeletedAt          *time.Time
 }
 
-func (r *jobResult) scan(row pgx.Row) error {
-	j := &r.job
-	return row.Scan(&r.outcome, &r.entryID, &r.balanceAfter, &r.id, &r.accountID, &r.cost, &r.state,
-		&r.stateBeforeDelete, &r.isCharged, &r.isRefunded, &r.isReclaimed, &r.attempts,
-		&r.rejectReason, &r.refundReason, &r.createdAt, &r.updatedAt, &j.ChargedAt, &j.DeliveredAt,
-		&j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt)
-}
-
-func (r *jobResult) transition(outcome Outcome) Transition {
-	j := r.job
-	j.ID, j.AccountID = deref(r.id), deref(r.accountID)
-	j.State, j.StateBeforeDelete = State(deref(r.state)), State(deref(r.stateBeforeDelete))
-	j.RejectReason, j.RefundReason = RejectReason(deref(r.rejectReason)), deref(r.refundReason)
-	j.Cost = deref(r.cost)
-	j.IsCharged, j.IsRefunded, j.IsReclaimed = deref(r.isCharged), deref(r.isRefunded), deref(r.isReclaimed)
-	j.Attempts = int(deref(r.attempts))
-	j.CreatedAt, j.UpdatedAt = deref(r.createdAt), deref(r.updatedAt)
-	return Transition{Outcome: outcome, Job: j, EntryID: deref(r.entryID), BalanceAfter: deref(r.balanceAfter)}
+// job is the row as a Job.
+func (r *jobRow) job() Job {
+	if r == nil {
+		return Job{}
+	}
+	return Job{
+		ID: r.ID, AccountID: r.AccountID, Cost: r.Cost, State: State(r.State),
+		StateBeforeDelete: State(deref(r.StateBeforeDelete)),
+		IsCharged:         r.IsCharged, IsRefunded: r.IsRefunded, IsReclaimed: r.IsReclaimed,
+		Attempts:     int(r.Attempts),
+		RejectReason: RejectReason(deref(r.RejectReason)), RefundReason: deref(r.RefundReason),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChargedAt: r.ChargedAt, DeliveredAt: r.DeliveredAt,
+		RefundedAt: r.RefundedAt, ReclaimedAt: r.ReclaimedAt, DeletedAt: r.DeletedAt,
+	}
 }
 
 func deref[T any](p *T) T {
@@ -86,26 +88,49 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// callJobFunction calls one of the schema's job functions and maps its outcome: the outcomes every
-// operation shares become a Transition or an error here; the rest are returned for the caller.
-func (s *Store) callJobFunction(ctx context.Context, jobID, sql string, args ...any) (Transition, string, error) {
-	var r jobResult
-	if err := s.queryRow(ctx, r.scan, sql, args...); err != nil {
-		return Transition{}, "", fmt.Errorf("job %q: %w", jobID, err)
+// answers decodes the outcome a money function answers (ledger_job_result.outcome, documented
+// with the type in the baseline migration) once, into what the Go side says: the Outcome of a
+// change that happened or not, or the error of a refusal. rejected is answered by
+// [RejectedError], which needs the job.
+var answers = map[string]struct {
+	outcome Outcome
+	err     error
+}{
+	"applied":         {Applied, nil},
+	"already_applied": {AlreadyApplied, nil},
+	"not_applied":     {NotApplied, nil},
+	"not_found":       {NotApplied, ErrJobNotFound},
+	"gone":            {NotApplied, ErrGone},
+	"conflict":        {NotApplied, ErrConflict},
+	"unknown_account": {NotApplied, ErrUnknownAccount},
+	"rejected":        {NotApplied, nil},
+}
+
+// call runs one of the schema's job functions (one round trip, one transaction) and decodes its
+// answer into a Transition, or the error of a refusal, naming the job.
+func (s *Store) call(ctx context.Context, jobID, function string, args ...any) (Transition, error) {
+	var (
+		code         string
+		entryID      *int64
+		balanceAfter *int64
+		row          *jobRow
+	)
+	scan := func(r pgx.Row) error { return r.Scan(&code, &entryID, &balanceAfter, &row) }
+	if err := s.queryRow(ctx, scan, `SELECT outcome, entry_id, balance_after, job FROM `+function, args...); err != nil {
+		return Transition{}, fmt.Errorf("job %q: %w", jobID, err)
 	}
-	switch r.outcome {
-	case "applied":
-		return r.transition(Applied), r.outcome, nil
-	case "already_applied":
-		return r.transition(AlreadyApplied), r.outcome, nil
-	case "not_applied":
-		return r.transition(NotApplied), r.outcome, nil
-	case "not_found":
-		return Transition{}, r.outcome, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
-	case "gone":
-		return r.transition(NotApplied), r.outcome, fmt.Errorf("job %q: %w", jobID, ErrGone)
+	a, known := answers[code]
+	if !known {
+		return Transition{}, fmt.Errorf("job %q: the ledger answered %q, which this code does not know", jobID, code)
 	}
-	return r.transition(NotApplied), r.outcome, nil
+	t := Transition{Outcome: a.outcome, Job: row.job(), EntryID: deref(entryID), BalanceAfter: deref(balanceAfter)}
+	switch {
+	case code == "rejected":
+		return t, &RejectedError{JobID: jobID, Reason: t.Job.RejectReason}
+	case a.err != nil:
+		return t, fmt.Errorf("job %q: %w", jobID, a.err)
+	}
+	return t, nil
 }
 
 // Submit writes the placeholder of a job (state submitting, nothing charged). Submitting the same
@@ -124,18 +149,8 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) 
 	if len(sub.Request) > MaxRequestLength {
 		return Transition{}, &InvalidInputError{Field: "request", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(sub.Request), MaxRequestLength)}
 	}
-	t, outcome, err := s.callJobFunction(ctx, sub.JobID,
-		`SELECT `+jobResultColumns+` FROM ledger_submit($1, $2, $3, $4, $5)`,
+	return s.call(ctx, sub.JobID, `ledger_submit($1, $2, $3, $4, $5)`,
 		sub.JobID, sub.AccountID, sub.Cost, sub.Fingerprint(), sub.Request)
-	switch {
-	case err != nil:
-		return t, err
-	case outcome == "conflict":
-		return t, fmt.Errorf("job %q: %w", sub.JobID, ErrConflict)
-	case outcome == "unknown_account":
-		return t, fmt.Errorf("job %q: account %q: %w", sub.JobID, sub.AccountID, ErrUnknownAccount)
-	}
-	return t, nil
 }
 
 // Charge takes a submitted job's recorded cost from its account (submitting -> running). When the
@@ -150,30 +165,13 @@ func (s *Store) Charge(ctx context.Context, jobID string) (Transition, error) {
 // and nothing changes. A workflow started directly under a job's ID charges this way, so that it
 // never bills the placeholder of another request. A nil fingerprint matches any request.
 //
-// A job rejected now or before is [ErrInsufficientCredits] when that was the reason, and
-// [ErrRejected] for any other reason (its Job.RejectReason says which).
+// A job rejected now or before is a [*RejectedError] saying why; it matches [ErrRejected], and
+// [ErrInsufficientCredits] when that was the reason.
 func (s *Store) ChargeMatching(ctx context.Context, jobID string, fingerprint []byte) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
 	}
-	t, outcome, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_charge($1, $2)`, jobID, fingerprint)
-	switch {
-	case err != nil:
-	case outcome == "conflict":
-		err = fmt.Errorf("job %q: %w", jobID, ErrConflict)
-	case outcome == "rejected":
-		err = RejectionError(t.Job)
-	}
-	return t, err
-}
-
-// RejectionError is the error of a rejected job: [ErrInsufficientCredits] when the account could
-// not pay, [ErrRejected] for every other reason. Both say that nothing was charged.
-func RejectionError(job Job) error {
-	if job.RejectReason == RejectInsufficientCredits {
-		return fmt.Errorf("job %q (%s): %w", job.ID, job.RejectReason, ErrInsufficientCredits)
-	}
-	return fmt.Errorf("job %q (%s): %w", job.ID, job.RejectReason, ErrRejected)
+	return s.call(ctx, jobID, `ledger_charge($1, $2)`, jobID, fingerprint)
 }
 
 // Refund gives a running job's recorded cost back (running -> refunded) because its work failed
@@ -189,9 +187,7 @@ func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) 
 	if err := validateAttempts(attempts); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_refund($1, $2, $3)`,
-		jobID, reason, int32(attempts))
-	return t, err
+	return s.call(ctx, jobID, `ledger_refund($1, $2, $3)`, jobID, reason, int32(attempts))
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all (refunded ->
@@ -201,8 +197,7 @@ func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_reclaim($1)`, jobID)
-	return t, err
+	return s.call(ctx, jobID, `ledger_reclaim($1)`, jobID)
 }
 
 // Settle bills a job's result in one transaction, whatever happened before it landed: a running
@@ -216,9 +211,7 @@ func (s *Store) Settle(ctx context.Context, jobID string, attempts int) (Transit
 	if err := validateAttempts(attempts); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_settle($1, $2)`,
-		jobID, int32(attempts))
-	return t, err
+	return s.call(ctx, jobID, `ledger_settle($1, $2)`, jobID, int32(attempts))
 }
 
 // Deliver records that a running job's work succeeded (running -> delivered); no money moves.
@@ -230,9 +223,7 @@ func (s *Store) Deliver(ctx context.Context, jobID string, attempts int) (Transi
 	if err := validateAttempts(attempts); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_deliver($1, $2)`,
-		jobID, int32(attempts))
-	return t, err
+	return s.call(ctx, jobID, `ledger_deliver($1, $2)`, jobID, int32(attempts))
 }
 
 // RecordAttempt records that the work of a running or refunded job has had attempts attempts.
@@ -244,9 +235,7 @@ func (s *Store) RecordAttempt(ctx context.Context, jobID string, attempts int) (
 	if err := validateAttempts(attempts); err != nil {
 		return Transition{}, err
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_record_attempt($1, $2)`,
-		jobID, int32(attempts))
-	return t, err
+	return s.call(ctx, jobID, `ledger_record_attempt($1, $2)`, jobID, int32(attempts))
 }
 
 // Delete turns a settled job (rejected, delivered, refunded or recovered) into a tombstone: its ID
@@ -257,8 +246,8 @@ func (s *Store) Delete(ctx context.Context, jobID string) (Transition, error) {
 		return Transition{}, err
 	}
 	// Deleting a tombstone again answers AlreadyApplied: it is a repeat of the same request.
-	t, outcome, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_delete($1)`, jobID)
-	if err == nil && outcome == "not_applied" {
+	t, err := s.call(ctx, jobID, `ledger_delete($1)`, jobID)
+	if err == nil && t.Outcome == NotApplied {
 		err = fmt.Errorf("job %q is %s: %w", jobID, t.Job.State, ErrJobActive)
 	}
 	return t, err
@@ -270,13 +259,15 @@ func (s *Store) Job(ctx context.Context, jobID string) (Job, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Job{}, err
 	}
-	// ledger_job_unmatched with no "done" states is a plain read in the shared result shape.
-	t, _, err := s.callJobFunction(ctx, jobID,
-		`SELECT `+jobResultColumns+` FROM ledger_job_unmatched($1, ARRAY[]::text[])`, jobID)
-	if errors.Is(err, ErrGone) {
-		return t.Job, nil
+	var row *jobRow
+	err := s.pool.QueryRow(ctx, `SELECT j FROM jobs j WHERE j.id = $1`, jobID).Scan(&row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
 	}
-	return t.Job, err
+	if err != nil {
+		return Job{}, fmt.Errorf("job %q: %w", jobID, translateError(err))
+	}
+	return row.job(), nil
 }
 
 // JobRequest is the request a job was submitted with ([Submission.Request]), kept so that its work
@@ -286,7 +277,7 @@ func (s *Store) JobRequest(ctx context.Context, jobID string) ([]byte, error) {
 		return nil, err
 	}
 	var request []byte
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(request, ''::bytea) FROM jobs WHERE id = $1`, jobID).Scan(&request)
+	err := s.pool.QueryRow(ctx, `SELECT request FROM job_requests WHERE job_id = $1`, jobID).Scan(&request)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
 	}

@@ -418,7 +418,8 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
 		`UPDATE jobs SET cost = 1 WHERE id = '` + job + `'`,
 		`UPDATE jobs SET is_charged = false, state = 'submitting' WHERE id = '` + job + `'`,
-		`UPDATE jobs SET request = 'other input' WHERE id = '` + job + `'`,
+		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job + `'`,
+		`DELETE FROM job_requests WHERE job_id = '` + job + `'`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the guard cannot damage the shared test database.

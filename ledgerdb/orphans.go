@@ -25,16 +25,14 @@ func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit
 	if limit <= 0 || limit > MaxPlaceholders {
 		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
 	}
-	// ledger_job_result_of gives the row the shared result shape, so the one scanner reads it.
-	rows, err := s.pool.Query(ctx, `SELECT r.* FROM jobs j
-		CROSS JOIN LATERAL ledger_job_result_of('applied', NULL::bigint, NULL::bigint, j) r
+	rows, err := s.pool.Query(ctx, `SELECT j FROM jobs j
 		WHERE j.state = 'submitting' AND j.created_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
 		ORDER BY j.created_at, j.id LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
 	}
-	jobs, err := pgx.CollectRows(rows, scanJobResult)
+	jobs, err := pgx.CollectRows(rows, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
 	}
@@ -55,8 +53,7 @@ func (s *Store) RejectOrphan(ctx context.Context, jobID string, reason RejectRea
 	if reason != RejectWorkflowEnded && reason != RejectWorkflowIDTaken {
 		return Transition{}, &InvalidInputError{Field: "reject reason", Reason: fmt.Sprintf("%q is not a reason to reject an orphan", reason)}
 	}
-	t, _, err := s.callJobFunction(ctx, jobID, `SELECT `+jobResultColumns+` FROM ledger_reject_orphan($1, $2)`, jobID, string(reason))
-	return t, err
+	return s.call(ctx, jobID, `ledger_reject_orphan($1, $2)`, jobID, string(reason))
 }
 
 // RunningJobs lists jobs that are charged and unsettled (state running) and were charged more than
@@ -70,15 +67,14 @@ func (s *Store) RunningJobs(ctx context.Context, olderThan time.Duration, limit 
 	if limit <= 0 || limit > MaxRunningJobs {
 		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxRunningJobs)}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT r.* FROM jobs j
-		CROSS JOIN LATERAL ledger_job_result_of('applied', NULL::bigint, NULL::bigint, j) r
+	rows, err := s.pool.Query(ctx, `SELECT j FROM jobs j
 		WHERE j.state = 'running' AND j.charged_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
 		ORDER BY j.charged_at, j.id LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
 	}
-	jobs, err := pgx.CollectRows(rows, scanJobResult)
+	jobs, err := pgx.CollectRows(rows, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
 	}
@@ -88,11 +84,9 @@ func (s *Store) RunningJobs(ctx context.Context, olderThan time.Duration, limit 
 // MaxRunningJobs bounds one [Store.RunningJobs] read.
 const MaxRunningJobs = 100_000
 
-// scanJobResult reads a job from a row in the shape of ledger_job_result.
-func scanJobResult(row pgx.CollectableRow) (Job, error) {
-	var r jobResult
-	if err := r.scan(row); err != nil {
-		return Job{}, err
-	}
-	return r.transition(Applied).Job, nil
+// scanJob reads a job from a row whose one column is a jobs row.
+func scanJob(row pgx.CollectableRow) (Job, error) {
+	var r *jobRow
+	err := row.Scan(&r)
+	return r.job(), err
 }

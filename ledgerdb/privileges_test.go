@@ -13,7 +13,7 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// appRole is the role the service connects as (migration 005 grants to it by name).
+// appRole is the role the service connects as (the schema grants to it by name).
 const appRole = "jobbill_app"
 
 // requireAppRole fails the test unless the store connects as the application role: a test of the
@@ -53,6 +53,7 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 		`UPDATE jobs SET state = 'delivered' WHERE id = '` + job + `'`,
 		`INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ('` + ledgertest.ID(t, "forged") + `', '` + acct + `', 1, '\x00')`,
 		`DELETE FROM jobs WHERE id = '` + job + `'`,
+		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job + `'`,
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
 		`TRUNCATE jobs CASCADE`,
 		`TRUNCATE accounts CASCADE`,
@@ -147,7 +148,7 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 	requireBalance(t, s, acct, 30)
 }
 
-// TestAppRolePrivilegesInCatalog checks, in the catalog, the rule migration 005 sets for every
+// TestAppRolePrivilegesInCatalog checks, in the catalog, the rule the baseline migration and ledgerdb/code/security.sql set for every
 // later migration, so that a new table or function cannot quietly widen the application role:
 // money rule 1 (the role may write no table, so ledger rows change only through the guarded,
 // append-only functions) and rule 4 (each money movement is one of those functions, one
@@ -184,16 +185,16 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		var name string
 		var read, write bool
 		require.NoError(t, rows.Scan(&name, &read, &write))
-		require.True(t, read, "table %s: the application role cannot read it (default privileges of migration 005)", name)
+		require.True(t, read, "table %s: the application role cannot read it (default privileges of the baseline migration)", name)
 		require.False(t, write, "table %s: the application role may write it; grant SELECT only", name)
 		tables++
 	}
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, tables, 3, "accounts, jobs, ledger_entries")
 
-	// Functions that only read run as the caller; everything else the role may execute runs as
-	// the owner with a pinned search_path.
-	readOnly := map[string]bool{"ledger_job_unmatched": true, "ledger_job_result_of": true}
+	// Everything the role may execute runs as the owner with a pinned search_path; the helpers the
+	// money functions call inside (ledger_job_unmatched, ledger_job_result_of) are no one's to call.
+	readOnly := map[string]bool{}
 	rows, err = pool.Query(ctx, `
 		SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''),
 		       has_function_privilege($1, p.oid, 'EXECUTE'), has_function_privilege('public', p.oid, 'EXECUTE')
@@ -216,11 +217,13 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
-		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post", "ledger_job_unmatched",
+		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post",
 		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"], "trigger functions are nobody's to call")
+	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"],
+		"the money functions' helpers are nobody's to call")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
 }
 

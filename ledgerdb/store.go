@@ -17,7 +17,11 @@ type Store struct {
 // Open connects a pool to the database at connString (a postgres:// URL or key=value string).
 // The schema must already be migrated; see [Migrate].
 func Open(ctx context.Context, connString string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, connString)
+	cfg, err := PoolConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("opening ledger database: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening ledger database: %w", err)
 	}
@@ -28,7 +32,30 @@ func Open(ctx context.Context, connString string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// New wraps an open pool in a Store. The Store takes the pool over: its Close closes the pool.
+// PoolConfig is the configuration of a pool the Store can run on: connString's, with every
+// connection taught the ledger's composite types (a job row travels as one value).
+func PoolConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	cfg.AfterConnect = registerTypes
+	return cfg, nil
+}
+
+// registerTypes teaches a connection the composite type of a job row, so that a job scans into a
+// jobRow whole.
+func registerTypes(ctx context.Context, conn *pgx.Conn) error {
+	t, err := conn.LoadType(ctx, "jobs")
+	if err != nil {
+		return fmt.Errorf("loading the jobs row type (is the ledger migrated?): %w", err)
+	}
+	conn.TypeMap().RegisterType(t)
+	return nil
+}
+
+// New wraps an open pool in a Store; the pool must come from [PoolConfig]. The Store takes the
+// pool over: its Close closes the pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Pool is the underlying connection pool, for health checks and tests.

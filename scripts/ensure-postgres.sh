@@ -3,7 +3,7 @@
 # cluster when it is stopped, and creates the two roles and the two databases (the service's and
 # the tests'). Every step checks before it acts, so running it twice changes nothing.
 #
-# Two roles, for least privilege (ledgerdb/migrations/005_app_role.sql): the owner, which owns the
+# Two roles, for least privilege (ledgerdb/migrations/001_baseline.sql and ledgerdb/code/security.sql): the owner, which owns the
 # databases and runs the migrations, and the service's role jobbill_app, which may only read the
 # tables and call the ledger's functions. The app role's name is fixed because the migration
 # grants to it by name.

@@ -276,7 +276,7 @@ func (s *Starter) Resume(ctx context.Context, jobID string) (Status, error) {
 // charged, and the ID can never be charged.
 func chargeError(job ledgerdb.Job) error {
 	if job.State == ledgerdb.StateRejected {
-		return ledgerdb.RejectionError(job)
+		return &ledgerdb.RejectedError{JobID: job.ID, Reason: job.RejectReason}
 	}
 	return nil
 }

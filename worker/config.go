@@ -21,7 +21,7 @@ import (
 type Config struct {
 	// DatabaseURL is the ledger's Postgres URL as the application role, which may read the
 	// tables and call the ledger's functions but write no table directly nor change the schema
-	// (ledgerdb/migrations/005_app_role.sql).
+	// (ledgerdb/migrations/001_baseline.sql and ledgerdb/code/security.sql).
 	DatabaseURL string `mapstructure:"database_url"`
 	// MigrateDatabaseURL is the same ledger as the schema's owner: only `jobbill migrate` and
 	// `jobbill dev` (which migrates first) connect with it, so the long-running services never

@@ -263,12 +263,12 @@ func (m *MemoryLedger) ChargeMatching(_ context.Context, jobID string, fingerpri
 		case fingerprint != nil && m.fingerprints[jobID] != nil && !bytes.Equal(fingerprint, m.fingerprints[jobID]):
 			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrConflict)
 		case j.State == ledgerdb.StateRejected:
-			return m.answer(ledgerdb.NotApplied, j, 0), ledgerdb.RejectionError(*j)
+			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{JobID: j.ID, Reason: j.RejectReason}
 		case j.IsCharged:
 			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
 		case m.balances[j.AccountID] < j.Cost:
 			j.State, j.RejectReason = ledgerdb.StateRejected, ledgerdb.RejectInsufficientCredits
-			return m.answer(ledgerdb.NotApplied, j, 0), ledgerdb.RejectionError(*j)
+			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{JobID: j.ID, Reason: j.RejectReason}
 		}
 		j.State, j.IsCharged = ledgerdb.StateRunning, true
 		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindCharge, -j.Cost)), nil

@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 
 	// The Go side gets exactly one connection per client, as pgbench does.
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	poolCfg, err := ledgerdb.PoolConfig(cfg.DatabaseURL)
 	if err != nil {
 		return Result{}, fmt.Errorf("ledgerbench: %w", err)
 	}

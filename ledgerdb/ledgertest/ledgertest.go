@@ -72,7 +72,7 @@ func Store(t testing.TB) *ledgerdb.Store {
 			return
 		}
 		var cfg *pgxpool.Config
-		if cfg, sharedErr = pgxpool.ParseConfig(DatabaseURL()); sharedErr != nil {
+		if cfg, sharedErr = ledgerdb.PoolConfig(DatabaseURL()); sharedErr != nil {
 			return
 		}
 		cfg.MaxConns = 40
@@ -97,7 +97,7 @@ func OwnerPool(t testing.TB) *pgxpool.Pool {
 	Store(t) // migrated first
 	ownerOnce.Do(func() {
 		var cfg *pgxpool.Config
-		if cfg, ownerErr = pgxpool.ParseConfig(MigrateDatabaseURL()); ownerErr != nil {
+		if cfg, ownerErr = ledgerdb.PoolConfig(MigrateDatabaseURL()); ownerErr != nil {
 			return
 		}
 		cfg.MaxConns = 4

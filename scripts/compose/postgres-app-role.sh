@@ -2,8 +2,8 @@
 # docker-compose.yml mounts this into the ledger's postgres service as
 # /docker-entrypoint-initdb.d/10-app-role.sh. The image runs it once, when it initialises an empty
 # data directory, as POSTGRES_USER (the schema's owner, jobbill): it creates jobbill_app, the
-# role the worker and the API connect as, which migration 005 grants to by name
-# (ledgerdb/migrations/005_app_role.sql). scripts/ensure-postgres.sh does the same on a machine.
+# role the worker and the API connect as, which the ledger's schema grants to by name
+# (ledgerdb/migrations/001_baseline.sql). scripts/ensure-postgres.sh does the same on a machine.
 #
 # The image runs it, or sources it when the execute bit is lost on the way (a checkout on
 # Windows), so it sets no shell options of its own: ON_ERROR_STOP and the exit status of psql stop

@@ -1,0 +1,21 @@
+-- Money rule 5: what a job costs, whose it is and what was asked are fixed at submission, and a
+-- guard flag never goes back to false, nor a tombstone to life.
+CREATE OR REPLACE FUNCTION jobs_refuse_rewrite() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id <> OLD.id OR NEW.account_id <> OLD.account_id OR NEW.cost <> OLD.cost
+        OR NEW.request_fingerprint <> OLD.request_fingerprint THEN
+        RAISE EXCEPTION 'job %: id, account, cost and request are fixed at submission', OLD.id
+            USING ERRCODE = 'JB002';
+    END IF;
+    IF (OLD.is_charged AND NOT NEW.is_charged) OR (OLD.is_refunded AND NOT NEW.is_refunded)
+        OR (OLD.is_reclaimed AND NOT NEW.is_reclaimed) OR (OLD.state = 'deleted' AND NEW.state <> 'deleted') THEN
+        RAISE EXCEPTION 'job %: guard flags and tombstones never go back', OLD.id
+            USING ERRCODE = 'JB002';
+    END IF;
+    RETURN NEW;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "jobs_refuse_rewrite()") }}
+CREATE OR REPLACE TRIGGER jobs_fixed_fields
+    BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION jobs_refuse_rewrite();

@@ -1,0 +1,19 @@
+-- Records that a running job's work succeeded: running -> delivered. No money moves. (Workflows of
+-- the first version deliver with it; later ones settle.)
+CREATE FUNCTION ledger_deliver(p_job_id text, p_attempts integer)
+RETURNS ledger_job_result
+LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
+DECLARE
+    j jobs;
+BEGIN
+    UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(),
+                    attempts = greatest(attempts, p_attempts)
+    WHERE id = p_job_id AND state = 'running'
+    RETURNING * INTO j;
+    IF NOT FOUND THEN
+        RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
+    END IF;
+    RETURN ledger_job_result_of('applied', NULL, NULL, j);
+END
+$$;
+{{ template "service_may_call" (dict "fn" "ledger_deliver(text, integer)") }}

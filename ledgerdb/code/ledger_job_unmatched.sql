@@ -1,0 +1,20 @@
+-- Says why a guarded job transition matched no row: the job is missing, deleted, already past the
+-- transition (already_applied) or not in a state it applies to (not_applied).
+CREATE FUNCTION ledger_job_unmatched(p_job_id text, p_done_states text[])
+RETURNS ledger_job_result
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    j jobs;
+BEGIN
+    SELECT * INTO j FROM jobs WHERE id = p_job_id;
+    IF NOT FOUND THEN
+        RETURN ledger_job_result_of('not_found', NULL, NULL, NULL::jobs);
+    ELSIF j.state = ANY (p_done_states) THEN
+        RETURN ledger_job_result_of('already_applied', NULL, NULL, j);
+    ELSIF j.state = 'deleted' THEN
+        RETURN ledger_job_result_of('gone', NULL, NULL, j);
+    END IF;
+    RETURN ledger_job_result_of('not_applied', NULL, NULL, j);
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_job_unmatched(text, text[])") }}

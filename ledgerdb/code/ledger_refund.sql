@@ -1,0 +1,33 @@
+-- Gives back a running job's charge when its work failed for good, timed out, or was stopped by an
+-- operator (a heal): running -> refunded. The refunded cost now awaits a possible reclaim.
+CREATE FUNCTION ledger_refund(p_job_id text, p_reason text, p_attempts integer)
+RETURNS ledger_job_result
+LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
+DECLARE
+    r ledger_job_result;
+BEGIN
+    WITH refunded AS (
+        UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
+                        refund_reason = p_reason, attempts = greatest(attempts, p_attempts)
+        WHERE id = p_job_id AND state = 'running' AND is_charged AND NOT is_refunded
+        RETURNING jobs AS job
+    ), credit AS (
+        -- The amount is the job's recorded cost, never a caller's number (money rule 5).
+        UPDATE accounts a SET balance = a.balance + (j.job).cost, awaiting_reclaim = a.awaiting_reclaim + (j.job).cost,
+                              updated_at = now()
+        FROM refunded j
+        WHERE a.id = (j.job).account_id
+        RETURNING a.balance
+    ), entry AS (
+        INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+        SELECT (j.job).account_id, (j.job).id, 'refund', (j.job).cost, c.balance FROM refunded j, credit c
+        RETURNING id, balance_after
+    )
+    SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM refunded j, entry e;
+    IF FOUND THEN
+        RETURN r;
+    END IF;
+    RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);
+END
+$$;
+{{ template "service_may_call" (dict "fn" "ledger_refund(text, text, integer)") }}
