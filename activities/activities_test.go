@@ -50,7 +50,7 @@ func appError(t *testing.T, err error, errType string, nonRetryable bool) *tempo
 	return appErr
 }
 
-// TestChargeRefusalsAreNonRetryable protects DESIGN.md step 1 and money rules 3 and 7: a charge
+// TestChargeRefusalsAreNonRetryable protects the workflow's step 1 (docs/design.md) and money rules 3 and 7: a charge
 // the ledger refuses (insufficient credits, a burnt ID, an ID never submitted) is a non-retryable
 // error with a constant type, so no retry can turn it into a charge, and nothing is written.
 func TestChargeRefusalsAreNonRetryable(t *testing.T) {
@@ -197,7 +197,7 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 	require.NoError(t, ledger.Audit())
 }
 
-// TestReclaimOnTheSuccessPathIsANoOp protects DESIGN.md's success path: reclaim is called
+// TestReclaimOnTheSuccessPathIsANoOp protects the success path (docs/design.md): reclaim is called
 // unconditionally and, on a job that was never refunded, answers NotApplied and writes nothing.
 func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
@@ -218,7 +218,7 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 }
 
 // TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (money rule 3 via
-// DESIGN.md step 4): RunWork runs the runner with Temporal's attempt number, records it on the
+// the workflow's step 4 (docs/design.md)): RunWork runs the runner with Temporal's attempt number, records it on the
 // job row and heartbeats it, so a timeout can say how many attempts the work had.
 func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	ledger := activitiestest.NewMemoryLedger()
@@ -254,7 +254,7 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-4"), "running the work moves no money")
 }
 
-// TestRunWorkFailures protects DESIGN.md steps 2 and 4: a failed attempt is retryable and says
+// TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says
 // which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
 // without waiting for pointless attempts.
 func TestRunWorkFailures(t *testing.T) {
@@ -282,7 +282,7 @@ func TestRunWorkFailures(t *testing.T) {
 	}
 }
 
-// TestSimulatedRunnerFinishesAfterTheTimeout protects DESIGN.md step 4's late success: an attempt
+// TestSimulatedRunnerFinishesAfterTheTimeout protects the late success of the workflow's step 4 (docs/design.md): an attempt
 // that overruns its deadline answers Temporal with the deadline error, and its result still
 // reaches the LateResultReporter afterwards, never an amount.
 func TestSimulatedRunnerFinishesAfterTheTimeout(t *testing.T) {

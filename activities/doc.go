@@ -27,5 +27,5 @@
 // [Activities.RunWork] runs one attempt of the GPU work through a [Runner], heartbeating while it
 // waits and giving up when Temporal cancels the attempt. [HTTPRunner] runs it on a real GPU
 // service (its doc comment is the service's contract: start, poll, cancel, report late results);
-// [SimulatedRunner] replays the seeds' stories on any machine.
+// [SimulatedRunner] replays the stories on any machine.
 package activities

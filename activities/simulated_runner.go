@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// SimulatedRunner stands in for a GPU service so the seeds' stories can be replayed on any
+// SimulatedRunner stands in for a GPU service so the stories can be replayed on any
 // machine: work that takes a while, work that fails now and then, and work that finishes after
 // Temporal gave up on it and reports its result late.
 //

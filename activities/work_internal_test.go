@@ -17,7 +17,7 @@ func (r blockingRunner) Run(ctx context.Context, _ WorkRequest) (WorkResult, err
 	return WorkResult{}, ctx.Err()
 }
 
-// TestRunWithHeartbeatsHonoursCancellation protects DESIGN.md step 3: when a result signal
+// TestRunWithHeartbeatsHonoursCancellation protects the workflow's step 3 (docs/design.md): when a result signal
 // cancels the running attempt, the activity gives up at once (and cancels the runner) instead of
 // holding a worker slot, and it heartbeats while it waits, since heartbeats are how Temporal's
 // cancellation reaches it.

@@ -1,7 +1,7 @@
 // Package api is jobbill's HTTP API over the starter and the ledger: product code that is not Go,
-// and browsers (seed 004), submit and poll paid jobs with it.
+// and browsers, submit and poll paid jobs with it.
 //
-// The answers follow seed 004's submission semantics (DESIGN.md):
+// The answers follow the submission semantics (docs/design.md):
 //
 //   - POST /v1/jobs takes a client-generated job ID and answers once the charge is decided
 //     (201 charged, 200 the same request again, 402 insufficient credits with nothing charged, 409
@@ -22,7 +22,7 @@
 //
 // A key for account A asking about a job of account B gets 403 "forbidden", not 404. In this API
 // 404 means "this ID never reached us; you were not charged; resubmit it", and a client that
-// follows seed 004 resubmits on a 404: answering 404 for a job that exists would be a lie about
+// follows the submission rules resubmits on a 404: answering 404 for a job that exists would be a lie about
 // money and invite a resubmission. The 403 says only that the ID is taken — which a submission
 // under that ID would reveal anyway (409), since job IDs are one namespace — and nothing of
 // B's job: not its account, state, cost or money.

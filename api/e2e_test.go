@@ -276,12 +276,12 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestSeed004DeletionStory replays seed 004's double-charge story over HTTP with the Go client: a
+// TestDeletionStory replays the double-charge story behind the submission rules over HTTP with the Go client: a
 // job is submitted and delivered; the user deletes it; the canvas still polls it and gets 410,
 // not 404, so the client reports "deleted" and does not resubmit; a naive client (the seed's old
 // rule: resubmit on 404) resubmitting the same ID and body is refused with 410. Money rules 3 and
 // 7: one charge, never two; the balance is the grant minus one cost.
-func TestSeed004DeletionStory(t *testing.T) {
+func TestDeletionStory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
@@ -489,7 +489,7 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 }
 
 // TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
-// api.request_timeout is answered 202 "received, not charged yet" — slow is not failed (seed 004)
+// api.request_timeout is answered 202 "received, not charged yet" — slow is not failed
 // — with the placeholder written and nothing charged (rules 3 and 7). No worker serves the task
 // queue, so the decision never comes; the workflow is terminated at the end.
 func TestSlowChargeDecisionAnswers202(t *testing.T) {

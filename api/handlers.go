@@ -20,7 +20,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) *http.Request {
 func forbidden() *apiError { return newError(http.StatusForbidden, "forbidden", msgForbidden) }
 
 // submitJob is POST /v1/jobs: placeholder first, then the workflow, answered once the charge is
-// decided (seed 004).
+// decided.
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
 	job, err := DecodeSubmit(s.body(w, r).Body, s.opts.MaxBodyBytes)
 	if err != nil {
@@ -69,7 +69,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	case st.State != ledgerdb.StateSubmitting:
 		return http.StatusOK, starter.Submission{Status: st, Duplicate: true}, nil
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		// The SDK reports our deadline as a gRPC status, hence ctx.Err(). Slow is not failed (seed 004): the job is received and its charge is being decided.
+		// The SDK reports our deadline as a gRPC status, hence ctx.Err(). Slow is not failed: the job is received and its charge is being decided.
 		return http.StatusAccepted, starter.Submission{Status: st}, nil
 	}
 	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",

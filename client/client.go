@@ -1,5 +1,5 @@
-// Package client is a Go client of jobbill's HTTP API that follows seed 004's rules
-// (DESIGN.md, "Submission semantics"), so product code cannot get a paid job's state wrong:
+// Package client is a Go client of jobbill's HTTP API that follows the submission rules
+// (docs/design.md, "Submission"), so product code cannot get a paid job's state wrong:
 //
 //   - A submission is retried under the same client job ID, with the same saved body — never a
 //     new ID, so never a second paid job.

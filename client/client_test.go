@@ -67,7 +67,7 @@ func TestNeverReceivedIsResubmittedThreeTimesThenReported(t *testing.T) {
 }
 
 // TestSlowAndFlakyReadsKeepPolling checks that 502, 429, a dropped connection and a submitting
-// job never make the client give up or resubmit an accepted ID (seed 004, problem two).
+// job never make the client give up or resubmit an accepted ID (slow is not failed).
 func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	var gets, posts atomic.Int32
 	answers := []func(w http.ResponseWriter){

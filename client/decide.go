@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The limits of seed 004's confirmation rule.
+// The limits of the confirmation rule.
 const (
 	// ConfirmWindow is how long, from a submission's creation, a 404 is taken for "still on its
 	// way" rather than "never arrived".
@@ -69,7 +69,7 @@ type Tracked struct {
 // HasBody reports whether the saved body can be resubmitted.
 func (t Tracked) HasBody() bool { return t.Request.JobID != "" && t.Request.AccountID != "" }
 
-// OnNotFound is seed 004's table for a 404 on GET /v1/jobs/{id}:
+// OnNotFound is the submission rules' table for a 404 on GET /v1/jobs/{id}:
 //
 //   - accepted once → deleted (a resubmission would be a second paid job);
 //   - never accepted, ConfirmWindow past creation → not received, not charged;

@@ -20,10 +20,10 @@ func tracked(state client.SubmissionState, resubmissions int, withBody bool) cli
 	return t
 }
 
-// TestOnNotFoundFollowsTheSeedTable checks every row of seed 004's 404 table (money rule 7: an
+// TestOnNotFoundFollowsTheTable checks every row of the 404 table of the submission rules (money rule 7: an
 // ID that was accepted is never charged again — a 404 for it means deleted, never resubmit; an
 // ID never accepted is resubmitted under the same ID, at most 3 times, within 5 minutes).
-func TestOnNotFoundFollowsTheSeedTable(t *testing.T) {
+func TestOnNotFoundFollowsTheTable(t *testing.T) {
 	soon := created.Add(time.Minute)
 	late := created.Add(client.ConfirmWindow)
 	for _, tc := range []struct {
@@ -48,7 +48,7 @@ func TestOnNotFoundFollowsTheSeedTable(t *testing.T) {
 	}
 }
 
-// TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (seed 004; money
+// TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (money
 // rule 7 and 8): transient failures and unsettled states keep polling the same ID and never
 // create a new paid job; 410 is deleted; 404 goes through the seed's table.
 func TestDecideCoversEveryAnswer(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package invariants checks DESIGN.md's money rules across the whole system: the Postgres ledger
+// Package invariants checks the money rules (docs/design.md) across the whole system: the Postgres ledger
 // and the Temporal workflows that move its money. [Check] reads both and reports every job and
 // account that breaks a rule, or that the two sides disagree about:
 //
@@ -85,7 +85,7 @@ func Kinds() []Kind {
 type Violation struct {
 	// Kind says what is broken.
 	Kind Kind `json:"kind"`
-	// Rule is the DESIGN.md money rule the violation breaks; 0 when it is a disagreement between
+	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it is a disagreement between
 	// the ledger and Temporal rather than a rule of the ledger itself.
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.

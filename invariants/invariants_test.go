@@ -220,7 +220,7 @@ func TestCleanJobsPass(t *testing.T) {
 }
 
 // TestPlaceholderWithoutWorkflow is a starter that stopped between writing the placeholder and
-// starting the workflow (seed 004's placeholder-first rule, which protects rule 7): the job stays
+// starting the workflow (the placeholder-first rule, which protects rule 7): the job stays
 // submitting with nothing to decide its charge. The checker reports it unless it is younger than
 // the grace; submitting the same ID again starts the workflow and heals it. The account has no
 // credits, so the healed job ends rejected and charges nothing.

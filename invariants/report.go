@@ -184,7 +184,7 @@ func dash(s string) string {
 	return s
 }
 
-// byState is " (delivered 3, refunded 1)", states in DESIGN.md's table order.
+// byState is " (delivered 3, refunded 1)", states in the order of the state table (docs/design.md).
 func byState(m map[ledgerdb.State]int) string {
 	order := []ledgerdb.State{ledgerdb.StateSubmitting, ledgerdb.StateRejected, ledgerdb.StateRunning,
 		ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDeleted}

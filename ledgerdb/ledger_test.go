@@ -52,7 +52,7 @@ func requireBalance(t *testing.T, s *ledgerdb.Store, accountID string, want int6
 	ledgertest.RequireSound(t, s, accountID)
 }
 
-// TestStateMachineEdges walks every edge of DESIGN.md's state machine and, at each state, every
+// TestStateMachineEdges walks every edge of the state machine of docs/design.md and, at each state, every
 // transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
 // refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
 // changes nothing).
@@ -133,7 +133,7 @@ func TestStateMachineEdges(t *testing.T) {
 		acct, job := submitted(t, s, 100, 40)
 		_, err := s.Charge(ctx, job)
 		require.NoError(t, err)
-		// The success path calls reclaim unconditionally and lets the guard decide (seed 000).
+		// The success path calls reclaim unconditionally and lets the guard decide (docs/design.md).
 		rec, err := s.Reclaim(ctx, job)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)

@@ -2,7 +2,7 @@ package ledgerdb
 
 import "time"
 
-// State is where a job stands in the billing state machine of DESIGN.md.
+// State is where a job stands in the billing state machine (docs/design.md).
 type State string
 
 // The job states. A job starts submitting and moves only along the machine's edges.
@@ -26,7 +26,7 @@ const (
 // MoneyState is what a user is told about their money for a job.
 type MoneyState string
 
-// The money states of DESIGN.md's state table.
+// The money states of the state table (docs/design.md).
 const (
 	// MoneyNotCharged means nothing was taken for the job.
 	MoneyNotCharged MoneyState = "not_charged"

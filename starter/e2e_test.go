@@ -1,7 +1,7 @@
 package starter_test
 
 // End-to-end tests: the starter, an in-process worker, the real Temporal dev server and the real
-// Postgres test database, playing the seeds' stories and checking the money rules of DESIGN.md
+// Postgres test database, playing the stories and checking the money rules (docs/design.md)
 // on the ledger rows, the balance, and the search attributes in visibility.
 //
 // They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test

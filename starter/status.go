@@ -49,7 +49,7 @@ func (s *Starter) statusOf(job ledgerdb.Job) Status {
 	return st
 }
 
-// Message is the sentence a user reads about a job and their money (seed 004: always say where
+// Message is the sentence a user reads about a job and their money (always say where
 // the money is).
 func Message(job ledgerdb.Job) string {
 	switch job.State {

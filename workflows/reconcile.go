@@ -23,8 +23,9 @@ const ReconcileWorkflowID = "reconcile/" + ReconcileScheduleID
 // the rest to the next run, which finds them still submitting.
 const reconcilePassTimeout = 10 * time.Minute
 
-// Reconcile heals orphaned placeholders (issue 5, item 3) in one activity pass, and answers what
-// the pass did. A Temporal Schedule runs it every interval with overlap skipped, so passes rarely
+// Reconcile is the reconcile pass: it applies results recorded while Temporal was unreachable,
+// heals charged jobs whose workflow ended unsettled and resumes orphaned placeholders, in one
+// activity pass, and answers what the pass did. A Temporal Schedule runs it every interval with overlap skipped, so passes rarely
 // run at once; when they do (a manual trigger, two schedules), each heals through the same
 // guards and the ledger still admits one charge per job.
 func Reconcile(ctx workflow.Context, in activities.ReconcileInput) (activities.ReconcileResult, error) {

@@ -205,8 +205,8 @@ var (
 	rejected   = ledgerdb.StateRejected
 )
 
-// TestSuccessOnFirstTry protects money rule 3 (a delivered job nets −cost) and DESIGN.md's
-// success path: charge, run, reclaim (a no-op: NotApplied, no row) and deliver; no refund.
+// TestSuccessOnFirstTry protects money rule 3 (a delivered job nets −cost) and the success
+// path of the original version (docs/design.md): charge, run, reclaim (a no-op: NotApplied, no row) and deliver; no refund.
 func TestSuccessOnFirstTry(t *testing.T) {
 	h := newHarness(t, "story-a", 100, succeed)
 	status := h.run()
@@ -325,7 +325,7 @@ func TestInsufficientCreditsRejected(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, rejected}, []bool{false, false})
 }
 
-// TestResultDuringRetries protects money rule 3 and DESIGN.md step 3: a result signal while the
+// TestResultDuringRetries protects money rule 3 and the workflow's step 3 (docs/design.md): a result signal while the
 // work is still retrying cancels the attempt and delivers; there is no refund and no reclaim row.
 func TestResultDuringRetries(t *testing.T) {
 	h := newHarness(t, "during-retries", 100, failTransiently)

@@ -21,7 +21,7 @@ func newAuditCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Check the money rules across the ledger and Temporal; exit 1 on any violation",
-		Long: `Check every job and account in scope against DESIGN.md's money rules, reading both Postgres
+		Long: `Check every job and account in scope against the money rules (docs/design.md), reading both Postgres
 and Temporal: each job's ledger rows against its state (rules 2 and 3), each account's balance
 against the sum of its rows (rule 6), placeholders no workflow will decide, open MeteredJob
 workflows whose job the ledger never saw, jobs stuck submitting or running beyond their timeouts,

@@ -15,7 +15,7 @@ import (
 func newDemoCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
-		Short: "Play the seeds' stories against the ledger and print every row",
+		Short: "Play the stories against the ledger and print every row",
 		Long: `Plays, on a fresh demo account, the stories the ledger exists for: a job delivered on the
 first try; a job that times out, is refunded, and whose result then lands (the refund is
 reclaimed, once, however often it is reported); a job refused for insufficient credits; and a

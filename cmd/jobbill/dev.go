@@ -37,7 +37,7 @@ func newDevCommand() *cobra.Command {
 	var exitAfter bool
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run the worker and play the seeds' five stories against it; keep running until Ctrl-C",
+		Short: "Run the worker and play the five stories against it; keep running until Ctrl-C",
 		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
 that connects as the application role (database_url), grants a fresh demo account credits, and
 submits five jobs through the starter with the simulated runner:

@@ -1,5 +1,5 @@
 // Command jobbill is jobbill's one binary: the worker, the ledger's migrations, the demo that
-// plays the seeds' stories, and the job, account and dead-letter commands that product code and
+// plays the stories, and the job, account and dead-letter commands that product code and
 // operators use.
 //
 // Configuration comes from flags, then JOBBILL_* environment variables, then a YAML file given

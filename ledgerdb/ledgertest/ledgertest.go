@@ -148,8 +148,9 @@ func Account(t testing.TB, s *ledgerdb.Store, credits int64) string {
 	return id
 }
 
-// RequireSound audits each account and fails the test on any broken money rule (DESIGN.md rules
-// 2, 3 and 6: one row per kind per job, each job's net matching its state, balance = sum of rows).
+// RequireSound audits each account and fails the test on any broken money rule (docs/design.md,
+// rules 2, 3 and 6: one row per kind per job, each job's net matching its state, balance = sum of
+// rows).
 func RequireSound(t testing.TB, s *ledgerdb.Store, accountIDs ...string) {
 	t.Helper()
 	for _, id := range accountIDs {
