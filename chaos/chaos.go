@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/internal/devserver"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/starter"
@@ -247,7 +248,7 @@ type run struct {
 	ledger *ledgerdb.Store
 	tc     client.Client
 	st     *starter.Starter
-	server *devServer
+	server *devserver.Server
 	procs  []*workerProc
 
 	mu         sync.Mutex
@@ -280,9 +281,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	if cfg.Binary == "" {
 		return Report{}, errors.New("chaos: Config.Binary (the jobbill binary) is required")
 	}
-	tbin, err := temporalBinary(cfg.TemporalBinary)
+	tbin, err := devserver.CLI(cfg.TemporalBinary)
 	if err != nil {
-		return Report{}, err
+		return Report{}, fmt.Errorf("chaos: %w", err)
 	}
 	workDir := cfg.WorkDir
 	if workDir == "" {
@@ -318,20 +319,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	}
 	defer r.ledger.Close()
 
-	port, err := freePortPair()
-	if err != nil {
+	if r.server, err = devserver.New(tbin, workDir); err != nil {
 		return report, err
 	}
-	r.server = &devServer{bin: tbin, port: port, dbFile: filepath.Join(workDir, "chaos.db"), logFile: filepath.Join(workDir, "temporal.log")}
-	if err := r.server.start(ctx); err != nil {
+	if err := r.server.Start(ctx); err != nil {
 		return report, err
 	}
-	defer r.server.stop()
-	fmt.Fprintf(out, "temporal dev server on %s (pid %d)\n", r.server.address(), r.server.cmd.Process.Pid)
+	defer r.server.Stop()
+	fmt.Fprintf(out, "temporal dev server on %s (pid %d)\n", r.server.Address(), r.server.PID())
 
 	wcfg := worker.DefaultConfig()
 	wcfg.DatabaseURL = cfg.DatabaseURL
-	wcfg.Temporal.Address = r.server.address()
+	wcfg.Temporal.Address = r.server.Address()
 	wcfg.Temporal.TaskQueue = r.taskQueue
 	p := cfg.Policy
 	wcfg.Policy = worker.PolicyConfig{InitialInterval: p.InitialInterval, BackoffCoefficient: p.BackoffCoefficient,
@@ -410,24 +409,6 @@ func maps(m map[string]int) map[string]int {
 		out[k] = v
 	}
 	return out
-}
-
-// temporalBinary finds the Temporal CLI.
-func temporalBinary(given string) (string, error) {
-	if given != "" {
-		return given, nil
-	}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		return p, nil
-	}
-	gopath, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "temporal")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("chaos: the Temporal CLI is not installed (bash scripts/ensure-temporal.sh installs it)")
 }
 
 // workerEnv is the workers' environment: the driver's own without any JOBBILL_* variable (an
@@ -746,15 +727,15 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 				r.event("skipped", "worker %d was not running; no SIGKILL", w.id)
 			}
 		case KindRestartTemporal:
-			r.event(KindRestartTemporal, "stopping the dev server on %s", r.server.address())
+			r.event(KindRestartTemporal, "stopping the dev server on %s", r.server.Address())
 			began := time.Now()
-			r.server.stop()
-			if err := r.server.start(ctx); err != nil {
+			r.server.Stop()
+			if err := r.server.Start(ctx); err != nil {
 				r.anomaly("the dev server did not come back: %v", err)
 				continue
 			}
 			fmt.Fprintf(r.out, "[%8.3fs] %-16s dev server back after %.1fs (pid %d)\n", time.Since(r.start).Seconds(), "",
-				time.Since(began).Seconds(), r.server.cmd.Process.Pid)
+				time.Since(began).Seconds(), r.server.PID())
 		case KindRestartPostgres:
 			r.event(KindRestartPostgres, "%s", strings.Join(r.cfg.PostgresRestartCommand, " "))
 			began := time.Now()
