@@ -1,6 +1,7 @@
 // Package workertest gives tests a real worker in their own process, running against the
-// Temporal dev server and the test database on a task queue of its own, so that no other test
-// process's worker takes its tasks and a checker scoped to the queue sees only its workflows.
+// Temporal dev server (or a Temporal of the test's own, [Start]) and the test database on a task
+// queue of its own, so that no other test process's worker takes its tasks and a checker scoped to
+// the queue sees only its workflows.
 package workertest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -33,6 +35,8 @@ type Env struct {
 	// Starter starts jobs on the worker's task queue with the configured policy; the simulated
 	// runner reports late results through it.
 	Starter *starter.Starter
+
+	worker sdkworker.Worker
 }
 
 var (
@@ -52,7 +56,12 @@ func Shared(t testing.TB, name string, configure func(*worker.Config)) *Env {
 	if env := started[name]; env != nil {
 		return env
 	}
-	env, err := start(store, name, configure)
+	cfg := Config(name)
+	cfg.Runner.Simulated.FailureRate = 0
+	if configure != nil {
+		configure(&cfg)
+	}
+	env, err := start(store, cfg)
 	if err != nil {
 		t.Fatalf("these tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", err)
 	}
@@ -89,12 +98,23 @@ func Config(name string) worker.Config {
 	return cfg
 }
 
-func start(store *ledgerdb.Store, name string, configure func(*worker.Config)) (*Env, error) {
-	cfg := Config(name)
-	cfg.Runner.Simulated.FailureRate = 0
-	if configure != nil {
-		configure(&cfg)
+// Start starts a worker of the test's own with cfg — which may point at another Temporal address
+// and namespace than the shared dev server's, such as a dev server the test starts and stops
+// itself — over the test database. The worker stops, and its client closes, when the test ends.
+// It fails the test when Temporal cannot be reached.
+func Start(t testing.TB, cfg worker.Config) *Env {
+	t.Helper()
+	env, err := start(ledgertest.Store(t), cfg)
+	if err != nil {
+		t.Fatalf("starting a test worker against Temporal at %s (namespace %s): %v", cfg.Temporal.Address, cfg.Temporal.Namespace, err)
 	}
+	t.Cleanup(env.stop)
+	return env
+}
+
+// start dials Temporal as cfg says and starts a worker on its task queue, with a starter of the
+// same configuration: the one way every test worker is built.
+func start(store *ledgerdb.Store, cfg worker.Config) (*Env, error) {
 	// The worker's log goes to stderr, which go test shows only for a failing package (or -v).
 	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
 	if err != nil {
@@ -107,11 +127,19 @@ func start(store *ledgerdb.Store, name string, configure func(*worker.Config)) (
 		return nil, err
 	}
 	st := worker.NewStarter(cfg, tc, store)
-	if err := worker.New(cfg, tc, store, st).Start(); err != nil {
+	w := worker.New(cfg, tc, store, st)
+	if err := w.Start(); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
-	return &Env{Config: cfg, Client: tc, Store: store, Starter: st}, nil
+	return &Env{Config: cfg, Client: tc, Store: store, Starter: st, worker: w}, nil
+}
+
+// stop stops the worker and closes its client. Shared workers are never stopped: they live as long
+// as the test process.
+func (e *Env) stop() {
+	e.worker.Stop()
+	e.Client.Close()
 }
 
 // StarterWith is a starter on the worker's task queue whose jobs get policy p.
