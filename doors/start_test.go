@@ -1,0 +1,166 @@
+package doors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// jobInputJSON is a MeteredJob input as an operator types it for `temporal workflow start
+// --input`: the Go field names of workflows.JobInput, durations in nanoseconds. It is written
+// out by hand, not marshalled from the struct, so that a renamed field — a broken wire contract
+// for every operator's script — fails this test.
+func jobInputJSON(jobID, accountID string, cost int64, inputRef string, p workflows.Policy) string {
+	return fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Cost":%d,"Work":{"InputRef":%q},`+
+		`"Policy":{"InitialInterval":%d,"BackoffCoefficient":%g,"MaximumInterval":%d,"MaximumAttempts":%d,`+
+		`"StartToClose":%d,"HeartbeatTimeout":%d,"LateResultWindow":%d}}`,
+		jobID, accountID, cost, inputRef,
+		p.InitialInterval.Nanoseconds(), p.BackoffCoefficient, p.MaximumInterval.Nanoseconds(), p.MaximumAttempts,
+		p.StartToClose.Nanoseconds(), p.HeartbeatTimeout.Nanoseconds(), p.LateResultWindow.Nanoseconds())
+}
+
+// startDirectly starts a MeteredJob with `temporal workflow start`, bypassing the starter and its
+// placeholder, on the door tests' task queue.
+func (e *env) startDirectly(t *testing.T, jobID, accountID string, cost int64, inputRef string) string {
+	t.Helper()
+	workflowID := workflows.JobWorkflowID(accountID, jobID)
+	e.cli.must(t, "workflow", "start", "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
+		"--workflow-id", workflowID, "--input", jobInputJSON(jobID, accountID, cost, inputRef, doorPolicy()))
+	return workflowID
+}
+
+// TestCLIStartWithoutPlaceholder checks money rules 5 and 7 at `temporal workflow start`: a
+// MeteredJob started by hand, with no placeholder written by the starter, writes its own (the
+// same guarded submission, its request fingerprinted) and charges only that request, once — the
+// job is delivered with one charge of the recorded cost, and the starter's submission of the same
+// job afterwards answers the original job without charging it again (rule 8). A start for an
+// unknown account ends rejected with nothing in the ledger; a start whose ID already holds
+// another request's placeholder ends rejected with nothing charged, and the placeholder's own
+// submission then learns that its ID can never be charged (rule 3: net 0).
+func TestCLIStartWithoutPlaceholder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+
+	t.Run("delivered", func(t *testing.T) {
+		id := jobID(t, p, "direct")
+		_, err := e.Store.Job(ctx, id)
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no placeholder before the start")
+		final := e.awaitClosed(t, e.startDirectly(t, id, acct, 40, "sim:ok"))
+		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
+		job, err := e.Store.Job(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateDelivered, job.State)
+		require.Equal(t, int64(40), job.Cost)
+		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+
+		sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+		require.NoError(t, err)
+		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
+		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
+		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	})
+
+	t.Run("unknown account", func(t *testing.T) {
+		id := jobID(t, p, "nobody")
+		nobody := ledgertest.ID(t, "acct-never-opened")
+		final := e.awaitClosed(t, e.startDirectly(t, id, nobody, 40, "sim:ok"))
+		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
+		require.Equal(t, "the account does not exist", final.Reason)
+		_, err := e.Store.Job(ctx, id)
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
+		e.requireRows(t, id, 40)
+	})
+
+	t.Run("another request's placeholder", func(t *testing.T) {
+		id := jobID(t, p, "taken")
+		owner := starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte(owner.InputRef)})
+		require.NoError(t, err)
+		final := e.awaitClosed(t, e.startDirectly(t, id, acct, 40, "sim:someone-elses-input"))
+		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
+		require.Contains(t, final.Reason, "different request")
+		job, err := e.Store.Job(ctx, id)
+		require.NoError(t, err)
+		require.False(t, job.IsCharged, "the other request's run charged nothing")
+		e.requireRows(t, id, 40)
+
+		// The placeholder's own submission finds its workflow ID used up by a run that ended
+		// before charging: it is told at once that the ID can never be charged.
+		_, err = e.Starter.Submit(ctx, owner)
+		require.ErrorIs(t, err, ledgerdb.ErrRejected)
+		job, err = e.Store.Job(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateRejected, job.State)
+		require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
+		e.requireRows(t, id, 40)
+	})
+
+	e.requireBalance(t, acct, 160)
+	ledgertest.RequireSound(t, e.Store, acct)
+	e.requireAudit(t, p)
+}
+
+// TestForeignWorkflowHoldsTheJobsID checks money rules 3 and 7 when another program's workflow,
+// started with `temporal workflow start --type SomeoneElses` on a queue nobody polls, holds a
+// job's workflow ID: the job's submission answers within seconds with ErrRejected, reason
+// workflow_id_taken, nothing charged (net 0) — running or closed (terminated with the CLI first),
+// it never waits on or sends its charge into a workflow that is not the job's.
+func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	for _, closed := range []bool{false, true} {
+		tag := "running"
+		if closed {
+			tag = "closed"
+		}
+		t.Run(tag, func(t *testing.T) {
+			id := jobID(t, p, tag)
+			workflowID := workflows.JobWorkflowID(acct, id)
+			e.cli.must(t, "workflow", "start", "--type", "SomeoneElses", "--task-queue", "nobody-polls",
+				"--workflow-id", workflowID, "--input", `{"theirs":true}`)
+			if closed {
+				e.cli.must(t, "workflow", "terminate", "--workflow-id", workflowID, "--reason", "their program is done with it")
+			} else {
+				t.Cleanup(func() {
+					_, _ = e.cli.run(context.Background(), "workflow", "terminate", "--workflow-id", workflowID, "--reason", "door test over")
+				})
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			began := time.Now()
+			sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+			took := time.Since(began)
+			require.True(t, errors.Is(err, ledgerdb.ErrRejected), "want ErrRejected, got %v", err)
+			require.Less(t, took, 10*time.Second, "the submission waited on a foreign workflow")
+			require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
+			require.Equal(t, ledgerdb.MoneyNotCharged, sub.Status.MoneyState)
+			require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
+			e.requireRows(t, id, 40)
+
+			// The foreign workflow is untouched: still theirs, running or closed as it was.
+			d, err := e.Client.DescribeWorkflow(testContext(t), workflowID, "")
+			require.NoError(t, err)
+			require.Equal(t, "SomeoneElses", d.WorkflowType.Name)
+		})
+	}
+	e.requireBalance(t, acct, 200)
+	ledgertest.RequireSound(t, e.Store, acct)
+	e.requireAudit(t, p)
+}
