@@ -1,0 +1,130 @@
+package doors_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// submitHanging submits a "sim:hang" job under hangPolicy, whose work never finishes by itself,
+// and waits until its first attempt runs: the job is charged and running, as an operator finds it.
+func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
+	t.Helper()
+	sub, err := e.StarterWith(hangPolicy()).Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
+	e.waitAttempt(t, id, 1)
+	return workflows.JobWorkflowID(acct, id)
+}
+
+// TestCLITerminateIsHealedThenRecovered checks money rule 3 at `temporal workflow terminate` (the
+// UI's Terminate button does the same): a charged job whose workflow an operator terminates will
+// never be delivered by it, so it is refunded — net 0 — with a reason that says an operator stopped
+// it. One job is healed by the first read of its status (Starter.Status heals on read), another,
+// which nobody reads, by one reconcile pass. The heal run, the latest run under the job's workflow
+// ID, shows BillingState refunded. A late result reported afterwards, as jobbill's report door
+// does, reclaims the refund once (rules 2 and 3: charge, refund, reclaim, net −cost, recovered).
+func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	read, pass := jobID(t, p, "read"), jobID(t, p, "pass")
+	readWF := e.submitHanging(t, read, acct, 40)
+	passWF := e.submitHanging(t, pass, acct, 30)
+
+	e.cli.must(t, "workflow", "terminate", "--workflow-id", readWF, "--reason", "wrong input file")
+	e.cli.must(t, "workflow", "terminate", "--workflow-id", passWF, "--reason", "GPU pool drained")
+	for _, id := range []string{read, pass} {
+		job, err := e.Store.Job(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateRunning, job.State, "the ledger still says running: nobody has healed %s yet", id)
+	}
+
+	// The read heals: its answer never describes a job as running when no workflow runs it.
+	status, err := e.Starter.Status(ctx, read)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
+	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+	require.True(t, strings.HasPrefix(status.Reason, "stopped by an operator: terminated"), status.Reason)
+	require.Contains(t, status.Reason, "wrong input file", "the operator's reason is kept")
+	state, runStatus := e.latestBillingState(t, readWF)
+	require.Equal(t, string(ledgerdb.StateRefunded), state, "the heal run tells the truth")
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, runStatus, "the heal run listens for a late result")
+	e.requireRows(t, read, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+
+	// The other job is healed by the reconcile pass alone.
+	e.waitClosedInVisibility(t, passWF)
+	out := e.reconcilePass(t, acct)
+	require.Equal(t, 1, out.Healed, "%+v", out)
+	job, err := e.Store.Job(ctx, pass)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
+	state, _ = e.latestBillingState(t, passWF)
+	require.Equal(t, string(ledgerdb.StateRefunded), state)
+	e.requireRows(t, pass, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.requireBalance(t, acct, 200)
+	require.Zero(t, e.reconcilePass(t, acct).Healed, "a healed job is refunded, not running: a second pass does nothing")
+
+	// The work was delivered after all: each result reclaims its job's refund, once.
+	for _, j := range []struct {
+		id, workflowID string
+		cost           int64
+	}{{read, readWF, 40}, {pass, passWF, 30}} {
+		report, err := e.Starter.ReportResult(ctx, j.id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + j.id})
+		require.NoError(t, err)
+		require.Contains(t, []string{starter.PathSignal, starter.PathFallback}, report.Path)
+		require.Equal(t, ledgerdb.StateRecovered, e.waitLedger(t, j.id, ledgerdb.StateRecovered).State)
+		final := e.awaitClosed(t, j.workflowID)
+		require.Equal(t, ledgerdb.StateRecovered, final.State, "%+v", final)
+		state, runStatus := e.latestBillingState(t, j.workflowID)
+		require.Equal(t, string(ledgerdb.StateRecovered), state)
+		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, runStatus)
+		e.requireRows(t, j.id, j.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	}
+	e.requireBalance(t, acct, 200-40-30)
+	ledgertest.RequireSound(t, e.Store, acct)
+	e.requireAudit(t, p)
+}
+
+// TestCLICancelRefunds checks money rule 3 at `temporal workflow cancel` (the UI's Cancel
+// button): the run's work is cancelled, its charge compensated — refunded with the reason
+// "stopped by an operator: cancelled" — and the run closes as cancelled: charge, refund, net 0.
+func TestCLICancelRefunds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := jobID(t, p, "cancel")
+	workflowID := e.submitHanging(t, id, acct, 40)
+
+	e.cli.must(t, "workflow", "cancel", "--workflow-id", workflowID)
+	job := e.waitLedger(t, id, ledgerdb.StateRefunded)
+	require.Equal(t, "stopped by an operator: cancelled", job.RefundReason)
+	require.Eventually(t, func() bool {
+		_, s := e.latestBillingState(t, workflowID)
+		return s == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	}, waitLimit, 100*time.Millisecond, "the run never closed as cancelled")
+	state, _ := e.latestBillingState(t, workflowID)
+	require.Equal(t, string(ledgerdb.StateRefunded), state, "the cancelled run closed telling the truth")
+	status, err := e.Starter.Status(testContext(t), id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, status.State, "a refunded job needs no heal")
+	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+
+	e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.requireBalance(t, acct, 200)
+	ledgertest.RequireSound(t, e.Store, acct)
+	e.requireAudit(t, p)
+}
