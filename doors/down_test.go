@@ -1,0 +1,114 @@
+package doors_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/internal/devserver"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/starter"
+	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// downPolicy keeps a "sim:hang" job running through a Temporal outage of a minute or so: an
+// attempt may run two minutes and go 30 s without a heartbeat reaching the server.
+func downPolicy() workflows.Policy {
+	p := doorPolicy()
+	p.StartToClose = 2 * time.Minute
+	p.HeartbeatTimeout = 30 * time.Second
+	return p
+}
+
+// inboxRow is a result's row in the ledger's inbox (result_reports).
+type inboxRow struct {
+	appliedAt  *time.Time
+	appliedVia *string
+}
+
+func (e *env) inbox(t *testing.T, jobID string, attempt int) inboxRow {
+	t.Helper()
+	var r inboxRow
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
+		`SELECT applied_at, applied_via FROM result_reports WHERE job_id = $1 AND attempt = $2`, jobID, attempt).
+		Scan(&r.appliedAt, &r.appliedVia), "the result of attempt %d of %s is not in the inbox", attempt, jobID)
+	return r
+}
+
+// TestResultWhileTemporalIsDown checks money rules 3 and 8 at the report door while Temporal
+// itself is down: a result reported then is written to the ledger's inbox first and answered
+// "recorded" with no error — never lost — and once Temporal is back a reconcile pass hands it to
+// the job, which is then settled by it exactly once: one charge, at most one reclaim, net −cost,
+// the inbox row applied. The outage is real: a dev server of the test's own (the shared one must
+// never stop), stopped and started again on its file store, with an in-process worker against it.
+func TestResultWhileTemporalIsDown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := devserver.New("", t.TempDir())
+	require.NoError(t, err, "the door tests need the Temporal CLI")
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+
+	cfg := workertest.Config("doors-down")
+	configureWorker(&cfg)
+	cfg.Temporal.Address = srv.Address()
+	cfg.Temporal.Namespace = workflows.DefaultNamespace // the one the dev server creates
+	cfg.Policy = workertest.PolicyConfig(downPolicy())
+	e := &env{Env: workertest.Start(t, cfg), cli: newCLI(t, cfg)}
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := jobID(t, p, "down")
+	workflowID := workflows.JobWorkflowID(acct, id)
+	sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
+	e.waitAttempt(t, id, 1)
+
+	srv.Stop()
+	_, err = e.cli.run(ctx, "workflow", "describe", "--workflow-id", workflowID, "--command-timeout", "3s")
+	require.Error(t, err, "Temporal is down")
+	reportCtx, cancelReport := context.WithTimeout(ctx, 5*time.Second)
+	report, err := e.Starter.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	cancelReport()
+	require.NoError(t, err, "a report while Temporal is down is recorded, not refused")
+	require.Equal(t, starter.PathRecorded, report.Path, report.Message)
+	require.Nil(t, e.inbox(t, id, 1).appliedAt, "recorded, not applied yet")
+	job, err := e.Store.Job(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, job.State)
+
+	require.NoError(t, srv.Start(ctx), "the dev server restarts on its file store")
+	out := e.cli.must(t, "workflow", "describe", "--workflow-id", workflowID, "--output", "json")
+	var described struct {
+		WorkflowExecutionInfo struct{ Status string } `json:"workflowExecutionInfo"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &described))
+	require.Equal(t, "WORKFLOW_EXECUTION_STATUS_RUNNING", described.WorkflowExecutionInfo.Status, "the job's run survived the outage")
+
+	pass := e.reconcilePass(t, acct)
+	require.Equal(t, 1, pass.ResultsApplied, "%+v", pass)
+	final := e.awaitClosed(t, workflowID)
+	require.Contains(t, []ledgerdb.State{ledgerdb.StateDelivered, ledgerdb.StateRecovered}, final.State, "%+v", final)
+	require.Equal(t, "s3://out/"+id, final.OutputRef)
+	if final.State == ledgerdb.StateDelivered {
+		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	} else {
+		// Every attempt timed out while the result waited: refunded, then reclaimed once.
+		e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	}
+	applied := e.inbox(t, id, 1)
+	require.NotNil(t, applied.appliedAt, "the pass applied the recorded result")
+	require.NotNil(t, applied.appliedVia)
+	require.Contains(t, []string{ledgerdb.AppliedBySignal, ledgerdb.AppliedByFallback}, *applied.appliedVia)
+	require.Zero(t, e.reconcilePass(t, acct).ResultsApplied, "an applied result is applied once")
+	e.requireBalance(t, acct, 160)
+	ledgertest.RequireSound(t, e.Store, acct)
+	e.requireAudit(t, p)
+}
