@@ -576,10 +576,13 @@ func (r *run) openAccounts(ctx context.Context) error {
 	return nil
 }
 
-// final reports errors that are answers, not outages: retrying them would change nothing.
+// final reports errors that are answers, not outages: retrying them would change nothing. A result
+// reported for a job that was never charged (ErrNotStarted) is one: retried, it would be retried
+// until the retry deadline, minutes, while the run waits on it.
 func final(err error) bool {
 	for _, e := range []error{ledgerdb.ErrGone, ledgerdb.ErrConflict, ledgerdb.ErrInsufficientCredits,
-		ledgerdb.ErrJobActive, ledgerdb.ErrJobNotFound, ledgerdb.ErrInvalidInput, ledgerdb.ErrUnknownAccount} {
+		ledgerdb.ErrJobActive, ledgerdb.ErrJobNotFound, ledgerdb.ErrInvalidInput, ledgerdb.ErrUnknownAccount,
+		ledgerdb.ErrNotStarted, ledgerdb.ErrRejected} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -670,7 +673,15 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 					paths[k] = rep.Path
 					return err
 				})
-				if err != nil {
+				switch {
+				case errors.Is(err, ledgerdb.ErrNotStarted):
+					// The right answer for a job that was never charged (rejected): it has no work
+					// whose result could be taken. Wrong for any other.
+					paths[k] = "not_started"
+					if job, jerr := r.ledger.Job(ctx, p.job.ID); jerr == nil && job.IsCharged {
+						r.anomaly("a result for charged job %s (%s) was refused as never charged: %v", p.job.ID, job.State, err)
+					}
+				case err != nil:
 					paths[k] = "error: " + err.Error()
 				}
 			})
