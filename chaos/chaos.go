@@ -1,8 +1,10 @@
-// Package chaos is jobbill's chaos run (issue 5, item 2): N jobs through real `jobbill worker`
-// processes and the simulated runner, while the run kills workers with SIGKILL, restarts its own
-// Temporal dev server (and, when asked, Postgres), reports results twice, deletes settled jobs and
-// resubmits their IDs, resubmits live IDs, and writes orphaned placeholders on purpose. It then
-// waits for quiescence, heals the orphans through the reconcile workflow and runs the invariant
+// Package chaos is jobbill's chaos run: N jobs through real `jobbill worker` processes and the
+// simulated runner, while the run kills workers with SIGKILL, restarts its own Temporal dev server
+// (and, when asked, Postgres), reports results twice, deletes settled jobs and resubmits their
+// IDs, resubmits live IDs, writes orphaned placeholders, and acts as an operator would in the
+// Temporal UI: terminates jobs' running workflows and resets them to their first workflow task. It
+// then heals what was left behind through the reconcile workflow, waits for quiescence, checks
+// that every terminated job was refunded (or settled by its result) and runs the invariant
 // checker scoped to the run's job-ID prefix and task queue. Every choice (scenarios, which jobs
 // get which injection, when each injection fires) comes from the seed, so a run can be repeated.
 package chaos
@@ -24,6 +26,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -47,6 +52,8 @@ const (
 	KindRestartTemporal = "restart_temporal" // the run's dev server stopped and started on its file store
 	KindRestartPostgres = "restart_postgres" // the Postgres cluster restarted
 	KindOrphan          = "orphan"           // a placeholder written with no workflow
+	KindTerminate       = "terminate"        // an operator terminated a job's running workflow
+	KindReset           = "reset"            // an operator reset a job's running workflow to its first workflow task
 )
 
 // Config is one chaos run. Zero fields take the defaults of [DefaultConfig].
@@ -205,10 +212,15 @@ type Report struct {
 	// Orphans and OrphansHealed count the placeholders written on purpose and those that left
 	// the submitting state through the reconcile pass.
 	Orphans, OrphansHealed int
+	// Terminated counts the jobs whose running workflow was terminated, by their ledger state at
+	// the check: refunded (healed), or recovered or delivered when their result landed. A
+	// terminated job left running was never healed, and is an anomaly.
+	Terminated map[ledgerdb.State]int
 	// TransientErrors counts calls the driver retried (Temporal or Postgres being restarted).
 	TransientErrors int64
 	// Anomalies are wrong answers the driver saw: a deleted ID not answering ErrGone, a live
-	// resubmission not answering the original, a job that never settled.
+	// resubmission not answering the original, a job that never settled, a terminated job that
+	// did not end refunded, delivered or recovered.
 	Anomalies []string
 	// Violations are the invariant checker's findings.
 	Violations []invariants.Violation
@@ -225,6 +237,8 @@ type jobPlan struct {
 	duplicate      bool
 	deleteAfter    bool
 	resubmitLive   bool
+	terminate      bool
+	reset          bool
 	followUpDelay  time.Duration
 	submitAtOffset time.Duration
 }
@@ -243,6 +257,7 @@ type run struct {
 	start     time.Time
 	prefix    string
 	taskQueue string
+	namespace string
 	accounts  []string
 
 	ledger *ledgerdb.Store
@@ -254,6 +269,7 @@ type run struct {
 	mu         sync.Mutex
 	injections map[string]int
 	anomalies  []string
+	terminated []string // the jobs whose running workflow was terminated
 	transient  atomic.Int64
 }
 
@@ -305,7 +321,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 		prefix: "chaos-" + suffix + "-", taskQueue: "jobbill-chaos-" + suffix,
 	}
 	report := Report{Seed: cfg.Seed, Prefix: r.prefix, TaskQueue: r.taskQueue, Jobs: cfg.Jobs,
-		Scenarios: map[string]int{}, States: map[ledgerdb.State]int{}}
+		Scenarios: map[string]int{}, States: map[ledgerdb.State]int{}, Terminated: map[ledgerdb.State]int{}}
 	fmt.Fprintf(out, "chaos run: seed %d, %d jobs, prefix %s, task queue %s, work dir %s\n",
 		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir)
 
@@ -332,6 +348,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	wcfg.DatabaseURL = cfg.DatabaseURL
 	wcfg.Temporal.Address = r.server.Address()
 	wcfg.Temporal.TaskQueue = r.taskQueue
+	r.namespace = wcfg.Temporal.Namespace
 	p := cfg.Policy
 	wcfg.Policy = worker.PolicyConfig{InitialInterval: p.InitialInterval, BackoffCoefficient: p.BackoffCoefficient,
 		MaximumInterval: p.MaximumInterval, MaximumAttempts: p.MaximumAttempts, StartToClose: p.StartToClose,
@@ -375,8 +392,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	}
 
 	report.Orphans = cfg.Orphans
-	report.OrphansHealed = r.healOrphans(ctx)
+	report.OrphansHealed = r.heal(ctx)
 	r.quiesce(ctx)
+	r.checkTerminated(ctx, &report)
 
 	check, err := invariants.Check(ctx, invariants.Options{
 		Ledger: r.ledger, Temporal: r.tc, Namespace: wcfg.Temporal.Namespace, TaskQueue: r.taskQueue,
@@ -505,17 +523,29 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 			p.deleteAfter = true
 		case roll < 18:
 			p.resubmitLive = true
+		case roll < 22:
+			p.terminate = true
+		case roll < 26:
+			p.reset = true
 		}
 		p.followUpDelay = time.Duration(rng.Int64N(int64(4 * time.Second)))
 		report.Scenarios[p.job.InputRef]++
 	}
-	// Every follow-up kind at least once, even in a tiny run.
-	if cfg.Jobs >= 3 {
+	// Every follow-up kind at least once, even in a tiny run. An operator's terminate or reset
+	// goes to a job that is sure to be still running when it comes (a hanging or late one on a
+	// rich account), so that it is a real one.
+	if cfg.Jobs >= 5 {
+		forced := map[int]bool{}
 		for k, set := range []func(*jobPlan){
 			func(p *jobPlan) { p.duplicate = true }, func(p *jobPlan) { p.deleteAfter = true }, func(p *jobPlan) { p.resubmitLive = true },
+			func(p *jobPlan) { p.terminate = true }, func(p *jobPlan) { p.reset = true },
 		} {
-			i := (k + 1) * cfg.Jobs / 4
-			plans[i].duplicate, plans[i].deleteAfter, plans[i].resubmitLive = false, false, false
+			i := (k + 1) * cfg.Jobs / 6
+			if k >= 3 {
+				i = r.longRunning(plans, i, forced)
+			}
+			forced[i] = true
+			plans[i].clearFollowUps()
 			set(&plans[i])
 		}
 	}
@@ -539,16 +569,36 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 	}
 	sort.SliceStable(timeline, func(a, b int) bool { return timeline[a].at < timeline[b].at })
 
-	var dup, del, live int
+	var dup, del, live, term, reset int
 	for _, p := range plans {
 		dup, del, live = dup+b2i(p.duplicate), del+b2i(p.deleteAfter), live+b2i(p.resubmitLive)
+		term, reset = term+b2i(p.terminate), reset+b2i(p.reset)
 	}
-	fmt.Fprintf(r.out, "plan: scenarios %v; duplicate results for %d jobs, delete+resubmit %d, live resubmits %d\n",
-		report.Scenarios, dup, del, live)
+	fmt.Fprintf(r.out, "plan: scenarios %v; duplicate results for %d jobs, delete+resubmit %d, live resubmits %d, terminates %d, resets %d\n",
+		report.Scenarios, dup, del, live, term, reset)
 	for _, t := range timeline {
 		fmt.Fprintf(r.out, "plan: at +%.3fs %s\n", t.at.Seconds(), t.kind)
 	}
 	return plans, timeline
+}
+
+// clearFollowUps takes every follow-up off the plan.
+func (p *jobPlan) clearFollowUps() {
+	p.duplicate, p.deleteAfter, p.resubmitLive, p.terminate, p.reset = false, false, false, false, false
+}
+
+// longRunning is the first job from index from on (wrapping around) that a rich account pays for
+// and whose work runs for seconds — hanging, or late on its last attempt — and that is not in
+// taken; from itself when there is none.
+func (r *run) longRunning(plans []jobPlan, from int, taken map[int]bool) int {
+	for k := range plans {
+		i := (from + k) % len(plans)
+		ref := plans[i].job.InputRef
+		if !taken[i] && plans[i].job.AccountID != r.accounts[richAccounts] && (ref == "sim:hang" || ref == "sim:late:3") {
+			return i
+		}
+	}
+	return from
 }
 
 func b2i(b bool) int {
@@ -688,6 +738,12 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 		}
 		both.Wait()
 		r.event(KindDuplicateResult, "%s (%s) result reported twice: %s, %s", p.job.ID, p.job.InputRef, paths[0], paths[1])
+	case p.terminate:
+		sleep(ctx, p.followUpDelay/4)
+		r.terminate(ctx, p)
+	case p.reset:
+		sleep(ctx, p.followUpDelay/4)
+		r.reset(ctx, p)
 	case p.deleteAfter:
 		wctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
 		defer cancel()
@@ -771,10 +827,12 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 	}
 }
 
-// healOrphans runs the reconcile workflow over the run's accounts, as the schedule does but with
-// a one-second grace, until every orphan has left the submitting state, and answers how many did.
-func (r *run) healOrphans(ctx context.Context) int {
-	healed := 0
+// heal runs the reconcile workflow over the run's accounts, as the schedule does but with a
+// one-second grace, until every orphan has left the submitting state and no terminated job is left
+// running, and answers how many orphans were healed. The schedule would do the same within its
+// interval; the driver does not wait for it.
+func (r *run) heal(ctx context.Context) int {
+	healed, unhealed := 0, []string(nil)
 	for pass := 1; pass <= 5; pass++ {
 		var res activities.ReconcileResult
 		err := r.retry(ctx, func(ctx context.Context) error {
@@ -790,8 +848,9 @@ func (r *run) healOrphans(ctx context.Context) int {
 		if err != nil {
 			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d failed: %v\n", time.Since(r.start).Seconds(), "reconcile", pass, err)
 		} else {
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d: examined %d, started %d, rejected orphans %d, still submitting %d, failed %d\n",
-				time.Since(r.start).Seconds(), "reconcile", pass, res.Examined, res.Started, res.RejectedOrphans, res.StillSubmitting, res.Failed)
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d: examined %d, started %d, rejected orphans %d, still submitting %d, running checked %d, healed %d, results applied %d, failed %d\n",
+				time.Since(r.start).Seconds(), "reconcile", pass, res.Examined, res.Started, res.RejectedOrphans, res.StillSubmitting,
+				res.RunningChecked, res.Healed, res.ResultsApplied, res.Failed)
 		}
 		healed = 0
 		for i := range r.cfg.Orphans {
@@ -800,13 +859,164 @@ func (r *run) healOrphans(ctx context.Context) int {
 				healed++
 			}
 		}
-		if healed == r.cfg.Orphans {
+		unhealed = r.terminatedStillRunning(ctx)
+		if healed == r.cfg.Orphans && len(unhealed) == 0 {
 			return healed
 		}
 		sleep(ctx, 2*time.Second)
 	}
-	r.anomaly("only %d of %d orphans healed after 5 reconcile passes", healed, r.cfg.Orphans)
+	if healed < r.cfg.Orphans {
+		r.anomaly("only %d of %d orphans healed after 5 reconcile passes", healed, r.cfg.Orphans)
+	}
+	if len(unhealed) > 0 {
+		r.anomaly("%d terminated jobs still running after 5 reconcile passes: %v", len(unhealed), unhealed)
+	}
 	return healed
+}
+
+// terminatedStillRunning lists the terminated jobs the ledger still has running: charged, with no
+// workflow to settle them, until a heal run refunds them.
+func (r *run) terminatedStillRunning(ctx context.Context) []string {
+	r.mu.Lock()
+	ids := append([]string(nil), r.terminated...)
+	r.mu.Unlock()
+	var running []string
+	for _, id := range ids {
+		if job, err := r.ledger.Job(ctx, id); err != nil || job.State == ledgerdb.StateRunning {
+			running = append(running, id)
+		}
+	}
+	return running
+}
+
+// terminate is the Temporal UI's Terminate button (TerminateWorkflow) pressed on the job's
+// workflow while it runs. The job is then charged with no run to settle it until the reconcile
+// pass or a read of its status heals it: refunded, or delivered or recovered if its result lands.
+// A workflow that has closed already cannot be terminated; that is logged as skipped.
+func (r *run) terminate(ctx context.Context, p jobPlan) {
+	workflowID := workflows.JobWorkflowID(p.job.AccountID, p.job.ID)
+	closed := false
+	err := r.retry(ctx, func(ctx context.Context) error {
+		err := r.tc.TerminateWorkflow(ctx, workflowID, "", "chaos: an operator pressed Terminate")
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			closed = true
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		r.anomaly("terminating %s: %v", p.job.ID, err)
+	case closed:
+		r.event("skipped", "%s (%s): its workflow had closed; nothing to terminate", p.job.ID, p.job.InputRef)
+	default:
+		state := "unknown"
+		if job, err := r.ledger.Job(ctx, p.job.ID); err == nil {
+			state = string(job.State)
+		}
+		r.mu.Lock()
+		r.terminated = append(r.terminated, p.job.ID)
+		r.mu.Unlock()
+		r.event(KindTerminate, "%s (%s) terminated while its workflow ran (the ledger says %s)", p.job.ID, p.job.InputRef, state)
+	}
+}
+
+// reset is an operator's reset of the job's running workflow to its first workflow task
+// (ResetWorkflowExecution, as `temporal workflow reset --type FirstWorkflowTask` and the UI do):
+// the new run starts the job over, its charge step included, which the ledger's guard must answer
+// without a second charge. One request ID serves the retries of one reset, so a retried call is the
+// same reset. A workflow that has closed is left alone and logged as skipped.
+func (r *run) reset(ctx context.Context, p jobPlan) {
+	workflowID := workflows.JobWorkflowID(p.job.AccountID, p.job.ID)
+	requestID := newRequestID()
+	var (
+		runID   string
+		skipped string
+	)
+	err := r.retry(ctx, func(ctx context.Context) error {
+		skipped = ""
+		desc, err := r.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			return err
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			skipped = "its workflow had closed (" + info.GetStatus().String() + "); nothing to reset"
+			return nil
+		}
+		runID = info.GetExecution().GetRunId()
+		first, err := r.firstWorkflowTask(ctx, workflowID, runID)
+		if err != nil {
+			return err
+		}
+		if first == 0 {
+			skipped = "its workflow has not completed a workflow task yet; nothing to reset to"
+			return nil
+		}
+		_, err = r.tc.WorkflowService().ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace:                 r.namespace,
+			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+			Reason:                    "chaos: an operator reset the job to its first workflow task",
+			WorkflowTaskFinishEventId: first,
+			RequestId:                 requestID,
+		})
+		return err
+	})
+	switch {
+	case err != nil:
+		r.anomaly("resetting %s: %v", p.job.ID, err)
+	case skipped != "":
+		r.event("skipped", "%s (%s): %s", p.job.ID, p.job.InputRef, skipped)
+	default:
+		r.event(KindReset, "%s (%s) reset to its first workflow task (run %s)", p.job.ID, p.job.InputRef, runID)
+	}
+}
+
+// firstWorkflowTask is the event ID of the run's first WorkflowTaskCompleted, the point
+// `--type FirstWorkflowTask` resets to; 0 when the run has not completed one.
+func (r *run) firstWorkflowTask(ctx context.Context, workflowID, runID string) (int64, error) {
+	iter := r.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		event, err := iter.Next()
+		if err != nil {
+			return 0, err
+		}
+		if event.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return event.GetEventId(), nil
+		}
+	}
+	return 0, nil
+}
+
+// newRequestID is a random version-4 UUID, the form Temporal's request IDs take.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// checkTerminated counts the terminated jobs by their final state, and reports as an anomaly any
+// that did not end refunded — or, when their result landed, delivered or recovered: a terminated
+// job must never stay charged with no run to settle it (money rule 3).
+func (r *run) checkTerminated(ctx context.Context, report *Report) {
+	r.mu.Lock()
+	ids := append([]string(nil), r.terminated...)
+	r.mu.Unlock()
+	for _, id := range ids {
+		job, err := r.ledger.Job(ctx, id)
+		if err != nil {
+			r.anomaly("reading terminated job %s: %v", id, err)
+			continue
+		}
+		report.Terminated[job.State]++
+		switch job.State {
+		case ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered:
+		default:
+			r.anomaly("terminated job %s ended %s; it must end refunded (or delivered or recovered by its result)", id, job.State)
+		}
+	}
 }
 
 // quiesce waits until every job of the run is settled and no MeteredJob workflow of the run is
@@ -857,6 +1067,16 @@ func writeSummary(out io.Writer, r Report) {
 	sort.Strings(states)
 	fmt.Fprintf(out, "  final states: %s\n", strings.Join(states, ", "))
 	fmt.Fprintf(out, "  orphans healed: %d of %d; transient errors retried: %d\n", r.OrphansHealed, r.Orphans, r.TransientErrors)
+	terminated, settled := 0, 0
+	for state, n := range r.Terminated {
+		terminated += n
+		if state == ledgerdb.StateRefunded || state == ledgerdb.StateRecovered || state == ledgerdb.StateDelivered {
+			settled += n
+		}
+	}
+	fmt.Fprintf(out, "  terminated jobs: %d (refunded %d, recovered %d, delivered %d); left running: %d; not settled: %d\n",
+		terminated, r.Terminated[ledgerdb.StateRefunded], r.Terminated[ledgerdb.StateRecovered], r.Terminated[ledgerdb.StateDelivered],
+		r.Terminated[ledgerdb.StateRunning], terminated-settled)
 	for _, a := range r.Anomalies {
 		fmt.Fprintf(out, "  anomaly: %s\n", a)
 	}

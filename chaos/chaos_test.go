@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobbill/jobbill/chaos"
+	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
@@ -56,10 +57,13 @@ func TestChaosRun(t *testing.T) {
 		t.Errorf("anomaly: %s", a)
 	}
 	for _, kind := range []string{chaos.KindKillWorker, chaos.KindRestartWorker, chaos.KindDuplicateResult,
-		chaos.KindDeleteResubmit, chaos.KindResubmitLive, chaos.KindRestartTemporal, chaos.KindOrphan} {
+		chaos.KindDeleteResubmit, chaos.KindResubmitLive, chaos.KindRestartTemporal, chaos.KindOrphan, chaos.KindTerminate, chaos.KindReset} {
 		if report.Injections[kind] == 0 {
 			t.Errorf("no %s was injected (injections: %v)", kind, report.Injections)
 		}
+	}
+	if n := report.Terminated[ledgerdb.StateRunning]; n > 0 {
+		t.Errorf("%d terminated jobs left running: never healed (terminated jobs by state: %v)", n, report.Terminated)
 	}
 	if report.OrphansHealed != report.Orphans {
 		t.Errorf("%d of %d orphans healed", report.OrphansHealed, report.Orphans)

@@ -10,9 +10,10 @@ import (
 	"github.com/jobbill/jobbill/chaos"
 )
 
-// newChaosCommand is `jobbill chaos`, the chaos run of issue 5: jobs through real worker
-// processes while workers are SIGKILLed, the run's own Temporal dev server is restarted, and
-// (with --restart-postgres) Postgres too; then the invariant checker. It exits 1 on any violation.
+// newChaosCommand is `jobbill chaos`, the chaos run: jobs through real worker processes while
+// workers are SIGKILLed, the run's own Temporal dev server is restarted, (with --restart-postgres)
+// Postgres too, and an operator terminates and resets jobs' workflows; then the invariant checker.
+// It exits 1 on any violation or anomaly.
 func newChaosCommand() *cobra.Command {
 	cfg := chaos.DefaultConfig()
 	cfg.Jobs = 2000
@@ -24,10 +25,13 @@ func newChaosCommand() *cobra.Command {
 directory) and two ` + "`jobbill worker`" + ` processes, submit the jobs (a seeded mix of the simulated
 runner's scenarios) and meanwhile, at seeded moments: SIGKILL a worker and restart it, report results
 twice, delete settled jobs and resubmit their IDs (ErrGone expected), resubmit live IDs (the
-original expected), write placeholders with no workflow, restart the dev server once and, with
---restart-postgres, Postgres once (only when nothing else uses the cluster). Then heal the orphans
-through the reconcile workflow, wait for quiescence and run the invariant checker on the run's
-job-ID prefix. The ledger is the configured database_url (migrated first as migrate_database_url).`,
+original expected), write placeholders with no workflow, terminate jobs' running workflows and
+reset others to their first workflow task (as an operator does in the Temporal UI), restart the
+dev server once and, with --restart-postgres, Postgres once (only when nothing else uses the
+cluster). Then heal the orphans and the terminated jobs through the reconcile workflow, wait for
+quiescence, check that every terminated job ended refunded (or delivered or recovered by its
+result) and run the invariant checker on the run's job-ID prefix. The ledger is the configured
+database_url (migrated first as migrate_database_url).`,
 		Example: `  jobbill chaos --jobs 2000 --seed 42 --restart-postgres
   jobbill chaos --jobs 200 --seed 7`,
 		Args: cobra.NoArgs,
