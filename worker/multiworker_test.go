@@ -159,6 +159,9 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 		worker.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
 		worker.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
 		worker.EnvName("log.level"):                 "info",
+		// Each worker repoints the tests' namespace's reconcile schedule at this queue; a pass it
+		// fired would heal other tests' jobs under them, so it fires once a year.
+		worker.EnvName("reconcile.interval"): "8760h",
 	}
 	a := startWorker(t, bin, "worker-a", env)
 	bw := startWorker(t, bin, "worker-b", env)
