@@ -828,9 +828,10 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 }
 
 // heal runs the reconcile workflow over the run's accounts, as the schedule does but with a
-// one-second grace, until every orphan has left the submitting state and no terminated job is left
-// running, and answers how many orphans were healed. The schedule would do the same within its
-// interval; the driver does not wait for it.
+// one-second grace, until every orphan has left the submitting state, no terminated job is left
+// running and no recorded result is left unapplied (a report that met the dev server restarting
+// answers "recorded"), and answers how many orphans were healed. The schedule would do the same
+// within its interval; the driver does not wait for it.
 func (r *run) heal(ctx context.Context) int {
 	healed, unhealed := 0, []string(nil)
 	for pass := 1; pass <= 5; pass++ {
@@ -839,7 +840,7 @@ func (r *run) heal(ctx context.Context) int {
 			wr, err := r.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID:        fmt.Sprintf("reconcile-chaos/%s/%d", r.prefix, pass),
 				TaskQueue: r.taskQueue,
-			}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Second, AccountIDs: r.accounts})
+			}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Second, ResultGrace: time.Millisecond, AccountIDs: r.accounts})
 			if err != nil {
 				return err
 			}
@@ -860,7 +861,8 @@ func (r *run) heal(ctx context.Context) int {
 			}
 		}
 		unhealed = r.terminatedStillRunning(ctx)
-		if healed == r.cfg.Orphans && len(unhealed) == 0 {
+		unapplied, err := r.ledger.UnappliedResults(ctx, 0, ledgerdb.MaxPlaceholders, r.accounts...)
+		if err == nil && healed == r.cfg.Orphans && len(unhealed) == 0 && len(unapplied) == 0 {
 			return healed
 		}
 		sleep(ctx, 2*time.Second)
@@ -871,6 +873,7 @@ func (r *run) heal(ctx context.Context) int {
 	if len(unhealed) > 0 {
 		r.anomaly("%d terminated jobs still running after 5 reconcile passes: %v", len(unhealed), unhealed)
 	}
+	// A result still unapplied is reported by the invariant checker (unapplied_result).
 	return healed
 }
 

@@ -56,8 +56,9 @@ func (s *Starter) current(ctx context.Context, job ledgerdb.Job) (Status, error)
 
 // Heal compensates a running job whose workflow has closed without settling it, and says whether
 // it had to. The job's workflow is described first: while a run of it is open, that run settles
-// the job and nothing is done. Otherwise a heal run is started under the job's workflow ID and
-// this waits until it has refunded the charge. Healing twice, or racing another healer, is
+// the job and nothing is done; and when the ledger, read after the describe, no longer has the job
+// running, the run settled it as it closed. Otherwise a heal run is started under the job's
+// workflow ID and this waits until it has refunded the charge. Healing twice, or racing another healer, is
 // harmless: only one run can be open under the ID, and the ledger's refund guard admits one refund.
 func (s *Starter) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
@@ -78,6 +79,12 @@ func (s *Starter) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 			return false, nil
 		}
 		closed = s.whyClosed(ctx, workflowID, info.GetExecution().GetRunId(), info.GetStatus())
+	}
+	// The job was read before its workflow was described: a run that settled the job and closed
+	// in between left nothing to heal. Read after the describe, the ledger tells.
+	current, err := s.opts.Ledger.Job(ctx, job.ID)
+	if err != nil || current.State != ledgerdb.StateRunning {
+		return false, err
 	}
 	in, err := s.inputOf(ctx, job)
 	if err != nil {
