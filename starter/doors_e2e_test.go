@@ -7,12 +7,14 @@ package starter_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
@@ -245,5 +247,33 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	_, err = e.Starter.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+}
+
+// TestE2EHealLeavesAJobItsRunSettled protects the heal from a race: a status read that found the
+// job running, while its workflow delivered it and closed, must not start a heal run — the run
+// settled the job, and the ledger read after the describe says so. Before, a needless heal run
+// became the job's latest run (it refunded nothing: the guard saw the job delivered).
+func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "settled")
+	sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+	require.NoError(t, err)
+	stale, err := e.Store.Job(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, stale.State, "%+v", sub)
+	workflowID := workflows.JobWorkflowID(acct, id)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
+
+	healed, err := e.Starter.Heal(ctx, stale)
+	require.NoError(t, err)
+	require.False(t, healed, "a job its run settled needs no heal")
+	runs, err := e.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, runs.GetCount(), "no heal run was started")
 	e.requireRows(t, id, 40, ledgerdb.KindCharge)
 }
