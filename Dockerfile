@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# Builds the jobbill binary (every subcommand: worker, api, migrate, ...) into a small runtime
-# image; docker-compose.yml runs it as the migrate, worker and api services.
+# Builds the product binary, jobbill (worker, api, migrate, job, account, dlq, audit), into a
+# small runtime image; docker-compose.yml runs it as the migrate, worker and api services. The
+# tooling (cmd/jobbill-dev: the dev run, the benchmarks, the chaos driver) stays out of it.
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src

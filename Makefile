@@ -8,7 +8,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
 ## run: start Postgres and the Temporal dev server, then run the worker and play the five stories.
 run: db temporal
-	$(GO) run ./cmd/jobbill dev
+	$(GO) run ./cmd/jobbill-dev run
 
 ## test: start Postgres and the Temporal dev server, then run every test (vet included).
 test: db temporal vet
@@ -39,8 +39,8 @@ vet:
 
 ## bench-ledger: the ledger lifecycle through the Go API against the same lifecycle in raw SQL under pgbench.
 bench-ledger: db
-	$(GO) run ./cmd/jobbill bench-ledger
+	$(GO) run ./cmd/jobbill-dev bench-ledger
 
 ## bench-workflow: metered job throughput against a bare workflow, and result signal to reclaim row.
 bench-workflow: db temporal
-	$(GO) run ./cmd/jobbill bench-workflow
+	$(GO) run ./cmd/jobbill-dev bench-workflow

@@ -110,7 +110,7 @@ var NonRetryableErrorTypes = []string{
 }
 
 // SubmitInput is the placeholder a workflow started without one writes for its job: the same
-// guarded submission the starter makes, with the same request fingerprint.
+// guarded submission the job service makes, with the same request fingerprint.
 type SubmitInput struct {
 	// JobID is the client's job ID.
 	JobID string
@@ -200,7 +200,7 @@ type LedgerResult struct {
 	Reason string
 }
 
-// Submit writes the job's placeholder, as the starter does before it starts a workflow: a workflow
+// Submit writes the job's placeholder, as the job service does before it starts a workflow: a workflow
 // started directly (by another Temporal client) calls it when its charge finds no job. The same
 // request again answers AlreadyApplied; another request under the ID, a deleted ID or an unknown
 // account is a non-retryable error.

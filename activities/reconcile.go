@@ -67,9 +67,9 @@ type ReconcileResult struct {
 	Failures []string
 }
 
-// Healer is what a reconcile pass heals through: the starter, whose starts, signals and heal runs
-// are the very ones product code's submissions and reports use. It is an interface because the
-// starter imports this package.
+// Healer is what a reconcile pass heals through: the job service, whose starts, signals and heal
+// runs are the very ones product code's submissions and reports use. It is an interface because
+// the job service's package imports this one.
 type Healer interface {
 	// Resume finishes a placeholder whose workflow never started, or rejects it when no workflow
 	// can ever charge it, and answers the job's state after it.

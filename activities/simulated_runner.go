@@ -31,7 +31,7 @@ type SimulatedRunner struct {
 	LateAttempt int
 	// LateBy is how long after the attempt's deadline the late result comes.
 	LateBy time.Duration
-	// Reporter takes the late result. The starter implements it; without one the result is
+	// Reporter takes the late result. The job service implements it; without one the result is
 	// logged and dropped.
 	Reporter LateResultReporter
 	// Logger logs reporter failures; slog.Default() when nil.

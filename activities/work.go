@@ -43,7 +43,7 @@ type Runner interface {
 }
 
 // LateResultReporter takes a result that arrived after its attempt was given up: the attempt's
-// deadline passed, or the workflow already refunded the job. The starter implements it by
+// deadline passed, or the workflow already refunded the job. The job service implements it by
 // signalling the job's workflow with the result, or, if the workflow has closed, with a guarded
 // reclaim of its own.
 type LateResultReporter interface {

@@ -5,17 +5,9 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
-)
 
-// Key is one bearer API key and its scope.
-type Key struct {
-	// Secret is what callers send as "Authorization: Bearer <secret>".
-	Secret string
-	// Accounts are the accounts the key may act for.
-	Accounts []string
-	// Admin keys may act for every account, grant credits and re-drive dead letters.
-	Admin bool
-}
+	"github.com/jobbill/jobbill/config"
+)
 
 // principal is who an authenticated request acts as. It never holds the secret: index names the
 // key in logs.
@@ -36,14 +28,14 @@ type keyring struct {
 	principals []*principal
 }
 
-func newKeyring(keys []Key) *keyring {
+func newKeyring(keys []config.APIKey) *keyring {
 	kr := &keyring{}
 	for i, k := range keys {
 		p := &principal{index: i, admin: k.Admin, accounts: map[string]bool{}}
 		for _, a := range k.Accounts {
 			p.accounts[a] = true
 		}
-		kr.digests = append(kr.digests, sha256.Sum256([]byte(k.Secret)))
+		kr.digests = append(kr.digests, sha256.Sum256([]byte(k.Key)))
 		kr.principals = append(kr.principals, p)
 	}
 	return kr

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/starter"
 )
 
 // MaxRefLength is the longest input_ref or output_ref, in bytes.
@@ -142,24 +142,24 @@ func validateText(field, text string, max int) error {
 // DecodeSubmit reads and checks the body of POST /v1/jobs into the job to submit. Everything it
 // accepts passes the ledger's own checks, so a refused job writes nothing and an accepted one is
 // refused by the ledger only for reasons of state (conflict, deleted, credits).
-func DecodeSubmit(body io.Reader, maxBytes int64) (starter.Job, error) {
+func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 	var req SubmitRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
-		return starter.Job{}, err
+		return jobs.Job{}, err
 	}
 	if err := ledgerdb.ValidateID("job_id", req.JobID); err != nil {
-		return starter.Job{}, err
+		return jobs.Job{}, err
 	}
 	if err := ledgerdb.ValidateID("account_id", req.AccountID); err != nil {
-		return starter.Job{}, err
+		return jobs.Job{}, err
 	}
 	if err := ledgerdb.ValidateAmount("cost", req.Cost); err != nil {
-		return starter.Job{}, err
+		return jobs.Job{}, err
 	}
 	if err := validateText("input_ref", req.InputRef, MaxRefLength); err != nil {
-		return starter.Job{}, err
+		return jobs.Job{}, err
 	}
-	return starter.Job{ID: req.JobID, AccountID: req.AccountID, Cost: req.Cost, InputRef: req.InputRef}, nil
+	return jobs.Job{ID: req.JobID, AccountID: req.AccountID, Cost: req.Cost, InputRef: req.InputRef}, nil
 }
 
 // decodeResult reads the body of POST /v1/jobs/{id}/result.

@@ -1,4 +1,4 @@
-// Package api is jobbill's HTTP API over the starter and the ledger: product code that is not Go,
+// Package api is jobbill's HTTP API over the job service and the ledger: product code that is not Go,
 // and browsers, submit and poll paid jobs with it.
 //
 // The answers follow the submission semantics (docs/design.md):

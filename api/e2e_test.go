@@ -25,11 +25,11 @@ import (
 	temporalclient "go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/api"
-	"github.com/jobbill/jobbill/client"
+	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
 
@@ -40,7 +40,7 @@ type env struct{ *workertest.Env }
 // attempts of at most 2 s, 0.5 s apart.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{workertest.Shared(t, "api-test", func(cfg *worker.Config) {
+	return &env{workertest.Shared(t, "api-test", func(cfg *config.Config) {
 		cfg.Policy.InitialInterval = 500 * time.Millisecond
 		cfg.Policy.BackoffCoefficient = 1
 		cfg.Policy.MaximumInterval = time.Second
@@ -60,10 +60,12 @@ func newKey(t *testing.T, label string) string {
 }
 
 // serve runs the API over st with keys; mod may change the options.
-func (e *env) serve(t *testing.T, keys []api.Key, mod func(*api.Options)) string {
+func (e *env) serve(t *testing.T, keys []config.APIKey, mod func(*api.Options)) string {
 	t.Helper()
+	cfg := config.Default().API
+	cfg.Keys, cfg.MaxBodyBytes, cfg.RequestTimeout = keys, 4096, 20*time.Second
 	opts := api.Options{
-		Starter: e.Starter, Ledger: e.Store, Keys: keys, MaxBodyBytes: 4096, RequestTimeout: 20 * time.Second,
+		Config: cfg, Jobs: e.Jobs, Ledger: e.Store,
 		Ready: []api.Check{{Name: "postgres", Probe: e.Store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &temporalclient.CheckHealthRequest{})
 			return err
@@ -155,7 +157,7 @@ func (e *env) wait(t *testing.T, jobID string, states ...ledgerdb.State) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	_, err := e.Starter.Wait(ctx, jobID, states...)
+	_, err := e.Jobs.Wait(ctx, jobID, states...)
 	require.NoError(t, err)
 }
 
@@ -176,7 +178,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 100)
 	ghost := ledgertest.ID(t, "acct-never-opened")
 	key := newKey(t, "acct")
-	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct, ghost}}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct, ghost}}}, nil)
 	id := ledgertest.ID(t, "job")
 
 	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:hang"))
@@ -206,7 +208,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 
 	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent"), key, nil)
 	require.Equal(t, 404, a.code, a.raw)
-	require.Equal(t, starter.NotReceivedMessage, a.str("message"))
+	require.Equal(t, jobs.NotReceivedMessage, a.str("message"))
 	require.Equal(t, "not_charged", a.str("money_state"))
 
 	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
@@ -235,7 +237,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	key, admin := newKey(t, "acct"), newKey(t, "admin")
-	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}, {Secret: admin, Admin: true}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}, {Key: admin, Admin: true}}, nil)
 
 	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, 10, "sim:hang")).code)
@@ -286,30 +288,30 @@ func TestDeletionStory(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
-	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
-	c := &client.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
+	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	c := &apiclient.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
-	req := client.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+	req := apiclient.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Cost: 40, InputRef: "sim:ok"}
 	tracked := c.Track(req)
 	st, err := c.Run(ctx, tracked)
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
-	require.Equal(t, client.Accepted, tracked.State)
+	require.Equal(t, apiclient.Accepted, tracked.State)
 
 	// The user deletes the result in the "cloud space" while the canvas is open.
 	require.Equal(t, 200, call(t, base, "DELETE", "/v1/jobs/"+req.JobID, key, nil).code)
 
 	// The canvas polls again: 410, so deleted — never "not arrived yet".
 	_, err = c.Poll(ctx, tracked)
-	require.ErrorIs(t, err, client.ErrDeleted)
+	require.ErrorIs(t, err, apiclient.ErrDeleted)
 	// The tracked submission is never sent again...
 	_, err = c.Submit(ctx, tracked)
 	require.NoError(t, err)
 	// ...and a client that forgot it had been accepted is refused by the tombstone.
 	_, err = c.Run(ctx, c.Track(req))
-	require.ErrorIs(t, err, client.ErrDeleted)
+	require.ErrorIs(t, err, apiclient.ErrDeleted)
 	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, 40, "sim:ok"))
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "deleted", a.str("state"))
@@ -328,12 +330,12 @@ func TestCrossAccountRefused(t *testing.T) {
 	e := newEnv(t)
 	acctA, acctB := ledgertest.Account(t, e.Store, 100), ledgertest.Account(t, e.Store, 100)
 	keyA, keyB := newKey(t, "a"), newKey(t, "b")
-	base := e.serve(t, []api.Key{{Secret: keyA, Accounts: []string{acctA}}, {Secret: keyB, Accounts: []string{acctB}}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: keyA, Accounts: []string{acctA}}, {Key: keyB, Accounts: []string{acctB}}}, nil)
 	jobB := ledgertest.ID(t, "job-b")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, 37, "sim:ok")).code)
 	e.wait(t, jobB, ledgerdb.StateDelivered)
 	rowsBefore := e.rows(t, acctB)
-	before, err := e.Starter.Status(context.Background(), jobB)
+	before, err := e.Jobs.Status(context.Background(), jobB)
 	require.NoError(t, err)
 
 	newJobForB := ledgertest.ID(t, "job-for-b")
@@ -364,7 +366,7 @@ func TestCrossAccountRefused(t *testing.T) {
 	require.Empty(t, a.str("state"))
 
 	require.Equal(t, rowsBefore, e.rows(t, acctB))
-	after, err := e.Starter.Status(context.Background(), jobB)
+	after, err := e.Jobs.Status(context.Background(), jobB)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+newJobForB, keyB, nil).code, "the refused submission wrote nothing")
@@ -379,7 +381,7 @@ func TestAuthRefused(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
-	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
 	id := ledgertest.ID(t, "job")
 	grant := map[string]any{"amount": 5, "key": "k1"}
 	for _, tc := range []struct {
@@ -416,7 +418,7 @@ func TestBadInputRefused(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "admin")
-	base := e.serve(t, []api.Key{{Secret: key, Admin: true}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: key, Admin: true}}, nil)
 	id := ledgertest.ID(t, "job")
 	ok := fmt.Sprintf(`"job_id":%q,"account_id":%q`, id, acct)
 	for name, body := range map[string]string{
@@ -460,7 +462,7 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 0)
 	admin := newKey(t, "admin")
-	base := e.serve(t, []api.Key{{Secret: admin, Admin: true}}, nil)
+	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	path := "/v1/accounts/" + acct
 	a := call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 50, "key": "invoice-1", "memo": "first"})
 	require.Equal(t, 201, a.code, a.raw)
@@ -497,9 +499,9 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	key := newKey(t, "acct")
-	idle := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
-	base := e.serve(t, []api.Key{{Secret: key, Accounts: []string{acct}}}, func(o *api.Options) {
-		o.Starter, o.RequestTimeout = idle, 1500*time.Millisecond
+	idle := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
+	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, func(o *api.Options) {
+		o.Jobs, o.Config.RequestTimeout = idle, 1500*time.Millisecond
 	})
 	id := ledgertest.ID(t, "job-slow")
 	t.Cleanup(func() { _ = e.Client.TerminateWorkflow(context.Background(), id, "", "test over") })
@@ -541,7 +543,9 @@ func TestHealthReadinessAndRouting(t *testing.T) {
 func TestServeStopsOnCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := api.New(api.Options{Starter: e.Starter, Ledger: e.Store, ShutdownTimeout: 5 * time.Second})
+	cfg := config.Default().API
+	cfg.ShutdownTimeout = 5 * time.Second
+	s := api.New(api.Options{Config: cfg, Jobs: e.Jobs, Ledger: e.Store})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

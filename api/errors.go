@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/starter"
 )
 
 // Error is the one shape of every error the API answers.
@@ -38,7 +38,7 @@ func newError(status int, code, message string) *apiError {
 }
 
 // withJob adds the state of a job of the caller, and of their money, to an error.
-func (e *apiError) withJob(st starter.Status) *apiError {
+func (e *apiError) withJob(st jobs.Status) *apiError {
 	e.body.State, e.body.MoneyState = string(st.State), string(st.MoneyState)
 	return e
 }
@@ -56,7 +56,7 @@ const (
 	msgUnavailable  = "The server could not reach its ledger or Temporal in time. Retry the same request with the same ID; a job is never charged twice."
 )
 
-// fromDomain maps the ledger's and the starter's errors to the API's answers. Errors it does not
+// fromDomain maps the ledger's and the job service's errors to the API's answers. Errors it does not
 // know are 500 (or 503 when a deadline or connection failed), with the details left to the log.
 func fromDomain(err error) *apiError {
 	var ae *apiError
@@ -69,7 +69,7 @@ func fromDomain(err error) *apiError {
 	case errors.Is(err, ledgerdb.ErrInvalidInput):
 		return newError(http.StatusBadRequest, "invalid_input", "Invalid input. Nothing was written.")
 	case errors.Is(err, ledgerdb.ErrJobNotFound):
-		return newError(http.StatusNotFound, "not_received", starter.NotReceivedMessage).withMoney(ledgerdb.MoneyNotCharged)
+		return newError(http.StatusNotFound, "not_received", jobs.NotReceivedMessage).withMoney(ledgerdb.MoneyNotCharged)
 	case errors.Is(err, ledgerdb.ErrGone):
 		return newError(http.StatusGone, "deleted", "This job was deleted; its ID can never be used again. This request charged nothing.")
 	case errors.Is(err, ledgerdb.ErrConflict):

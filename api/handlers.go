@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/starter"
 )
 
 // body is the request's body under the size limit; reading past it fails and closes the connection.
 func (s *Server) body(w http.ResponseWriter, r *http.Request) *http.Request {
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes+1)
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.Config.MaxBodyBytes+1)
 	return r
 }
 
@@ -22,7 +22,7 @@ func forbidden() *apiError { return newError(http.StatusForbidden, "forbidden", 
 // submitJob is POST /v1/jobs: placeholder first, then the workflow, answered once the charge is
 // decided.
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
-	job, err := DecodeSubmit(s.body(w, r).Body, s.opts.MaxBodyBytes)
+	job, err := DecodeSubmit(s.body(w, r).Body, s.opts.Config.MaxBodyBytes)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -30,7 +30,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		return 0, nil, forbidden()
 	}
 	ctx := r.Context()
-	sub, err := s.opts.Starter.Submit(ctx, job)
+	sub, err := s.opts.Jobs.Submit(ctx, job)
 	switch {
 	case err == nil:
 		status := http.StatusCreated
@@ -43,7 +43,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		return status, sub, nil
 	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
 		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
-			starter.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(sub.Status)
+			jobs.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(sub.Status)
 	case errors.Is(err, ledgerdb.ErrRejected):
 		// Rejected for another reason than credits: its workflow was stopped before charging it,
 		// or its workflow ID is another program's. Topping up would not help; a new ID does.
@@ -59,7 +59,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	// the ledger, which is the record, with a little time of its own.
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	st, readErr := s.opts.Starter.Status(readCtx, job.ID)
+	st, readErr := s.opts.Jobs.Status(readCtx, job.ID)
 	switch {
 	case errors.Is(readErr, ledgerdb.ErrJobNotFound):
 		return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
@@ -67,10 +67,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	case readErr != nil || !p.may(st.AccountID):
 		return 0, nil, err
 	case st.State != ledgerdb.StateSubmitting:
-		return http.StatusOK, starter.Submission{Status: st, Duplicate: true}, nil
+		return http.StatusOK, jobs.Submission{Status: st, Duplicate: true}, nil
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		// The SDK reports our deadline as a gRPC status, hence ctx.Err(). Slow is not failed: the job is received and its charge is being decided.
-		return http.StatusAccepted, starter.Submission{Status: st}, nil
+		return http.StatusAccepted, jobs.Submission{Status: st}, nil
 	}
 	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
 		"Received, but the job could not be started yet; you were not charged. Retry the same request with the same ID.").withJob(st)
@@ -81,7 +81,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 func (s *Server) aboutExisting(jobID string, p *principal, e *apiError) *apiError {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if st, err := s.opts.Starter.Status(ctx, jobID); err == nil && p.may(st.AccountID) {
+	if st, err := s.opts.Jobs.Status(ctx, jobID); err == nil && p.may(st.AccountID) {
 		e.withJob(st)
 	}
 	return e
@@ -89,23 +89,23 @@ func (s *Server) aboutExisting(jobID string, p *principal, e *apiError) *apiErro
 
 // ownJob reads the job of the path and checks that the key may act for its account: 404 when
 // the ID never reached the ledger, 403 when it belongs to another account (see the package doc).
-func (s *Server) ownJob(r *http.Request, p *principal) (starter.Status, error) {
+func (s *Server) ownJob(r *http.Request, p *principal) (jobs.Status, error) {
 	id, err := pathID(r, "job ID")
 	if err != nil {
-		return starter.Status{}, err
+		return jobs.Status{}, err
 	}
-	st, err := s.opts.Starter.Status(r.Context(), id)
+	st, err := s.opts.Jobs.Status(r.Context(), id)
 	if err != nil {
-		return starter.Status{}, err
+		return jobs.Status{}, err
 	}
 	if !p.may(st.AccountID) {
-		return starter.Status{}, forbidden()
+		return jobs.Status{}, forbidden()
 	}
 	return st, nil
 }
 
 // gone is the 410 of a deleted job of the caller, with the money state it kept.
-func gone(st starter.Status) *apiError {
+func gone(st jobs.Status) *apiError {
 	return newError(http.StatusGone, "deleted", st.Message).withJob(st)
 }
 
@@ -128,9 +128,9 @@ func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request, p *principal)
 	if err != nil {
 		return 0, nil, err
 	}
-	deleted, err := s.opts.Starter.Delete(r.Context(), st.JobID)
+	deleted, err := s.opts.Jobs.Delete(r.Context(), st.JobID)
 	if errors.Is(err, ledgerdb.ErrJobActive) {
-		if current, readErr := s.opts.Starter.Status(r.Context(), st.JobID); readErr == nil {
+		if current, readErr := s.opts.Jobs.Status(r.Context(), st.JobID); readErr == nil {
 			st = current
 		}
 		return 0, nil, newError(http.StatusConflict, "job_active", fmt.Sprintf(
@@ -149,18 +149,18 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := decodeResult(s.body(w, r).Body, s.opts.MaxBodyBytes, time.Now())
+	res, err := decodeResult(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, time.Now())
 	if err != nil {
 		return 0, nil, err
 	}
 	if st.State == ledgerdb.StateDeleted {
 		return 0, nil, gone(st)
 	}
-	report, err := s.opts.Starter.ReportResult(r.Context(), st.JobID, res)
+	report, err := s.opts.Jobs.ReportResult(r.Context(), st.JobID, res)
 	if err != nil {
 		return 0, nil, err
 	}
-	if report.Path == starter.PathRecorded {
+	if report.Path == jobs.PathRecorded {
 		// Durable, not yet applied: Temporal was unreachable. The reconcile pass applies it.
 		return http.StatusAccepted, report, nil
 	}
@@ -174,7 +174,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 		return 0, nil, err
 	}
 	var req RedriveRequest
-	if err := decodeJSON(s.body(w, r).Body, s.opts.MaxBodyBytes, &req, true); err != nil {
+	if err := decodeJSON(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, &req, true); err != nil {
 		return 0, nil, err
 	}
 	if req.By == "" {
@@ -189,8 +189,8 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if st.State == ledgerdb.StateDeleted {
 		return 0, nil, gone(st)
 	}
-	redriven, err := s.opts.Starter.Redrive(r.Context(), st.JobID, req.By, req.Note)
-	if errors.Is(err, starter.ErrNotDeadLettered) {
+	redriven, err := s.opts.Jobs.Redrive(r.Context(), st.JobID, req.By, req.Note)
+	if errors.Is(err, jobs.ErrNotDeadLettered) {
 		return 0, nil, newError(http.StatusConflict, "not_dead_lettered",
 			fmt.Sprintf("Only a refunded (dead-lettered) job can be re-driven; this one is %s. Nothing was changed.", redriven.State)).withJob(redriven)
 	}
@@ -305,7 +305,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	credit, err := decodeGrant(s.body(w, r).Body, s.opts.MaxBodyBytes, id)
+	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -12,28 +12,21 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/starter"
 )
 
-// Options configures a [Server]. Zero durations and sizes take the defaults of
-// worker.DefaultConfig's api section.
+// Options configures a [Server].
 type Options struct {
-	// Starter submits and follows jobs; Ledger answers accounts, ledger pages and grants.
-	Starter *starter.Starter
-	Ledger  *ledgerdb.Store
-	// Keys are the accepted bearer keys.
-	Keys []Key
+	// Config is the API's configuration: its limits, timeouts and bearer keys. Start from
+	// config.Default().API, the one home of the API's defaults.
+	Config config.API
+	// Jobs submits and follows jobs; Ledger answers accounts, ledger pages and grants.
+	Jobs   *jobs.Service
+	Ledger *ledgerdb.Store
 	// Ready are the dependencies /readyz checks (Postgres and Temporal in `jobbill api`).
 	Ready []Check
-	// MaxBodyBytes is the largest request body read; a larger one is refused with 400.
-	MaxBodyBytes int64
-	// RequestTimeout bounds each handler's work, in particular the wait for a charge decision.
-	RequestTimeout time.Duration
-	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the http.Server's.
-	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// ShutdownTimeout is how long in-flight requests get once Serve's context is done.
-	ShutdownTimeout time.Duration
 	// Logger logs one line per request (never a key or a body); nothing when nil.
 	Logger *zap.Logger
 	// Metrics serves GET /metrics (the process's Prometheus page, no key needed); 404 when nil.
@@ -87,24 +80,10 @@ var commonStatuses = []int{http.StatusBadRequest, http.StatusUnauthorized, http.
 
 // New builds the API's handler from opts.
 func New(opts Options) *Server {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 64 << 10
-	}
-	def(&opts.RequestTimeout, 30*time.Second)
-	def(&opts.ReadHeaderTimeout, 5*time.Second)
-	def(&opts.ReadTimeout, 15*time.Second)
-	def(&opts.WriteTimeout, opts.RequestTimeout+15*time.Second)
-	def(&opts.IdleTimeout, 2*time.Minute)
-	def(&opts.ShutdownTimeout, opts.RequestTimeout+10*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	s := &Server{opts: opts, keys: newKeyring(opts.Keys)}
+	s := &Server{opts: opts, keys: newKeyring(opts.Config.Keys)}
 	s.routes = []route{
 		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
 		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob, nil},
@@ -158,10 +137,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		ReadTimeout:       s.opts.ReadTimeout,
-		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
+		ReadHeaderTimeout: s.opts.Config.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.Config.ReadTimeout,
+		WriteTimeout:      s.opts.Config.WriteTimeout,
+		IdleTimeout:       s.opts.Config.IdleTimeout,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(s.opts.Logger),
 	}
@@ -172,7 +151,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Config.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("stopping the API: %w", err)
@@ -225,7 +204,7 @@ func (s *Server) serve(rt route) http.Handler {
 		if r.Method != http.MethodGet {
 			base = context.WithoutCancel(base)
 		}
-		ctx, cancel := context.WithTimeout(base, s.opts.RequestTimeout)
+		ctx, cancel := context.WithTimeout(base, s.opts.Config.RequestTimeout)
 		defer cancel()
 		var body any
 		var err error

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/internal/devserver"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -60,13 +60,13 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	configureWorker(&cfg)
 	cfg.Temporal.Address = srv.Address()
 	cfg.Temporal.Namespace = workflows.DefaultNamespace // the one the dev server creates
-	cfg.Policy = workertest.PolicyConfig(downPolicy())
+	cfg.Policy = downPolicy()
 	e := &env{Env: workertest.Start(t, cfg), cli: newCLI(t, cfg)}
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "down")
 	workflowID := workflows.JobWorkflowID(acct, id)
-	sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, id, 1)
@@ -75,10 +75,10 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	_, err = e.cli.run(ctx, "workflow", "describe", "--workflow-id", workflowID, "--command-timeout", "3s")
 	require.Error(t, err, "Temporal is down")
 	reportCtx, cancelReport := context.WithTimeout(ctx, 5*time.Second)
-	report, err := e.Starter.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	report, err := e.Jobs.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
 	cancelReport()
 	require.NoError(t, err, "a report while Temporal is down is recorded, not refused")
-	require.Equal(t, starter.PathRecorded, report.Path, report.Message)
+	require.Equal(t, jobs.PathRecorded, report.Path, report.Message)
 	require.Nil(t, e.inbox(t, id, 1).appliedAt, "recorded, not applied yet")
 	job, err := e.Store.Job(ctx, id)
 	require.NoError(t, err)

@@ -23,18 +23,18 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/internal/devserver"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
 // doorPolicy makes a job settle in seconds: 3 attempts of at most 2 s, 0.5 s then 1 s apart, and
 // 20 s to wait for a late result — long enough that a result reported in the test reaches the
-// job's own run, not the fallback. The heartbeat timeout equals StartToClose, as in the starter's
+// job's own run, not the fallback. The heartbeat timeout equals StartToClose, as in the job service's
 // end-to-end tests: a tighter one times out healthy attempts on a loaded two-core machine.
 func doorPolicy() workflows.Policy {
 	return workflows.Policy{
@@ -73,7 +73,7 @@ type env struct {
 }
 
 // newEnv returns the process's door-test worker, started on first use: the simulated runner,
-// doorPolicy for the jobs of e.Starter, in the tests' namespace of the shared dev server.
+// doorPolicy for the jobs of e.Jobs, in the tests' namespace of the shared dev server.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := workertest.Shared(t, "doors", configureWorker)
@@ -81,8 +81,8 @@ func newEnv(t *testing.T) *env {
 }
 
 // configureWorker gives a door-test worker its policy and simulated runner.
-func configureWorker(cfg *worker.Config) {
-	cfg.Policy = workertest.PolicyConfig(doorPolicy())
+func configureWorker(cfg *config.Config) {
+	cfg.Policy = doorPolicy()
 	cfg.Runner.Simulated.Duration = simulatedDuration
 	cfg.Runner.Simulated.FailureRate = 0
 }
@@ -112,7 +112,7 @@ type cli struct {
 
 // newCLI finds the Temporal CLI (PATH, then $(go env GOPATH)/bin) and points it at cfg's Temporal.
 // A missing CLI fails the test: CI must not pass by not checking.
-func newCLI(t *testing.T, cfg worker.Config) cli {
+func newCLI(t *testing.T, cfg config.Config) cli {
 	t.Helper()
 	bin, err := devserver.CLI("")
 	if err != nil {
@@ -242,7 +242,7 @@ func (e *env) awaitClosed(t *testing.T, workflowID string) workflows.JobStatus {
 	return status
 }
 
-// waitLedger polls the ledger (never the starter's Status, which heals) until the job reaches
+// waitLedger polls the ledger (never the job service's Status, which heals) until the job reaches
 // state, and returns it.
 func (e *env) waitLedger(t *testing.T, jobID string, state ledgerdb.State) ledgerdb.Job {
 	t.Helper()

@@ -10,9 +10,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -88,7 +88,7 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRunning, charge.result.State)
 		e.requireRows(t, id, 40, ledgerdb.KindCharge)
 
-		_, err := e.Starter.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+		_, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
 		require.NoError(t, err)
 		final := e.awaitClosed(t, workflowID)
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
@@ -97,7 +97,7 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 
 	t.Run("refunded", func(t *testing.T) {
 		id := jobID(t, p, "refunded")
-		_, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
+		_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
 		require.NoError(t, err)
 		e.waitLedger(t, id, ledgerdb.StateRefunded)
 		workflowID := workflows.JobWorkflowID(acct, id)
@@ -148,7 +148,7 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 		require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredSignals, "the reset run replayed the ignored signal")
 		e.requireRows(t, id, 40, ledgerdb.KindCharge)
 
-		_, err := e.Starter.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+		_, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
 		require.NoError(t, err)
 		final := e.awaitClosed(t, workflowID)
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
@@ -157,7 +157,7 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 
 	t.Run("event-id", func(t *testing.T) {
 		id := jobID(t, p, "event")
-		_, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
+		_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
 		require.NoError(t, err)
 		e.waitLedger(t, id, ledgerdb.StateRefunded)
 		workflowID := workflows.JobWorkflowID(acct, id)

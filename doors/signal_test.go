@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -102,15 +102,15 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 
 	cfg := workertest.Config("doors-twice")
 	configureWorker(&cfg)
-	late := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: cfg.Temporal.TaskQueue,
+	late := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: cfg.Temporal.TaskQueue,
 		Namespace: cfg.Temporal.Namespace, Policy: hangPolicy()})
 	type answer struct {
-		sub starter.Submission
+		sub jobs.Submission
 		err error
 	}
 	submitted := make(chan answer, 1)
 	go func() {
-		sub, err := late.Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+		sub, err := late.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
 		submitted <- answer{sub, err}
 	}()
 	require.Eventually(t, func() bool {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -28,7 +28,7 @@ func jobInputJSON(jobID, accountID string, cost int64, inputRef string, p workfl
 		p.StartToClose.Nanoseconds(), p.HeartbeatTimeout.Nanoseconds(), p.LateResultWindow.Nanoseconds())
 }
 
-// startDirectly starts a MeteredJob with `temporal workflow start`, bypassing the starter and its
+// startDirectly starts a MeteredJob with `temporal workflow start`, bypassing the job service and its
 // placeholder, on the door tests' task queue.
 func (e *env) startDirectly(t *testing.T, jobID, accountID string, cost int64, inputRef string) string {
 	t.Helper()
@@ -39,9 +39,9 @@ func (e *env) startDirectly(t *testing.T, jobID, accountID string, cost int64, i
 }
 
 // TestCLIStartWithoutPlaceholder checks money rules 5 and 7 at `temporal workflow start`: a
-// MeteredJob started by hand, with no placeholder written by the starter, writes its own (the
+// MeteredJob started by hand, with no placeholder written by the job service, writes its own (the
 // same guarded submission, its request fingerprinted) and charges only that request, once — the
-// job is delivered with one charge of the recorded cost, and the starter's submission of the same
+// job is delivered with one charge of the recorded cost, and the job service's submission of the same
 // job afterwards answers the original job without charging it again (rule 8). A start for an
 // unknown account ends rejected with nothing in the ledger; a start whose ID already holds
 // another request's placeholder ends rejected with nothing charged, and the placeholder's own
@@ -65,7 +65,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.Equal(t, int64(40), job.Cost)
 		e.requireRows(t, id, 40, ledgerdb.KindCharge)
 
-		sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
 		require.NoError(t, err)
 		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
 		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
@@ -86,7 +86,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 
 	t.Run("another request's placeholder", func(t *testing.T) {
 		id := jobID(t, p, "taken")
-		owner := starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+		owner := jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
 		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte(owner.InputRef)})
 		require.NoError(t, err)
 		final := e.awaitClosed(t, e.startDirectly(t, id, acct, 40, "sim:someone-elses-input"))
@@ -100,7 +100,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 
 		// The placeholder's own submission finds its workflow ID used up by a run that ended
 		// before charging: it is told at once that the ID can never be charged.
-		_, err = e.Starter.Submit(ctx, owner)
+		_, err = e.Jobs.Submit(ctx, owner)
 		require.ErrorIs(t, err, ledgerdb.ErrRejected)
 		job, err = e.Store.Job(ctx, id)
 		require.NoError(t, err)
@@ -145,7 +145,7 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			began := time.Now()
-			sub, err := e.Starter.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+			sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
 			took := time.Since(began)
 			require.True(t, errors.Is(err, ledgerdb.ErrRejected), "want ErrRejected, got %v", err)
 			require.Less(t, took, 10*time.Second, "the submission waited on a foreign workflow")

@@ -9,9 +9,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -19,7 +19,7 @@ import (
 // and waits until its first attempt runs: the job is charged and running, as an operator finds it.
 func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	sub, err := e.StarterWith(hangPolicy()).Submit(testContext(t), starter.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
+	sub, err := e.JobsWith(hangPolicy()).Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, id, 1)
@@ -29,7 +29,7 @@ func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 // TestCLITerminateIsHealedThenRecovered checks money rule 3 at `temporal workflow terminate` (the
 // UI's Terminate button does the same): a charged job whose workflow an operator terminates will
 // never be delivered by it, so it is refunded — net 0 — with a reason that says an operator stopped
-// it. One job is healed by the first read of its status (Starter.Status heals on read), another,
+// it. One job is healed by the first read of its status (Service.Status heals on read), another,
 // which nobody reads, by one reconcile pass. The heal run, the latest run under the job's workflow
 // ID, shows BillingState refunded. A late result reported afterwards, as jobbill's report door
 // does, reclaims the refund once (rules 2 and 3: charge, refund, reclaim, net −cost, recovered).
@@ -52,7 +52,7 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	}
 
 	// The read heals: its answer never describes a job as running when no workflow runs it.
-	status, err := e.Starter.Status(ctx, read)
+	status, err := e.Jobs.Status(ctx, read)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
@@ -82,9 +82,9 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 		id, workflowID string
 		cost           int64
 	}{{read, readWF, 40}, {pass, passWF, 30}} {
-		report, err := e.Starter.ReportResult(ctx, j.id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + j.id})
+		report, err := e.Jobs.ReportResult(ctx, j.id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + j.id})
 		require.NoError(t, err)
-		require.Contains(t, []string{starter.PathSignal, starter.PathFallback}, report.Path)
+		require.Contains(t, []string{jobs.PathSignal, jobs.PathFallback}, report.Path)
 		require.Equal(t, ledgerdb.StateRecovered, e.waitLedger(t, j.id, ledgerdb.StateRecovered).State)
 		final := e.awaitClosed(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "%+v", final)
@@ -118,7 +118,7 @@ func TestCLICancelRefunds(t *testing.T) {
 	}, waitLimit, 100*time.Millisecond, "the run never closed as cancelled")
 	state, _ := e.latestBillingState(t, workflowID)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the cancelled run closed telling the truth")
-	status, err := e.Starter.Status(testContext(t), id)
+	status, err := e.Jobs.Status(testContext(t), id)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "a refunded job needs no heal")
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)

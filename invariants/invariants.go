@@ -50,7 +50,7 @@ const (
 	// its charge: none was started under its ID, or it closed without charging.
 	KindPlaceholderWithoutWorkflow Kind = "placeholder_without_workflow"
 	// KindWorkflowWithoutJob: a MeteredJob workflow runs (or ran) under an ID the ledger never saw,
-	// so the starter's placeholder-first rule was bypassed.
+	// so the job service's placeholder-first rule was bypassed.
 	KindWorkflowWithoutJob Kind = "workflow_without_job"
 	// KindStuckJob: a job has been submitting or running for longer than its timeouts allow.
 	KindStuckJob Kind = "stuck_job"
@@ -117,7 +117,7 @@ type Options struct {
 	// running (since it was charged) before it counts as stuck; zero takes
 	// StuckAfterFor(workflows.DefaultPolicy()).
 	StuckAfter time.Duration
-	// Grace is how old a placeholder must be before a missing workflow counts: the starter writes
+	// Grace is how old a placeholder must be before a missing workflow counts: the job service writes
 	// the placeholder first and starts the workflow a moment later, so on a live system a young
 	// placeholder without a workflow is normal. It is also how long a charged job may have no
 	// workflow, and a recorded result stay unapplied, before the reconcile pass counts as late.

@@ -23,11 +23,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/invariants"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -56,7 +56,7 @@ type env struct{ *workertest.Env }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{workertest.Shared(t, "invariants", func(cfg *worker.Config) {
+	return &env{workertest.Shared(t, "invariants", func(cfg *config.Config) {
 		cfg.Runner.Simulated.Duration = simulatedDuration
 	})}
 }
@@ -72,8 +72,8 @@ func randomHex(n int) string {
 // prefix is a job-ID prefix unique to one test run, which scopes the test's check to its own jobs.
 func prefix(tag string) string { return fmt.Sprintf("inv-%s-%s-", tag, randomHex(4)) }
 
-func (e *env) starter() *starter.Starter {
-	return starter.New(starter.Options{
+func (e *env) jobService() *jobs.Service {
+	return jobs.New(jobs.Options{
 		Temporal: e.Client, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
 		Namespace: e.Config.Temporal.Namespace, Policy: testPolicy(),
 	})
@@ -145,15 +145,15 @@ func TestCleanJobsPass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	st := e.starter()
+	st := e.jobService()
 	acct := ledgertest.Account(t, e.Store, 1_000)
 	poor := ledgertest.Account(t, e.Store, 5)
 	p := prefix("clean")
 	const cost = 40
 
-	submit := func(st *starter.Starter, name, account, input string, want error) string {
+	submit := func(st *jobs.Service, name, account, input string, want error) string {
 		id := p + name
-		_, err := st.Submit(ctx, starter.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
+		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
 		if want == nil {
 			require.NoError(t, err, id)
 		} else {
@@ -168,9 +168,9 @@ func TestCleanJobsPass(t *testing.T) {
 	deleted := submit(st, "deleted", acct, "sim:ok", nil)
 	longWindow := testPolicy()
 	longWindow.LateResultWindow = 30 * time.Second
-	openStarter := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store,
+	openJobs := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: longWindow})
-	open := submit(openStarter, "open", acct, "sim:fail", nil)
+	open := submit(openJobs, "open", acct, "sim:fail", nil)
 
 	for _, id := range []string{delivered, deleted} {
 		_, err := st.Wait(ctx, id, ledgerdb.StateDelivered)
@@ -219,7 +219,7 @@ func TestCleanJobsPass(t *testing.T) {
 	requireOK(t, e.check(t, p))
 }
 
-// TestPlaceholderWithoutWorkflow is a starter that stopped between writing the placeholder and
+// TestPlaceholderWithoutWorkflow is a job service that stopped between writing the placeholder and
 // starting the workflow (the placeholder-first rule, which protects rule 7): the job stays
 // submitting with nothing to decide its charge. The checker reports it unless it is younger than
 // the grace; submitting the same ID again starts the workflow and heals it. The account has no
@@ -231,7 +231,7 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 0)
 	p := prefix("placeholder")
 	id := p + "orphan"
-	job := starter.Job{ID: id, AccountID: acct, Cost: 25, InputRef: "sim:ok"}
+	job := jobs.Job{ID: id, AccountID: acct, Cost: 25, InputRef: "sim:ok"}
 	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: job.Cost, Request: []byte(job.InputRef)})
 	require.NoError(t, err)
 
@@ -261,14 +261,14 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	require.Equal(t, report.Violations, decoded.Violations)
 
 	// Heal: the same submission again starts the workflow, which rejects the unpaid job.
-	_, err = e.starter().Submit(ctx, job)
+	_, err = e.jobService().Submit(ctx, job)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the starter, under the
+// TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the job service, under the
 // workflow ID of a job the ledger never saw, on a task queue no worker polls: its first step would
 // write the job's placeholder, but nothing runs it, and Temporal holds a job the ledger has never
 // heard of (rule 7). The checker reports the open workflow once it is older than the grace; the
@@ -335,7 +335,7 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	v := requireOnly(t, e.check(t, p), invariants.KindUnsettledJob, id)
 	require.Contains(t, v.Message, "charged 30 credits and running, but it has no workflow")
 
-	healed, err := e.starter().Heal(ctx, charged.Job)
+	healed, err := e.jobService().Heal(ctx, charged.Job)
 	require.NoError(t, err)
 	require.True(t, healed)
 	job, err := e.Store.Job(ctx, id)
@@ -376,7 +376,7 @@ func TestStuckJob(t *testing.T) {
 	require.Contains(t, v.Message, "its workflow is still open")
 
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "invariants test: stuck job released"))
-	healed, err := e.starter().Heal(ctx, charged.Job)
+	healed, err := e.jobService().Heal(ctx, charged.Job)
 	require.NoError(t, err)
 	require.True(t, healed)
 	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.StuckAfter = 10 * time.Millisecond }))
@@ -397,9 +397,9 @@ func TestBillingStateMismatch(t *testing.T) {
 	id := p + "behind-its-back"
 	policy := testPolicy()
 	policy.LateResultWindow = 30 * time.Second
-	st := starter.New(starter.Options{Temporal: e.Client, Ledger: e.Store,
+	st := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
-	_, err := st.Submit(ctx, starter.Job{ID: id, AccountID: acct, Cost: 20, InputRef: "sim:fail"})
+	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 20, InputRef: "sim:fail"})
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
 	require.NoError(t, err)

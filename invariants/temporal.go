@@ -216,7 +216,7 @@ func (c *temporalCheck) checkPlaceholders(ctx context.Context) error {
 		switch {
 		case !found:
 			c.report.add(Violation{Kind: KindPlaceholderWithoutWorkflow, JobID: j.ID, AccountID: j.AccountID,
-				Message: fmt.Sprintf("job %s has been a placeholder (submitting, nothing charged) for %s and no workflow was ever started for it, so nothing will charge or reject it: the starter stopped between writing the placeholder and starting the workflow. Submitting the same ID and request again starts it.",
+				Message: fmt.Sprintf("job %s has been a placeholder (submitting, nothing charged) for %s and no workflow was ever started for it, so nothing will charge or reject it: the job service stopped between writing the placeholder and starting the workflow. Submitting the same ID and request again starts it.",
 					j.ID, roundAge(age))})
 		case !r.open():
 			c.report.add(Violation{Kind: KindPlaceholderWithoutWorkflow, JobID: j.ID, AccountID: j.AccountID,

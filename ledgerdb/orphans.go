@@ -41,7 +41,7 @@ func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit
 
 // RejectOrphan rejects a placeholder whose workflow can never charge it (submitting -> rejected);
 // nothing is charged and no ledger row is written. reason is [RejectWorkflowEnded] when its workflow
-// closed before charging it (the ID cannot start a workflow again, by the starter's reuse policy,
+// closed before charging it (the ID cannot start a workflow again, by the job service's reuse policy,
 // so without this the job would stay submitting forever) or [RejectWorkflowIDTaken] when its
 // workflow ID is held by a workflow that is not its metered job. Only a job still submitting and
 // never charged is rejected: a charged job answers NotApplied and is left as it is, and a rejected

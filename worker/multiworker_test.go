@@ -2,7 +2,7 @@ package worker_test
 
 // Several workers: two `jobbill worker` processes — real OS processes, as docker-compose.yml's
 // replicas are — poll one task queue of the dev server over one Postgres. The test submits jobs
-// through its own starter, reads from each workflow's history which process ran the work, and
+// through its own job service, reads from each workflow's history which process ran the work, and
 // checks every job's ledger rows; then it SIGKILLs one worker while it holds running attempts and
 // shows the other finishes them with the money rules intact.
 //
@@ -27,10 +27,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -85,7 +86,7 @@ func buildJobbill(t *testing.T) string {
 func startWorker(t *testing.T, bin, name string, env map[string]string) *workerProcess {
 	t.Helper()
 	settings := map[string]bool{}
-	for _, s := range worker.Settings() {
+	for _, s := range config.Settings() {
 		settings[s.Env] = true
 	}
 	var environ []string
@@ -153,25 +154,25 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	// another test's) takes its tasks.
 	cfg := workertest.Config("multi")
 	env := map[string]string{
-		worker.EnvName("database_url"):              ledgertest.DatabaseURL(),
-		worker.EnvName("temporal.address"):          cfg.Temporal.Address,
-		worker.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
-		worker.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
-		worker.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
-		worker.EnvName("log.level"):                 "info",
+		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
+		config.EnvName("temporal.address"):          cfg.Temporal.Address,
+		config.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
+		config.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
+		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
+		config.EnvName("log.level"):                 "info",
 		// Each worker repoints the tests' namespace's reconcile schedule at this queue; a pass it
 		// fired would heal other tests' jobs under them, so it fires once a year.
-		worker.EnvName("reconcile.interval"): "8760h",
+		config.EnvName("reconcile.interval"): "8760h",
 	}
 	a := startWorker(t, bin, "worker-a", env)
 	bw := startWorker(t, bin, "worker-b", env)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	tc, err := worker.Dial(ctx, cfg, zap.NewNop())
+	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
 	defer tc.Close()
-	st := starter.New(starter.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
+	st := jobs.New(jobs.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
 		Namespace: cfg.Temporal.Namespace, Policy: multiPolicy()})
 
 	// Both must be polling before the first job, or the first one up takes everything.
@@ -250,22 +251,22 @@ func waitForPollers(ctx context.Context, t *testing.T, tc client.Client, queue s
 }
 
 // submitJobs submits n jobs at once, every failEvery-th one failing every attempt.
-func submitJobs(ctx context.Context, t *testing.T, st *starter.Starter, account, prefix string, n, failEvery int) []multiJob {
+func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, account, prefix string, n, failEvery int) []multiJob {
 	t.Helper()
-	jobs := make([]multiJob, n)
+	submitted := make([]multiJob, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	for i := range jobs {
+	for i := range submitted {
 		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), want: ledgerdb.StateDelivered}
 		input := "sim:ok"
 		if i%failEvery == failEvery-1 {
 			input, j.want = "sim:fail", ledgerdb.StateRefunded
 		}
-		jobs[i] = j
+		submitted[i] = j
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub, err := st.Submit(ctx, starter.Job{ID: j.id, AccountID: account, Cost: j.cost, InputRef: input})
+			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: account, Cost: j.cost, InputRef: input})
 			if err == nil && sub.Status.State != ledgerdb.StateRunning {
 				err = fmt.Errorf("charged into state %s", sub.Status.State)
 			}
@@ -274,13 +275,13 @@ func submitJobs(ctx context.Context, t *testing.T, st *starter.Starter, account,
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	return jobs
+	return submitted
 }
 
 // waitSettled waits until every job reaches a final state, and checks it is the one it must end in.
-func waitSettled(ctx context.Context, t *testing.T, st *starter.Starter, jobs []multiJob) {
+func waitSettled(ctx context.Context, t *testing.T, st *jobs.Service, submitted []multiJob) {
 	t.Helper()
-	for _, j := range jobs {
+	for _, j := range submitted {
 		s, err := st.Wait(ctx, j.id, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
 		require.NoError(t, err)
 		require.Equal(t, j.want, s.State, "job %s", j.id)
@@ -333,12 +334,12 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 // waitForRunningOn waits until p is running at least one job's attempt, and returns those jobs.
 // Running attempts are not in the history yet; DescribeWorkflowExecution's pending activities
 // name the worker that holds each.
-func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, jobs []multiJob, p *workerProcess) []string {
+func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submitted []multiJob, p *workerProcess) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var on []string
-		for _, j := range jobs {
+		for _, j := range submitted {
 			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
 			require.NoError(t, err)
 			for _, pa := range d.GetPendingActivities() {
@@ -359,7 +360,7 @@ func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, jobs 
 
 // requireLedger checks every job's rows — a delivered job one charge of its cost, a refunded one
 // a charge and its refund, nothing else (money rules 2 and 3) — the balance, and the audit.
-func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, account string, granted int64, jobs []multiJob) {
+func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, account string, granted int64, submitted []multiJob) {
 	t.Helper()
 	rows := map[string][]ledgerdb.Entry{}
 	page := ledgerdb.HistoryPage{Limit: 1000}
@@ -375,7 +376,7 @@ func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, acc
 		page.AfterID = h.NextAfterID
 	}
 	want := granted
-	for _, j := range jobs {
+	for _, j := range submitted {
 		var got []string
 		for _, e := range rows[j.id] {
 			got = append(got, fmt.Sprintf("%s %d", e.Kind, e.Amount))
@@ -388,7 +389,7 @@ func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, acc
 		}
 		require.Equal(t, expect, got, "job %s (%s): its ledger rows", j.id, j.want)
 	}
-	require.Len(t, rows, len(jobs)+1, "rows of jobs the test did not submit, besides the grant")
+	require.Len(t, rows, len(submitted)+1, "rows of jobs the test did not submit, besides the grant")
 	balance, err := store.Balance(ctx, account)
 	require.NoError(t, err)
 	require.Equal(t, want, balance)

@@ -8,15 +8,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/app"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 )
 
 // TestReconcileScheduleFollowsTheConfiguration protects the healing door itself: the reconcile
@@ -31,7 +33,7 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	defer cancel()
 	store := ledgertest.Store(t)
 	cfg := workertest.Config("schedule")
-	tc, err := worker.Dial(ctx, cfg, zap.NewNop())
+	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
 	defer tc.Close()
 	handle := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID)
@@ -60,7 +62,7 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 
 	// A worker with this test's queue, interval and grace starts: it takes the schedule over.
 	cfg.Reconcile.Interval, cfg.Reconcile.Grace = 3*time.Minute, 45*time.Second
-	w := worker.New(cfg, tc, store, worker.NewStarter(cfg, tc, store))
+	w := worker.New(cfg, tc, store, app.NewJobs(cfg, tc, store, nil), nil)
 	require.NoError(t, w.Start())
 	defer w.Stop()
 	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, cfg))

@@ -143,7 +143,7 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 }
 
 // TestDirectStartWritesItsPlaceholder protects money rules 5, 7 and 8 at the door of another
-// Temporal client: a run started without the starter's placeholder writes it (the same guarded
+// Temporal client: a run started without the job service's placeholder writes it (the same guarded
 // submission), charges it and bills the job; a run whose ID holds another request's placeholder
 // charges nothing; a run for an unknown account is rejected.
 func TestDirectStartWritesItsPlaceholder(t *testing.T) {

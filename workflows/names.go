@@ -35,7 +35,7 @@ func ParseJobWorkflowID(workflowID string) (accountID, jobID string, ok bool) {
 	return accountID, jobID, true
 }
 
-// Names shared by the worker, the starter and the CLI. They are part of the wire contract with
+// Names shared by the worker, the job service and the CLI. They are part of the wire contract with
 // running workflows, so they never change.
 const (
 	// DefaultNamespace is the Temporal namespace of jobbill's own that the scripts and the compose
@@ -54,7 +54,7 @@ const (
 	// QueryStatus answers a [JobStatus].
 	QueryStatus = "status"
 	// UpdateChargeDecision waits until the job's charge is decided and answers a
-	// [ChargeDecision]. The starter sends it with Update-With-Start, so a submission answers
+	// [ChargeDecision]. The job service sends it with Update-With-Start, so a submission answers
 	// "charged" or "rejected" in one round trip (the early-return pattern of samples-go).
 	UpdateChargeDecision = "charge-decision"
 )

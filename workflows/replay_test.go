@@ -10,9 +10,9 @@ package workflows_test
 // prefix; a later version's start with it (v1-…). After a versioned change, record the new
 // version's histories beside the others (Postgres and the Temporal dev server running: bash
 // scripts/ensure-postgres.sh && bash scripts/ensure-temporal.sh, and the recorder's version bumped
-// in starter/e2e_test.go):
+// in jobs/e2e_test.go):
 //
-//	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./starter/
+//	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./jobs/
 //
 // which writes only files that do not exist yet, and commit them.
 
@@ -42,7 +42,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no recorded histories in testdata/histories: record them with "+
-		"`JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./starter/`")
+		"`JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./jobs/`")
 
 	replayer := worker.NewWorkflowReplayer()
 	replayer.RegisterWorkflow(workflows.MeteredJob)

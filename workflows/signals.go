@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Signals come from anywhere: the starter, the Temporal UI's Signal button, another program's
+// Signals come from anywhere: the job service, the Temporal UI's Signal button, another program's
 // SDK, an operator's script. A payload that cannot be read, or that names an attempt that never
 // ran, must not fail the run nor stop it: it is ignored — logged, counted in a metric, shown in
 // the run's details and in the status query — and the job goes on.

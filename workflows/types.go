@@ -12,7 +12,7 @@ import (
 )
 
 // JobInput starts a metered job. Its workflow ID is [JobWorkflowID] of its account and job ID.
-// The starter writes the job's placeholder in the ledger first; a run started without one (by
+// The job service writes the job's placeholder in the ledger first; a run started without one (by
 // another Temporal client) writes it itself, with the same request fingerprint.
 type JobInput struct {
 	// JobID is the client's job ID.
@@ -69,7 +69,7 @@ func (in JobInput) Validate(workflowID string) error {
 	return in.Policy.Validate()
 }
 
-// StaticSummary is the one-line summary the starter gives the workflow
+// StaticSummary is the one-line summary the job service gives the workflow
 // (client.StartWorkflowOptions.StaticSummary), shown in the UI's workflow list: the job, its
 // price and the paying account. It stays under the UI's 200-byte limit for any valid IDs.
 func (in JobInput) StaticSummary() string {
@@ -77,24 +77,25 @@ func (in JobInput) StaticSummary() string {
 }
 
 // Policy is how the work activity is retried, and how long a refunded job waits for a late result.
+// Its mapstructure tags are its configuration keys (policy.* in package config).
 type Policy struct {
 	// InitialInterval is the wait before the first retry.
-	InitialInterval time.Duration
+	InitialInterval time.Duration `mapstructure:"initial_interval"`
 	// BackoffCoefficient multiplies the wait after each retry (at least 1).
-	BackoffCoefficient float64
+	BackoffCoefficient float64 `mapstructure:"backoff_coefficient"`
 	// MaximumInterval caps the wait between retries.
-	MaximumInterval time.Duration
+	MaximumInterval time.Duration `mapstructure:"maximum_interval"`
 	// MaximumAttempts is how many attempts the work gets before the job is refunded and
 	// dead-lettered; it is the dead-letter point.
-	MaximumAttempts int32
+	MaximumAttempts int32 `mapstructure:"maximum_attempts"`
 	// StartToClose is the longest one attempt may run.
-	StartToClose time.Duration
+	StartToClose time.Duration `mapstructure:"start_to_close"`
 	// HeartbeatTimeout is how long an attempt may go without a heartbeat before Temporal takes it
 	// for dead; it is also how fast a cancellation reaches it.
-	HeartbeatTimeout time.Duration
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
 	// LateResultWindow is how long a refunded job keeps listening for a late result (and for a
 	// redrive) before the workflow closes.
-	LateResultWindow time.Duration
+	LateResultWindow time.Duration `mapstructure:"late_result_window"`
 }
 
 // DefaultPolicy suits GPU jobs: renders and transcriptions that take minutes, on machines that

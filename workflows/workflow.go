@@ -174,7 +174,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 
 // announce shows the job as submitted. The original version upserted the submitting state; a
 // later run does only when its start did not set the search attributes (a run started directly
-// by another Temporal client), because the starter's start already sets them.
+// by another Temporal client), because the job service's start already sets them.
 func (j *meteredJob) announce(ctx workflow.Context) {
 	details := fmt.Sprintf("Charging %d credits to account %s.", j.in.Cost, j.in.AccountID)
 	if _, set := workflow.GetTypedSearchAttributes(ctx).GetKeyword(BillingStateKey); j.original() || !set {
@@ -186,7 +186,7 @@ func (j *meteredJob) announce(ctx workflow.Context) {
 }
 
 // charge runs the charge step. A later run charges only the request it runs (the fingerprint),
-// and when the ledger has no placeholder — the run was started directly, not by the starter — it
+// and when the ledger has no placeholder — the run was started directly, not by the job service — it
 // writes the placeholder itself, with the same guarded submission, and charges that.
 func (j *meteredJob) charge(ctx workflow.Context) (activities.LedgerResult, error) {
 	summary := fmt.Sprintf("charge %d credits", j.in.Cost)

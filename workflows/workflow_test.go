@@ -530,7 +530,7 @@ type chargeDecisionAnswer struct {
 	err      error
 }
 
-// TestChargeDecisionUpdate checks what the starter's Update-With-Start answers: charged when the
+// TestChargeDecisionUpdate checks what the job service's Update-With-Start answers: charged when the
 // ledger charged the job, rejected with the reason (nothing charged, money rule 3) when it
 // refused, and the same answer to a repeated update (money rule 8: a retried submission never
 // charges again).

@@ -1,5 +1,5 @@
 // Package activitiestest provides an in-memory [activities.Ledger] for tests of the activities,
-// the workflow and the starter. It follows the guards of ledgerdb's SQL functions (one flag from
+// the workflow and the job service. It follows the guards of ledgerdb's SQL functions (one flag from
 // false to true, a WHERE on the current state) closely enough that a test can check the money
 // rules, and it can lose an answer after committing, as a dropped connection does.
 package activitiestest
@@ -76,7 +76,7 @@ func (m *MemoryLedger) Grant(accountID string, amount int64) {
 	m.append(accountID, "", ledgerdb.KindGrant, amount)
 }
 
-// AddPlaceholder writes a job's placeholder (state submitting), as the starter does before the
+// AddPlaceholder writes a job's placeholder (state submitting), as the job service does before the
 // workflow, for a request whose fingerprint is any.
 func (m *MemoryLedger) AddPlaceholder(jobID, accountID string, cost int64) {
 	m.mu.Lock()

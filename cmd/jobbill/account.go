@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -21,7 +22,7 @@ func newAccountCommand() *cobra.Command {
 			Use:   "open ACCOUNT",
 			Short: "Open an account with a zero balance (idempotent)",
 			Args:  cobra.ExactArgs(1),
-			RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
+			RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 				outcome, err := store.OpenAccount(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -35,7 +36,7 @@ func newAccountCommand() *cobra.Command {
 			Use:   "balance ACCOUNT",
 			Short: "Print an account's balance in credits",
 			Args:  cobra.ExactArgs(1),
-			RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
+			RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 				balance, err := store.Balance(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -56,7 +57,7 @@ func newGrantCommand() *cobra.Command {
 		Use:   "grant ACCOUNT CREDITS --key KEY",
 		Short: "Top an account up, once per key",
 		Args:  cobra.ExactArgs(2),
-		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
+		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			amount, err := strconv.ParseInt(args[1], 10, 64)
 			if err != nil {
 				return fmt.Errorf("credits %q: a whole number of credits is needed", args[1])
@@ -81,7 +82,7 @@ func newHistoryCommand() *cobra.Command {
 		Use:   "history ACCOUNT",
 		Short: "Print a page of an account's ledger rows, oldest first",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
+		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			h, err := store.History(cmd.Context(), args[0], page)
 			if err != nil {
 				return err
@@ -113,7 +114,7 @@ func newAccountAuditCommand() *cobra.Command {
 		Use:   "audit ACCOUNT",
 		Short: "Replay an account's ledger against its balance and its jobs' states; exit 1 on any violation",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStore(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
+		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			report, err := store.Audit(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -142,16 +143,4 @@ func newAccountAuditCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
-}
-
-// withStore opens the ledger for a command and closes it when the command is done.
-func withStore(run func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		store, err := ledgerdb.Open(cmd.Context(), databaseURL())
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		return run(cmd, store, args)
-	}
 }

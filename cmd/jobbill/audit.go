@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/invariants"
 )
 
@@ -35,8 +37,8 @@ may share the namespace; --any-task-queue lists every task queue.`,
   jobbill audit --account acme --json
   jobbill audit --prefix chaos-42- --stuck-after 2m --grace 0s`,
 		Args: cobra.NoArgs,
-		RunE: withConnections(func(cmd *cobra.Command, c *connections, _ []string) error {
-			cfg, ledger, tc := c.cfg, c.ledger, c.temporal
+		RunE: cli.WithConns(func(cmd *cobra.Command, c *app.Conns, _ []string) error {
+			cfg, ledger, tc := c.Config, c.Ledger, c.Temporal
 
 			opts.Ledger, opts.Temporal, opts.Namespace = ledger, tc, cfg.Temporal.Namespace
 			// The schedule is the namespace's, not an account's: checked by a whole audit only.
@@ -46,7 +48,7 @@ may share the namespace; --any-task-queue lists every task queue.`,
 			}
 			if opts.StuckAfter == 0 {
 				// The jobs this deployment starts run under its configured policy.
-				opts.StuckAfter = invariants.StuckAfterFor(cfg.Policy.WorkflowPolicy())
+				opts.StuckAfter = invariants.StuckAfterFor(cfg.Policy.WithDefaults())
 			}
 			report, err := invariants.Check(cmd.Context(), opts)
 			if err != nil {

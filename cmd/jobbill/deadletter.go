@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -24,8 +26,8 @@ func newDeadLetterCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List dead-lettered jobs (open and closed workflows) with their ledger state",
 		Args:  cobra.NoArgs,
-		RunE: withConnections(func(cmd *cobra.Command, c *connections, _ []string) error {
-			cfg, ledger, tc := c.cfg, c.ledger, c.temporal
+		RunE: cli.WithConns(func(cmd *cobra.Command, c *app.Conns, _ []string) error {
+			cfg, ledger, tc := c.Config, c.Ledger, c.Temporal
 			query := fmt.Sprintf("WorkflowType = '%s' AND %s = true", workflows.WorkflowType, workflows.SearchAttributeDeadLettered)
 			if account != "" {
 				if err := ledgerdb.ValidateID("account ID", account); err != nil {

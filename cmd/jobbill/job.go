@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,8 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/internal/cli"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/starter"
 )
 
 func newJobCommand() *cobra.Command {
@@ -23,12 +23,6 @@ func newJobCommand() *cobra.Command {
 	return job
 }
 
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func newJobSubmitCommand() *cobra.Command {
 	var inputRef string
 	cmd := &cobra.Command{
@@ -38,16 +32,16 @@ func newJobSubmitCommand() *cobra.Command {
 Submitting the same ID and input again answers the original job and charges nothing more. With the
 simulated runner, --input may name a scenario: sim:ok, sim:fail, sim:hang, sim:late:N, sim:ok-on-attempt:N.`,
 		Args: cobra.ExactArgs(3),
-		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
+		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
 			cost, err := strconv.ParseInt(args[2], 10, 64)
 			if err != nil {
 				return fmt.Errorf("credits %q: a whole number of credits is needed", args[2])
 			}
-			sub, err := st.Submit(cmd.Context(), starter.Job{ID: args[0], AccountID: args[1], Cost: cost, InputRef: inputRef})
+			sub, err := st.Submit(cmd.Context(), jobs.Job{ID: args[0], AccountID: args[1], Cost: cost, InputRef: inputRef})
 			if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
 				return err
 			}
-			if perr := printJSON(cmd, sub); perr != nil {
+			if perr := cli.PrintJSON(cmd, sub); perr != nil {
 				return perr
 			}
 			return err
@@ -62,15 +56,15 @@ func newJobStatusCommand() *cobra.Command {
 		Use:   "status JOB_ID",
 		Short: "Print a job's state, the state of the user's money and a sentence for the user",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
+		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
 			status, err := st.Status(cmd.Context(), args[0])
 			if errors.Is(err, ledgerdb.ErrJobNotFound) {
-				return fmt.Errorf("job %q: %s", args[0], starter.NotReceivedMessage)
+				return fmt.Errorf("job %q: %s", args[0], jobs.NotReceivedMessage)
 			}
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd, status)
+			return cli.PrintJSON(cmd, status)
 		}),
 	}
 }
@@ -86,14 +80,14 @@ closed, to the late-result fallback). When Temporal cannot be reached the result
 the reconcile pass applies it later ("path": "recorded"). An attempt below 1 or beyond the attempts
 the job has started, or an empty output, is refused with nothing written.`,
 		Args: cobra.ExactArgs(1),
-		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
+		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
 			report, err := st.ReportResult(cmd.Context(), args[0], activities.WorkResult{
 				Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC(),
 			})
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd, report)
+			return cli.PrintJSON(cmd, report)
 		}),
 	}
 	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
@@ -107,12 +101,12 @@ func newJobDeleteCommand() *cobra.Command {
 		Use:   "delete JOB_ID",
 		Short: "Delete a settled job: its ID is burnt forever, its money stays as it was",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
+		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
 			status, err := st.Delete(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd, status)
+			return cli.PrintJSON(cmd, status)
 		}),
 	}
 }
@@ -123,12 +117,12 @@ func newJobRedriveCommand() *cobra.Command {
 		Use:   "redrive JOB_ID",
 		Short: "Run a dead-lettered (refunded) job's work again; on success the refund is reclaimed",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStarter(func(cmd *cobra.Command, st *starter.Starter, args []string) error {
+		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
 			status, err := st.Redrive(cmd.Context(), args[0], by, note)
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd, status)
+			return cli.PrintJSON(cmd, status)
 		}),
 	}
 	cmd.Flags().StringVar(&by, "by", "cli", "who asks, for the timeline")

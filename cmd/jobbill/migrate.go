@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -19,7 +20,7 @@ change the schema; the schema grants it what it needs and fails, saying so, when
 jobbill_app does not exist yet (scripts/ensure-postgres.sh creates it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := ledgerdb.Migrate(cmd.Context(), migrateDatabaseURL()); err != nil {
+			if err := ledgerdb.Migrate(cmd.Context(), cli.MigrateDatabaseURL()); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ledger schema is up to date")

@@ -3,7 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/internal/cli"
 )
 
 func newWorkerCommand() *cobra.Command {
@@ -12,16 +13,16 @@ func newWorkerCommand() *cobra.Command {
 		Short: "Run the worker: metered job workflows and their activities, until SIGINT or SIGTERM",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			cfg, err := cli.LoadConfig()
 			if err != nil {
 				return err
 			}
-			logger, err := worker.NewLogger(cfg.Log)
+			logger, err := app.NewLogger(cfg.Log)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = logger.Sync() }()
-			return worker.Run(cmd.Context(), cfg, logger)
+			return app.RunWorker(cmd.Context(), cfg, logger)
 		},
 	}
 }

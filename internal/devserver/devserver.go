@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,9 +20,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
+	"go.temporal.io/sdk/log"
 
-	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -168,7 +168,7 @@ func waitHealthy(ctx context.Context, address string, exited <-chan struct{}) er
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		tc, err := client.DialContext(dctx, client.Options{HostPort: address, Logger: worker.SDKLogger(zap.NewNop())})
+		tc, err := client.DialContext(dctx, client.Options{HostPort: address, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		cancel()
 		if err == nil {
 			tc.Close()

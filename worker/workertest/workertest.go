@@ -17,9 +17,11 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/starter"
 	"github.com/jobbill/jobbill/worker"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -27,14 +29,14 @@ import (
 // Env is a running worker and the clients tests share with it.
 type Env struct {
 	// Config is the worker's configuration, task queue included.
-	Config worker.Config
+	Config config.Config
 	// Client is the Temporal client the worker polls with.
 	Client client.Client
 	// Store is the test ledger.
 	Store *ledgerdb.Store
-	// Starter starts jobs on the worker's task queue with the configured policy; the simulated
+	// Jobs starts jobs on the worker's task queue with the configured policy; the simulated
 	// runner reports late results through it.
-	Starter *starter.Starter
+	Jobs *jobs.Service
 
 	worker sdkworker.Worker
 }
@@ -48,7 +50,7 @@ var (
 // with a task queue unique to this process, then configure (which may be nil). The worker lives as
 // long as the test process; the tests share it and may run in parallel. It fails the test, never
 // skips it, when the dev server cannot be reached: CI must not pass by not checking.
-func Shared(t testing.TB, name string, configure func(*worker.Config)) *Env {
+func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	t.Helper()
 	store := ledgertest.Store(t)
 	mu.Lock()
@@ -86,11 +88,11 @@ func Namespace() string {
 // Config is the default configuration pointed at the tests' Temporal: the dev server (or
 // JOBBILL_TEMPORAL_ADDRESS), the tests' namespace, and a task queue of name's own, unique to this
 // process, so that no other test process's worker takes its tasks.
-func Config(name string) worker.Config {
+func Config(name string) config.Config {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	cfg := worker.DefaultConfig()
-	if addr := os.Getenv(worker.EnvName("temporal.address")); addr != "" {
+	cfg := config.Default()
+	if addr := os.Getenv(config.EnvName("temporal.address")); addr != "" {
 		cfg.Temporal.Address = addr
 	}
 	cfg.Temporal.Namespace = Namespace()
@@ -102,7 +104,7 @@ func Config(name string) worker.Config {
 // and namespace than the shared dev server's, such as a dev server the test starts and stops
 // itself — over the test database. The worker stops, and its client closes, when the test ends.
 // It fails the test when Temporal cannot be reached.
-func Start(t testing.TB, cfg worker.Config) *Env {
+func Start(t testing.TB, cfg config.Config) *Env {
 	t.Helper()
 	env, err := start(ledgertest.Store(t), cfg)
 	if err != nil {
@@ -112,27 +114,27 @@ func Start(t testing.TB, cfg worker.Config) *Env {
 	return env
 }
 
-// start dials Temporal as cfg says and starts a worker on its task queue, with a starter of the
+// start dials Temporal as cfg says and starts a worker on its task queue, with a job service of the
 // same configuration: the one way every test worker is built.
-func start(store *ledgerdb.Store, cfg worker.Config) (*Env, error) {
+func start(store *ledgerdb.Store, cfg config.Config) (*Env, error) {
 	// The worker's log goes to stderr, which go test shows only for a failing package (or -v).
-	logger, err := worker.NewLogger(worker.LogConfig{Level: "warn", Format: "console", Output: "stderr"})
+	logger, err := app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tc, err := worker.Dial(ctx, cfg, logger)
+	tc, err := app.Dial(ctx, cfg, logger, nil)
 	if err != nil {
 		return nil, err
 	}
-	st := worker.NewStarter(cfg, tc, store)
-	w := worker.New(cfg, tc, store, st)
+	st := app.NewJobs(cfg, tc, store, nil)
+	w := worker.New(cfg, tc, store, st, nil)
 	if err := w.Start(); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("starting the worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
-	return &Env{Config: cfg, Client: tc, Store: store, Starter: st, worker: w}, nil
+	return &Env{Config: cfg, Client: tc, Store: store, Jobs: st, worker: w}, nil
 }
 
 // stop stops the worker and closes its client. Shared workers are never stopped: they live as long
@@ -142,9 +144,9 @@ func (e *Env) stop() {
 	e.Client.Close()
 }
 
-// StarterWith is a starter on the worker's task queue whose jobs get policy p.
-func (e *Env) StarterWith(p workflows.Policy) *starter.Starter {
-	return starter.New(starter.Options{
+// JobsWith is a job service on the worker's task queue whose jobs get policy p.
+func (e *Env) JobsWith(p workflows.Policy) *jobs.Service {
+	return jobs.New(jobs.Options{
 		Temporal:  e.Client,
 		Ledger:    e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue,
@@ -152,13 +154,4 @@ func (e *Env) StarterWith(p workflows.Policy) *starter.Starter {
 		UIURL:     e.Config.Temporal.UIURL,
 		Policy:    p,
 	})
-}
-
-// PolicyConfig is p as the worker configuration's policy keys.
-func PolicyConfig(p workflows.Policy) worker.PolicyConfig {
-	return worker.PolicyConfig{
-		InitialInterval: p.InitialInterval, BackoffCoefficient: p.BackoffCoefficient, MaximumInterval: p.MaximumInterval,
-		MaximumAttempts: p.MaximumAttempts, StartToClose: p.StartToClose, HeartbeatTimeout: p.HeartbeatTimeout,
-		LateResultWindow: p.LateResultWindow,
-	}
 }

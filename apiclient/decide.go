@@ -1,0 +1,127 @@
+package apiclient
+
+import (
+	"net/http"
+	"time"
+)
+
+// The limits of the confirmation rule.
+const (
+	// ConfirmWindow is how long, from a submission's creation, a 404 is taken for "still on its
+	// way" rather than "never arrived".
+	ConfirmWindow = 5 * time.Minute
+	// MaxResubmissions is how often a submission the server never received is sent again, with
+	// the same ID and the saved body.
+	MaxResubmissions = 3
+)
+
+// SubmissionState is what the client knows of a submission.
+type SubmissionState string
+
+const (
+	// Unknown means no answer has shown that the server holds the ID: the POST may be lost, or
+	// its answer may be.
+	Unknown SubmissionState = "unknown"
+	// Accepted means the server has answered for the ID at least once. From then on the ID is
+	// never resubmitted: a 404 can only mean the record was deleted.
+	Accepted SubmissionState = "accepted"
+)
+
+// Action is what the client does after one look at a job.
+type Action string
+
+// The actions of [Decide] and [OnNotFound].
+const (
+	// KeepPolling: the job exists and is not settled, or the read failed transiently (408, 429,
+	// 5xx, network). Poll the same ID again; never create a new paid job.
+	KeepPolling Action = "keep_polling"
+	// Done: the job is settled (delivered, recovered, refunded or rejected).
+	Done Action = "done"
+	// Deleted: the job was accepted once and its record is gone (410, or 404 after acceptance).
+	// Never resubmit; the user decides whether to pay for a new job.
+	Deleted Action = "deleted"
+	// Resubmit: the ID never reached the server; send the saved body again under the same ID.
+	Resubmit Action = "resubmit"
+	// Wait: the ID has not arrived yet and there is nothing (left) to resubmit; look again later.
+	Wait Action = "wait"
+	// NotReceived: ConfirmWindow has passed and the server never received the ID: tell the user
+	// "not received by the server, not charged".
+	NotReceived Action = "not_received"
+	// Fail: an answer no retry can change (400, 401, 403, 409 …).
+	Fail Action = "fail"
+)
+
+// Tracked is a submission as the client remembers it — what product code persists next to its
+// UI element, like the seed's node meta.
+type Tracked struct {
+	// Request is the saved body; it is sent again, unchanged, under the same ID.
+	Request JobRequest `json:"request"`
+	// CreatedAt is when the submission was first made, by the client's clock.
+	CreatedAt time.Time `json:"created_at"`
+	// State is unknown until the server has answered for the ID, then accepted forever.
+	State SubmissionState `json:"state"`
+	// Resubmissions counts the resubmissions made after a 404.
+	Resubmissions int `json:"resubmissions"`
+	// Last is the last status read, if any.
+	Last *Status `json:"last,omitempty"`
+}
+
+// HasBody reports whether the saved body can be resubmitted.
+func (t Tracked) HasBody() bool { return t.Request.JobID != "" && t.Request.AccountID != "" }
+
+// OnNotFound is the submission rules' table for a 404 on GET /v1/jobs/{id}:
+//
+//   - accepted once → deleted (a resubmission would be a second paid job);
+//   - never accepted, ConfirmWindow past creation → not received, not charged;
+//   - never accepted, a saved body and fewer than MaxResubmissions → resubmit with the same ID;
+//   - otherwise → wait.
+func OnNotFound(t Tracked, now time.Time) Action {
+	switch {
+	case t.State == Accepted:
+		return Deleted
+	case !now.Before(t.CreatedAt.Add(ConfirmWindow)):
+		return NotReceived
+	case t.HasBody() && t.Resubmissions < MaxResubmissions:
+		return Resubmit
+	}
+	return Wait
+}
+
+// Observation is one look at a job: a transport error, or an HTTP status and, for 200, the state.
+type Observation struct {
+	// Err is a network error; the other fields are then empty.
+	Err error
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// State is the job's state in a 200 answer.
+	State string
+}
+
+// Decide is the whole polling rule: what to do after one look at a job. It is pure, so every
+// row of the rule is table-tested.
+func Decide(t Tracked, obs Observation, now time.Time) Action {
+	switch code := obs.StatusCode; {
+	case obs.Err != nil, transient(code):
+		return KeepPolling
+	case code == http.StatusOK:
+		switch obs.State {
+		case "delivered", "recovered", "refunded", "rejected":
+			return Done
+		case "deleted":
+			return Deleted
+		}
+		// submitting, running, and any state this client does not know: the job exists, so
+		// keep polling the same ID; slow is not failed.
+		return KeepPolling
+	case code == http.StatusGone:
+		return Deleted
+	case code == http.StatusNotFound:
+		return OnNotFound(t, now)
+	}
+	return Fail
+}
+
+// transient reports whether an HTTP status says "ask again later": 408, 429 and every 5xx.
+func transient(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code <= 599)
+}

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/config"
+)
+
+// RunAPI serves the HTTP API as c says until ctx is done (SIGINT or SIGTERM in the binary), then
+// stops taking requests and gives in-flight ones api.shutdown_timeout to finish. It says where it
+// listens on out.
+func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) error {
+	if len(c.API.Keys) == 0 {
+		return errors.New("no API keys: set api.keys in the config file or JOBBILL_API_KEYS (\"key=account,account;key=admin\")")
+	}
+	conns, err := Open(ctx, c, z, true)
+	if err != nil {
+		return err
+	}
+	defer conns.Close()
+	srv := api.New(api.Options{
+		Config: c.API,
+		Jobs:   conns.Jobs(),
+		Ledger: conns.Ledger,
+		Ready: []api.Check{
+			{Name: "postgres", Probe: conns.Ledger.Pool().Ping},
+			{Name: "temporal", Probe: func(ctx context.Context) error {
+				_, err := conns.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			}},
+		},
+		Logger:  z,
+		Metrics: conns.Metrics.Handler(),
+	})
+	ln, err := net.Listen("tcp", c.API.Listen)
+	if err != nil {
+		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
+	}
+	// The key count, never the keys.
+	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("keys", len(c.API.Keys)),
+		zap.String("task_queue", c.Temporal.TaskQueue))
+	fmt.Fprintf(out, "jobbill api listening on http://%s (%d keys)\n", ln.Addr(), len(c.API.Keys))
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	z.Info("api stopped")
+	return nil
+}

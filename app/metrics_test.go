@@ -1,0 +1,142 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/metrics"
+	"github.com/jobbill/jobbill/worker"
+	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// TestMetricsMoveDuringARun scrapes a worker's /metrics while it bills real jobs (the real dev
+// server and Postgres): a delivered job, a dead-lettered one, a late result after the workflow
+// closed, and a rejected charge each move their counters, the guards' no-ops are counted, and
+// the SDK's own metrics share the page. The counters must agree with the ledger (rules 2 and 6:
+// one charge per job, balance = sum of rows).
+func TestMetricsMoveDuringARun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	store := ledgertest.Store(t)
+
+	cfg := workertest.Config("metrics")
+	cfg.Policy = workflows.Policy{
+		InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 200 * time.Millisecond,
+		MaximumAttempts: 2, StartToClose: 2 * time.Second, HeartbeatTimeout: 2 * time.Second,
+		LateResultWindow: time.Second,
+	}
+	cfg.Runner.Simulated.Duration = 100 * time.Millisecond
+	logger, err := app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
+	require.NoError(t, err)
+
+	m := metrics.New()
+	defer func() { _ = m.Close() }()
+	addr, stop, err := app.ServeMetrics(ctx, "127.0.0.1:0", m, logger)
+	require.NoError(t, err)
+	defer stop()
+	tc, err := app.Dial(ctx, cfg, logger, m)
+	require.NoError(t, err, "the Temporal dev server must run: bash scripts/ensure-temporal.sh")
+	defer tc.Close()
+	st := app.NewJobs(cfg, tc, store, m)
+	w := worker.New(cfg, tc, store, st, m)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+
+	before := scrape(t, addr)
+	account := ledgertest.Account(t, store, 100)
+	job := func(name, input string, cost int64) string {
+		id := ledgertest.ID(t, name)
+		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
+		if cost <= 100 {
+			require.NoError(t, err)
+		} else {
+			require.True(t, errors.Is(err, ledgerdb.ErrInsufficientCredits), "%v", err)
+		}
+		return id
+	}
+	delivered := job("ok", "sim:ok", 30)
+	failed := job("fail", "sim:fail", 30)
+	job("rejected", "sim:ok", 1000)
+	_, err = st.Wait(ctx, delivered, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	_, err = st.Wait(ctx, failed, ledgerdb.StateRefunded)
+	require.NoError(t, err)
+
+	// The late-result window is a second: once the workflow has closed, the result goes to the fallback.
+	require.Eventually(t, func() bool {
+		d, err := tc.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, failed), "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+	}, 30*time.Second, 200*time.Millisecond)
+	report, err := st.ReportResult(ctx, failed, activities.WorkResult{Attempt: 2, OutputRef: "late", FinishedAt: time.Now()})
+	require.NoError(t, err)
+	require.Equal(t, "fallback", report.Path)
+	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
+	ledgertest.RequireSound(t, store, account)
+
+	// tally hands values to the Prometheus registry once a second.
+	var after map[string]float64
+	require.Eventually(t, func() bool {
+		after = scrape(t, addr)
+		return after[`jobbill_results_after_close_total{outcome="applied"}`]-before[`jobbill_results_after_close_total{outcome="applied"}`] >= 1
+	}, 10*time.Second, 250*time.Millisecond)
+	moved := func(series string) float64 { return after[series] - before[series] }
+	require.Equal(t, 2.0, moved("jobbill_charges_total"), "one charge per charged job")
+	require.Equal(t, 1.0, moved("jobbill_refunds_total"))
+	require.Equal(t, 1.0, moved("jobbill_dead_letters_total"))
+	require.Equal(t, 1.0, moved("jobbill_reclaims_total"))
+	require.Equal(t, 1.0, moved("jobbill_rejected_charges_total"))
+	require.Greater(t, moved(`jobbill_ledger_operation_latency_seconds_count{operation="charge"}`), 0.0)
+	require.Greater(t, moved(`jobbill_ledger_operation_latency_seconds_count{operation="settle"}`), 0.0, "the success path settles in one step")
+	require.Greater(t, sumPrefix(after, "temporal_"), 0.0, "the SDK's metrics are on the same page")
+}
+
+var sample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) ([0-9.eE+-]+|NaN|\+Inf)$`)
+
+// scrape reads a Prometheus text page into series -> value, dropping labels that vary by process
+// (only the labels our assertions use are kept, in the order the reporter writes them).
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s/metrics", addr))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, line := range regexp.MustCompile(`\r?\n`).Split(string(body), -1) {
+		m := sample.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		require.NoError(t, err, line)
+		out[m[1]] += v
+	}
+	return out
+}
+
+func sumPrefix(series map[string]float64, prefix string) float64 {
+	var total float64
+	for name, v := range series {
+		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+			total += v
+		}
+	}
+	return total
+}

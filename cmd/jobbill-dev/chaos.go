@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobbill/jobbill/internal/chaos"
+	"github.com/jobbill/jobbill/internal/cli"
+)
+
+// newChaosCommand is `jobbill-dev chaos`, the chaos run: jobs through real worker processes while
+// workers are SIGKILLed, the run's own Temporal dev server is restarted, (with --restart-postgres)
+// Postgres too, and an operator terminates and resets jobs' workflows; then the invariant checker.
+// It exits 1 on any violation or anomaly.
+func newChaosCommand() *cobra.Command {
+	cfg := chaos.DefaultConfig()
+	cfg.Jobs = 2000
+	cfg.Seed = 0
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Run N jobs through real workers while killing and restarting everything; then audit",
+		Long: `Start a Temporal dev server of the run's own (free ports, a file store in a temporary
+directory) and two ` + "`jobbill worker`" + ` processes, submit the jobs (a seeded mix of the simulated
+runner's scenarios) and meanwhile, at seeded moments: SIGKILL a worker and restart it, report results
+twice, delete settled jobs and resubmit their IDs (ErrGone expected), resubmit live IDs (the
+original expected), write placeholders with no workflow, terminate jobs' running workflows and
+reset others to their first workflow task (as an operator does in the Temporal UI), restart the
+dev server once and, with --restart-postgres, Postgres once (only when nothing else uses the
+cluster). Then heal the orphans and the terminated jobs through the reconcile workflow, wait for
+quiescence, check that every terminated job ended refunded (or delivered or recovered by its
+result) and run the invariant checker on the run's job-ID prefix. The ledger is the configured
+database_url (migrated first as migrate_database_url).`,
+		Example: `  jobbill chaos --jobs 2000 --seed 42 --restart-postgres
+  jobbill-dev chaos --jobs 200 --seed 7`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Seed == 0 {
+				// A seed is always printed, so a run picked at random can still be repeated.
+				cfg.Seed = uint64(time.Now().UnixNano())
+			}
+			if cfg.Binary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				cfg.Binary = self
+			}
+			c, err := cli.LoadConfig()
+			if err != nil {
+				return err
+			}
+			cfg.DatabaseURL, cfg.MigrateDatabaseURL = c.DatabaseURL, cli.MigrateDatabaseURL()
+			report, err := chaos.Run(cmd.Context(), cfg, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if !report.OK() {
+				return fmt.Errorf("chaos run (seed %d): %d violations, %d anomalies", report.Seed, len(report.Violations), len(report.Anomalies))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "chaos run (seed %d): zero violations\n", report.Seed)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "how many jobs to submit")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of every choice of the run (default: from the clock, printed)")
+	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "submissions in flight at once")
+	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "jobs submitted per second (spreads the injections over jobs/rate seconds)")
+	f.DurationVar(&cfg.KillEvery, "kill-every", cfg.KillEvery, "mean time between two SIGKILLs of a worker")
+	f.BoolVar(&cfg.RestartTemporal, "restart-temporal", cfg.RestartTemporal, "restart the run's own Temporal dev server once")
+	f.BoolVar(&cfg.RestartPostgres, "restart-postgres", false, "restart Postgres once (pg_ctlcluster 15 main restart): only when nothing else uses it")
+	f.IntVar(&cfg.Orphans, "orphans", cfg.Orphans, "placeholders without a workflow to write and heal")
+	f.StringVar(&cfg.Binary, "binary", "", "jobbill binary the workers run (default: this one)")
+	f.StringVar(&cfg.WorkDir, "work-dir", "", "keep the dev server's store and the processes' logs here (default: a temporary directory, removed)")
+	return cmd
+}

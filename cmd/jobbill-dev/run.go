@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/internal/cli"
+	"github.com/jobbill/jobbill/internal/stories"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/worker"
+)
+
+func newRunCommand() *cobra.Command {
+	var exitAfter bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a worker and play the five stories against it; keep running until Ctrl-C",
+		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
+that connects as the application role (database_url), grants a fresh account credits, and plays
+five jobs through the job service with the simulated runner (package internal/stories):
+  (a) success on the first try
+  (b) every attempt times out -> refunded -> the result lands late -> recovered
+  (c) every attempt fails -> refunded and dead-lettered for good
+  (d) the same result signalled twice -> delivered once
+  (e) insufficient credits -> rejected, nothing charged
+It prints each job's ledger rows, the balance and each workflow's link in the Temporal UI, then
+keeps the worker running until Ctrl-C (or exits, with --exit). Postgres and the Temporal dev
+server must be running: make run starts both first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cli.LoadConfig()
+			if err != nil {
+				return err
+			}
+			stories.Configure(&cfg)
+			// The stories' output is for people; the worker's log goes to a file beside it.
+			if err := os.MkdirAll(".dev", 0o755); err != nil {
+				return err
+			}
+			logger, err := app.NewLogger(config.Log{Level: "info", Format: "console", Output: runLogFile})
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, logger, cmd.OutOrStdout(), exitAfter)
+		},
+	}
+	cmd.Flags().BoolVar(&exitAfter, "exit", false, "stop the worker and exit once the stories are told")
+	return cmd
+}
+
+// runLogFile is where `jobbill-dev run` writes the worker's log.
+const runLogFile = ".dev/jobbill-dev.log"
+
+func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writer, exitAfter bool) error {
+	// Migrate as the owner, then run as the application role, as a deployment does.
+	if err := ledgerdb.Migrate(ctx, cfg.MigrateDatabaseURL); err != nil {
+		return err
+	}
+	conns, err := app.Open(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer conns.Close()
+	metricsAddr, stopMetrics, err := app.ServeMetrics(ctx, cfg.Metrics.Listen, conns.Metrics, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	st := conns.Jobs()
+	w := worker.New(cfg, conns.Temporal, conns.Ledger, st, conns.Metrics)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting the worker: %w", err)
+	}
+	defer w.Stop()
+
+	if err := stories.Play(ctx, conns.Ledger, st, out); err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		fmt.Fprintf(out, "\nMetrics: http://%s/metrics (jobbill_charges_total, jobbill_refunds_total, jobbill_reclaims_total, ...)\n", metricsAddr)
+	}
+	if exitAfter {
+		return nil
+	}
+	fmt.Fprintf(out, "\nThe worker keeps running (Ctrl-C stops it; its log is %s). Filter the UI by billing state, e.g. %s/namespaces/%s/workflows?query=BillingState%%3D%%22refunded%%22\n",
+		runLogFile, cfg.Temporal.UIURL, cfg.Temporal.Namespace)
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,97 @@
+package config_test
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/config"
+)
+
+// TestSettingsCoverEveryKey keeps config.Settings, and so the configuration table in
+// docs/configuration.md, complete: every key viper knows is listed once, with its JOBBILL_
+// variable.
+func TestSettingsCoverEveryKey(t *testing.T) {
+	v := config.NewViper()
+	known := v.AllKeys()
+	var listed []string
+	for _, s := range config.Settings() {
+		listed = append(listed, s.Key)
+		require.Equal(t, config.EnvName(s.Key), s.Env)
+	}
+	sort.Strings(known)
+	sort.Strings(listed)
+	require.Equal(t, known, listed)
+}
+
+// TestEnvironmentOverridesDefaults checks that a JOBBILL_ variable reaches the decoded Config,
+// durations included, and that the defaults hold otherwise.
+func TestEnvironmentOverridesDefaults(t *testing.T) {
+	t.Setenv("JOBBILL_POLICY_MAXIMUM_ATTEMPTS", "5")
+	t.Setenv("JOBBILL_POLICY_START_TO_CLOSE", "90s")
+	t.Setenv("JOBBILL_TEMPORAL_ADDRESS", "temporal.internal:7233")
+	c, err := config.Load(config.NewViper())
+	require.NoError(t, err)
+	require.Equal(t, int32(5), c.Policy.MaximumAttempts)
+	require.Equal(t, 90*time.Second, c.Policy.StartToClose)
+	require.Equal(t, "temporal.internal:7233", c.Temporal.Address)
+	require.Equal(t, config.Default().DatabaseURL, c.DatabaseURL)
+	require.Equal(t, c.Policy.MaximumAttempts, c.Policy.WithDefaults().MaximumAttempts)
+}
+
+// TestInvalidConfigurationIsRefused checks that a configuration that cannot work is refused with
+// the key named, before anything starts.
+func TestInvalidConfigurationIsRefused(t *testing.T) {
+	for env, key := range map[string]string{
+		"JOBBILL_LOG_LEVEL":                     "log.level",
+		"JOBBILL_RUNNER_KIND":                   "runner.kind",
+		"JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "runner.simulated.failure_rate",
+	} {
+		t.Run(key, func(t *testing.T) {
+			t.Setenv(env, map[string]string{
+				"JOBBILL_LOG_LEVEL": "loud", "JOBBILL_RUNNER_KIND": "quantum", "JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "1.5",
+			}[env])
+			_, err := config.Load(config.NewViper())
+			require.ErrorContains(t, err, key)
+		})
+	}
+}
+
+// TestDocsListEverySetting keeps the configuration table in docs/configuration.md true: each key
+// appears with its environment variable and its default.
+func TestDocsListEverySetting(t *testing.T) {
+	page, err := os.ReadFile("../docs/configuration.md")
+	require.NoError(t, err)
+	for _, s := range config.Settings() {
+		def := "`" + s.Default + "`"
+		if s.Default == "" {
+			def = "(none)"
+		}
+		row := "| `" + s.Key + "` | `" + s.Env + "` | " + def + " |"
+		require.True(t, strings.Contains(string(page), row), "docs/configuration.md lacks the row %s", row)
+	}
+}
+
+// TestAPIKeysFromOneVariable checks that JOBBILL_API_KEYS ("key=acct,acct;key=admin") decodes to
+// scoped keys (the API's account isolation starts here), and that a bad key is refused by
+// position without its secret appearing in the error.
+func TestAPIKeysFromOneVariable(t *testing.T) {
+	t.Setenv("JOBBILL_API_KEYS", "key-for-a-and-b-0001=acct-a,acct-b; key-for-admin-000002=admin")
+	c, err := config.Load(config.NewViper())
+	require.NoError(t, err)
+	require.Equal(t, []config.APIKey{
+		{Key: "key-for-a-and-b-0001", Accounts: []string{"acct-a", "acct-b"}},
+		{Key: "key-for-admin-000002", Admin: true},
+	}, c.API.Keys)
+	require.NotContains(t, fmt.Sprint(c), "key-for-a-and-b-0001", "printing a Config must not print a key")
+
+	t.Setenv("JOBBILL_API_KEYS", "short-secret=acct-a")
+	_, err = config.Load(config.NewViper())
+	require.ErrorContains(t, err, "api.keys[0]")
+	require.NotContains(t, err.Error(), "short-secret")
+}

@@ -1,0 +1,1088 @@
+// Package chaos is jobbill's chaos run: N jobs through real `jobbill worker` processes and the
+// simulated runner, while the run kills workers with SIGKILL, restarts its own Temporal dev server
+// (and, when asked, Postgres), reports results twice, deletes settled jobs and resubmits their
+// IDs, resubmits live IDs, writes orphaned placeholders, and acts as an operator would in the
+// Temporal UI: terminates jobs' running workflows and resets them to their first workflow task. It
+// then heals what was left behind through the reconcile workflow, waits for quiescence, checks
+// that every terminated job was refunded (or settled by its result) and runs the invariant
+// checker scoped to the run's job-ID prefix and task queue. Every choice (scenarios, which jobs
+// get which injection, when each injection fires) comes from the seed, so a run can be repeated.
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/internal/devserver"
+	"github.com/jobbill/jobbill/invariants"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// Injection kinds, as counted in [Report.Injections] and printed on each line.
+const (
+	KindKillWorker      = "kill_worker"      // a worker process SIGKILLed (then restarted)
+	KindRestartWorker   = "restart_worker"   // a worker process started again by the supervisor
+	KindDuplicateResult = "duplicate_result" // ReportResult twice, concurrently, for one job
+	KindDeleteResubmit  = "delete_resubmit"  // a settled job deleted, its ID resubmitted (ErrGone)
+	KindResubmitLive    = "resubmit_live"    // a live job's ID resubmitted (the original answered)
+	KindRestartTemporal = "restart_temporal" // the run's dev server stopped and started on its file store
+	KindRestartPostgres = "restart_postgres" // the Postgres cluster restarted
+	KindOrphan          = "orphan"           // a placeholder written with no workflow
+	KindTerminate       = "terminate"        // an operator terminated a job's running workflow
+	KindReset           = "reset"            // an operator reset a job's running workflow to its first workflow task
+)
+
+// Config is one chaos run. Zero fields take the defaults of [DefaultConfig].
+type Config struct {
+	// Binary is the jobbill binary the workers run (`<Binary> worker`). Required: the run builds
+	// nothing itself.
+	Binary string
+	// TemporalBinary is the Temporal CLI that runs the run's own dev server; empty looks up
+	// `temporal` on PATH, then $(go env GOPATH)/bin/temporal.
+	TemporalBinary string
+	// DatabaseURL is the ledger as the application role, for the workers and the driver.
+	DatabaseURL string
+	// MigrateDatabaseURL is the ledger as its owner; when set, the run migrates it first.
+	MigrateDatabaseURL string
+	// Jobs is how many jobs are submitted.
+	Jobs int
+	// Seed makes every choice of the run repeatable.
+	Seed uint64
+	// Concurrency is how many submissions may be in flight at once.
+	Concurrency int
+	// Rate is how many jobs are submitted per second; it spreads the jobs, and so the
+	// injections, over Jobs/Rate seconds.
+	Rate float64
+	// Policy is the jobs' retry policy and late-result window. It travels with each job from the
+	// driver's job service, and the workers get it too (JOBBILL_POLICY_*); zero fields take
+	// [DefaultPolicy]'s.
+	Policy workflows.Policy
+	// SimulatedDuration is how long a simulated attempt works.
+	SimulatedDuration time.Duration
+	// LateBy is how long after its deadline a "sim:late:N" result lands.
+	LateBy time.Duration
+	// KillEvery is the mean time between two SIGKILLs of a worker; at least one kill happens.
+	KillEvery time.Duration
+	// RestartTemporal restarts the run's own dev server once, mid-run.
+	RestartTemporal bool
+	// RestartPostgres restarts Postgres once, mid-run, with PostgresRestartCommand. Only safe when
+	// nothing else uses the cluster, so it is off unless asked for.
+	RestartPostgres bool
+	// PostgresRestartCommand restarts the cluster; `pg_ctlcluster 15 main restart` when empty.
+	PostgresRestartCommand []string
+	// Orphans is how many placeholders without a workflow the run writes on purpose.
+	Orphans int
+	// WorkDir keeps the dev server's store and the processes' logs; a fresh temporary directory
+	// (removed afterwards) when empty.
+	WorkDir string
+	// QuiesceTimeout bounds the wait for every job to settle and every workflow to close.
+	QuiesceTimeout time.Duration
+}
+
+// DefaultPolicy is the chaos run's short policy: three attempts of at most three seconds and a
+// late-result window of eight, so that every scenario settles within seconds.
+func DefaultPolicy() workflows.Policy {
+	return workflows.Policy{
+		InitialInterval:    500 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Second,
+		MaximumAttempts:    3,
+		StartToClose:       3 * time.Second,
+		HeartbeatTimeout:   2 * time.Second,
+		LateResultWindow:   8 * time.Second,
+	}
+}
+
+// DefaultConfig is a CI-sized run: 200 jobs over about 50 seconds, Temporal restarted, Postgres not.
+func DefaultConfig() Config {
+	return Config{
+		DatabaseURL:            config.Default().DatabaseURL,
+		MigrateDatabaseURL:     config.Default().MigrateDatabaseURL,
+		Jobs:                   200,
+		Seed:                   1,
+		Concurrency:            16,
+		Rate:                   4,
+		Policy:                 DefaultPolicy(),
+		SimulatedDuration:      500 * time.Millisecond,
+		LateBy:                 time.Second,
+		KillEvery:              10 * time.Second,
+		RestartTemporal:        true,
+		PostgresRestartCommand: []string{"pg_ctlcluster", "15", "main", "restart"},
+		Orphans:                3,
+		QuiesceTimeout:         5 * time.Minute,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = d.DatabaseURL
+	}
+	if c.Jobs <= 0 {
+		c.Jobs = d.Jobs
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = d.Concurrency
+	}
+	if c.Rate <= 0 {
+		c.Rate = d.Rate
+	}
+	p, dp := c.Policy, d.Policy
+	if p.InitialInterval <= 0 {
+		p.InitialInterval = dp.InitialInterval
+	}
+	if p.BackoffCoefficient <= 0 {
+		p.BackoffCoefficient = dp.BackoffCoefficient
+	}
+	if p.MaximumInterval <= 0 {
+		p.MaximumInterval = dp.MaximumInterval
+	}
+	if p.MaximumAttempts <= 0 {
+		p.MaximumAttempts = dp.MaximumAttempts
+	}
+	if p.StartToClose <= 0 {
+		p.StartToClose = dp.StartToClose
+	}
+	if p.HeartbeatTimeout <= 0 {
+		p.HeartbeatTimeout = dp.HeartbeatTimeout
+	}
+	if p.LateResultWindow <= 0 {
+		p.LateResultWindow = dp.LateResultWindow
+	}
+	c.Policy = p
+	if c.SimulatedDuration <= 0 {
+		c.SimulatedDuration = d.SimulatedDuration
+	}
+	if c.LateBy <= 0 {
+		c.LateBy = d.LateBy
+	}
+	if c.KillEvery <= 0 {
+		c.KillEvery = d.KillEvery
+	}
+	if len(c.PostgresRestartCommand) == 0 {
+		c.PostgresRestartCommand = d.PostgresRestartCommand
+	}
+	if c.Orphans <= 0 {
+		c.Orphans = d.Orphans
+	}
+	if c.QuiesceTimeout <= 0 {
+		c.QuiesceTimeout = d.QuiesceTimeout
+	}
+	return c
+}
+
+// Report is what a run did and what the checker found.
+type Report struct {
+	// Seed, Prefix and TaskQueue identify the run.
+	Seed      uint64
+	Prefix    string
+	TaskQueue string
+	// Jobs is how many jobs were submitted (orphans not included).
+	Jobs int
+	// Scenarios counts the jobs by input reference.
+	Scenarios map[string]int
+	// States counts the run's jobs (orphans included) by ledger state at the check.
+	States map[ledgerdb.State]int
+	// Injections counts what was injected, by kind (the Kind constants).
+	Injections map[string]int
+	// Orphans and OrphansHealed count the placeholders written on purpose and those that left
+	// the submitting state through the reconcile pass.
+	Orphans, OrphansHealed int
+	// Terminated counts the jobs whose running workflow was terminated, by their ledger state at
+	// the check: refunded (healed), or recovered or delivered when their result landed. A
+	// terminated job left running was never healed, and is an anomaly.
+	Terminated map[ledgerdb.State]int
+	// TransientErrors counts calls the driver retried (Temporal or Postgres being restarted).
+	TransientErrors int64
+	// Anomalies are wrong answers the driver saw: a deleted ID not answering ErrGone, a live
+	// resubmission not answering the original, a job that never settled, a terminated job that
+	// did not end refunded, delivered or recovered.
+	Anomalies []string
+	// Violations are the invariant checker's findings.
+	Violations []invariants.Violation
+	// Elapsed is how long the run took.
+	Elapsed time.Duration
+}
+
+// OK reports a clean run: no violation and no anomaly.
+func (r Report) OK() bool { return len(r.Violations) == 0 && len(r.Anomalies) == 0 }
+
+// jobPlan is what the seed decided for one job.
+type jobPlan struct {
+	job            jobs.Job
+	duplicate      bool
+	deleteAfter    bool
+	resubmitLive   bool
+	terminate      bool
+	reset          bool
+	followUpDelay  time.Duration
+	submitAtOffset time.Duration
+}
+
+// timedInjection is a run-wide injection at an offset from the start of submissions.
+type timedInjection struct {
+	at     time.Duration
+	kind   string
+	worker int // for kills
+	orphan int // for orphans
+}
+
+type run struct {
+	cfg       Config
+	out       io.Writer
+	start     time.Time
+	prefix    string
+	taskQueue string
+	namespace string
+	accounts  []string
+
+	ledger *ledgerdb.Store
+	tc     client.Client
+	st     *jobs.Service
+	server *devserver.Server
+	procs  []*workerProc
+
+	mu         sync.Mutex
+	injections map[string]int
+	anomalies  []string
+	terminated []string // the jobs whose running workflow was terminated
+	transient  atomic.Int64
+}
+
+// event prints one line with the run's clock and counts it under kind.
+func (r *run) event(kind, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.injections[kind]++
+	fmt.Fprintf(r.out, "[%8.3fs] %-16s %s\n", time.Since(r.start).Seconds(), kind, fmt.Sprintf(format, args...))
+}
+
+func (r *run) anomaly(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	r.anomalies = append(r.anomalies, msg)
+	r.mu.Unlock()
+	r.event("ANOMALY", "%s", msg)
+}
+
+// Run performs one chaos run and writes its log to out. The error is for a run that could not be
+// carried out (no binary, no database); broken money rules are in the Report, and zero violations
+// and anomalies ([Report.OK]) is success.
+func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Binary == "" {
+		return Report{}, errors.New("chaos: Config.Binary (the jobbill binary) is required")
+	}
+	tbin, err := devserver.CLI(cfg.TemporalBinary)
+	if err != nil {
+		return Report{}, fmt.Errorf("chaos: %w", err)
+	}
+	workDir := cfg.WorkDir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp("", "jobbill-chaos-"); err != nil {
+			return Report{}, err
+		}
+		defer func() { _ = os.RemoveAll(workDir) }()
+	} else if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return Report{}, err
+	}
+
+	// The prefix and queue must be unique to the run (runs share the ledger); the seed alone
+	// decides everything else.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := fmt.Sprintf("%d-%s", cfg.Seed, hex.EncodeToString(b[:]))
+	r := &run{
+		cfg: cfg, out: out, start: time.Now(), injections: map[string]int{},
+		prefix: "chaos-" + suffix + "-", taskQueue: "jobbill-chaos-" + suffix,
+	}
+	report := Report{Seed: cfg.Seed, Prefix: r.prefix, TaskQueue: r.taskQueue, Jobs: cfg.Jobs,
+		Scenarios: map[string]int{}, States: map[ledgerdb.State]int{}, Terminated: map[ledgerdb.State]int{}}
+	fmt.Fprintf(out, "chaos run: seed %d, %d jobs, prefix %s, task queue %s, work dir %s\n",
+		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir)
+
+	if cfg.MigrateDatabaseURL != "" {
+		if err := ledgerdb.Migrate(ctx, cfg.MigrateDatabaseURL); err != nil {
+			return report, fmt.Errorf("chaos: migrating the ledger: %w", err)
+		}
+	}
+	if r.ledger, err = ledgerdb.Open(ctx, cfg.DatabaseURL); err != nil {
+		return report, fmt.Errorf("chaos: opening the ledger: %w", err)
+	}
+	defer r.ledger.Close()
+
+	if r.server, err = devserver.New(tbin, workDir); err != nil {
+		return report, err
+	}
+	if err := r.server.Start(ctx); err != nil {
+		return report, err
+	}
+	defer r.server.Stop()
+	fmt.Fprintf(out, "temporal dev server on %s (pid %d)\n", r.server.Address(), r.server.PID())
+
+	wcfg := config.Default()
+	wcfg.DatabaseURL = cfg.DatabaseURL
+	wcfg.Temporal.Address = r.server.Address()
+	wcfg.Temporal.TaskQueue = r.taskQueue
+	r.namespace = wcfg.Temporal.Namespace
+	wcfg.Policy = cfg.Policy
+	if r.tc, err = app.Dial(ctx, wcfg, zap.NewNop(), nil); err != nil {
+		return report, err
+	}
+	defer r.tc.Close()
+	// The driver's job service carries the same short policy as the workers: the policy travels with
+	// each job from its submitter.
+	r.st = app.NewJobs(wcfg, r.tc, r.ledger, nil)
+
+	plans, timeline := r.plan(&report)
+	if err := r.openAccounts(ctx); err != nil {
+		return report, err
+	}
+
+	env := workerEnv(wcfg, cfg)
+	for i := range 2 {
+		w := &workerProc{id: i + 1, bin: cfg.Binary, env: env, event: r.event,
+			logFile: filepath.Join(workDir, fmt.Sprintf("worker-%d.log", i+1)), done: make(chan struct{})}
+		r.procs = append(r.procs, w)
+		go w.supervise()
+	}
+	defer func() {
+		for _, w := range r.procs {
+			w.stop()
+		}
+	}()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var injectors sync.WaitGroup
+	injectors.Go(func() { r.inject(runCtx, timeline) })
+	var followUps sync.WaitGroup
+	r.submitAll(runCtx, plans, &followUps)
+	injectors.Wait()
+	followUps.Wait()
+	if ctx.Err() != nil {
+		return report, ctx.Err()
+	}
+
+	report.Orphans = cfg.Orphans
+	report.OrphansHealed = r.heal(ctx)
+	r.quiesce(ctx)
+	r.checkTerminated(ctx, &report)
+
+	check, err := invariants.Check(ctx, invariants.Options{
+		Ledger: r.ledger, Temporal: r.tc, Namespace: wcfg.Temporal.Namespace, TaskQueue: r.taskQueue,
+		JobIDPrefix: r.prefix, StuckAfter: invariants.StuckAfterFor(cfg.Policy),
+	})
+	if err != nil {
+		return report, fmt.Errorf("chaos: invariant check: %w", err)
+	}
+	if snap, err := r.ledger.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{JobIDPrefix: r.prefix}); err == nil {
+		for _, j := range snap.Jobs {
+			report.States[j.Job.State]++
+		}
+	}
+	_ = check.WriteText(out)
+
+	r.mu.Lock()
+	report.Injections = maps(r.injections)
+	report.Anomalies = append([]string(nil), r.anomalies...)
+	r.mu.Unlock()
+	report.Violations = check.Violations
+	report.TransientErrors = r.transient.Load()
+	report.Elapsed = time.Since(r.start)
+	writeSummary(out, report)
+	return report, nil
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// workerEnv is the workers' environment: the driver's own without any JOBBILL_* variable (an
+// operator's settings must not leak into the run), then the run's settings.
+func workerEnv(w config.Config, c Config) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBBILL_") {
+			env = append(env, kv)
+		}
+	}
+	p := c.Policy
+	set := map[string]string{
+		"database_url":               w.DatabaseURL,
+		"temporal.address":           w.Temporal.Address,
+		"temporal.task_queue":        w.Temporal.TaskQueue,
+		"metrics.listen":             "127.0.0.1:0",
+		"log.level":                  "warn",
+		"policy.initial_interval":    p.InitialInterval.String(),
+		"policy.backoff_coefficient": fmt.Sprint(p.BackoffCoefficient),
+		"policy.maximum_interval":    p.MaximumInterval.String(),
+		"policy.maximum_attempts":    fmt.Sprint(p.MaximumAttempts),
+		"policy.start_to_close":      p.StartToClose.String(),
+		"policy.heartbeat_timeout":   p.HeartbeatTimeout.String(),
+		"policy.late_result_window":  p.LateResultWindow.String(),
+		"runner.kind":                "simulated",
+		"runner.simulated.duration":  c.SimulatedDuration.String(),
+		"runner.simulated.late_by":   c.LateBy.String(),
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, config.EnvName(k)+"="+set[k])
+	}
+	return env
+}
+
+// Scenario mix, in percent of the jobs on rich accounts; the rest of the 100 is "sim:ok".
+var scenarioMix = []struct {
+	ref     string
+	percent int
+}{
+	{"sim:ok-on-attempt:2", 10},
+	{"sim:ok-on-attempt:3", 5},
+	{"sim:fail", 10},
+	{"sim:hang", 7},
+	{"sim:late:1", 6},
+	{"sim:late:3", 10},
+}
+
+// The accounts: several rich ones, and one poor one whose jobs are mostly refused.
+const (
+	richAccounts = 4
+	maxCost      = 50
+	poorPercent  = 5
+)
+
+// plan draws every choice of the run from the seed: each job's account, cost, scenario and
+// follow-ups, and the timeline of run-wide injections.
+func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
+	cfg := r.cfg
+	rng := mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	for i := range richAccounts {
+		r.accounts = append(r.accounts, fmt.Sprintf("%sacct-%d", r.prefix, i))
+	}
+	r.accounts = append(r.accounts, r.prefix+"acct-poor")
+
+	phase := time.Duration(float64(cfg.Jobs) / cfg.Rate * float64(time.Second))
+	plans := make([]jobPlan, cfg.Jobs)
+	for i := range plans {
+		p := &plans[i]
+		p.submitAtOffset = time.Duration(float64(i) / cfg.Rate * float64(time.Second))
+		p.job = jobs.Job{ID: fmt.Sprintf("%sj%05d", r.prefix, i), Cost: 1 + rng.Int64N(maxCost), InputRef: "sim:ok"}
+		if rng.IntN(100) < poorPercent {
+			p.job.AccountID = r.accounts[richAccounts]
+		} else {
+			p.job.AccountID = r.accounts[rng.IntN(richAccounts)]
+		}
+		roll := rng.IntN(100)
+		for _, s := range scenarioMix {
+			if roll < s.percent {
+				p.job.InputRef = s.ref
+				break
+			}
+			roll -= s.percent
+		}
+		switch roll := rng.IntN(100); {
+		case roll < 8:
+			p.duplicate = true
+		case roll < 13:
+			p.deleteAfter = true
+		case roll < 18:
+			p.resubmitLive = true
+		case roll < 22:
+			p.terminate = true
+		case roll < 26:
+			p.reset = true
+		}
+		p.followUpDelay = time.Duration(rng.Int64N(int64(4 * time.Second)))
+		report.Scenarios[p.job.InputRef]++
+	}
+	// Every follow-up kind at least once, even in a tiny run. An operator's terminate or reset
+	// goes to a job that is sure to be still running when it comes (a hanging or late one on a
+	// rich account), so that it is a real one.
+	if cfg.Jobs >= 5 {
+		forced := map[int]bool{}
+		for k, set := range []func(*jobPlan){
+			func(p *jobPlan) { p.duplicate = true }, func(p *jobPlan) { p.deleteAfter = true }, func(p *jobPlan) { p.resubmitLive = true },
+			func(p *jobPlan) { p.terminate = true }, func(p *jobPlan) { p.reset = true },
+		} {
+			i := (k + 1) * cfg.Jobs / 6
+			if k >= 3 {
+				i = r.longRunning(plans, i, forced)
+			}
+			forced[i] = true
+			plans[i].clearFollowUps()
+			set(&plans[i])
+		}
+	}
+
+	var timeline []timedInjection
+	for at := time.Duration(0); ; {
+		at += time.Duration(float64(cfg.KillEvery) * (0.5 + rng.Float64()))
+		if at >= phase && len(timeline) > 0 {
+			break
+		}
+		timeline = append(timeline, timedInjection{at: min(at, phase), kind: KindKillWorker, worker: rng.IntN(2)})
+	}
+	if cfg.RestartTemporal {
+		timeline = append(timeline, timedInjection{at: time.Duration(float64(phase) * (0.3 + 0.3*rng.Float64())), kind: KindRestartTemporal})
+	}
+	if cfg.RestartPostgres {
+		timeline = append(timeline, timedInjection{at: time.Duration(float64(phase) * (0.5 + 0.3*rng.Float64())), kind: KindRestartPostgres})
+	}
+	for i := range cfg.Orphans {
+		timeline = append(timeline, timedInjection{at: time.Duration(float64(phase) * rng.Float64()), kind: KindOrphan, orphan: i})
+	}
+	sort.SliceStable(timeline, func(a, b int) bool { return timeline[a].at < timeline[b].at })
+
+	var dup, del, live, term, reset int
+	for _, p := range plans {
+		dup, del, live = dup+b2i(p.duplicate), del+b2i(p.deleteAfter), live+b2i(p.resubmitLive)
+		term, reset = term+b2i(p.terminate), reset+b2i(p.reset)
+	}
+	fmt.Fprintf(r.out, "plan: scenarios %v; duplicate results for %d jobs, delete+resubmit %d, live resubmits %d, terminates %d, resets %d\n",
+		report.Scenarios, dup, del, live, term, reset)
+	for _, t := range timeline {
+		fmt.Fprintf(r.out, "plan: at +%.3fs %s\n", t.at.Seconds(), t.kind)
+	}
+	return plans, timeline
+}
+
+// clearFollowUps takes every follow-up off the plan.
+func (p *jobPlan) clearFollowUps() {
+	p.duplicate, p.deleteAfter, p.resubmitLive, p.terminate, p.reset = false, false, false, false, false
+}
+
+// longRunning is the first job from index from on (wrapping around) that a rich account pays for
+// and whose work runs for seconds — hanging, or late on its last attempt — and that is not in
+// taken; from itself when there is none.
+func (r *run) longRunning(plans []jobPlan, from int, taken map[int]bool) int {
+	for k := range plans {
+		i := (from + k) % len(plans)
+		ref := plans[i].job.InputRef
+		if !taken[i] && plans[i].job.AccountID != r.accounts[richAccounts] && (ref == "sim:hang" || ref == "sim:late:3") {
+			return i
+		}
+	}
+	return from
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// openAccounts opens the run's accounts: the rich ones can pay for every job twice over, the
+// poor one for about three, so that the mix includes refusals.
+func (r *run) openAccounts(ctx context.Context) error {
+	for i, id := range r.accounts {
+		if _, err := r.ledger.OpenAccount(ctx, id); err != nil {
+			return err
+		}
+		credits := int64(2 * maxCost * r.cfg.Jobs)
+		if i == richAccounts {
+			credits = 3 * maxCost
+		}
+		if _, err := r.ledger.Grant(ctx, ledgerdb.Credit{AccountID: id, Amount: credits, Key: "chaos-initial"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// final reports errors that are answers, not outages: retrying them would change nothing. A result
+// reported for a job that was never charged (ErrNotStarted) is one: retried, it would be retried
+// until the retry deadline, minutes, while the run waits on it.
+func final(err error) bool {
+	for _, e := range []error{ledgerdb.ErrGone, ledgerdb.ErrConflict, ledgerdb.ErrInsufficientCredits,
+		ledgerdb.ErrJobActive, ledgerdb.ErrJobNotFound, ledgerdb.ErrInvalidInput, ledgerdb.ErrUnknownAccount,
+		ledgerdb.ErrNotStarted, ledgerdb.ErrRejected} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retry calls f until it succeeds or answers a final error, for up to three minutes: while
+// Temporal or Postgres restarts, calls fail and must be repeated, with the same job ID, exactly as
+// a real client would.
+func (r *run) retry(ctx context.Context, f func(ctx context.Context) error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	backoff := 200 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := f(cctx)
+		cancel()
+		if err == nil || final(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		r.transient.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 3*time.Second)
+	}
+}
+
+// submitAll submits the jobs at the planned pace and starts each job's follow-ups.
+func (r *run) submitAll(ctx context.Context, plans []jobPlan, followUps *sync.WaitGroup) {
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var submits sync.WaitGroup
+	begin := time.Now()
+	for i := range plans {
+		p := plans[i]
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(begin.Add(p.submitAtOffset))):
+		}
+		sem <- struct{}{}
+		submits.Go(func() {
+			defer func() { <-sem }()
+			err := r.retry(ctx, func(ctx context.Context) error {
+				_, err := r.st.Submit(ctx, p.job)
+				return err
+			})
+			if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
+				r.anomaly("submitting %s failed: %v", p.job.ID, err)
+				return
+			}
+			followUps.Go(func() { r.followUp(ctx, p) })
+		})
+	}
+	submits.Wait()
+}
+
+// terminal are the states a job leaves only by a late result (refunded) or a delete.
+var terminal = []ledgerdb.State{ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded,
+	ledgerdb.StateRecovered, ledgerdb.StateDeleted}
+
+// followUp plays the job's planned duplicate result, delete-and-resubmit or live resubmission.
+func (r *run) followUp(ctx context.Context, p jobPlan) {
+	switch {
+	case p.resubmitLive:
+		var sub jobs.Submission
+		err := r.retry(ctx, func(ctx context.Context) error {
+			var err error
+			sub, err = r.st.Submit(ctx, p.job)
+			return err
+		})
+		if (err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits)) || !sub.Duplicate || sub.Status.JobID != p.job.ID {
+			r.anomaly("resubmitting live %s: want the original job (duplicate), got duplicate=%v job=%q err=%v", p.job.ID, sub.Duplicate, sub.Status.JobID, err)
+			return
+		}
+		r.event(KindResubmitLive, "%s answered the original job (%s)", p.job.ID, sub.Status.State)
+	case p.duplicate:
+		sleep(ctx, p.followUpDelay)
+		res := activities.WorkResult{Attempt: 1, OutputRef: "chaos://" + p.job.ID, FinishedAt: time.Now()}
+		paths := make([]string, 2)
+		var both sync.WaitGroup
+		for k := range 2 {
+			both.Go(func() {
+				err := r.retry(ctx, func(ctx context.Context) error {
+					rep, err := r.st.ReportResult(ctx, p.job.ID, res)
+					paths[k] = rep.Path
+					return err
+				})
+				switch {
+				case errors.Is(err, ledgerdb.ErrNotStarted):
+					// The right answer for a job that was never charged (rejected): it has no work
+					// whose result could be taken. Wrong for any other.
+					paths[k] = "not_started"
+					if job, jerr := r.ledger.Job(ctx, p.job.ID); jerr == nil && job.IsCharged {
+						r.anomaly("a result for charged job %s (%s) was refused as never charged: %v", p.job.ID, job.State, err)
+					}
+				case err != nil:
+					paths[k] = "error: " + err.Error()
+				}
+			})
+		}
+		both.Wait()
+		r.event(KindDuplicateResult, "%s (%s) result reported twice: %s, %s", p.job.ID, p.job.InputRef, paths[0], paths[1])
+	case p.terminate:
+		sleep(ctx, p.followUpDelay/4)
+		r.terminate(ctx, p)
+	case p.reset:
+		sleep(ctx, p.followUpDelay/4)
+		r.reset(ctx, p)
+	case p.deleteAfter:
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
+		defer cancel()
+		var st jobs.Status
+		err := r.retry(wctx, func(ctx context.Context) error {
+			var err error
+			st, err = r.st.Wait(wctx, p.job.ID, terminal...)
+			return err
+		})
+		if err != nil {
+			r.anomaly("%s never settled before its delete: %v", p.job.ID, err)
+			return
+		}
+		if err := r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Delete(ctx, p.job.ID); return err }); err != nil {
+			r.anomaly("deleting settled %s (%s): %v", p.job.ID, st.State, err)
+			return
+		}
+		err = r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Submit(ctx, p.job); return err })
+		if !errors.Is(err, ledgerdb.ErrGone) {
+			r.anomaly("resubmitting deleted %s: want ErrGone, got %v", p.job.ID, err)
+			return
+		}
+		r.event(KindDeleteResubmit, "%s deleted when %s; resubmission answered ErrGone", p.job.ID, st.State)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// inject fires the run-wide injections at their planned offsets.
+func (r *run) inject(ctx context.Context, timeline []timedInjection) {
+	begin := time.Now()
+	for _, t := range timeline {
+		sleep(ctx, time.Until(begin.Add(t.at)))
+		if ctx.Err() != nil {
+			return
+		}
+		switch t.kind {
+		case KindKillWorker:
+			w := r.procs[t.worker]
+			if pid, ok := w.kill(); ok {
+				r.event(KindKillWorker, "worker %d (pid %d) SIGKILLed", w.id, pid)
+			} else {
+				r.event("skipped", "worker %d was not running; no SIGKILL", w.id)
+			}
+		case KindRestartTemporal:
+			r.event(KindRestartTemporal, "stopping the dev server on %s", r.server.Address())
+			began := time.Now()
+			r.server.Stop()
+			if err := r.server.Start(ctx); err != nil {
+				r.anomaly("the dev server did not come back: %v", err)
+				continue
+			}
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s dev server back after %.1fs (pid %d)\n", time.Since(r.start).Seconds(), "",
+				time.Since(began).Seconds(), r.server.PID())
+		case KindRestartPostgres:
+			r.event(KindRestartPostgres, "%s", strings.Join(r.cfg.PostgresRestartCommand, " "))
+			began := time.Now()
+			outb, err := exec.CommandContext(ctx, r.cfg.PostgresRestartCommand[0], r.cfg.PostgresRestartCommand[1:]...).CombinedOutput()
+			if err != nil {
+				r.anomaly("restarting Postgres failed: %v: %s", err, strings.TrimSpace(string(outb)))
+				continue
+			}
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s Postgres back after %.1fs\n", time.Since(r.start).Seconds(), "", time.Since(began).Seconds())
+		case KindOrphan:
+			id := fmt.Sprintf("%sorphan-%d", r.prefix, t.orphan)
+			err := r.retry(ctx, func(ctx context.Context) error {
+				_, err := r.ledger.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: r.accounts[t.orphan%richAccounts], Cost: 7, Request: []byte("sim:ok")})
+				return err
+			})
+			if err != nil {
+				r.anomaly("writing orphan %s: %v", id, err)
+				continue
+			}
+			r.event(KindOrphan, "%s: placeholder written, no workflow started (a submitter crashed)", id)
+		}
+	}
+}
+
+// heal runs the reconcile workflow over the run's accounts, as the schedule does but with a
+// one-second grace, until every orphan has left the submitting state, no terminated job is left
+// running and no recorded result is left unapplied (a report that met the dev server restarting
+// answers "recorded"), and answers how many orphans were healed. The schedule would do the same
+// within its interval; the driver does not wait for it.
+func (r *run) heal(ctx context.Context) int {
+	healed, unhealed := 0, []string(nil)
+	for pass := 1; pass <= 5; pass++ {
+		var res activities.ReconcileResult
+		err := r.retry(ctx, func(ctx context.Context) error {
+			wr, err := r.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID:        fmt.Sprintf("reconcile-chaos/%s/%d", r.prefix, pass),
+				TaskQueue: r.taskQueue,
+			}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Second, ResultGrace: time.Millisecond, AccountIDs: r.accounts})
+			if err != nil {
+				return err
+			}
+			return wr.Get(ctx, &res)
+		})
+		if err != nil {
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d failed: %v\n", time.Since(r.start).Seconds(), "reconcile", pass, err)
+		} else {
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d: examined %d, started %d, rejected orphans %d, still submitting %d, running checked %d, healed %d, results applied %d, failed %d\n",
+				time.Since(r.start).Seconds(), "reconcile", pass, res.Examined, res.Started, res.RejectedOrphans, res.StillSubmitting,
+				res.RunningChecked, res.Healed, res.ResultsApplied, res.Failed)
+		}
+		healed = 0
+		for i := range r.cfg.Orphans {
+			job, err := r.ledger.Job(ctx, fmt.Sprintf("%sorphan-%d", r.prefix, i))
+			if err == nil && job.State != ledgerdb.StateSubmitting {
+				healed++
+			}
+		}
+		unhealed = r.terminatedStillRunning(ctx)
+		unapplied, err := r.ledger.UnappliedResults(ctx, 0, ledgerdb.MaxPlaceholders, r.accounts...)
+		if err == nil && healed == r.cfg.Orphans && len(unhealed) == 0 && len(unapplied) == 0 {
+			return healed
+		}
+		sleep(ctx, 2*time.Second)
+	}
+	if healed < r.cfg.Orphans {
+		r.anomaly("only %d of %d orphans healed after 5 reconcile passes", healed, r.cfg.Orphans)
+	}
+	if len(unhealed) > 0 {
+		r.anomaly("%d terminated jobs still running after 5 reconcile passes: %v", len(unhealed), unhealed)
+	}
+	// A result still unapplied is reported by the invariant checker (unapplied_result).
+	return healed
+}
+
+// terminatedStillRunning lists the terminated jobs the ledger still has running: charged, with no
+// workflow to settle them, until a heal run refunds them.
+func (r *run) terminatedStillRunning(ctx context.Context) []string {
+	r.mu.Lock()
+	ids := append([]string(nil), r.terminated...)
+	r.mu.Unlock()
+	var running []string
+	for _, id := range ids {
+		if job, err := r.ledger.Job(ctx, id); err != nil || job.State == ledgerdb.StateRunning {
+			running = append(running, id)
+		}
+	}
+	return running
+}
+
+// terminate is the Temporal UI's Terminate button (TerminateWorkflow) pressed on the job's
+// workflow while it runs. The job is then charged with no run to settle it until the reconcile
+// pass or a read of its status heals it: refunded, or delivered or recovered if its result lands.
+// A workflow that has closed already cannot be terminated; that is logged as skipped.
+func (r *run) terminate(ctx context.Context, p jobPlan) {
+	workflowID := workflows.JobWorkflowID(p.job.AccountID, p.job.ID)
+	closed := false
+	err := r.retry(ctx, func(ctx context.Context) error {
+		err := r.tc.TerminateWorkflow(ctx, workflowID, "", "chaos: an operator pressed Terminate")
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			closed = true
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		r.anomaly("terminating %s: %v", p.job.ID, err)
+	case closed:
+		r.event("skipped", "%s (%s): its workflow had closed; nothing to terminate", p.job.ID, p.job.InputRef)
+	default:
+		state := "unknown"
+		if job, err := r.ledger.Job(ctx, p.job.ID); err == nil {
+			state = string(job.State)
+		}
+		r.mu.Lock()
+		r.terminated = append(r.terminated, p.job.ID)
+		r.mu.Unlock()
+		r.event(KindTerminate, "%s (%s) terminated while its workflow ran (the ledger says %s)", p.job.ID, p.job.InputRef, state)
+	}
+}
+
+// reset is an operator's reset of the job's running workflow to its first workflow task
+// (ResetWorkflowExecution, as `temporal workflow reset --type FirstWorkflowTask` and the UI do):
+// the new run starts the job over, its charge step included, which the ledger's guard must answer
+// without a second charge. One request ID serves the retries of one reset, so a retried call is the
+// same reset. A workflow that has closed is left alone and logged as skipped.
+func (r *run) reset(ctx context.Context, p jobPlan) {
+	workflowID := workflows.JobWorkflowID(p.job.AccountID, p.job.ID)
+	requestID := newRequestID()
+	var (
+		runID   string
+		skipped string
+	)
+	err := r.retry(ctx, func(ctx context.Context) error {
+		skipped = ""
+		desc, err := r.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			return err
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			skipped = "its workflow had closed (" + info.GetStatus().String() + "); nothing to reset"
+			return nil
+		}
+		runID = info.GetExecution().GetRunId()
+		first, err := r.firstWorkflowTask(ctx, workflowID, runID)
+		if err != nil {
+			return err
+		}
+		if first == 0 {
+			skipped = "its workflow has not completed a workflow task yet; nothing to reset to"
+			return nil
+		}
+		_, err = r.tc.WorkflowService().ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace:                 r.namespace,
+			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+			Reason:                    "chaos: an operator reset the job to its first workflow task",
+			WorkflowTaskFinishEventId: first,
+			RequestId:                 requestID,
+		})
+		return err
+	})
+	switch {
+	case err != nil:
+		r.anomaly("resetting %s: %v", p.job.ID, err)
+	case skipped != "":
+		r.event("skipped", "%s (%s): %s", p.job.ID, p.job.InputRef, skipped)
+	default:
+		r.event(KindReset, "%s (%s) reset to its first workflow task (run %s)", p.job.ID, p.job.InputRef, runID)
+	}
+}
+
+// firstWorkflowTask is the event ID of the run's first WorkflowTaskCompleted, the point
+// `--type FirstWorkflowTask` resets to; 0 when the run has not completed one.
+func (r *run) firstWorkflowTask(ctx context.Context, workflowID, runID string) (int64, error) {
+	iter := r.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		event, err := iter.Next()
+		if err != nil {
+			return 0, err
+		}
+		if event.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return event.GetEventId(), nil
+		}
+	}
+	return 0, nil
+}
+
+// newRequestID is a random version-4 UUID, the form Temporal's request IDs take.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// checkTerminated counts the terminated jobs by their final state, and reports as an anomaly any
+// that did not end refunded — or, when their result landed, delivered or recovered: a terminated
+// job must never stay charged with no run to settle it (money rule 3).
+func (r *run) checkTerminated(ctx context.Context, report *Report) {
+	r.mu.Lock()
+	ids := append([]string(nil), r.terminated...)
+	r.mu.Unlock()
+	for _, id := range ids {
+		job, err := r.ledger.Job(ctx, id)
+		if err != nil {
+			r.anomaly("reading terminated job %s: %v", id, err)
+			continue
+		}
+		report.Terminated[job.State]++
+		switch job.State {
+		case ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered:
+		default:
+			r.anomaly("terminated job %s ended %s; it must end refunded (or delivered or recovered by its result)", id, job.State)
+		}
+	}
+}
+
+// quiesce waits until every job of the run is settled and no MeteredJob workflow of the run is
+// open (every late-result window over), so the checker sees a system at rest.
+func (r *run) quiesce(ctx context.Context) {
+	deadline := time.Now().Add(r.cfg.QuiesceTimeout)
+	query := fmt.Sprintf("TaskQueue = '%s' AND WorkflowType = '%s' AND ExecutionStatus = 'Running'", r.taskQueue, workflows.WorkflowType)
+	for {
+		unsettled, open := -1, int64(-1)
+		if snap, err := r.ledger.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{JobIDPrefix: r.prefix}); err == nil {
+			unsettled = 0
+			for _, j := range snap.Jobs {
+				if j.Job.State == ledgerdb.StateSubmitting || j.Job.State == ledgerdb.StateRunning {
+					unsettled++
+				}
+			}
+		}
+		if res, err := r.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query}); err == nil {
+			open = res.GetCount()
+		}
+		if unsettled == 0 && open == 0 {
+			fmt.Fprintf(r.out, "[%8.3fs] %-16s every job settled, every workflow closed\n", time.Since(r.start).Seconds(), "quiescent")
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.anomaly("not quiescent after %s: %d jobs unsettled, %d workflows open", r.cfg.QuiesceTimeout, unsettled, open)
+			return
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// writeSummary prints the report's figures.
+func writeSummary(out io.Writer, r Report) {
+	kinds := make([]string, 0, len(r.Injections))
+	for k := range r.Injections {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(out, "\nchaos summary: seed %d, prefix %s, %d jobs + %d orphans, %s\n", r.Seed, r.Prefix, r.Jobs, r.Orphans, r.Elapsed.Round(time.Second))
+	for _, k := range kinds {
+		fmt.Fprintf(out, "  injected %-17s %d\n", k, r.Injections[k])
+	}
+	states := make([]string, 0, len(r.States))
+	for s, n := range r.States {
+		states = append(states, fmt.Sprintf("%s %d", s, n))
+	}
+	sort.Strings(states)
+	fmt.Fprintf(out, "  final states: %s\n", strings.Join(states, ", "))
+	fmt.Fprintf(out, "  orphans healed: %d of %d; transient errors retried: %d\n", r.OrphansHealed, r.Orphans, r.TransientErrors)
+	terminated, settled := 0, 0
+	for state, n := range r.Terminated {
+		terminated += n
+		if state == ledgerdb.StateRefunded || state == ledgerdb.StateRecovered || state == ledgerdb.StateDelivered {
+			settled += n
+		}
+	}
+	fmt.Fprintf(out, "  terminated jobs: %d (refunded %d, recovered %d, delivered %d); left running: %d; not settled: %d\n",
+		terminated, r.Terminated[ledgerdb.StateRefunded], r.Terminated[ledgerdb.StateRecovered], r.Terminated[ledgerdb.StateDelivered],
+		r.Terminated[ledgerdb.StateRunning], terminated-settled)
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(out, "  anomaly: %s\n", a)
+	}
+	fmt.Fprintf(out, "  violations: %d\n", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(out, "    %s: %s\n", v.Kind, v.Message)
+	}
+}

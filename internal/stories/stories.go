@@ -1,0 +1,152 @@
+// Package stories plays the stories jobbill exists for against a running worker, on a fresh
+// account: a job delivered on the first try; one whose every attempt times out, is refunded, and
+// whose result then lands late (recovered); one that fails for good (refunded, dead-lettered);
+// the same result reported twice (delivered once); one refused for insufficient credits
+// (rejected, nothing charged). It prints each job's end, its money, the sentence its user reads,
+// its page in the Temporal UI and its ledger rows, then the balance and the audit. `make run`
+// plays them (cmd/jobbill-dev run).
+package stories
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// Configure makes the stories take seconds rather than the GPU defaults' minutes: 3 attempts of
+// at most 3 s, 1 s then 2 s apart, and 2 minutes to wait for a late result. The worker that
+// plays them must run with it.
+func Configure(c *config.Config) {
+	c.Policy.InitialInterval = time.Second
+	c.Policy.BackoffCoefficient = 2
+	c.Policy.MaximumInterval = 5 * time.Second
+	c.Policy.MaximumAttempts = 3
+	c.Policy.StartToClose = 3 * time.Second
+	c.Policy.HeartbeatTimeout = 2 * time.Second
+	c.Policy.LateResultWindow = 2 * time.Minute
+	c.Runner.Simulated.Duration = time.Second
+	c.Runner.Simulated.FailureRate = 0
+}
+
+// story is one of the jobs and how its end is reached.
+type story struct {
+	name, title string
+	cost        int64
+	input       string
+	// then runs after the charge is decided, to report results as the story needs.
+	then func(ctx context.Context, st *jobs.Service, jobID string) error
+	// ends are the states the story waits for.
+	ends []ledgerdb.State
+}
+
+// Play plays the stories through st, whose worker runs as [Configure] says, on a fresh account
+// of ledger, and fails when a story ends otherwise than it should or the account's audit finds a
+// broken money rule.
+func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.Writer) error {
+	var suffix [2]byte
+	_, _ = rand.Read(suffix[:])
+	run := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
+	account := "demo-" + run
+	if _, err := ledger.OpenAccount(ctx, account); err != nil {
+		return err
+	}
+	if _, err := ledger.Grant(ctx, ledgerdb.Credit{AccountID: account, Amount: 200, Key: "welcome", Memo: "demo credits"}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "account %s granted 200 credits; playing five stories (about 20 seconds)\n", account)
+
+	reportTwice := func(ctx context.Context, st *jobs.Service, jobID string) error {
+		// Two reports of the same result race each other, as a duplicated callback would.
+		res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + jobID + "/callback", FinishedAt: time.Now().UTC()}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = st.ReportResult(ctx, jobID, res)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	stories := []story{
+		{name: "a", title: "success on the first try", cost: 40, input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}},
+		{name: "b", title: "every attempt times out, refunded, then the result lands late", cost: 40, input: "sim:late:3", ends: []ledgerdb.State{ledgerdb.StateRecovered}},
+		{name: "c", title: "every attempt fails: refunded and dead-lettered for good", cost: 40, input: "sim:fail", ends: []ledgerdb.State{ledgerdb.StateRefunded}},
+		{name: "d", title: "the same result signalled twice", cost: 40, input: "sim:hang", then: reportTwice, ends: []ledgerdb.State{ledgerdb.StateDelivered}},
+		{name: "e", title: "insufficient credits: rejected, nothing charged", cost: 10_000, input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateRejected}},
+	}
+	final := make([]jobs.Status, len(stories))
+	errs := make([]error, len(stories))
+	var wg sync.WaitGroup
+	for i, s := range stories {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			final[i], errs[i] = playStory(ctx, st, account, run, s)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	history, err := ledger.History(ctx, account, ledgerdb.HistoryPage{Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for i, s := range stories {
+		status := final[i]
+		fmt.Fprintf(out, "\n(%s) %s\n    job %s: %s, money %s, %d attempts\n    %s\n    %s\n",
+			s.name, s.title, status.JobID, status.State, status.MoneyState, status.Attempts, status.Message, status.WorkflowURL)
+		for _, e := range history.Entries {
+			if e.JobID == status.JobID {
+				fmt.Fprintf(out, "      row %-6d %-8s %+6d  balance after %d\n", e.ID, e.Kind, e.Amount, e.BalanceAfter)
+			}
+		}
+		if len(s.ends) > 0 && status.State != s.ends[0] {
+			return fmt.Errorf("story (%s) ended %s, not %s", s.name, status.State, s.ends[0])
+		}
+	}
+	report, err := ledger.Audit(ctx, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nbalance of %s: %d credits = the sum of its %d ledger rows (%d)\n", account, report.Balance, report.Entries, report.EntrySum)
+	if !report.OK() {
+		return fmt.Errorf("audit found violations: %v", report.Violations)
+	}
+	fmt.Fprintln(out, "audit: every money rule holds")
+	return nil
+}
+
+func playStory(ctx context.Context, st *jobs.Service, account, run string, s story) (jobs.Status, error) {
+	jobID := fmt.Sprintf("%s-%s", s.name, run)
+	_, err := st.Submit(ctx, jobs.Job{ID: jobID, AccountID: account, Cost: s.cost, InputRef: s.input})
+	if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
+		return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
+	}
+	if s.then != nil {
+		if err := s.then(ctx, st, jobID); err != nil {
+			return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
+		}
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	status, err := st.Wait(waitCtx, jobID, s.ends...)
+	if err != nil {
+		return status, fmt.Errorf("story (%s): %w", s.name, err)
+	}
+	return status, nil
+}

@@ -1,0 +1,279 @@
+package jobs_test
+
+// The doors jobbill does not control, end to end against the real dev server and test database:
+// an operator's Terminate, another program's workflow under a job's ID, a workflow that closed
+// before charging, a result reported while Temporal cannot be reached. Each test here failed
+// before the change that made its door keep the money rules.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// TestE2ETerminatedJobIsHealedOnRead protects money rule 3 at the UI's Terminate button: the
+// job's work will never be delivered, so the first read of its status heals it — a heal run of its
+// own workflow refunds the charge with a reason that says an operator stopped it — and no answer
+// describes it as running. A result that lands afterwards still reclaims the refund once. Before,
+// the job stayed running, charged, for ever.
+func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	const cost = 40
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "term")
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
+	e.waitAttempt(t, id, 1)
+	workflowID := workflows.JobWorkflowID(acct, id)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "wrong input file"))
+
+	status, err := e.Jobs.Status(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
+	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Reason)
+	require.Contains(t, status.Message, "40 credits were refunded")
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.requireBalance(t, acct, 200)
+	d, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.Status, "the heal run listens for a late result")
+	state, _ := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
+	require.Equal(t, string(ledgerdb.StateRefunded), state, "the job's latest run tells the truth")
+
+	report, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + id})
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathSignal, report.Path)
+	final := e.awaitClosed(t, workflowID)
+	require.Equal(t, ledgerdb.StateRecovered, final.State)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	e.requireBalance(t, acct, 200-cost)
+	e.recordHistory(t, "healed", workflowID)
+}
+
+// waitAttempt waits until the ledger has recorded that the job's work started attempt n: only then
+// can a result of that attempt exist.
+func (e *e2eEnv) waitAttempt(t *testing.T, jobID string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		job, err := e.Store.Job(context.Background(), jobID)
+		return err == nil && job.Attempts >= n
+	}, waitLimit, 50*time.Millisecond, "job %s never started attempt %d", jobID, n)
+}
+
+// TestE2EReconcileHealsTerminatedJob protects money rule 3 without anyone reading the job: the
+// reconcile pass finds the charged job whose workflow an operator terminated and refunds it within
+// one pass; a second pass changes nothing.
+func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "term")
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
+
+	pass := reconcilePass(t, e, acct)
+	require.Equal(t, 1, pass.Healed)
+	job, err := e.Store.Job(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
+	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
+	e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.requireBalance(t, acct, 200)
+}
+
+// TestE2ESubmissionNeverAttachesToAForeignWorkflow protects money rule 7 in a namespace other
+// programs may share: when another program's workflow holds a job's workflow ID, running or
+// closed, the submission answers at once that the ID can never be charged (rejected, reason
+// workflow_id_taken) and charges nothing — it never sends its charge decision into a workflow that
+// is not this job's. Before, it waited on the foreign workflow until its deadline and left the job
+// submitting for ever.
+func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	for _, closed := range []bool{false, true} {
+		id := ledgertest.ID(t, "foreign")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		_, err := e.Client.ExecuteWorkflow(testContext(t), client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
+		require.NoError(t, err)
+		if closed {
+			require.NoError(t, e.Client.TerminateWorkflow(testContext(t), workflowID, "", ""))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		began := time.Now()
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+		cancel()
+		require.ErrorIs(t, err, ledgerdb.ErrRejected, "closed=%v", closed)
+		require.Less(t, time.Since(began), 10*time.Second, "the submission waited on a foreign workflow")
+		require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
+		require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
+		require.Contains(t, sub.Status.Message, "new ID")
+		e.requireRows(t, id, 40)
+	}
+	e.requireBalance(t, acct, 200)
+}
+
+// TestE2EOrphanRejectionIsHonest protects the submission rules: a placeholder whose workflow was
+// terminated before it charged is rejected for that reason, and its user is told so — not that
+// the account lacked credits, which a top-up would seem to fix — and that the ID can never be
+// charged. A resubmission answers the same, after a top-up too.
+func TestE2EOrphanRejectionIsHonest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "orphan")
+	job := jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte(job.InputRef)})
+	require.NoError(t, err)
+	workflowID := workflows.JobWorkflowID(acct, id)
+	_, err = e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"},
+		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Cost: 40})
+	require.NoError(t, err)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "operator"))
+
+	status, err := e.Jobs.Resume(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRejected, status.State)
+	require.Equal(t, string(ledgerdb.RejectWorkflowEnded), status.Reason)
+	require.NotContains(t, strings.ToLower(status.Message), "credits", status.Message)
+	require.Contains(t, status.Message, "can never be charged")
+
+	_, err = e.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
+	require.NoError(t, err)
+	_, err = e.Jobs.Submit(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrRejected)
+	require.NotErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+	e.requireRows(t, id, 40)
+	e.requireBalance(t, acct, 300)
+}
+
+// TestE2EResultRecordedWhileTemporalUnreachable protects money rules 3 and 8 at the report door:
+// a result reported while Temporal cannot be reached is written to the ledger first and answered
+// "recorded", and the reconcile pass applies it once Temporal answers: the job is delivered, once.
+// Before, such a report failed and was stored nowhere.
+func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "down")
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	_, err = e.Jobs.Wait(ctx, id, ledgerdb.StateRunning)
+	require.NoError(t, err)
+
+	// A client whose server never answers stands for Temporal being down.
+	down, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: e.Config.Temporal.Namespace})
+	require.NoError(t, err)
+	defer down.Close()
+	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
+		Namespace: e.Config.Temporal.Namespace})
+	reportCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	report, err := unreachable.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathRecorded, report.Path)
+	pending, err := e.Store.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the result is durable in the ledger")
+
+	// Temporal answers again: the pass hands the result to the job's workflow.
+	time.Sleep(time.Second)
+	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "reconcile-test/" + id, TaskQueue: e.Config.Temporal.TaskQueue,
+	}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Hour, ResultGrace: time.Millisecond, AccountIDs: []string{acct}})
+	require.NoError(t, err)
+	var pass activities.ReconcileResult
+	require.NoError(t, run.Get(ctx, &pass))
+	require.Equal(t, 1, pass.ResultsApplied, "failures: %v", pass.Failures)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, ledgerdb.StateDelivered, final.State)
+	require.Equal(t, "s3://out/"+id, final.OutputRef)
+	pending, err = e.Store.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	e.requireBalance(t, acct, 160)
+}
+
+// TestE2EBadReportsWriteNothing protects rule 5 at the report door: a report naming an attempt
+// the job's work never started, or without a usable output, is refused before anything is
+// written or signalled, and the job goes on to be delivered by its real result.
+func TestE2EBadReportsWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "bad")
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	require.NoError(t, err)
+	for _, bad := range []activities.WorkResult{
+		{Attempt: -1, OutputRef: "s3://x"},
+		{Attempt: 0, OutputRef: "s3://x"},
+		{Attempt: 7, OutputRef: "s3://forged"},
+		{Attempt: 1},
+		{Attempt: 1, OutputRef: "s3://x\u202egnp"},
+	} {
+		_, err := e.Jobs.ReportResult(ctx, id, bad)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "%+v", bad)
+	}
+	var recorded int
+	require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, id).Scan(&recorded))
+	require.Zero(t, recorded)
+	status, err := e.Jobs.Status(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, status.State)
+
+	_, err = e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+}
+
+// TestE2EHealLeavesAJobItsRunSettled protects the heal from a race: a status read that found the
+// job running, while its workflow delivered it and closed, must not start a heal run — the run
+// settled the job, and the ledger read after the describe says so. Before, a needless heal run
+// became the job's latest run (it refunded nothing: the guard saw the job delivered).
+func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "settled")
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+	require.NoError(t, err)
+	stale, err := e.Store.Job(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, stale.State, "%+v", sub)
+	workflowID := workflows.JobWorkflowID(acct, id)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
+
+	healed, err := e.Jobs.Heal(ctx, stale)
+	require.NoError(t, err)
+	require.False(t, healed, "a job its run settled needs no heal")
+	runs, err := e.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, runs.GetCount(), "no heal run was started")
+	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+}

@@ -1,0 +1,537 @@
+package jobs_test
+
+// End-to-end tests: the job service, an in-process worker, the real Temporal dev server and the real
+// Postgres test database, playing the stories and checking the money rules (docs/design.md)
+// on the ledger rows, the balance, and the search attributes in visibility.
+//
+// They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
+// runs both). With JOBBILL_RECORD_HISTORIES=1 they also write each story's workflow history to
+// workflows/testdata/histories for the replay test:
+//
+//	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./jobs/
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// e2ePolicy makes the stories take seconds: 3 attempts of at most 2 s, 0.5 s then 1 s apart, and
+// 20 s to wait for a late result. The heartbeat timeout equals StartToClose: the SDK sends
+// heartbeats at 0.8× the timeout, and a tighter timeout would time out healthy attempts on a
+// loaded 2-core machine.
+func e2ePolicy() workflows.Policy {
+	return workflows.Policy{
+		InitialInterval:    500 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Second,
+		MaximumAttempts:    3,
+		StartToClose:       2 * time.Second,
+		HeartbeatTimeout:   2 * time.Second,
+		LateResultWindow:   20 * time.Second,
+	}
+}
+
+// shortWindow is e2ePolicy with the given number of attempts and a late-result window so short
+// that a refunded job's workflow closes within the test.
+func shortWindow(attempts int32) workflows.Policy {
+	p := e2ePolicy()
+	p.MaximumAttempts = attempts
+	p.LateResultWindow = time.Second
+	return p
+}
+
+// simulatedDuration is how long a simulated attempt works, and how late (after its deadline) the
+// late attempt of sim:late:N reports. A second leaves the workflow time to see the timeout and
+// refund before the late result lands.
+const simulatedDuration = time.Second
+
+// waitLimit bounds every wait of a story for its workflow, its ledger state or visibility.
+const waitLimit = 60 * time.Second
+
+// e2eEnv is the process's worker and the clients the tests share; its Jobs is the worker's
+// own (the simulated runner reports late results through it), with e2ePolicy.
+type e2eEnv struct{ *workertest.Env }
+
+// newEnv returns the process's end-to-end environment, starting it on first use: a worker on a
+// task queue unique to this test process, over the real dev server (127.0.0.1:7233, or
+// JOBBILL_TEMPORAL_ADDRESS) and the migrated test database.
+func newEnv(t *testing.T) *e2eEnv {
+	t.Helper()
+	return &e2eEnv{workertest.Shared(t, "e2e", func(cfg *config.Config) {
+		cfg.Policy = e2ePolicy()
+		cfg.Runner.Simulated.Duration = simulatedDuration
+	})}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// awaitClosed waits until the job's workflow (its latest run) closes and returns its result.
+func (e *e2eEnv) awaitClosed(t *testing.T, workflowID string) workflows.JobStatus {
+	t.Helper()
+	ctx := testContext(t)
+	var status workflows.JobStatus
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflowID, "").Get(ctx, &status),
+		"workflow %s did not complete", workflowID)
+	return status
+}
+
+// waitState polls the ledger until the job reaches state.
+func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, jobID string, state ledgerdb.State) jobs.Status {
+	t.Helper()
+	status, err := st.Wait(testContext(t), jobID, state)
+	require.NoError(t, err)
+	return status
+}
+
+// ledgerRow is one of a job's ledger rows.
+type ledgerRow struct {
+	Kind   ledgerdb.EntryKind
+	Amount int64
+}
+
+// requireRows checks a job's ledger rows, in order: charge −cost, refund +cost, reclaim −cost
+// (money rules 2, 3 and 5).
+func (e *e2eEnv) requireRows(t *testing.T, jobID string, cost int64, kinds ...ledgerdb.EntryKind) {
+	t.Helper()
+	want := []ledgerRow{}
+	for _, k := range kinds {
+		amount := -cost
+		if k == ledgerdb.KindRefund {
+			amount = cost
+		}
+		want = append(want, ledgerRow{Kind: k, Amount: amount})
+	}
+	rows, err := e.Store.Pool().Query(testContext(t),
+		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	require.NoError(t, err)
+	got := []ledgerRow{}
+	for rows.Next() {
+		var r ledgerRow
+		require.NoError(t, rows.Scan(&r.Kind, &r.Amount))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, want, got, "ledger rows of job %s", jobID)
+}
+
+// requireBalance checks the account's balance, then audits it (money rules 2, 3 and 6).
+func (e *e2eEnv) requireBalance(t *testing.T, accountID string, want int64) {
+	t.Helper()
+	balance, err := e.Store.Balance(testContext(t), accountID)
+	require.NoError(t, err)
+	require.Equal(t, want, balance, "balance of %s", accountID)
+	ledgertest.RequireSound(t, e.Store, accountID)
+}
+
+// requireVisible polls visibility until a workflow matches the query (visibility lags the
+// workflow a little), and fails when none does within the wait limit.
+func (e *e2eEnv) requireVisible(t *testing.T, query string) {
+	t.Helper()
+	ctx := testContext(t)
+	var lastErr error
+	for {
+		resp, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.Config.Temporal.Namespace,
+			Query:     query,
+		})
+		if err == nil && len(resp.GetExecutions()) > 0 {
+			return
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no workflow in visibility matches %q (last error: %v)", query, lastErr)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// jobQuery is the visibility query for a job's workflow with the given billing state.
+func jobQuery(jobID, accountID string, state ledgerdb.State, more string) string {
+	q := fmt.Sprintf("WorkflowId = '%s' AND BillingState = '%s' AND AccountID = '%s'",
+		workflows.JobWorkflowID(accountID, jobID), state, accountID)
+	if more != "" {
+		q += " AND " + more
+	}
+	return q
+}
+
+// recordEnv turns the history recorder on.
+const recordEnv = "JOBBILL_RECORD_HISTORIES"
+
+// historiesDir is where the replay test (workflows/replay_test.go) finds the histories.
+var historiesDir = filepath.Join("..", "workflows", "testdata", "histories")
+
+// recordedVersion names the workflow version whose histories the recorder writes: each file is
+// <recordedVersion>-<name>.json. Bump it with the workflows' latest version.
+const recordedVersion = "v1"
+
+// recordHistory writes the closed workflow's history to
+// workflows/testdata/histories/<recordedVersion>-<name>.json when JOBBILL_RECORD_HISTORIES=1, in
+// the JSON of `temporal workflow show --output json` (no payload shorthand), which the SDK's
+// replayer reads. It never overwrites a file: a released version's histories are never recorded
+// again (see workflows/versions.go), so that the replay test keeps checking that the code still
+// replays the runs that version left in flight.
+func (e *e2eEnv) recordHistory(t *testing.T, name, workflowID string) {
+	t.Helper()
+	if os.Getenv(recordEnv) != "1" {
+		return
+	}
+	iter := e.Client.GetWorkflowHistory(testContext(t), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	history := &historypb.History{}
+	for iter.HasNext() {
+		event, err := iter.Next()
+		require.NoError(t, err)
+		history.Events = append(history.Events, event)
+	}
+	require.NotEmpty(t, history.Events)
+	last := history.Events[len(history.Events)-1].GetEventType()
+	require.Contains(t, []enumspb.EventType{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+	}, last, "workflow %s must be closed before its history is recorded", workflowID)
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(history)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(historiesDir, 0o755))
+	path := filepath.Join(historiesDir, recordedVersion+"-"+name+".json")
+	if _, err := os.Stat(path); err == nil {
+		t.Logf("%s exists; a recorded history is never replaced", path)
+		return
+	}
+	require.NoError(t, os.WriteFile(path, append(data, '\n'), 0o644))
+	t.Logf("recorded the history of %s (%d events) to %s", workflowID, len(history.Events), path)
+}
+
+// story is one job of TestE2EStories: its account and ID, and what its submission answered.
+type story struct {
+	acct, id string
+	cost     int64
+	sub      jobs.Submission
+	err      error
+}
+
+// submitStory opens an account with 200 credits and submits a job to it.
+func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input string) *story {
+	t.Helper()
+	s := &story{acct: ledgertest.Account(t, e.Store, 200), id: ledgertest.ID(t, "job"), cost: cost}
+	s.sub, s.err = st.Submit(testContext(t), jobs.Job{ID: s.id, AccountID: s.acct, Cost: cost, InputRef: input})
+	return s
+}
+
+// TestE2EStories plays the five stories of `make run` (internal/stories) side by side, each on its own account:
+// every job is submitted first, so that the five workflows run at the same time, and then each
+// story is checked in its own subtest.
+func TestE2EStories(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	began := time.Now()
+	defer func() { t.Logf("five stories took %s", time.Since(began).Round(time.Millisecond)) }()
+
+	a := e.submitStory(t, e.Jobs, 40, "sim:ok")
+	b := e.submitStory(t, e.Jobs, 40, "sim:late:3")
+	c := e.submitStory(t, e.JobsWith(shortWindow(3)), 40, "sim:fail")
+	d := e.submitStory(t, e.Jobs, 40, "sim:hang")
+	eStory := e.submitStory(t, e.Jobs, 10_000, "sim:ok")
+
+	// (d)'s result is reported at once, twice, concurrently, as a duplicated callback would.
+	dResult := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + d.id + "/callback", FinishedAt: time.Now().UTC()}
+	dReports := make([]jobs.ResultReport, 2)
+	dErrs := make([]error, 2)
+	if d.err == nil {
+		var wg sync.WaitGroup
+		for i := range dReports {
+			wg.Go(func() { dReports[i], dErrs[i] = e.Jobs.ReportResult(testContext(t), d.id, dResult) })
+		}
+		wg.Wait()
+	}
+
+	// (a) Success on the first try. Money rules 2, 3, 5, 6: exactly one charge row of −cost, the
+	// balance is the grant minus the cost, the audit holds; BillingState delivered in visibility.
+	t.Run("a-first-try", func(t *testing.T) {
+		require.NoError(t, a.err)
+		require.False(t, a.sub.Duplicate)
+		require.Equal(t, ledgerdb.StateRunning, a.sub.Status.State, "Submit answers once the charge is decided")
+		require.Equal(t, ledgerdb.MoneyCharged, a.sub.Status.MoneyState)
+
+		final := e.awaitClosed(t, workflows.JobWorkflowID(a.acct, a.id))
+		require.Equal(t, ledgerdb.StateDelivered, final.State)
+		require.Equal(t, 1, final.Attempts)
+		require.False(t, final.DeadLettered)
+		status, err := e.Jobs.Status(testContext(t), a.id)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateDelivered, status.State)
+		require.Equal(t, 1, status.Attempts)
+		e.requireRows(t, a.id, a.cost, ledgerdb.KindCharge)
+		e.requireBalance(t, a.acct, 200-a.cost)
+		e.requireVisible(t, jobQuery(a.id, a.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
+		e.recordHistory(t, "a-first-try", workflows.JobWorkflowID(a.acct, a.id))
+	})
+
+	// (b) Every attempt times out → refunded → the late attempt's result lands (the simulated
+	// runner reports it through the job service) → recovered. Money rules 2, 3, 5, 8: charge, refund
+	// and reclaim rows of −cost, +cost, −cost (net −cost), the refund never doubled.
+	t.Run("b-late-recovered", func(t *testing.T) {
+		require.NoError(t, b.err)
+		require.Equal(t, ledgerdb.StateRunning, b.sub.Status.State)
+
+		final := e.awaitClosed(t, workflows.JobWorkflowID(b.acct, b.id))
+		require.Equal(t, ledgerdb.StateRecovered, final.State, "the late result of attempt 3 recovers the job")
+		require.Equal(t, 3, final.Attempts)
+		require.False(t, final.DeadLettered)
+		require.Equal(t, "timed out after 3 attempts", final.Reason)
+		require.Equal(t, fmt.Sprintf("sim://%s/attempt-3", b.id), final.OutputRef)
+		e.requireRows(t, b.id, b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		e.requireBalance(t, b.acct, 200-b.cost)
+		e.requireVisible(t, jobQuery(b.id, b.acct, ledgerdb.StateRecovered, "DeadLettered = false"))
+		e.recordHistory(t, "b-late-recovered", workflows.JobWorkflowID(b.acct, b.id))
+	})
+
+	// (c) Every attempt fails: refunded and dead-lettered for good (the late-result window ends
+	// with nothing). Money rules 2, 3, 6: charge and refund rows, net 0, the balance back to the
+	// grant; DeadLettered stays true on the closed workflow.
+	t.Run("c-dead-lettered", func(t *testing.T) {
+		require.NoError(t, c.err)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(c.acct, c.id))
+		require.Equal(t, ledgerdb.StateRefunded, final.State)
+		require.True(t, final.DeadLettered)
+		require.Equal(t, 3, final.Attempts)
+		status, err := e.Jobs.Status(testContext(t), c.id)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateRefunded, status.State)
+		require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+		require.Contains(t, status.Reason, "after 3 attempts")
+		e.requireRows(t, c.id, c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		e.requireBalance(t, c.acct, 200)
+		e.requireVisible(t, jobQuery(c.id, c.acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
+		e.recordHistory(t, "c-dead-lettered", workflows.JobWorkflowID(c.acct, c.id))
+	})
+
+	// (d) The same result reported twice, concurrently, while the work hangs: delivered once.
+	// Money rules 2, 3, 8: one charge row and nothing else, whichever door each report took
+	// (a signal, or the fallback if the workflow had already closed).
+	t.Run("d-result-twice", func(t *testing.T) {
+		require.NoError(t, d.err)
+		require.NoError(t, errors.Join(dErrs...))
+		final := e.awaitClosed(t, workflows.JobWorkflowID(d.acct, d.id))
+		require.Equal(t, ledgerdb.StateDelivered, final.State)
+		require.Equal(t, dResult.OutputRef, final.OutputRef)
+		fallbacks := 0
+		for _, r := range dReports {
+			switch r.Path {
+			case "signal":
+			case "fallback":
+				fallbacks++
+				require.Equal(t, ledgerdb.NotApplied, r.Outcome, "a delivered job has no refund to reclaim")
+			default:
+				t.Fatalf("a report answered path %q", r.Path)
+			}
+		}
+		require.Equal(t, 1, final.IgnoredResults+fallbacks, "exactly one of the two reports changes nothing")
+		e.requireRows(t, d.id, d.cost, ledgerdb.KindCharge)
+		e.requireBalance(t, d.acct, 200-d.cost)
+		e.requireVisible(t, jobQuery(d.id, d.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
+		e.recordHistory(t, "d-result-twice", workflows.JobWorkflowID(d.acct, d.id))
+	})
+
+	// (e) Insufficient credits: Submit answers ErrInsufficientCredits and the job is rejected.
+	// Money rules 3 and 6: no ledger row, the balance untouched.
+	t.Run("e-rejected", func(t *testing.T) {
+		require.ErrorIs(t, eStory.err, ledgerdb.ErrInsufficientCredits)
+		require.Equal(t, ledgerdb.StateRejected, eStory.sub.Status.State)
+		require.Equal(t, ledgerdb.MoneyNotCharged, eStory.sub.Status.MoneyState)
+		require.NotEmpty(t, eStory.sub.Status.Reason)
+
+		final := e.awaitClosed(t, workflows.JobWorkflowID(eStory.acct, eStory.id))
+		require.Equal(t, ledgerdb.StateRejected, final.State)
+		e.requireRows(t, eStory.id, eStory.cost)
+		e.requireBalance(t, eStory.acct, 200)
+		e.requireVisible(t, jobQuery(eStory.id, eStory.acct, ledgerdb.StateRejected, "DeadLettered = false"))
+		e.recordHistory(t, "e-rejected", workflows.JobWorkflowID(eStory.acct, eStory.id))
+	})
+}
+
+// TestE2ESubmitIsIdempotent checks the doors of submission. Money rules 7 and 8: the same ID
+// submitted twice, concurrently or later, is one job charged once; a different request under the
+// ID is a conflict; a deleted ID is gone for good and is never charged again.
+func TestE2ESubmitIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const cost = 40
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "job")
+	job := jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok"}
+
+	// Two submissions of a fresh ID race each other, as a client's retry would.
+	subs := make([]jobs.Submission, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range subs {
+		wg.Go(func() { subs[i], errs[i] = e.Jobs.Submit(testContext(t), job) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	require.NotEqual(t, subs[0].Duplicate, subs[1].Duplicate, "exactly one of two racing submissions is the duplicate")
+	for _, s := range subs {
+		require.Equal(t, ledgerdb.MoneyCharged, s.Status.MoneyState)
+	}
+
+	again, err := e.Jobs.Submit(testContext(t), job)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+
+	other := job
+	other.InputRef = "sim:fail"
+	_, err = e.Jobs.Submit(testContext(t), other)
+	require.ErrorIs(t, err, ledgerdb.ErrConflict)
+
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, ledgerdb.StateDelivered, final.State)
+	// After the workflow closed: still the same job, still charged once.
+	late, err := e.Jobs.Submit(testContext(t), job)
+	require.NoError(t, err)
+	require.True(t, late.Duplicate)
+	require.Equal(t, ledgerdb.StateDelivered, late.Status.State)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge)
+	e.requireBalance(t, acct, 200-cost)
+
+	deleted, err := e.Jobs.Delete(testContext(t), id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
+	require.Equal(t, ledgerdb.MoneyCharged, deleted.MoneyState, "a tombstone keeps the money as it was")
+	_, err = e.Jobs.Submit(testContext(t), job)
+	require.ErrorIs(t, err, ledgerdb.ErrGone)
+	status, err := e.Jobs.Status(testContext(t), id)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDeleted, status.State)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge)
+	e.requireBalance(t, acct, 200-cost)
+
+	_, err = e.Jobs.Status(testContext(t), ledgertest.ID(t, "never"))
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "an ID that never reached us is not found: nothing charged")
+}
+
+// TestE2ELateResultAfterClose reports a result after the job's workflow closed as refunded.
+// Money rules 2, 3, 5, 8: the job service's fallback workflow reclaims the refund once (one reclaim
+// row of −cost, net −cost); a second report of the same result is recognised by the ledger's
+// inbox and changes nothing.
+func TestE2ELateResultAfterClose(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const cost = 40
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "job")
+	st := e.JobsWith(shortWindow(1))
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
+	require.NoError(t, err)
+	closed := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, ledgerdb.StateRefunded, closed.State)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.recordHistory(t, "refunded-then-closed", workflows.JobWorkflowID(acct, id))
+
+	res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()}
+	report, err := st.ReportResult(testContext(t), id, res)
+	require.NoError(t, err)
+	require.Equal(t, "fallback", report.Path)
+	require.Equal(t, ledgerdb.Applied, report.Outcome)
+	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
+	require.Equal(t, ledgerdb.MoneyCharged, report.Status.MoneyState)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	e.requireBalance(t, acct, 200-cost)
+	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(acct, id))
+
+	// The same report again is recognised by the ledger's inbox: nothing changes.
+	again, err := st.ReportResult(testContext(t), id, res)
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathAlreadyApplied, again.Path)
+	require.Equal(t, ledgerdb.StateRecovered, again.Status.State)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	e.requireBalance(t, acct, 200-cost)
+	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(acct, id)))
+}
+
+// TestE2ERedriveOpenDeadLetter re-drives a dead letter whose workflow still listens: the redrive
+// runs the work again and it succeeds. Money rules 2, 3, 8: charge, refund, reclaim — the refund
+// is reclaimed once, never a second charge; BillingState recovered and DeadLettered false.
+func TestE2ERedriveOpenDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const cost = 40
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "job")
+	// Three attempts fail; the fourth, the redrive's, succeeds. The window only has to outlast
+	// the test's redrive, and keeps a failing test short.
+	p := e2ePolicy()
+	p.LateResultWindow = 5 * time.Second
+	st := e.JobsWith(p)
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok-on-attempt:4"})
+	require.NoError(t, err)
+	e.waitState(t, st, id, ledgerdb.StateRefunded)
+	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Running'"))
+
+	status, err := st.Redrive(testContext(t), id, "e2e", "GPU pool fixed")
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, status.State, "Redrive answers the job as it was when asked")
+
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, 1, final.Redrives)
+	require.Equal(t, ledgerdb.StateRecovered, final.State,
+		"the redrive's first attempt must be the job's attempt 4 (sim:ok-on-attempt:4), not attempt 1 again")
+	require.Equal(t, 4, final.Attempts)
+	require.False(t, final.DeadLettered)
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	e.requireBalance(t, acct, 200-cost)
+	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRecovered, "DeadLettered = false"))
+	e.recordHistory(t, "redrive-open", workflows.JobWorkflowID(acct, id))
+}
+
+// TestE2ERedriveAfterClose re-drives a dead letter whose workflow closed when its late-result
+// window ended: the job service starts a new run of the job's ID, which finds the job refunded in the
+// ledger and runs the job's own work again. The work (sim:fail) fails again. Money rules 2, 5, 7
+// and 8: the new run charges nothing, refunds nothing a second time and reclaims nothing — the
+// rows stay charge and refund, the balance stays the grant.
+func TestE2ERedriveAfterClose(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const cost = 40
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "job")
+	st := e.JobsWith(shortWindow(1))
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+
+	_, err = st.Redrive(testContext(t), id, "e2e", "after the window")
+	require.NoError(t, err)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, 1, final.Redrives)
+	require.Equal(t, ledgerdb.StateRefunded, final.State,
+		"the redrive must run the job's own input (sim:fail), which fails again")
+	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	e.requireBalance(t, acct, 200)
+	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
+	e.recordHistory(t, "redrive-after-close", workflows.JobWorkflowID(acct, id))
+}

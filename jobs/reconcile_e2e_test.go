@@ -1,0 +1,170 @@
+package jobs_test
+
+// The reconcile pass end to end, on the shared in-process worker, against the real dev server
+// and test database: placeholders written straight to the ledger, as a submitter that crashed
+// before starting the workflow leaves them; charged jobs whose workflow an operator terminated;
+// results recorded while Temporal was unreachable.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// reconcileGrace is the tests' grace: short, so that a placeholder ages past it in a test.
+const reconcileGrace = time.Second
+
+// writePlaceholder writes a job's placeholder and nothing else, as a crashed submitter would.
+func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) string {
+	t.Helper()
+	id := ledgertest.ID(t, "job")
+	_, err := env.Store.Submit(context.Background(), ledgerdb.Submission{
+		JobID: id, AccountID: accountID, Cost: cost, Request: []byte("sim:ok"),
+	})
+	require.NoError(t, err)
+	return id
+}
+
+// reconcilePass runs one Reconcile workflow over the account's placeholders and returns its counts.
+func reconcilePass(t *testing.T, env *e2eEnv, accountID string) activities.ReconcileResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	run, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        fmt.Sprintf("reconcile-test/%s/%d", accountID, time.Now().UnixNano()),
+		TaskQueue: env.Config.Temporal.TaskQueue,
+	}, workflows.Reconcile, activities.ReconcileInput{Grace: reconcileGrace, AccountIDs: []string{accountID}})
+	require.NoError(t, err)
+	var out activities.ReconcileResult
+	require.NoError(t, run.Get(ctx, &out))
+	require.Zero(t, out.Failed, "failures: %v", out.Failures)
+	return out
+}
+
+// chargeRows counts the job's charge rows in the ledger.
+func chargeRows(t *testing.T, env *e2eEnv, jobID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, env.Store.Pool().QueryRow(context.Background(),
+		`SELECT count(*) FROM ledger_entries WHERE job_id = $1 AND kind = 'charge'`, jobID).Scan(&n))
+	return n
+}
+
+// TestReconcileHealsOrphanedPlaceholderOnce checks money rules 2, 3 and 8 (one charge per job;
+// the net matches the state; every door idempotent): a placeholder whose workflow never started
+// is started by one pass and charged exactly once; a second pass and two concurrent passes change
+// nothing; a placeholder younger than the grace is left alone.
+func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	account := ledgertest.Account(t, env.Store, 1000)
+	orphan := writePlaceholder(t, env, account, 40)
+	time.Sleep(reconcileGrace + 500*time.Millisecond)
+	fresh := writePlaceholder(t, env, account, 30)
+
+	first := reconcilePass(t, env, account)
+	require.Equal(t, 1, first.Examined, "only the placeholder older than the grace is examined")
+	require.Equal(t, 1, first.Started)
+	st, err := env.Jobs.Wait(ctx, orphan, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.MoneyCharged, st.MoneyState)
+	require.Equal(t, 1, chargeRows(t, env, orphan))
+
+	// The fresh placeholder was younger than the grace: untouched, no workflow.
+	job, err := env.Store.Job(ctx, fresh)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateSubmitting, job.State)
+	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, fresh), "")
+	require.Error(t, err, "a placeholder within its grace must not get a workflow")
+
+	// The fresh one now ages past the grace; a second pass heals it and leaves the first alone,
+	// and two concurrent passes after that change nothing.
+	time.Sleep(reconcileGrace)
+	second := reconcilePass(t, env, account)
+	require.Equal(t, 1, second.Examined, "the healed job is no longer a placeholder")
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			out := reconcilePass(t, env, account)
+			require.Equal(t, 0, out.Examined)
+		})
+	}
+	wg.Wait()
+	_, err = env.Jobs.Wait(ctx, fresh, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	require.Equal(t, 1, chargeRows(t, env, orphan))
+	require.Equal(t, 1, chargeRows(t, env, fresh))
+	balance, err := env.Store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000-40-30), balance)
+	ledgertest.RequireSound(t, env.Store, account)
+}
+
+// TestReconcileConcurrentResumeChargesOnce checks money rules 2 and 8: two reconcilers resuming
+// the same orphan at the same moment start one workflow and write one charge row.
+func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	account := ledgertest.Account(t, env.Store, 100)
+	orphan := writePlaceholder(t, env, account, 40)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			_, err := env.Jobs.Resume(ctx, orphan)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	_, err := env.Jobs.Wait(ctx, orphan, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	require.Equal(t, 1, chargeRows(t, env, orphan))
+	ledgertest.RequireSound(t, env.Store, account)
+}
+
+// TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging checks money rules 3 and 7: a
+// placeholder whose workflow was terminated before its charge can never be started again under
+// its ID, so the pass rejects it (reason workflow_ended_before_charging), nothing charged, net
+// 0; a second pass changes nothing.
+func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	account := ledgertest.Account(t, env.Store, 100)
+	orphan := writePlaceholder(t, env, account, 40)
+	// A workflow under the job's ID on a queue no worker polls never reaches its charge; an
+	// operator terminates it.
+	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.JobWorkflowID(account, orphan), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
+	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Cost: 40})
+	require.NoError(t, err)
+	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan), "", "test: closed before charging"))
+	time.Sleep(reconcileGrace)
+
+	out := reconcilePass(t, env, account)
+	require.Equal(t, 1, out.RejectedOrphans)
+	job, err := env.Store.Job(ctx, orphan)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRejected, job.State)
+	require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
+	require.False(t, job.IsCharged)
+	require.Equal(t, 0, chargeRows(t, env, orphan))
+
+	again := reconcilePass(t, env, account)
+	require.Equal(t, 0, again.Examined)
+	balance, err := env.Store.Balance(ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, int64(100), balance)
+	ledgertest.RequireSound(t, env.Store, account)
+}

@@ -1,0 +1,156 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// How a reported result reached the job, as [ResultReport.Path] says it.
+const (
+	// PathSignal: the job's workflow received the result as a signal.
+	PathSignal = "signal"
+	// PathFallback: the job's workflow had closed; the late-result fallback billed the result.
+	PathFallback = "fallback"
+	// PathRecorded: the result is recorded in the ledger but could not be handed on yet (Temporal
+	// unreachable); the reconcile pass applies it once Temporal answers.
+	PathRecorded = "recorded"
+	// PathAlreadyApplied: the same result was reported and taken before; nothing changed.
+	PathAlreadyApplied = "already_applied"
+)
+
+// ResultReport is what [Service.ReportResult] did with a result.
+type ResultReport struct {
+	// Path is how the result reached the job: PathSignal, PathFallback, PathRecorded or
+	// PathAlreadyApplied.
+	Path string `json:"path"`
+	// Outcome, for the fallback, says whether this report billed the job; empty otherwise.
+	Outcome ledgerdb.Outcome `json:"outcome,omitempty"`
+	// Status is the job as it stands after the report (for a signal, possibly before the workflow
+	// has acted on it).
+	Status Status `json:"status"`
+	// Message says what happened, in a sentence.
+	Message string `json:"message"`
+}
+
+// ReportResult reports that a job's result landed, possibly long after its attempt was given up.
+// The result is written to the ledger's inbox first, so that once this call answers, the result
+// cannot be lost. Then the job's workflow takes it as a signal: while the work is retrying, it
+// delivers; once refunded, it reclaims the refund; once settled, nothing changes. When the
+// workflow has closed, the late-result fallback bills it in a workflow of its own. When Temporal
+// cannot be reached, the answer is PathRecorded: the reconcile pass applies the result later. A
+// result never carries an amount: the ledger bills the job's recorded cost.
+//
+// Bad input is refused with nothing written: an attempt below 1 or beyond the attempts the job
+// has started, an empty or unprintable output reference ([ledgerdb.ErrInvalidInput]). A job never
+// charged is [ledgerdb.ErrNotStarted]; another output for an attempt already reported is
+// [ledgerdb.ErrConflict].
+func (s *Service) ReportResult(ctx context.Context, jobID string, result activities.WorkResult) (ResultReport, error) {
+	report := ledgerdb.ResultReport{JobID: jobID, Attempt: result.Attempt, OutputRef: result.OutputRef, FinishedAt: result.FinishedAt}
+	if err := report.Validate(); err != nil {
+		return ResultReport{}, err
+	}
+	job, err := s.opts.Ledger.Job(ctx, jobID)
+	if err != nil {
+		return ResultReport{}, err
+	}
+	if started := max(job.Attempts, 1); job.IsCharged && result.Attempt > started {
+		return ResultReport{}, &ledgerdb.InvalidInputError{Field: "attempt", Reason: fmt.Sprintf(
+			"is %d, but the job's work has started %d attempt(s): a result must come from an attempt that ran", result.Attempt, started)}
+	}
+	recorded, err := s.opts.Ledger.RecordResult(ctx, report)
+	if err != nil {
+		return ResultReport{}, err
+	}
+	if recorded.AppliedAt != nil {
+		return ResultReport{Path: PathAlreadyApplied, Status: s.statusOf(job),
+			Message: "This result was reported and taken before; nothing changed."}, nil
+	}
+	applied, err := s.apply(ctx, job, report)
+	if err != nil {
+		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
+		return ResultReport{Path: PathRecorded, Status: s.statusOf(job), Message: "The result is recorded and will be " +
+			"applied as soon as the workflow service is reachable (" + err.Error() + ")."}, nil
+	}
+	return applied, nil
+}
+
+// ApplyRecordedResult hands on a result that was recorded but not applied (its reporter could
+// not reach Temporal): the reconcile pass calls it, with the same path a report takes.
+func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error {
+	job, err := s.opts.Ledger.Job(ctx, u.Report.JobID)
+	if err != nil {
+		return err
+	}
+	_, err = s.apply(ctx, job, u.Report)
+	return err
+}
+
+// apply hands a recorded result to the job's workflow, or, when it has closed, to the late-result
+// fallback, and then marks it applied in the inbox. A repeat is harmless: a workflow takes one
+// result, and the fallback's step is guarded.
+func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.ResultReport) (ResultReport, error) {
+	if job.State == ledgerdb.StateDeleted {
+		// A deleted job's result is discarded; its money stays as it was.
+		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedSettled); err != nil {
+			return ResultReport{}, err
+		}
+		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
+			Message: "The job was deleted; its result is discarded and its money stays as it was."}, nil
+	}
+	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt}
+	err := s.opts.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "", workflows.SignalResult, sig)
+	var notFound *serviceerror.NotFound
+	switch {
+	case err == nil:
+		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
+			return ResultReport{}, err
+		}
+		return ResultReport{Path: PathSignal, Status: s.statusOf(job),
+			Message: "The job's workflow received the result and settles it."}, nil
+	case !errors.As(err, &notFound):
+		return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
+	}
+
+	in := workflows.LateResultInput{JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Result: sig}
+	run, err := s.opts.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        workflows.LateResultWorkflowID(job.AccountID, job.ID),
+		TaskQueue: s.opts.TaskQueue,
+		// Concurrent reports join one run; a later report runs again, and the guard decides.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            in.StaticSummary(),
+	}, workflows.LateResult, in)
+	if err != nil {
+		return ResultReport{}, fmt.Errorf("job %q: starting the late-result fallback: %w", job.ID, err)
+	}
+	var out workflows.LateResultOutcome
+	if err := run.Get(ctx, &out); err != nil {
+		return ResultReport{}, fmt.Errorf("job %q: late-result fallback: %w", job.ID, err)
+	}
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.ResultAfterClose(out.Outcome)
+	}
+	if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedByFallback); err != nil {
+		return ResultReport{}, err
+	}
+	current, err := s.opts.Ledger.Job(ctx, job.ID)
+	if err != nil {
+		return ResultReport{}, err
+	}
+	return ResultReport{Path: PathFallback, Outcome: out.Outcome, Status: s.statusOf(current), Message: out.Message}, nil
+}
+
+// ReportLateResult lets the job service serve as the simulated runner's [activities.LateResultReporter].
+func (s *Service) ReportLateResult(ctx context.Context, jobID string, result activities.WorkResult) error {
+	_, err := s.ReportResult(ctx, jobID, result)
+	return err
+}

@@ -1,0 +1,389 @@
+// Package jobs is what product code imports to bill GPU jobs: submit a job under a
+// client-generated ID, read its status and the state of the user's money, report a result that
+// landed, delete a settled job, and re-drive a dead letter. It writes the ledger's placeholder
+// first and then starts the job's workflow, so a job the ledger has never heard of is never run,
+// and a job ID the ledger remembers is never charged twice.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// Options configures a [Service].
+type Options struct {
+	// Temporal is the client the job service starts and signals workflows with; the caller owns it.
+	Temporal client.Client
+	// Ledger is the ledger the job service writes placeholders to and reads jobs from.
+	Ledger *ledgerdb.Store
+	// TaskQueue is where the workflows run; workflows.TaskQueue when empty.
+	TaskQueue string
+	// Namespace is the Temporal namespace the client is connected to, for UI links and visibility
+	// queries; workflows.DefaultNamespace when empty.
+	Namespace string
+	// UIURL is the Temporal Web UI's base URL, for links; no links when empty.
+	UIURL string
+	// Policy is each job's retry policy and late-result window; zero fields take the workflow's defaults.
+	Policy workflows.Policy
+	// Metrics counts results that reach the late-result fallback (a *metrics.Metrics); nil counts nothing.
+	Metrics ResultRecorder
+}
+
+// ResultRecorder records what the late-result fallback did with a result.
+type ResultRecorder interface {
+	// ResultAfterClose records that a result reached the fallback and what the reclaim answered.
+	ResultAfterClose(outcome ledgerdb.Outcome)
+}
+
+// Service submits and follows metered jobs. It is safe for concurrent use.
+type Service struct {
+	opts Options
+}
+
+// New returns a Service.
+func New(opts Options) *Service {
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.TaskQueue
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = workflows.DefaultNamespace
+	}
+	return &Service{opts: opts}
+}
+
+// Job is a client's request to run a paid job.
+type Job struct {
+	// ID is the client-generated job ID. The same ID is the same job, forever: a retry of a
+	// submission must reuse it.
+	ID string
+	// AccountID is the paying account.
+	AccountID string
+	// Cost is the job's price in credits.
+	Cost int64
+	// InputRef points at the job's input. For the simulated runner it may name a scenario ("sim:late:3").
+	InputRef string
+}
+
+// request is the part of a submission that the fingerprint covers beyond account and cost.
+func (j Job) request() []byte { return []byte(j.InputRef) }
+
+// Submission is the answer of [Service.Submit].
+type Submission struct {
+	// Status is the job as it stands once its charge is decided.
+	Status Status `json:"status"`
+	// Duplicate is true when the ID had been submitted before with the same request: the
+	// answer is the original job, and nothing new was charged.
+	Duplicate bool `json:"duplicate"`
+}
+
+// Submit bills a job: it writes the ledger's placeholder, starts the job's workflow and waits,
+// in one round trip (Update-With-Start), until the charge is decided. A job that cannot be paid
+// for is answered with its status rejected and [ledgerdb.ErrInsufficientCredits]; a job rejected
+// for another reason with [ledgerdb.ErrRejected]. Either way nothing was charged and the ID can
+// never be charged: a new attempt needs a new ID. Submitting the same ID and request again
+// answers the original job without charging it again; a different request under the ID is
+// [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
+func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
+	placeholder, err := s.opts.Ledger.Submit(ctx, ledgerdb.Submission{
+		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Request: job.request(),
+	})
+	if err != nil {
+		return Submission{}, err
+	}
+	sub := Submission{Duplicate: placeholder.Outcome == ledgerdb.AlreadyApplied}
+	if placeholder.Job.State != ledgerdb.StateSubmitting {
+		// Decided long ago; the workflow may even have closed. The ledger has the answer.
+		sub.Status, err = s.current(ctx, placeholder.Job)
+		if err != nil {
+			return Submission{}, err
+		}
+		return sub, chargeError(placeholder.Job)
+	}
+	current, err := s.startOrReject(ctx, job)
+	if err != nil {
+		return Submission{}, err
+	}
+	sub.Status = s.statusOf(current)
+	return sub, chargeError(current)
+}
+
+// startOrReject starts the workflow of a placeholder and waits for its charge decision, and
+// answers the job as the ledger then has it. A placeholder that no workflow can ever charge — its
+// workflow closed before charging it, or its workflow ID is held by another program's workflow —
+// is rejected, nothing charged, so that its user learns at once where their money stands.
+func (s *Service) startOrReject(ctx context.Context, job Job) (ledgerdb.Job, error) {
+	err := s.startAndAwaitCharge(ctx, job)
+	var reject ledgerdb.RejectReason
+	switch {
+	case errors.Is(err, errWorkflowEnded):
+		reject = ledgerdb.RejectWorkflowEnded
+	case errors.Is(err, errWorkflowIDTaken):
+		reject = ledgerdb.RejectWorkflowIDTaken
+	case err != nil:
+		return ledgerdb.Job{}, fmt.Errorf("job %q: starting its workflow: %w", job.ID, err)
+	}
+	if reject != "" {
+		// The guard in ledger_reject_orphan rejects the job only if it is still uncharged: a
+		// charge that committed just before the workflow closed is left standing (and healed).
+		if _, err := s.opts.Ledger.RejectOrphan(ctx, job.ID, reject); err != nil {
+			return ledgerdb.Job{}, err
+		}
+	}
+	// Whatever the workflow answered, the ledger is the record; read the job as it now stands.
+	return s.opts.Ledger.Job(ctx, job.ID)
+}
+
+// Errors of startAndAwaitCharge that say no workflow will ever charge the placeholder.
+var (
+	// errWorkflowEnded: the job's workflow closed before charging it; its ID cannot start again.
+	errWorkflowEnded = errors.New("the job's workflow ended before charging it")
+	// errWorkflowIDTaken: the job's workflow ID is held by a workflow that is not its MeteredJob.
+	errWorkflowIDTaken = errors.New("the job's workflow ID is held by another program's workflow")
+)
+
+// startAndAwaitCharge starts the job's workflow and waits for the charge decision. The ID
+// policies make a second charge impossible on the Temporal side too: a closed run is never
+// started again (REJECT_DUPLICATE), and a running one is never duplicated — the ledger's guard
+// stands behind both.
+//
+// The start fails rather than joins when a workflow already runs under the ID (conflict policy
+// FAIL): Update-With-Start would send the charge-decision update into whatever runs there, and in
+// a namespace that other programs share, that may be another program's workflow that never
+// answers. Only when the workflow under the ID is this job's MeteredJob is the update sent to it.
+func (s *Service) startAndAwaitCharge(ctx context.Context, job Job) error {
+	in := workflows.JobInput{
+		JobID:     job.ID,
+		AccountID: job.AccountID,
+		Cost:      job.Cost,
+		Work:      activities.WorkRequest{InputRef: job.InputRef},
+		Policy:    s.opts.Policy,
+	}
+	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
+	start := s.opts.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       workflowID,
+		TaskQueue:                s.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:            in.StaticSummary(),
+		TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateSubmitting),
+	}, workflows.MeteredJob, in)
+	handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions:          chargeDecisionUpdate(workflowID, job.ID),
+	})
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		handle, err = s.attach(ctx, workflowID, job.ID)
+	}
+	if err != nil {
+		return err
+	}
+	var decision workflows.ChargeDecision
+	return handle.Get(ctx, &decision)
+}
+
+// attach sends the charge-decision update to the workflow already under the job's workflow ID,
+// after checking that it is this job's MeteredJob and that it runs.
+func (s *Service) attach(ctx context.Context, workflowID, jobID string) (client.WorkflowUpdateHandle, error) {
+	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return nil, fmt.Errorf("describing the workflow under the job's ID: %w", err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	switch {
+	case info.GetType().GetName() != workflows.WorkflowType:
+		return nil, fmt.Errorf("%w (a %q workflow)", errWorkflowIDTaken, info.GetType().GetName())
+	case info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil, errWorkflowEnded
+	}
+	handle, err := s.opts.Temporal.UpdateWorkflow(ctx, chargeDecisionUpdate(workflowID, jobID))
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		// It closed between the two calls: the ledger has the answer.
+		return nil, errWorkflowEnded
+	}
+	return handle, err
+}
+
+// chargeDecisionUpdate is the charge-decision update sent to the workflow of workflowID. Its ID
+// comes from key (the job ID for a submission): a retried submission is the same update, answered
+// once.
+func chargeDecisionUpdate(workflowID, key string) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateID:     "charge-decision:" + key,
+		UpdateName:   workflows.UpdateChargeDecision,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	}
+}
+
+// jobSearchAttributes are the search attributes a job's run starts with, so that the UI can
+// filter it from its first moment (the workflow upserts them at each transition after that).
+func jobSearchAttributes(accountID string, state ledgerdb.State) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		workflows.BillingStateKey.ValueSet(string(state)),
+		workflows.AccountIDKey.ValueSet(accountID),
+		workflows.DeadLetteredKey.ValueSet(false),
+	)
+}
+
+// Resume finishes a submission that wrote its placeholder but never started its workflow (the
+// submitter crashed, or Temporal was unreachable, between the two steps): it reads the job and
+// its kept request from the ledger and makes the very start that Submit makes, so the job runs as
+// if its submission had gone through. A job no longer submitting is answered as it stands. If two
+// reconcilers race, the ledger's charge guard (NOT is_charged) lets one charge through at most.
+//
+// A placeholder whose workflow closed before charging it (terminated, failed or timed out) cannot
+// be started again: the reuse policy refuses a closed ID, which is what keeps a closed job from
+// ever being charged twice, and restarting it would run work an operator may have stopped on
+// purpose. Resume rejects such a job instead (nothing charged), and one whose workflow ID is held
+// by another program's workflow, so that its user is told where their money stands.
+func (s *Service) Resume(ctx context.Context, jobID string) (Status, error) {
+	job, err := s.opts.Ledger.Job(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	if job.State != ledgerdb.StateSubmitting {
+		return s.statusOf(job), nil
+	}
+	request, err := s.opts.Ledger.JobRequest(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	if len(request) == 0 {
+		// Running the work on no input would charge for work that never saw the job's input.
+		return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger; it cannot be resumed", jobID)
+	}
+	current, err := s.startOrReject(ctx, Job{ID: jobID, AccountID: job.AccountID, Cost: job.Cost, InputRef: string(request)})
+	if err != nil {
+		return Status{}, err
+	}
+	return s.statusOf(current), nil
+}
+
+// chargeError is the error a submission answers for a job whose charge was refused: nothing was
+// charged, and the ID can never be charged.
+func chargeError(job ledgerdb.Job) error {
+	if job.State == ledgerdb.StateRejected {
+		return &ledgerdb.RejectedError{JobID: job.ID, Reason: job.RejectReason}
+	}
+	return nil
+}
+
+// Delete turns a settled job into a tombstone: its ID can never be submitted or charged again,
+// and its money stays as it was. A job still submitting or running is refused with
+// [ledgerdb.ErrJobActive].
+func (s *Service) Delete(ctx context.Context, jobID string) (Status, error) {
+	t, err := s.opts.Ledger.Delete(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	return s.statusOf(t.Job), nil
+}
+
+// ErrNotDeadLettered means a redrive was asked for a job that is not refunded.
+var ErrNotDeadLettered = errors.New("only a refunded (dead-lettered) job can be re-driven")
+
+// Redrive runs a dead-lettered job's work again under the same guards: if it succeeds, the
+// refund is reclaimed and the job is recovered. by names who asked, for the timeline.
+func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, error) {
+	req := workflows.RedriveRequest{By: by, Note: note}
+	if err := req.Validate(); err != nil {
+		return Status{}, &ledgerdb.InvalidInputError{Field: "redrive request", Reason: err.Error()}
+	}
+	job, err := s.opts.Ledger.Job(ctx, jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	if job.State != ledgerdb.StateRefunded {
+		return s.statusOf(job), fmt.Errorf("job %q is %s: %w", jobID, job.State, ErrNotDeadLettered)
+	}
+	workflowID := workflows.JobWorkflowID(job.AccountID, jobID)
+	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalRedrive, req)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		// The late-result window ended and the workflow closed. A new run of the same ID finds
+		// the job refunded in the ledger (its charge step answers "already charged") and goes
+		// straight to listening, where this redrive waits for it. The ledger's guard still
+		// refuses a second charge.
+		in, inErr := s.inputOf(ctx, job)
+		if inErr != nil {
+			return Status{}, inErr
+		}
+		if in.Work.InputRef == "" {
+			// A job from before the ledger kept requests: running it on no input would charge
+			// again (on success) for work that never saw the job's input.
+			return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", jobID)
+		}
+		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, workflowID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
+			ID:                       workflowID,
+			TaskQueue:                s.opts.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			StaticSummary:            in.StaticSummary() + " (redrive)",
+			TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateRefunded),
+		}, workflows.MeteredJob, in)
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("job %q: redrive: %w", jobID, err)
+	}
+	return s.statusOf(job), nil
+}
+
+// inputOf is the input a new run of a job's workflow starts with: the job as the ledger has it,
+// the request it was submitted with (the ledger keeps it for as long as it keeps the job; a
+// closed workflow's history may be gone) and this service's policy.
+func (s *Service) inputOf(ctx context.Context, job ledgerdb.Job) (workflows.JobInput, error) {
+	request, err := s.opts.Ledger.JobRequest(ctx, job.ID)
+	if err != nil {
+		return workflows.JobInput{}, err
+	}
+	return workflows.JobInput{
+		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
+		Work: activities.WorkRequest{InputRef: string(request)},
+	}, nil
+}
+
+// WorkflowURL is the job's page in the Temporal Web UI; empty without a UI URL.
+func (s *Service) WorkflowURL(workflowID string) string {
+	if s.opts.UIURL == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", s.opts.UIURL, url.PathEscape(s.opts.Namespace), url.PathEscape(workflowID))
+}
+
+// pollEvery is how often Wait reads the ledger.
+const pollEvery = 200 * time.Millisecond
+
+// Wait polls the ledger until the job reaches one of the states, or ctx ends.
+func (s *Service) Wait(ctx context.Context, jobID string, states ...ledgerdb.State) (Status, error) {
+	ticker := time.NewTicker(pollEvery)
+	defer ticker.Stop()
+	for {
+		st, err := s.Status(ctx, jobID)
+		if err != nil {
+			return st, err
+		}
+		for _, want := range states {
+			if st.State == want {
+				return st, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("job %q still %s: %w", jobID, st.State, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}

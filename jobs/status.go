@@ -1,0 +1,98 @@
+package jobs
+
+import (
+	"fmt"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// Status is a job as its user should see it: where it stands, where their money stands, and a
+// sentence that says both.
+type Status struct {
+	// JobID and AccountID identify the job.
+	JobID     string `json:"job_id"`
+	AccountID string `json:"account_id"`
+	// Cost is the job's price in credits.
+	Cost int64 `json:"cost"`
+	// State is the job's state (ledgerdb.State values).
+	State ledgerdb.State `json:"state"`
+	// MoneyState is where the user's money stands: not_charged, charged or refunded.
+	MoneyState ledgerdb.MoneyState `json:"money_state"`
+	// Attempts is how many attempts the work has had, as last recorded.
+	Attempts int `json:"attempts"`
+	// Reason says why the job was rejected or refunded.
+	Reason string `json:"reason,omitempty"`
+	// Message is a sentence for the user about the job and their money.
+	Message string `json:"message"`
+	// WorkflowURL is the job's page in the Temporal Web UI, when the job service knows the UI.
+	WorkflowURL string `json:"workflow_url,omitempty"`
+}
+
+func (s *Service) statusOf(job ledgerdb.Job) Status {
+	st := Status{
+		JobID:       job.ID,
+		AccountID:   job.AccountID,
+		Cost:        job.Cost,
+		State:       job.State,
+		MoneyState:  job.MoneyState(),
+		Attempts:    job.Attempts,
+		WorkflowURL: s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
+	}
+	switch {
+	case job.RefundReason != "" && (job.State == ledgerdb.StateRefunded || job.StateBeforeDelete == ledgerdb.StateRefunded):
+		st.Reason = job.RefundReason
+	case job.RejectReason != "":
+		st.Reason = string(job.RejectReason)
+	}
+	st.Message = Message(job)
+	return st
+}
+
+// Message is the sentence a user reads about a job and their money (always say where
+// the money is).
+func Message(job ledgerdb.Job) string {
+	switch job.State {
+	case ledgerdb.StateSubmitting:
+		return "Received; the charge is being decided. You have not been charged yet."
+	case ledgerdb.StateRejected:
+		return RejectedMessage(job.RejectReason)
+	case ledgerdb.StateRunning:
+		return fmt.Sprintf("Running. %d credits were charged; they are refunded if the job fails for good.", job.Cost)
+	case ledgerdb.StateDelivered:
+		return fmt.Sprintf("Done. %d credits were charged.", job.Cost)
+	case ledgerdb.StateRefunded:
+		return fmt.Sprintf("Not delivered (%s). Your %d credits were refunded.", job.RefundReason, job.Cost)
+	case ledgerdb.StateRecovered:
+		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the %d credits were charged again.", job.Cost)
+	case ledgerdb.StateDeleted:
+		return fmt.Sprintf("Deleted; its ID can never be used again. Your money stays as it was: %s.",
+			map[ledgerdb.MoneyState]string{
+				ledgerdb.MoneyNotCharged: "you were not charged",
+				ledgerdb.MoneyCharged:    fmt.Sprintf("%d credits charged", job.Cost),
+				ledgerdb.MoneyRefunded:   fmt.Sprintf("%d credits refunded", job.Cost),
+			}[job.MoneyState()])
+	}
+	return "Unknown state; keep polling this ID. Do not submit a new job."
+}
+
+// RejectedMessage is what a user reads about a job rejected for reason: why, that nothing was
+// charged, and that the ID is burnt — the same ID answers this rejection for ever, so a new try
+// needs a new ID.
+func RejectedMessage(reason ledgerdb.RejectReason) string {
+	const burnt = " You were not charged. This job ID can never be charged: submit the job again under a new ID."
+	switch reason {
+	case ledgerdb.RejectInsufficientCredits:
+		return "Not started: the account did not have enough credits when the job was submitted." + burnt
+	case ledgerdb.RejectExposureLimit:
+		return "Not started: the account has too many refunded jobs awaiting a late result." + burnt
+	case ledgerdb.RejectWorkflowEnded:
+		return "Not started: the job's workflow was stopped before it was charged." + burnt
+	case ledgerdb.RejectWorkflowIDTaken:
+		return "Not started: the job's workflow ID is held by another program's workflow." + burnt
+	}
+	return "Not started: the job was rejected." + burnt
+}
+
+// NotReceivedMessage is what a user reads about a job ID the server never received (HTTP 404).
+const NotReceivedMessage = "Not received by the server — you were not charged. Please retry."
