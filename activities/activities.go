@@ -52,12 +52,19 @@ type LedgerRecorder interface {
 	LedgerAlarm(step string)
 }
 
-// record passes a ledger call's answer through the recorder, if there is one.
-func (a *Activities) record(operation string, start time.Time, t ledgerdb.Transition, err error) (ledgerdb.Transition, error) {
+// call makes one guarded ledger call, times it and passes its answer through the recorder (if
+// there is one), and answers it as the workflow reads it.
+func (a *Activities) call(operation string, ledgerCall func() (ledgerdb.Transition, error)) (LedgerResult, error) {
+	start := time.Now()
+	t, err := ledgerCall()
 	if a.Metrics != nil {
 		a.Metrics.LedgerCall(operation, t, err, time.Since(start))
 	}
-	return t, err
+	res := resultOf(t)
+	if err != nil {
+		return res, ledgerError(err, res)
+	}
+	return res, nil
 }
 
 // Application error types of the activities. They are part of the contract with the workflow and
@@ -205,50 +212,38 @@ type LedgerResult struct {
 // request again answers AlreadyApplied; another request under the ID, a deleted ID or an unknown
 // account is a non-retryable error.
 func (a *Activities) Submit(ctx context.Context, in SubmitInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.Submit(ctx, in.Submission())
-	return ledgerCall(a.record("submit", start, t, err))
+	return a.call("submit", func() (ledgerdb.Transition, error) { return a.Ledger.Submit(ctx, in.Submission()) })
 }
 
 // Charge takes the job's recorded cost from its account. A refused charge (insufficient credits,
 // a deleted ID, an unknown job, another request under the ID) is a non-retryable error; a repeat
 // answers AlreadyApplied.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.ChargeMatching(ctx, in.JobID, in.Fingerprint)
-	return ledgerCall(a.record("charge", start, t, err))
+	return a.call("charge", func() (ledgerdb.Transition, error) { return a.Ledger.ChargeMatching(ctx, in.JobID, in.Fingerprint) })
 }
 
 // Refund gives a running job's recorded cost back because its work failed for good or timed out.
 // A repeat answers AlreadyApplied; a job that was delivered meanwhile answers NotApplied.
 func (a *Activities) Refund(ctx context.Context, in RefundInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts)
-	return ledgerCall(a.record("refund", start, t, err))
+	return a.call("refund", func() (ledgerdb.Transition, error) { return a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts) })
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all. The success path
 // calls it unconditionally: on a job that was never refunded it answers NotApplied.
 func (a *Activities) Reclaim(ctx context.Context, in ReclaimInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.Reclaim(ctx, in.JobID)
-	return ledgerCall(a.record("reclaim", start, t, err))
+	return a.call("reclaim", func() (ledgerdb.Transition, error) { return a.Ledger.Reclaim(ctx, in.JobID) })
 }
 
 // Deliver records that a running job's work succeeded; no money moves. On a recovered job it
 // answers AlreadyApplied.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.Deliver(ctx, in.JobID, in.Attempts)
-	return ledgerCall(a.record("deliver", start, t, err))
+	return a.call("deliver", func() (ledgerdb.Transition, error) { return a.Ledger.Deliver(ctx, in.JobID, in.Attempts) })
 }
 
 // Settle bills the job's result in one step: a running job is delivered, a refunded one recovered
 // (its refund reclaimed). A repeat answers AlreadyApplied.
 func (a *Activities) Settle(ctx context.Context, in SettleInput) (LedgerResult, error) {
-	start := time.Now()
-	t, err := a.Ledger.Settle(ctx, in.JobID, in.Attempt)
-	return ledgerCall(a.record("settle", start, t, err))
+	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.JobID, in.Attempt) })
 }
 
 // RaiseAlarm records that the database refused one of the job's steps for good, once per job and
@@ -262,15 +257,6 @@ func (a *Activities) RaiseAlarm(ctx context.Context, in AlarmInput) error {
 		a.Metrics.LedgerAlarm(in.Step)
 	}
 	return nil
-}
-
-// ledgerCall turns a ledger answer into an activity answer.
-func ledgerCall(t ledgerdb.Transition, err error) (LedgerResult, error) {
-	res := resultOf(t)
-	if err != nil {
-		return res, ledgerError(err, res)
-	}
-	return res, nil
 }
 
 func resultOf(t ledgerdb.Transition) LedgerResult {
@@ -291,30 +277,37 @@ func resultOf(t ledgerdb.Transition) LedgerResult {
 	}
 }
 
+// refusalTypes are the error types of the ledger's business refusals, the first match winning:
+// insufficient credits is a kind of rejection, and says more.
+var refusalTypes = []struct {
+	err     error
+	errType string
+}{
+	{ledgerdb.ErrInsufficientCredits, ErrorTypeInsufficientCredits},
+	{ledgerdb.ErrRejected, ErrorTypeJobRejected},
+	{ledgerdb.ErrGone, ErrorTypeJobGone},
+	{ledgerdb.ErrJobNotFound, ErrorTypeJobNotFound},
+	{ledgerdb.ErrConflict, ErrorTypeJobConflict},
+	{ledgerdb.ErrUnknownAccount, ErrorTypeUnknownAccount},
+	{ledgerdb.ErrInvalidInput, ErrorTypeInvalidInput},
+}
+
 // ledgerError maps the ledger's business refusals, and the database's permanent refusals
 // (ledgerdb.Permanent), to non-retryable application errors with constant types, and leaves every
 // other error (a lost connection, a timeout, a deadlock) retryable: a guarded call that failed
 // wrote nothing, or wrote it once and will answer AlreadyApplied on the retry.
 func ledgerError(err error, res LedgerResult) error {
-	var errType string
-	switch {
-	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
-		errType = ErrorTypeInsufficientCredits
-	case errors.Is(err, ledgerdb.ErrRejected):
-		errType = ErrorTypeJobRejected
-	case errors.Is(err, ledgerdb.ErrGone):
-		errType = ErrorTypeJobGone
-	case errors.Is(err, ledgerdb.ErrJobNotFound):
-		errType = ErrorTypeJobNotFound
-	case errors.Is(err, ledgerdb.ErrConflict):
-		errType = ErrorTypeJobConflict
-	case errors.Is(err, ledgerdb.ErrUnknownAccount):
-		errType = ErrorTypeUnknownAccount
-	case errors.Is(err, ledgerdb.ErrInvalidInput):
-		errType = ErrorTypeInvalidInput
-	case ledgerdb.Permanent(err):
+	errType := ""
+	for _, r := range refusalTypes {
+		if errors.Is(err, r.err) {
+			errType = r.errType
+			break
+		}
+	}
+	if errType == "" && ledgerdb.Permanent(err) {
 		errType = ErrorTypeLedgerRefused
-	default:
+	}
+	if errType == "" {
 		return err
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), errType, temporal.ApplicationErrorOptions{

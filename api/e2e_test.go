@@ -37,17 +37,12 @@ import (
 type env struct{ *workertest.Env }
 
 // newEnv starts, once per process, a worker with a policy that settles jobs in seconds: 2
-// attempts of at most 2 s, 0.5 s apart.
+// attempts of at most 2 s, 0.5 s apart (workertest.QuickPolicy with one attempt fewer).
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return &env{workertest.Shared(t, "api-test", func(cfg *config.Config) {
-		cfg.Policy.InitialInterval = 500 * time.Millisecond
-		cfg.Policy.BackoffCoefficient = 1
-		cfg.Policy.MaximumInterval = time.Second
+		cfg.Policy = workertest.QuickPolicy()
 		cfg.Policy.MaximumAttempts = 2
-		cfg.Policy.StartToClose = 2 * time.Second
-		cfg.Policy.HeartbeatTimeout = 2 * time.Second
-		cfg.Policy.LateResultWindow = 20 * time.Second
 		cfg.Runner.Simulated.Duration = 500 * time.Millisecond
 	})}
 }

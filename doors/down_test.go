@@ -98,17 +98,16 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	require.Contains(t, []ledgerdb.State{ledgerdb.StateDelivered, ledgerdb.StateRecovered}, final.State, "%+v", final)
 	require.Equal(t, "s3://out/"+id, final.OutputRef)
 	if final.State == ledgerdb.StateDelivered {
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 	} else {
 		// Every attempt timed out while the result waited: refunded, then reclaimed once.
-		e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	}
 	applied := e.inbox(t, id, 1)
 	require.NotNil(t, applied.appliedAt, "the pass applied the recorded result")
 	require.NotNil(t, applied.appliedVia)
 	require.Contains(t, []string{ledgerdb.AppliedBySignal, ledgerdb.AppliedByFallback}, *applied.appliedVia)
 	require.Zero(t, e.reconcilePass(t, acct).ResultsApplied, "an applied result is applied once")
-	e.requireBalance(t, acct, 160)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	e.requireAudit(t, p)
 }

@@ -32,21 +32,8 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// doorPolicy makes a job settle in seconds: 3 attempts of at most 2 s, 0.5 s then 1 s apart, and
-// 20 s to wait for a late result — long enough that a result reported in the test reaches the
-// job's own run, not the fallback. The heartbeat timeout equals StartToClose, as in the job service's
-// end-to-end tests: a tighter one times out healthy attempts on a loaded two-core machine.
-func doorPolicy() workflows.Policy {
-	return workflows.Policy{
-		InitialInterval:    500 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Second,
-		MaximumAttempts:    3,
-		StartToClose:       2 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
-		LateResultWindow:   20 * time.Second,
-	}
-}
+// doorPolicy makes a job settle in seconds (workertest.QuickPolicy).
+func doorPolicy() workflows.Policy { return workertest.QuickPolicy() }
 
 // hangPolicy is doorPolicy for "sim:hang" jobs an operator acts on: an attempt may run a minute,
 // so the job is still running however long the CLI takes to start on a busy machine. Its
@@ -285,46 +272,6 @@ func (e *env) latestBillingState(t *testing.T, workflowID string) (string, enums
 	require.NoError(t, err)
 	state, _ := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 	return state, d.Status
-}
-
-// ledgerRow is one of a job's ledger rows.
-type ledgerRow struct {
-	Kind   ledgerdb.EntryKind
-	Amount int64
-}
-
-// requireRows checks a job's ledger rows, in order: charge −cost, refund +cost, reclaim −cost
-// (money rules 2 and 5: at most one of each, every amount the job's recorded cost).
-func (e *env) requireRows(t *testing.T, jobID string, cost int64, kinds ...ledgerdb.EntryKind) {
-	t.Helper()
-	want := []ledgerRow{}
-	for _, k := range kinds {
-		amount := -cost
-		if k == ledgerdb.KindRefund {
-			amount = cost
-		}
-		want = append(want, ledgerRow{Kind: k, Amount: amount})
-	}
-	rows, err := e.Store.Pool().Query(testContext(t),
-		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
-	require.NoError(t, err)
-	got := []ledgerRow{}
-	for rows.Next() {
-		var r ledgerRow
-		require.NoError(t, rows.Scan(&r.Kind, &r.Amount))
-		got = append(got, r)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, want, got, "ledger rows of job %s", jobID)
-}
-
-// requireBalance checks the account's balance (money rules 3 and 6: it is the grant plus the
-// jobs' nets, and the sum of the account's rows).
-func (e *env) requireBalance(t *testing.T, accountID string, want int64) {
-	t.Helper()
-	balance, err := e.Store.Balance(testContext(t), accountID)
-	require.NoError(t, err)
-	require.Equal(t, want, balance, "balance of %s", accountID)
 }
 
 // requireAudit runs the audit (invariants.Check) over the test's own jobs — its job-ID prefix, on

@@ -9,11 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
-	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/workflows"
 )
 
 // Activity names of the ledger steps, as their local-activity markers record them.
@@ -74,7 +71,6 @@ func requireOneChargeMarker(t *testing.T, h *historypb.History) ledgerMarker {
 func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := testContext(t)
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 
@@ -86,21 +82,14 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 		require.Greater(t, charge.eventID, point, "the reset run ran its charge step again")
 		require.Equal(t, ledgerdb.AlreadyApplied, charge.result.Outcome, "the ledger's guard refused a second charge")
 		require.Equal(t, ledgerdb.StateRunning, charge.result.State)
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 
-		_, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
-		require.NoError(t, err)
-		final := e.awaitClosed(t, workflowID)
-		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		e.deliverHanging(t, id, workflowID, 40)
 	})
 
 	t.Run("refunded", func(t *testing.T) {
 		id := jobID(t, p, "refunded")
-		_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
-		require.NoError(t, err)
-		e.waitLedger(t, id, ledgerdb.StateRefunded)
-		workflowID := workflows.JobWorkflowID(acct, id)
+		workflowID := e.submitFailing(t, id, acct, 30)
 		h, point := e.reset(t, workflowID, "--type", "FirstWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
 		require.Greater(t, charge.eventID, point)
@@ -109,11 +98,10 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 		status := e.cli.queryStatus(t, workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
 		require.True(t, status.DeadLettered)
-		e.requireRows(t, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	})
 
-	e.requireBalance(t, acct, 200-40)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-40)
 	e.requireAudit(t, p)
 }
 
@@ -146,21 +134,14 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 		require.Less(t, charge.eventID, point, "the charge is replayed from before the reset point, not run again")
 		require.Equal(t, ledgerdb.Applied, charge.result.Outcome)
 		require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredSignals, "the reset run replayed the ignored signal")
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 
-		_, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
-		require.NoError(t, err)
-		final := e.awaitClosed(t, workflowID)
-		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		e.deliverHanging(t, id, workflowID, 40)
 	})
 
 	t.Run("event-id", func(t *testing.T) {
 		id := jobID(t, p, "event")
-		_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 30, InputRef: "sim:fail"})
-		require.NoError(t, err)
-		e.waitLedger(t, id, ledgerdb.StateRefunded)
-		workflowID := workflows.JobWorkflowID(acct, id)
+		workflowID := e.submitFailing(t, id, acct, 30)
 
 		var (
 			original *historypb.History
@@ -197,11 +178,10 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRefunded, rerun[0].result.State)
 		status := e.cli.queryStatus(t, workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
-		e.requireRows(t, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
 		require.Equal(t, ledgerdb.StateRefunded, e.waitLedger(t, id, ledgerdb.StateRefunded).State)
 	})
 
-	e.requireBalance(t, acct, 200-40)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-40)
 	e.requireAudit(t, p)
 }

@@ -73,7 +73,7 @@ func TestCLIBadResultSignals(t *testing.T) {
 	job, err := e.Store.Job(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, job.State)
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 
 	require.NoError(t, e.cli.signal(ctx, workflowID, validResult))
 	final := e.awaitClosed(t, workflowID)
@@ -81,9 +81,8 @@ func TestCLIBadResultSignals(t *testing.T) {
 	require.Equal(t, "s3://ok", final.OutputRef)
 	require.Equal(t, len(bad), final.IgnoredSignals)
 	require.Equal(t, final, e.cli.queryStatus(t, workflowID), "the closed run answers the query as it ended")
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
-	e.requireBalance(t, acct, 160)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	e.requireAudit(t, p)
 }
 
@@ -129,8 +128,7 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	require.Equal(t, 1, final.IgnoredResults, "%+v", final)
 	require.Zero(t, final.IgnoredSignals, "both payloads were valid")
 	require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredResults)
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
-	e.requireBalance(t, acct, 160)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	(&env{Env: w, cli: e.cli}).requireAudit(t, p)
 }

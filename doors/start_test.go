@@ -63,13 +63,13 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, job.State)
 		require.Equal(t, int64(40), job.Cost)
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 
 		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
 		require.NoError(t, err)
 		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
 		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
-		e.requireRows(t, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 	})
 
 	t.Run("unknown account", func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.Equal(t, "the account does not exist", final.Reason)
 		_, err := e.Store.Job(ctx, id)
 		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
-		e.requireRows(t, id, 40)
+		ledgertest.RequireRows(t, e.Store, id, 40)
 	})
 
 	t.Run("another request's placeholder", func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		job, err := e.Store.Job(ctx, id)
 		require.NoError(t, err)
 		require.False(t, job.IsCharged, "the other request's run charged nothing")
-		e.requireRows(t, id, 40)
+		ledgertest.RequireRows(t, e.Store, id, 40)
 
 		// The placeholder's own submission finds its workflow ID used up by a run that ended
 		// before charging: it is told at once that the ID can never be charged.
@@ -106,11 +106,10 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRejected, job.State)
 		require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
-		e.requireRows(t, id, 40)
+		ledgertest.RequireRows(t, e.Store, id, 40)
 	})
 
-	e.requireBalance(t, acct, 160)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	e.requireAudit(t, p)
 }
 
@@ -152,7 +151,7 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
 			require.Equal(t, ledgerdb.MoneyNotCharged, sub.Status.MoneyState)
 			require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
-			e.requireRows(t, id, 40)
+			ledgertest.RequireRows(t, e.Store, id, 40)
 
 			// The foreign workflow is untouched: still theirs, running or closed as it was.
 			d, err := e.Client.DescribeWorkflow(testContext(t), workflowID, "")
@@ -160,7 +159,6 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			require.Equal(t, "SomeoneElses", d.WorkflowType.Name)
 		})
 	}
-	e.requireBalance(t, acct, 200)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	e.requireAudit(t, p)
 }

@@ -26,6 +26,27 @@ func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	return workflows.JobWorkflowID(acct, id)
 }
 
+// submitFailing submits a "sim:fail" job, whose every attempt fails, waits until the ledger has
+// refunded it, and returns its workflow ID.
+func (e *env) submitFailing(t *testing.T, id, acct string, cost int64) string {
+	t.Helper()
+	_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
+	require.NoError(t, err)
+	e.waitLedger(t, id, ledgerdb.StateRefunded)
+	return workflows.JobWorkflowID(acct, id)
+}
+
+// deliverHanging reports the result of a hanging job's first attempt through the job service's
+// report door and checks that its workflow closes delivered with its one charge (money rule 2).
+func (e *env) deliverHanging(t *testing.T, id, workflowID string, cost int64) {
+	t.Helper()
+	_, err := e.Jobs.ReportResult(testContext(t), id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	require.NoError(t, err)
+	final := e.awaitClosed(t, workflowID)
+	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+}
+
 // TestCLITerminateIsHealedThenRecovered checks money rule 3 at `temporal workflow terminate` (the
 // UI's Terminate button does the same): a charged job whose workflow an operator terminates will
 // never be delivered by it, so it is refunded — net 0 — with a reason that says an operator stopped
@@ -61,7 +82,7 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	state, runStatus := e.latestBillingState(t, readWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the heal run tells the truth")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, runStatus, "the heal run listens for a late result")
-	e.requireRows(t, read, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, read, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 
 	// The other job is healed by the reconcile pass alone.
 	e.waitClosedInVisibility(t, passWF)
@@ -73,8 +94,8 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
 	state, _ = e.latestBillingState(t, passWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state)
-	e.requireRows(t, pass, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.requireBalance(t, acct, 200)
+	ledgertest.RequireRows(t, e.Store, pass, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	require.Zero(t, e.reconcilePass(t, acct).Healed, "a healed job is refunded, not running: a second pass does nothing")
 
 	// The work was delivered after all: each result reclaims its job's refund, once.
@@ -91,10 +112,9 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 		state, runStatus := e.latestBillingState(t, j.workflowID)
 		require.Equal(t, string(ledgerdb.StateRecovered), state)
 		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, runStatus)
-		e.requireRows(t, j.id, j.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireRows(t, e.Store, j.id, j.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	}
-	e.requireBalance(t, acct, 200-40-30)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-40-30)
 	e.requireAudit(t, p)
 }
 
@@ -123,8 +143,7 @@ func TestCLICancelRefunds(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "a refunded job needs no heal")
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
 
-	e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.requireBalance(t, acct, 200)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	e.requireAudit(t, p)
 }

@@ -39,15 +39,10 @@ const simulatedDuration = 300 * time.Millisecond
 // testPolicy fails a job for good after one attempt and closes its workflow a second after the
 // refund, so every story here settles within a few seconds.
 func testPolicy() workflows.Policy {
-	return workflows.Policy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Second,
-		MaximumAttempts:    1,
-		StartToClose:       2 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
-		LateResultWindow:   time.Second,
-	}
+	p := workertest.QuickPolicy()
+	p.MaximumAttempts = 1
+	p.LateResultWindow = time.Second
+	return p
 }
 
 // env is the process's worker on a task queue of its own: no other test process's worker takes
@@ -308,10 +303,7 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	v := requireOnly(t, report, invariants.KindWorkflowWithoutJob, id)
 	require.Equal(t, acct, v.AccountID)
 	require.Contains(t, v.Message, "no worker has run it")
-	balance, err := e.Store.Balance(ctx, acct)
-	require.NoError(t, err)
-	require.EqualValues(t, 100, balance, "nothing was charged")
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 100)
 }
 
 // TestUnsettledJobIsReportedThenHealed charges a job through the ledger alone, with no workflow
@@ -326,10 +318,7 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("unsettled")
 	id := p + "charged"
-	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
-	require.NoError(t, err)
-	charged, err := e.Store.Charge(ctx, id)
-	require.NoError(t, err)
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
 
 	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
 	v := requireOnly(t, e.check(t, p), invariants.KindUnsettledJob, id)
@@ -357,12 +346,9 @@ func TestStuckJob(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("stuck")
 	id := p + "charged"
-	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte("sim:ok")})
-	require.NoError(t, err)
-	charged, err := e.Store.Charge(ctx, id)
-	require.NoError(t, err)
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
 	workflowID := workflows.JobWorkflowID(acct, id)
-	_, err = e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue + "-nobody-polls"},
+	_, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue + "-nobody-polls"},
 		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Cost: 30, Work: activities.WorkRequest{InputRef: "sim:ok"}})
 	require.NoError(t, err)
 
@@ -431,11 +417,8 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	acct := ledgertest.Account(t, store, 100)
 	p := prefix("rollback")
 	id := p + "delivered"
-	_, err := store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte("x")})
-	require.NoError(t, err)
-	_, err = store.Charge(ctx, id)
-	require.NoError(t, err)
-	_, err = store.Deliver(ctx, id, 1)
+	ledgertest.Charged(t, store, acct, id, 40, "x")
+	_, err := store.Deliver(ctx, id, 1)
 	require.NoError(t, err)
 
 	scope := ledgerdb.SnapshotScope{JobIDPrefix: p}

@@ -48,8 +48,8 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
 	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Reason)
 	require.Contains(t, status.Message, "40 credits were refunded")
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.requireBalance(t, acct, 200)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	d, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.Status, "the heal run listens for a late result")
@@ -61,8 +61,8 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	require.Equal(t, jobs.PathSignal, report.Path)
 	final := e.awaitClosed(t, workflowID)
 	require.Equal(t, ledgerdb.StateRecovered, final.State)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.recordHistory(t, "healed", workflowID)
 }
 
@@ -96,8 +96,8 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
 	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
 	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
-	e.requireRows(t, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.requireBalance(t, acct, 200)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }
 
 // TestE2ESubmissionNeverAttachesToAForeignWorkflow protects money rule 7 in a namespace other
@@ -127,9 +127,9 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
 		require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
 		require.Contains(t, sub.Status.Message, "new ID")
-		e.requireRows(t, id, 40)
+		ledgertest.RequireRows(t, e.Store, id, 40)
 	}
-	e.requireBalance(t, acct, 200)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }
 
 // TestE2EOrphanRejectionIsHonest protects the submission rules: a placeholder whose workflow was
@@ -163,8 +163,8 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	_, err = e.Jobs.Submit(ctx, job)
 	require.ErrorIs(t, err, ledgerdb.ErrRejected)
 	require.NotErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-	e.requireRows(t, id, 40)
-	e.requireBalance(t, acct, 300)
+	ledgertest.RequireRows(t, e.Store, id, 40)
+	ledgertest.RequireBalance(t, e.Store, acct, 300)
 }
 
 // TestE2EResultRecordedWhileTemporalUnreachable protects money rules 3 and 8 at the report door:
@@ -212,8 +212,8 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	pending, err = e.Store.UnappliedResults(ctx, 0, 10, acct)
 	require.NoError(t, err)
 	require.Empty(t, pending)
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
-	e.requireBalance(t, acct, 160)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
 }
 
 // TestE2EBadReportsWriteNothing protects rule 5 at the report door: a report naming an attempt
@@ -247,7 +247,7 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	_, err = e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 }
 
 // TestE2EHealLeavesAJobItsRunSettled protects the heal from a race: a status read that found the
@@ -275,5 +275,5 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.GetCount(), "no heal run was started")
-	e.requireRows(t, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 }

@@ -35,21 +35,8 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// e2ePolicy makes the stories take seconds: 3 attempts of at most 2 s, 0.5 s then 1 s apart, and
-// 20 s to wait for a late result. The heartbeat timeout equals StartToClose: the SDK sends
-// heartbeats at 0.8× the timeout, and a tighter timeout would time out healthy attempts on a
-// loaded 2-core machine.
-func e2ePolicy() workflows.Policy {
-	return workflows.Policy{
-		InitialInterval:    500 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Second,
-		MaximumAttempts:    3,
-		StartToClose:       2 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
-		LateResultWindow:   20 * time.Second,
-	}
-}
+// e2ePolicy makes the stories take seconds (workertest.QuickPolicy).
+func e2ePolicy() workflows.Policy { return workertest.QuickPolicy() }
 
 // shortWindow is e2ePolicy with the given number of attempts and a late-result window so short
 // that a refunded job's workflow closes within the test.
@@ -107,44 +94,20 @@ func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, jobID string, state l
 	return status
 }
 
-// ledgerRow is one of a job's ledger rows.
-type ledgerRow struct {
-	Kind   ledgerdb.EntryKind
-	Amount int64
-}
-
-// requireRows checks a job's ledger rows, in order: charge −cost, refund +cost, reclaim −cost
-// (money rules 2, 3 and 5).
-func (e *e2eEnv) requireRows(t *testing.T, jobID string, cost int64, kinds ...ledgerdb.EntryKind) {
+// refundedAndClosed submits a "sim:fail" job on a fresh account granted 200 credits, under a
+// one-second late-result window, and waits until its workflow has closed refunded with a charge
+// and a refund row (money rules 2 and 3). It answers the job service the job was submitted
+// through, the account and the job's ID.
+func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, string, string) {
 	t.Helper()
-	want := []ledgerRow{}
-	for _, k := range kinds {
-		amount := -cost
-		if k == ledgerdb.KindRefund {
-			amount = cost
-		}
-		want = append(want, ledgerRow{Kind: k, Amount: amount})
-	}
-	rows, err := e.Store.Pool().Query(testContext(t),
-		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "job")
+	st := e.JobsWith(shortWindow(1))
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
 	require.NoError(t, err)
-	got := []ledgerRow{}
-	for rows.Next() {
-		var r ledgerRow
-		require.NoError(t, rows.Scan(&r.Kind, &r.Amount))
-		got = append(got, r)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, want, got, "ledger rows of job %s", jobID)
-}
-
-// requireBalance checks the account's balance, then audits it (money rules 2, 3 and 6).
-func (e *e2eEnv) requireBalance(t *testing.T, accountID string, want int64) {
-	t.Helper()
-	balance, err := e.Store.Balance(testContext(t), accountID)
-	require.NoError(t, err)
-	require.Equal(t, want, balance, "balance of %s", accountID)
-	ledgertest.RequireSound(t, e.Store, accountID)
+	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	return st, acct, id
 }
 
 // requireVisible polls visibility until a workflow matches the query (visibility lags the
@@ -285,8 +248,8 @@ func TestE2EStories(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, status.State)
 		require.Equal(t, 1, status.Attempts)
-		e.requireRows(t, a.id, a.cost, ledgerdb.KindCharge)
-		e.requireBalance(t, a.acct, 200-a.cost)
+		ledgertest.RequireRows(t, e.Store, a.id, a.cost, ledgerdb.KindCharge)
+		ledgertest.RequireBalance(t, e.Store, a.acct, 200-a.cost)
 		e.requireVisible(t, jobQuery(a.id, a.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 		e.recordHistory(t, "a-first-try", workflows.JobWorkflowID(a.acct, a.id))
 	})
@@ -304,8 +267,8 @@ func TestE2EStories(t *testing.T) {
 		require.False(t, final.DeadLettered)
 		require.Equal(t, "timed out after 3 attempts", final.Reason)
 		require.Equal(t, fmt.Sprintf("sim://%s/attempt-3", b.id), final.OutputRef)
-		e.requireRows(t, b.id, b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-		e.requireBalance(t, b.acct, 200-b.cost)
+		ledgertest.RequireRows(t, e.Store, b.id, b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireBalance(t, e.Store, b.acct, 200-b.cost)
 		e.requireVisible(t, jobQuery(b.id, b.acct, ledgerdb.StateRecovered, "DeadLettered = false"))
 		e.recordHistory(t, "b-late-recovered", workflows.JobWorkflowID(b.acct, b.id))
 	})
@@ -324,8 +287,8 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRefunded, status.State)
 		require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
 		require.Contains(t, status.Reason, "after 3 attempts")
-		e.requireRows(t, c.id, c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-		e.requireBalance(t, c.acct, 200)
+		ledgertest.RequireRows(t, e.Store, c.id, c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireBalance(t, e.Store, c.acct, 200)
 		e.requireVisible(t, jobQuery(c.id, c.acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
 		e.recordHistory(t, "c-dead-lettered", workflows.JobWorkflowID(c.acct, c.id))
 	})
@@ -351,8 +314,8 @@ func TestE2EStories(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, final.IgnoredResults+fallbacks, "exactly one of the two reports changes nothing")
-		e.requireRows(t, d.id, d.cost, ledgerdb.KindCharge)
-		e.requireBalance(t, d.acct, 200-d.cost)
+		ledgertest.RequireRows(t, e.Store, d.id, d.cost, ledgerdb.KindCharge)
+		ledgertest.RequireBalance(t, e.Store, d.acct, 200-d.cost)
 		e.requireVisible(t, jobQuery(d.id, d.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 		e.recordHistory(t, "d-result-twice", workflows.JobWorkflowID(d.acct, d.id))
 	})
@@ -367,8 +330,8 @@ func TestE2EStories(t *testing.T) {
 
 		final := e.awaitClosed(t, workflows.JobWorkflowID(eStory.acct, eStory.id))
 		require.Equal(t, ledgerdb.StateRejected, final.State)
-		e.requireRows(t, eStory.id, eStory.cost)
-		e.requireBalance(t, eStory.acct, 200)
+		ledgertest.RequireRows(t, e.Store, eStory.id, eStory.cost)
+		ledgertest.RequireBalance(t, e.Store, eStory.acct, 200)
 		e.requireVisible(t, jobQuery(eStory.id, eStory.acct, ledgerdb.StateRejected, "DeadLettered = false"))
 		e.recordHistory(t, "e-rejected", workflows.JobWorkflowID(eStory.acct, eStory.id))
 	})
@@ -415,8 +378,8 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, late.Duplicate)
 	require.Equal(t, ledgerdb.StateDelivered, late.Status.State)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 
 	deleted, err := e.Jobs.Delete(testContext(t), id)
 	require.NoError(t, err)
@@ -427,8 +390,8 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	status, err := e.Jobs.Status(testContext(t), id)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDeleted, status.State)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 
 	_, err = e.Jobs.Status(testContext(t), ledgertest.ID(t, "never"))
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "an ID that never reached us is not found: nothing charged")
@@ -442,14 +405,7 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "job")
-	st := e.JobsWith(shortWindow(1))
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
-	require.NoError(t, err)
-	closed := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
-	require.Equal(t, ledgerdb.StateRefunded, closed.State)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	st, acct, id := e.refundedAndClosed(t, cost)
 	e.recordHistory(t, "refunded-then-closed", workflows.JobWorkflowID(acct, id))
 
 	res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()}
@@ -459,8 +415,8 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	require.Equal(t, ledgerdb.Applied, report.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
 	require.Equal(t, ledgerdb.MoneyCharged, report.Status.MoneyState)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(acct, id))
 
 	// The same report again is recognised by the ledger's inbox: nothing changes.
@@ -468,8 +424,8 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathAlreadyApplied, again.Path)
 	require.Equal(t, ledgerdb.StateRecovered, again.Status.State)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(acct, id)))
 }
 
@@ -502,8 +458,8 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 		"the redrive's first attempt must be the job's attempt 4 (sim:ok-on-attempt:4), not attempt 1 again")
 	require.Equal(t, 4, final.Attempts)
 	require.False(t, final.DeadLettered)
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	e.requireBalance(t, acct, 200-cost)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRecovered, "DeadLettered = false"))
 	e.recordHistory(t, "redrive-open", workflows.JobWorkflowID(acct, id))
 }
@@ -517,21 +473,16 @@ func TestE2ERedriveAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "job")
-	st := e.JobsWith(shortWindow(1))
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	st, acct, id := e.refundedAndClosed(t, cost)
 
-	_, err = st.Redrive(testContext(t), id, "e2e", "after the window")
+	_, err := st.Redrive(testContext(t), id, "e2e", "after the window")
 	require.NoError(t, err)
 	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRefunded, final.State,
 		"the redrive must run the job's own input (sim:fail), which fails again")
-	e.requireRows(t, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	e.requireBalance(t, acct, 200)
+	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
 	e.recordHistory(t, "redrive-after-close", workflows.JobWorkflowID(acct, id))
 }

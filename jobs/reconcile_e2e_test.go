@@ -105,10 +105,7 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, chargeRows(t, env, orphan))
 	require.Equal(t, 1, chargeRows(t, env, fresh))
-	balance, err := env.Store.Balance(ctx, account)
-	require.NoError(t, err)
-	require.Equal(t, int64(1000-40-30), balance)
-	ledgertest.RequireSound(t, env.Store, account)
+	ledgertest.RequireBalance(t, env.Store, account, 1000-40-30)
 }
 
 // TestReconcileConcurrentResumeChargesOnce checks money rules 2 and 8: two reconcilers resuming
@@ -163,8 +160,5 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 
 	again := reconcilePass(t, env, account)
 	require.Equal(t, 0, again.Examined)
-	balance, err := env.Store.Balance(ctx, account)
-	require.NoError(t, err)
-	require.Equal(t, int64(100), balance)
-	ledgertest.RequireSound(t, env.Store, account)
+	ledgertest.RequireBalance(t, env.Store, account, 100)
 }

@@ -94,7 +94,7 @@ func (s *Store) post(ctx context.Context, kind EntryKind, c Credit) (Posting, er
 }
 
 // Balance is an account's balance in credits. It is negative only while the account owes a
-// reclaimed job (the README's debt rule).
+// reclaimed job (the debt rule of docs/design.md).
 func (s *Store) Balance(ctx context.Context, accountID string) (int64, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return 0, err

@@ -52,13 +52,13 @@ func TestBalanceBoundsKeepEveryRefundAndReclaimInRange(t *testing.T) {
 	s := ledgertest.Store(t)
 	acct, job := submitted(t, s, 0, 40)
 	fill(t, s, acct, ledgerdb.MaxBalance)
-	requireBalance(t, s, acct, ledgerdb.MaxBalance)
+	ledgertest.RequireBalance(t, s, acct, ledgerdb.MaxBalance)
 
 	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1, Key: "one-past"})
 	require.ErrorIs(t, err, ledgerdb.ErrBalanceOutOfRange)
 	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1, Key: "one-past-adjusted"})
 	require.ErrorIs(t, err, ledgerdb.ErrBalanceOutOfRange)
-	requireBalance(t, s, acct, ledgerdb.MaxBalance)
+	ledgertest.RequireBalance(t, s, acct, ledgerdb.MaxBalance)
 
 	// A charge moves the credits into a pending refund: the upper exposure stays on the bound, so
 	// no grant may refill the balance, and the refund lands exactly on it.
@@ -72,7 +72,7 @@ func TestBalanceBoundsKeepEveryRefundAndReclaimInRange(t *testing.T) {
 	reclaim, err := s.Reclaim(ctx, job)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.MaxBalance-40, reclaim.BalanceAfter)
-	requireBalance(t, s, acct, ledgerdb.MaxBalance-40)
+	ledgertest.RequireBalance(t, s, acct, ledgerdb.MaxBalance-40)
 }
 
 // TestNegativeAdjustmentBoundLeavesRoomForReclaims protects the debt rule at the other end: the
@@ -87,7 +87,7 @@ func TestNegativeAdjustmentBoundLeavesRoomForReclaims(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Refund(ctx, job, "failed for good", 1)
 	require.NoError(t, err)
-	requireBalance(t, s, acct, 40)
+	ledgertest.RequireBalance(t, s, acct, 40)
 
 	// Down to -MaxBalance + 40 in MaxAmount steps: with the 40 awaiting a reclaim, exactly the bound.
 	for i, left := 0, ledgerdb.MaxBalance; left > 0; i++ {
@@ -101,7 +101,7 @@ func TestNegativeAdjustmentBoundLeavesRoomForReclaims(t *testing.T) {
 	reclaim, err := s.Reclaim(ctx, job)
 	require.NoError(t, err)
 	require.Equal(t, -ledgerdb.MaxBalance, reclaim.BalanceAfter)
-	requireBalance(t, s, acct, -ledgerdb.MaxBalance)
+	ledgertest.RequireBalance(t, s, acct, -ledgerdb.MaxBalance)
 }
 
 // TestSchemaMaxBalanceIsTheGoOne keeps the bound in one place in effect: the schema's
@@ -149,7 +149,7 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -30, ledgerdb.KindRefund: 30, ledgerdb.KindReclaim: -30}, entries(t, s, late))
-	requireBalance(t, s, acct, 100-40-30)
+	ledgertest.RequireBalance(t, s, acct, 100-40-30)
 
 	_, never := submitted(t, s, 100, 10)
 	tr, err = s.Settle(ctx, never, 1)
@@ -203,7 +203,7 @@ func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 		}
 	}
 	t.Logf("settle racing refund: %v", outcomes)
-	requireBalance(t, s, acct, 10_000-60*10)
+	ledgertest.RequireBalance(t, s, acct, 10_000-60*10)
 }
 
 // TestChargeChecksTheRequestItBills protects rules 5 and 7 for a workflow started directly under
@@ -227,7 +227,7 @@ func TestChargeChecksTheRequestItBills(t *testing.T) {
 	tr, err = s.ChargeMatching(ctx, sub.JobID, sub.Fingerprint())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
-	requireBalance(t, s, acct, 60)
+	ledgertest.RequireBalance(t, s, acct, 60)
 }
 
 // TestRejectReasonsAreHonest protects the submission rules: a job rejected for want of credits
@@ -263,7 +263,7 @@ func TestRejectReasonsAreHonest(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, poor)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, "a rejected ID stays rejected after a top-up")
-	requireBalance(t, s, acct, 1010)
+	ledgertest.RequireBalance(t, s, acct, 1010)
 }
 
 // TestResultInboxRecordsOnce protects rule 8 at the report door: a result is recorded once per
@@ -328,7 +328,7 @@ func TestResultInboxRecordsOnce(t *testing.T) {
 	var rows int
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job).Scan(&rows))
 	require.Equal(t, 1, rows, "bad input and repeats wrote nothing")
-	requireBalance(t, s, acct, 60)
+	ledgertest.RequireBalance(t, s, acct, 60)
 }
 
 // TestAlarmsAreRecordedOnce: an alarm is raised once per job and step, keeps its first message,

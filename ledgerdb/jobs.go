@@ -192,7 +192,7 @@ func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) 
 
 // Reclaim takes a refunded job's cost again because its result landed after all (refunded ->
 // recovered). The success path calls it unconditionally: on a job that was never refunded it
-// answers NotApplied and writes nothing. The account may go below zero; see the README's debt rule.
+// answers NotApplied and writes nothing. The account may go below zero; see the debt rule of docs/design.md.
 func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
@@ -205,37 +205,19 @@ func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 // (the debt rule applies). attempts is the attempt that produced the result. A delivered or
 // recovered job answers AlreadyApplied; a job never charged, NotApplied.
 func (s *Store) Settle(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
-		return Transition{}, err
-	}
-	if err := validateAttempts(attempts); err != nil {
-		return Transition{}, err
-	}
-	return s.call(ctx, jobID, `ledger_settle($1, $2)`, jobID, int32(attempts))
+	return s.callWithAttempts(ctx, jobID, attempts, `ledger_settle($1, $2)`)
 }
 
 // Deliver records that a running job's work succeeded (running -> delivered); no money moves.
 // A delivered or recovered job answers AlreadyApplied; a refunded one NotApplied (reclaim it).
 func (s *Store) Deliver(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
-		return Transition{}, err
-	}
-	if err := validateAttempts(attempts); err != nil {
-		return Transition{}, err
-	}
-	return s.call(ctx, jobID, `ledger_deliver($1, $2)`, jobID, int32(attempts))
+	return s.callWithAttempts(ctx, jobID, attempts, `ledger_deliver($1, $2)`)
 }
 
 // RecordAttempt records that the work of a running or refunded job has had attempts attempts.
 // The count only grows: a smaller or equal count answers AlreadyApplied.
 func (s *Store) RecordAttempt(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
-		return Transition{}, err
-	}
-	if err := validateAttempts(attempts); err != nil {
-		return Transition{}, err
-	}
-	return s.call(ctx, jobID, `ledger_record_attempt($1, $2)`, jobID, int32(attempts))
+	return s.callWithAttempts(ctx, jobID, attempts, `ledger_record_attempt($1, $2)`)
 }
 
 // Delete turns a settled job (rejected, delivered, refunded or recovered) into a tombstone: its ID
@@ -295,4 +277,16 @@ func validateAttempts(attempts int) error {
 		return &InvalidInputError{Field: "attempts", Reason: fmt.Sprintf("is %d; it must be between 0 and %d", attempts, maxAttempts)}
 	}
 	return nil
+}
+
+// callWithAttempts validates a job ID and an attempt count, then calls fn (a ledger function
+// taking both) as [Store.call] does.
+func (s *Store) callWithAttempts(ctx context.Context, jobID string, attempts int, fn string) (Transition, error) {
+	if err := ValidateID("job ID", jobID); err != nil {
+		return Transition{}, err
+	}
+	if err := validateAttempts(attempts); err != nil {
+		return Transition{}, err
+	}
+	return s.call(ctx, jobID, fn, jobID, int32(attempts))
 }

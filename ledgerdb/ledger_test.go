@@ -44,14 +44,6 @@ func entries(t *testing.T, s *ledgerdb.Store, jobID string) map[ledgerdb.EntryKi
 	return got
 }
 
-func requireBalance(t *testing.T, s *ledgerdb.Store, accountID string, want int64) {
-	t.Helper()
-	got, err := s.Balance(context.Background(), accountID)
-	require.NoError(t, err)
-	require.Equal(t, want, got, "balance of %s", accountID)
-	ledgertest.RequireSound(t, s, accountID)
-}
-
 // TestStateMachineEdges walks every edge of the state machine of docs/design.md and, at each state, every
 // transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
 // refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
@@ -75,7 +67,7 @@ func TestStateMachineEdges(t *testing.T) {
 		_, err := s.Delete(ctx, job)
 		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
 		require.Empty(t, entries(t, s, job))
-		requireBalance(t, s, acct, 100)
+		ledgertest.RequireBalance(t, s, acct, 100)
 	})
 
 	t.Run("submitting to running: charge once", func(t *testing.T) {
@@ -92,7 +84,7 @@ func TestStateMachineEdges(t *testing.T) {
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 		require.Zero(t, again.EntryID)
 		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-		requireBalance(t, s, acct, 60)
+		ledgertest.RequireBalance(t, s, acct, 60)
 
 		// Running: reclaim has nothing to take back, delete is refused.
 		rec, err := s.Reclaim(ctx, job)
@@ -100,7 +92,7 @@ func TestStateMachineEdges(t *testing.T) {
 		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)
 		_, err = s.Delete(ctx, job)
 		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
-		requireBalance(t, s, acct, 60)
+		ledgertest.RequireBalance(t, s, acct, 60)
 	})
 
 	t.Run("submitting to rejected: insufficient credits charges nothing", func(t *testing.T) {
@@ -126,7 +118,7 @@ func TestStateMachineEdges(t *testing.T) {
 			require.Equal(t, ledgerdb.NotApplied, tr.Outcome)
 		}
 		require.Empty(t, entries(t, s, job))
-		requireBalance(t, s, acct, 139)
+		ledgertest.RequireBalance(t, s, acct, 139)
 	})
 
 	t.Run("running to delivered: the success path reclaims nothing", func(t *testing.T) {
@@ -150,7 +142,7 @@ func TestStateMachineEdges(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.NotApplied, ref.Outcome, "a delivered job is never refunded")
 		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-		requireBalance(t, s, acct, 60)
+		ledgertest.RequireBalance(t, s, acct, 60)
 	})
 
 	t.Run("running to refunded to recovered: the seed's story", func(t *testing.T) {
@@ -172,7 +164,7 @@ func TestStateMachineEdges(t *testing.T) {
 		dlv, err := s.Deliver(ctx, job, 4)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.NotApplied, dlv.Outcome, "a refunded job must be reclaimed, not just delivered")
-		requireBalance(t, s, acct, 100)
+		ledgertest.RequireBalance(t, s, acct, 100)
 
 		rec, err := s.Reclaim(ctx, job)
 		require.NoError(t, err)
@@ -195,7 +187,7 @@ func TestStateMachineEdges(t *testing.T) {
 		require.Equal(t, map[ledgerdb.EntryKind]int64{
 			ledgerdb.KindCharge: -40, ledgerdb.KindRefund: 40, ledgerdb.KindReclaim: -40,
 		}, entries(t, s, job))
-		requireBalance(t, s, acct, 60)
+		ledgertest.RequireBalance(t, s, acct, 60)
 	})
 
 	t.Run("terminal to deleted: the ID is burnt and the money kept", func(t *testing.T) {
@@ -247,7 +239,7 @@ func TestStateMachineEdges(t *testing.T) {
 			read, err := s.Job(ctx, job)
 			require.NoError(t, err)
 			require.Equal(t, ledgerdb.StateDeleted, read.State)
-			requireBalance(t, s, acct, before)
+			ledgertest.RequireBalance(t, s, acct, before)
 		}
 	})
 }
@@ -288,10 +280,10 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	again, err = s.Submit(ctx, sub)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, again.Job.State)
-	requireBalance(t, s, acct, 60)
+	ledgertest.RequireBalance(t, s, acct, 60)
 }
 
-// TestReclaimDebtRule checks the README's debt rule: a reclaim is never refused for lack of
+// TestReclaimDebtRule checks the debt rule (docs/design.md): a reclaim is never refused for lack of
 // credits (the work was delivered, rule 3 says the job nets -cost), so the balance may go below
 // zero, and while it is below a job's cost no new job is charged. Rule 6 holds throughout.
 func TestReclaimDebtRule(t *testing.T) {
@@ -309,14 +301,14 @@ func TestReclaimDebtRule(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, spent)
 	require.NoError(t, err)
-	requireBalance(t, s, acct, 10)
+	ledgertest.RequireBalance(t, s, acct, 10)
 
 	// The first job's result lands after all: the refund is taken back in full.
 	rec, err := s.Reclaim(ctx, job)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, rec.Outcome)
 	require.Equal(t, int64(-30), rec.BalanceAfter)
-	requireBalance(t, s, acct, -30)
+	ledgertest.RequireBalance(t, s, acct, -30)
 
 	// While in debt, no new job can be charged.
 	next := ledgertest.ID(t, "job")
@@ -328,7 +320,7 @@ func TestReclaimDebtRule(t *testing.T) {
 	// A grant pays the debt first.
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "pay-debt"})
 	require.NoError(t, err)
-	requireBalance(t, s, acct, 20)
+	ledgertest.RequireBalance(t, s, acct, 20)
 }
 
 // TestGrantIsIdempotentByKey checks rule 8 for top-ups: the same key posts once; the same key
@@ -355,12 +347,12 @@ func TestGrantIsIdempotentByKey(t *testing.T) {
 
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: ledgertest.ID(t, "nobody"), Amount: 5, Key: "k"})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
-	requireBalance(t, s, acct, 380)
+	ledgertest.RequireBalance(t, s, acct, 380)
 
 	opened, err := s.OpenAccount(ctx, acct)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, opened)
-	requireBalance(t, s, acct, 380)
+	ledgertest.RequireBalance(t, s, acct, 380)
 }
 
 // TestHistoryPages checks that support can page through every row of an account, in order, with
@@ -433,7 +425,7 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 		require.Contains(t, []string{"JB001", "JB002"}, pgErr.Code, stmt)
 	}
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-	requireBalance(t, s, acct, 60)
+	ledgertest.RequireBalance(t, s, acct, 60)
 }
 
 // TestBadInputWritesNothing checks that every malformed argument gets a clear error naming it and
@@ -512,5 +504,5 @@ func TestBadInputWritesNothing(t *testing.T) {
 	h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
 	require.NoError(t, err)
 	require.Len(t, h.Entries, 1)
-	requireBalance(t, s, acct, 100)
+	ledgertest.RequireBalance(t, s, acct, 100)
 }

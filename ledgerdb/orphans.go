@@ -19,24 +19,10 @@ const MaxPlaceholders = 1000
 // With accountIDs, only those accounts' placeholders are listed (an operator healing one
 // customer, or a test that must not touch other tests' jobs); without, every account's.
 func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
-	if olderThan < 0 {
-		return nil, &InvalidInputError{Field: "olderThan", Reason: fmt.Sprintf("is %s; it must not be negative", olderThan)}
-	}
-	if limit <= 0 || limit > MaxPlaceholders {
-		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
-	}
-	rows, err := s.pool.Query(ctx, `SELECT j FROM jobs j
+	return s.olderJobs(ctx, "placeholders", `SELECT j FROM jobs j
 		WHERE j.state = 'submitting' AND j.created_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
-		ORDER BY j.created_at, j.id LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
-	if err != nil {
-		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
-	}
-	jobs, err := pgx.CollectRows(rows, scanJob)
-	if err != nil {
-		return nil, fmt.Errorf("reading placeholders: %w", translateError(err))
-	}
-	return jobs, nil
+		ORDER BY j.created_at, j.id LIMIT $2`, olderThan, limit, MaxPlaceholders, accountIDs)
 }
 
 // RejectOrphan rejects a placeholder whose workflow can never charge it (submitting -> rejected);
@@ -61,22 +47,29 @@ func (s *Store) RejectOrphan(ctx context.Context, jobID string, reason RejectRea
 // running. The reconcile pass compares them with the workflows Temporal runs, and heals those whose
 // workflow closed without settling them. With accountIDs, only those accounts' jobs.
 func (s *Store) RunningJobs(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
+	return s.olderJobs(ctx, "running jobs", `SELECT j FROM jobs j
+		WHERE j.state = 'running' AND j.charged_at < now() - $1::bigint * interval '1 microsecond'
+		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		ORDER BY j.charged_at, j.id LIMIT $2`, olderThan, limit, MaxRunningJobs, accountIDs)
+}
+
+// olderJobs reads the jobs query selects, whose parameters are an age in microseconds ($1), a
+// limit ($2) and the accounts to keep ($3, empty for all), after checking the age and the limit
+// (at most maxLimit). what names the jobs in errors.
+func (s *Store) olderJobs(ctx context.Context, what, query string, olderThan time.Duration, limit, maxLimit int, accountIDs []string) ([]Job, error) {
 	if olderThan < 0 {
 		return nil, &InvalidInputError{Field: "olderThan", Reason: fmt.Sprintf("is %s; it must not be negative", olderThan)}
 	}
-	if limit <= 0 || limit > MaxRunningJobs {
-		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxRunningJobs)}
+	if limit <= 0 || limit > maxLimit {
+		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, maxLimit)}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT j FROM jobs j
-		WHERE j.state = 'running' AND j.charged_at < now() - $1::bigint * interval '1 microsecond'
-		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
-		ORDER BY j.charged_at, j.id LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
+	rows, err := s.pool.Query(ctx, query, olderThan.Microseconds(), limit, accountIDs)
 	if err != nil {
-		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
+		return nil, fmt.Errorf("reading %s: %w", what, translateError(err))
 	}
 	jobs, err := pgx.CollectRows(rows, scanJob)
 	if err != nil {
-		return nil, fmt.Errorf("reading running jobs: %w", translateError(err))
+		return nil, fmt.Errorf("reading %s: %w", what, translateError(err))
 	}
 	return jobs, nil
 }

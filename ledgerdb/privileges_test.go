@@ -81,7 +81,7 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-	requireBalance(t, s, acct, 60)
+	ledgertest.RequireBalance(t, s, acct, 60)
 }
 
 // TestAppRoleRunsEveryLedgerOperation checks that least privilege takes nothing the service needs:
@@ -145,7 +145,7 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 	require.Len(t, snap.Jobs, 3)
 
 	// 100 − 10 − 30 (delivered) − 30 (recovered) + 0 (refunded).
-	requireBalance(t, s, acct, 30)
+	ledgertest.RequireBalance(t, s, acct, 30)
 }
 
 // TestAppRolePrivilegesInCatalog checks, in the catalog, the rule the baseline migration and ledgerdb/code/security.sql set for every

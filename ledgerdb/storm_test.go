@@ -371,7 +371,7 @@ func stormRowsByJob(t *testing.T, store *ledgerdb.Store, jobIDs []string) map[st
 
 // TestChargeStormNeverOverdraws races charges (each delivered three times) of many jobs on an
 // account that can pay for only some of them, then races reclaims of refunded jobs against
-// charges of new ones, and checks money rules 6 and 8 and the README's debt rule: every charge
+// charges of new ones, and checks money rules 6 and 8 and the debt rule of docs/design.md: every charge
 // decides under the account's lock, so exactly as many jobs are charged as the balance covers and
 // no charge row ever leaves the balance below zero; every other job is rejected with nothing
 // charged; a reclaim is never refused and may take the balance below zero, after which every

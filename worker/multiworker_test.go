@@ -41,15 +41,12 @@ import (
 // other; the work heartbeats every third of it, so a live attempt never misses it. A refunded job
 // closes 1 s after its refund.
 func multiPolicy() workflows.Policy {
-	return workflows.Policy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Second,
-		MaximumAttempts:    2,
-		StartToClose:       6 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
-		LateResultWindow:   time.Second,
-	}
+	p := workertest.QuickPolicy()
+	p.InitialInterval = 200 * time.Millisecond
+	p.MaximumAttempts = 2
+	p.StartToClose = 6 * time.Second
+	p.LateResultWindow = time.Second
+	return p
 }
 
 // multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
@@ -390,8 +387,5 @@ func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, acc
 		require.Equal(t, expect, got, "job %s (%s): its ledger rows", j.id, j.want)
 	}
 	require.Len(t, rows, len(submitted)+1, "rows of jobs the test did not submit, besides the grant")
-	balance, err := store.Balance(ctx, account)
-	require.NoError(t, err)
-	require.Equal(t, want, balance)
-	ledgertest.RequireSound(t, store, account)
+	ledgertest.RequireBalance(t, store, account, want)
 }

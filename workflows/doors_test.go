@@ -100,15 +100,7 @@ func TestCancelledRunRefundsAsStoppedByAnOperator(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return activities.WorkResult{}, fmt.Errorf("cancelled")
 	})
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
-	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
-		JobID: h.jobID, AccountID: account, Cost: cost,
-		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
-	})
-	require.True(t, h.env.IsWorkflowCompleted())
-	require.NoError(t, h.ledger.Audit(), "money rules 2 and 6")
-	job, ok := h.ledger.Job(h.jobID)
-	require.True(t, ok)
+	job := h.runCancelled()
 	assert.Equal(t, refunded, job.State)
 	assert.Equal(t, "stopped by an operator: cancelled", job.RefundReason)
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)

@@ -7,6 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
@@ -142,8 +145,11 @@ func (p Policy) Validate() error {
 }
 
 // WithDefaults returns p with every zero field taken from [DefaultPolicy].
-func (p Policy) WithDefaults() Policy {
-	d := DefaultPolicy()
+func (p Policy) WithDefaults() Policy { return p.Or(DefaultPolicy()) }
+
+// Or returns p with every zero field taken from d, and a maximum interval no shorter than the
+// initial one (the server refuses a retry policy whose maximum is below its initial interval).
+func (p Policy) Or(d Policy) Policy {
 	if p.InitialInterval <= 0 {
 		p.InitialInterval = d.InitialInterval
 	}
@@ -154,7 +160,6 @@ func (p Policy) WithDefaults() Policy {
 		p.MaximumInterval = max(d.MaximumInterval, p.InitialInterval)
 	}
 	if p.MaximumInterval < p.InitialInterval {
-		// The server refuses a retry policy whose maximum is below its initial interval.
 		p.MaximumInterval = p.InitialInterval
 	}
 	if p.MaximumAttempts <= 0 {
@@ -170,6 +175,24 @@ func (p Policy) WithDefaults() Policy {
 		p.LateResultWindow = d.LateResultWindow
 	}
 	return p
+}
+
+// WorkActivityOptions are the work activity's options under p, which must have its defaults
+// (WithDefaults): Temporal's retry policy runs the attempts, and summary names the step in the
+// UI timeline.
+func (p Policy) WorkActivityOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: p.StartToClose,
+		HeartbeatTimeout:    p.HeartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        p.InitialInterval,
+			BackoffCoefficient:     p.BackoffCoefficient,
+			MaximumInterval:        p.MaximumInterval,
+			MaximumAttempts:        p.MaximumAttempts,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
+		Summary: summary,
+	}
 }
 
 // ResultSignal is the payload of [SignalResult]: the job's result landed. It never carries an

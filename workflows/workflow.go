@@ -288,18 +288,8 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 	// the cancel is a no-op.
 	workCtx, cancelWork := workflow.WithCancel(ctx)
 	defer cancelWork()
-	workCtx = workflow.WithActivityOptions(workCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: p.StartToClose,
-		HeartbeatTimeout:    p.HeartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        p.InitialInterval,
-			BackoffCoefficient:     p.BackoffCoefficient,
-			MaximumInterval:        p.MaximumInterval,
-			MaximumAttempts:        p.MaximumAttempts,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
-		Summary: fmt.Sprintf("run the work: up to %d attempts, %s each", p.MaximumAttempts, p.StartToClose),
-	})
+	workCtx = workflow.WithActivityOptions(workCtx,
+		p.WorkActivityOptions(fmt.Sprintf("run the work: up to %d attempts, %s each", p.MaximumAttempts, p.StartToClose)))
 	req := j.in.Work
 	req.JobID, req.Attempt, req.PriorAttempts = j.in.JobID, 0, j.status.Attempts
 	work := workflow.ExecuteActivity(workCtx, a.RunWork, req)

@@ -131,6 +131,22 @@ func (h *harness) run() workflows.JobStatus {
 	return status
 }
 
+// runCancelled executes the workflow, has it cancelled a millisecond in (the UI's Cancel button),
+// checks the money rules once it ended, and returns the job as the ledger has it.
+func (h *harness) runCancelled() ledgerdb.Job {
+	h.t.Helper()
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
+	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
+		JobID: h.jobID, AccountID: account, Cost: cost,
+		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
+	})
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.ledger.Audit(), "money rules 2 and 6")
+	job, ok := h.ledger.Job(h.jobID)
+	require.True(h.t, ok)
+	return job
+}
+
 // assertLedger checks the job's rows, its net (money rule 3) and the account's balance.
 func (h *harness) assertLedger(balance int64, kinds ...ledgerdb.EntryKind) {
 	h.t.Helper()
@@ -663,15 +679,7 @@ func TestCancelledWorkflowRefunds(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return activities.WorkResult{}, temporal.NewCanceledError()
 	})
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
-	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
-		JobID: h.jobID, AccountID: account, Cost: cost,
-		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
-	})
-	require.True(t, h.env.IsWorkflowCompleted())
-	require.NoError(t, h.ledger.Audit(), "money rules 2 and 6")
-	job, ok := h.ledger.Job(h.jobID)
-	require.True(t, ok)
+	job := h.runCancelled()
 	require.Equal(t, refunded, job.State, "workflow error: %v", h.env.GetWorkflowError())
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }

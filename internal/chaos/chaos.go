@@ -152,29 +152,7 @@ func (c Config) withDefaults() Config {
 	if c.Rate <= 0 {
 		c.Rate = d.Rate
 	}
-	p, dp := c.Policy, d.Policy
-	if p.InitialInterval <= 0 {
-		p.InitialInterval = dp.InitialInterval
-	}
-	if p.BackoffCoefficient <= 0 {
-		p.BackoffCoefficient = dp.BackoffCoefficient
-	}
-	if p.MaximumInterval <= 0 {
-		p.MaximumInterval = dp.MaximumInterval
-	}
-	if p.MaximumAttempts <= 0 {
-		p.MaximumAttempts = dp.MaximumAttempts
-	}
-	if p.StartToClose <= 0 {
-		p.StartToClose = dp.StartToClose
-	}
-	if p.HeartbeatTimeout <= 0 {
-		p.HeartbeatTimeout = dp.HeartbeatTimeout
-	}
-	if p.LateResultWindow <= 0 {
-		p.LateResultWindow = dp.LateResultWindow
-	}
-	c.Policy = p
+	c.Policy = c.Policy.Or(d.Policy)
 	if c.SimulatedDuration <= 0 {
 		c.SimulatedDuration = d.SimulatedDuration
 	}

@@ -81,6 +81,23 @@ func quietLogger() (*zap.Logger, error) {
 	return app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 }
 
+// WithLogger runs a long-running service (the worker, the API) with the configuration and a
+// logger as log.* says, synced when the service returns.
+func WithLogger(run func(ctx context.Context, cfg config.Config, logger *zap.Logger, cmd *cobra.Command) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, err := LoadConfig()
+		if err != nil {
+			return err
+		}
+		logger, err := app.NewLogger(cfg.Log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = logger.Sync() }()
+		return run(cmd.Context(), cfg, logger, cmd)
+	}
+}
+
 // WithConns runs a command over fresh ledger and Temporal connections, closed when the command is
 // done.
 func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) func(*cobra.Command, []string) error {

@@ -1,7 +1,6 @@
 package workerbench
 
 import (
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobbill/jobbill/activities"
@@ -20,19 +19,7 @@ var a *activities.Activities
 // nothing else — no ledger step, no update, no search attributes. What the metered job costs on
 // top of it is the billing.
 func BareJob(ctx workflow.Context, req activities.WorkRequest, p workflows.Policy) (activities.WorkResult, error) {
-	p = p.WithDefaults()
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: p.StartToClose,
-		HeartbeatTimeout:    p.HeartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        p.InitialInterval,
-			BackoffCoefficient:     p.BackoffCoefficient,
-			MaximumInterval:        p.MaximumInterval,
-			MaximumAttempts:        p.MaximumAttempts,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
-		Summary: "run the work (bare baseline)",
-	})
+	ctx = workflow.WithActivityOptions(ctx, p.WithDefaults().WorkActivityOptions("run the work (bare baseline)"))
 	req.JobID = workflow.GetInfo(ctx).WorkflowExecution.ID
 	var res activities.WorkResult
 	err := workflow.ExecuteActivity(ctx, a.RunWork, req).Get(ctx, &res)

@@ -9,19 +9,17 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_refuse_rewrite()") }}
-CREATE OR REPLACE TRIGGER ledger_entries_append_only
-    BEFORE UPDATE OR DELETE ON ledger_entries FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER ledger_entries_no_truncate
-    BEFORE TRUNCATE ON ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER jobs_never_deleted
-    BEFORE DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER jobs_no_truncate
-    BEFORE TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER job_requests_append_only
-    BEFORE UPDATE OR DELETE ON job_requests FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER job_requests_no_truncate
-    BEFORE TRUNCATE ON job_requests FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER accounts_never_deleted
-    BEFORE DELETE ON accounts FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
-CREATE OR REPLACE TRIGGER accounts_no_truncate
-    BEFORE TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
+-- Rows of ledger_entries and job_requests never change; jobs and accounts change only through the
+-- guarded functions, and are never deleted. No table of the four can be truncated.
+{{ range $table := list "ledger_entries" "job_requests" }}
+CREATE OR REPLACE TRIGGER {{ $table }}_append_only
+    BEFORE UPDATE OR DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
+{{ end }}
+{{ range $table := list "jobs" "accounts" }}
+CREATE OR REPLACE TRIGGER {{ $table }}_never_deleted
+    BEFORE DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
+{{ end }}
+{{ range $table := list "ledger_entries" "job_requests" "jobs" "accounts" }}
+CREATE OR REPLACE TRIGGER {{ $table }}_no_truncate
+    BEFORE TRUNCATE ON {{ $table }} FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
+{{ end }}

@@ -16,9 +16,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -148,6 +150,22 @@ func Account(t testing.TB, s *ledgerdb.Store, credits int64) string {
 	return id
 }
 
+// Charged submits a job of cost to acct through the ledger alone, with request as its request,
+// and charges it: a running job that no workflow runs, as a test that plays a workflow's part
+// needs. It answers the charge's transition.
+func Charged(t testing.TB, s *ledgerdb.Store, acct, jobID string, cost int64, request string) ledgerdb.Transition {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Submit(ctx, ledgerdb.Submission{JobID: jobID, AccountID: acct, Cost: cost, Request: []byte(request)}); err != nil {
+		t.Fatalf("submitting %s: %v", jobID, err)
+	}
+	charged, err := s.Charge(ctx, jobID)
+	if err != nil {
+		t.Fatalf("charging %s: %v", jobID, err)
+	}
+	return charged
+}
+
 // RequireSound audits each account and fails the test on any broken money rule (docs/design.md,
 // rules 2, 3 and 6: one row per kind per job, each job's net matching its state, balance = sum of
 // rows).
@@ -162,4 +180,51 @@ func RequireSound(t testing.TB, s *ledgerdb.Store, accountIDs ...string) {
 			t.Fatalf("account %s breaks the money rules:\n%v", id, report.Violations)
 		}
 	}
+}
+
+// Row is one of a job's ledger rows, as [RequireRows] compares them.
+type Row struct {
+	Kind   ledgerdb.EntryKind
+	Amount int64
+}
+
+// RequireRows checks a job's ledger rows, in order of writing: a charge or a reclaim of −cost, a
+// refund of +cost (money rules 2 and 5: at most one of each, every amount the job's recorded
+// cost).
+func RequireRows(t testing.TB, s *ledgerdb.Store, jobID string, cost int64, kinds ...ledgerdb.EntryKind) {
+	t.Helper()
+	want := []Row{}
+	for _, k := range kinds {
+		amount := -cost
+		if k == ledgerdb.KindRefund {
+			amount = cost
+		}
+		want = append(want, Row{Kind: k, Amount: amount})
+	}
+	rows, err := s.Pool().Query(context.Background(),
+		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	if !slices.Equal(want, got) {
+		t.Fatalf("ledger rows of job %s: got %v, want %v", jobID, got, want)
+	}
+}
+
+// RequireBalance checks the account's balance, then audits the account (money rules 2, 3 and 6:
+// the balance is the sum of its rows, and each job's rows match its state).
+func RequireBalance(t testing.TB, s *ledgerdb.Store, accountID string, want int64) {
+	t.Helper()
+	got, err := s.Balance(context.Background(), accountID)
+	if err != nil {
+		t.Fatalf("reading the balance of %s: %v", accountID, err)
+	}
+	if got != want {
+		t.Fatalf("balance of %s: got %d, want %d", accountID, got, want)
+	}
+	RequireSound(t, s, accountID)
 }

@@ -71,6 +71,24 @@ func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	return env
 }
 
+// QuickPolicy makes a job settle in seconds instead of the GPU defaults' minutes: 3 attempts of
+// at most 2 s, 0.5 s then 1 s apart, and 20 s to wait for a late result — long enough that a
+// result a test reports reaches the job's own run, not the fallback. The heartbeat timeout
+// equals StartToClose: the SDK heartbeats at 0.8× the timeout, and a tighter one times out
+// healthy attempts on a loaded two-core machine. Tests that need other timing change fields of
+// it and say why.
+func QuickPolicy() workflows.Policy {
+	return workflows.Policy{
+		InitialInterval:    500 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Second,
+		MaximumAttempts:    3,
+		StartToClose:       2 * time.Second,
+		HeartbeatTimeout:   2 * time.Second,
+		LateResultWindow:   20 * time.Second,
+	}
+}
+
 // DefaultNamespace is the Temporal namespace tests run in, which scripts/ensure-temporal.sh
 // creates beside jobbill's own: tests never touch the namespace a deployment (or `make run`)
 // uses, its reconcile schedule, or the workflows a newcomer opens the Web UI to see.
