@@ -134,7 +134,7 @@ func TestComposeImagesAndBuilds(t *testing.T) {
 func imageTag(image string) string { _, tag, _ := strings.Cut(image, ":"); return tag }
 
 // TestComposePorts checks what the host reaches — the same addresses as the local setup, so the
-// README's commands work against either — and that nothing else is published (a published port
+// docs' commands work against either — and that nothing else is published (a published port
 // on the replicated worker would clash).
 func TestComposePorts(t *testing.T) {
 	f := loadCompose(t)

@@ -33,7 +33,7 @@ cluster). Then heal the orphans and the terminated jobs through the reconcile wo
 quiescence, check that every terminated job ended refunded (or delivered or recovered by its
 result) and run the invariant checker on the run's job-ID prefix. The ledger is the configured
 database_url (migrated first as migrate_database_url).`,
-		Example: `  jobbill chaos --jobs 2000 --seed 42 --restart-postgres
+		Example: `  jobbill-dev chaos --jobs 2000 --seed 42 --restart-postgres
   jobbill-dev chaos --jobs 200 --seed 7`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,11 +42,15 @@ database_url (migrated first as migrate_database_url).`,
 				cfg.Seed = uint64(time.Now().UnixNano())
 			}
 			if cfg.Binary == "" {
-				self, err := os.Executable()
+				// The workers are the product binary, which this tool is not: build it.
+				dir, err := os.MkdirTemp("", "jobbill-chaos-bin-")
 				if err != nil {
 					return err
 				}
-				cfg.Binary = self
+				defer os.RemoveAll(dir)
+				if cfg.Binary, err = chaos.BuildProduct(dir); err != nil {
+					return err
+				}
 			}
 			c, err := cli.LoadConfig()
 			if err != nil {
@@ -73,7 +77,7 @@ database_url (migrated first as migrate_database_url).`,
 	f.BoolVar(&cfg.RestartTemporal, "restart-temporal", cfg.RestartTemporal, "restart the run's own Temporal dev server once")
 	f.BoolVar(&cfg.RestartPostgres, "restart-postgres", false, "restart Postgres once (pg_ctlcluster 15 main restart): only when nothing else uses it")
 	f.IntVar(&cfg.Orphans, "orphans", cfg.Orphans, "placeholders without a workflow to write and heal")
-	f.StringVar(&cfg.Binary, "binary", "", "jobbill binary the workers run (default: this one)")
+	f.StringVar(&cfg.Binary, "binary", "", "jobbill binary the workers run (default: built from ./cmd/jobbill)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "keep the dev server's store and the processes' logs here (default: a temporary directory, removed)")
 	return cmd
 }

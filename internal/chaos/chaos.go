@@ -57,10 +57,22 @@ const (
 	KindReset           = "reset"            // an operator reset a job's running workflow to its first workflow task
 )
 
+// BuildProduct builds the product binary, jobbill (./cmd/jobbill), into dir with the go toolchain
+// and answers its path: the binary the run's workers are, which the tooling that drives them is
+// not.
+func BuildProduct(dir string) (string, error) {
+	bin := filepath.Join(dir, "jobbill")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/jobbill/jobbill/cmd/jobbill").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building jobbill: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
 // Config is one chaos run. Zero fields take the defaults of [DefaultConfig].
 type Config struct {
 	// Binary is the jobbill binary the workers run (`<Binary> worker`). Required: the run builds
-	// nothing itself.
+	// nothing itself ([BuildProduct] does).
 	Binary string
 	// TemporalBinary is the Temporal CLI that runs the run's own dev server; empty looks up
 	// `temporal` on PATH, then $(go env GOPATH)/bin/temporal.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,10 +23,9 @@ func TestChaosRun(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go toolchain to build the jobbill binary")
 	}
-	bin := filepath.Join(t.TempDir(), "jobbill")
-	build := exec.Command("go", "build", "-o", bin, "github.com/jobbill/jobbill/cmd/jobbill")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building jobbill: %v\n%s", err, out)
+	bin, err := chaos.BuildProduct(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	cfg := chaos.DefaultConfig()

@@ -5,8 +5,8 @@
 // Both sides do one round trip per transition: the Go API calls one schema function per
 // operation (pgx prepares each statement once per connection, then sends Bind/Execute/Sync), and
 // the raw script (lifecycle.sql) is one autocommit statement per transition under pgbench -M
-// prepared. What differs is the server's work behind each round trip; BENCHMARKS.md at the
-// repository's root has the figures and what the gap was traced to.
+// prepared. What differs is the server's work behind each round trip; docs/benchmarks.md has
+// the figures and what the gap was traced to.
 //
 // A run never deletes anything (the schema refuses it): it names its accounts and jobs with a
 // fresh prefix, so runs accumulate side by side, and it verifies the money of both sides before

@@ -47,7 +47,7 @@ func TestRunSmall(t *testing.T) {
 // benchmark database, not the test one:
 //
 //	LEDGERBENCH_DATABASE_URL=postgres://jobbill:jobbill@127.0.0.1:5432/jobbill?sslmode=disable \
-//	LEDGERBENCH_LIFECYCLES=2500 go test ./ledgerdb/ledgerbench -run TestRunFull -v -timeout 30m
+//	LEDGERBENCH_LIFECYCLES=2500 go test ./internal/ledgerbench -run TestRunFull -v -timeout 30m
 func TestRunFull(t *testing.T) {
 	url := os.Getenv("LEDGERBENCH_DATABASE_URL")
 	if url == "" {
