@@ -14,6 +14,8 @@
 #   JOBBILL_PG_APP_PASSWORD  jobbill_app's password (default jobbill_app)
 #   JOBBILL_PG_DB        the service's database    (default jobbill)
 #   JOBBILL_PG_TEST_DB   the tests' database       (default jobbill_test)
+#   JOBBILL_PG_FRESH_TEST_DB=1  drop the tests' database first, so the run starts from an empty
+#                        ledger whatever another checkout migrated into it (CI sets this)
 set -euo pipefail
 
 pg_user=${JOBBILL_PG_USER:-jobbill}
@@ -73,6 +75,13 @@ SQL
 }
 ensure_role "$pg_user" "$pg_password"
 ensure_role "$pg_app_user" "$pg_app_password"
+
+if [ "${JOBBILL_PG_FRESH_TEST_DB:-}" = 1 ]; then
+	say "dropping $pg_test_db for a fresh start"
+	psql_admin -v db="$pg_test_db" <<'SQL'
+SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
+SQL
+fi
 
 for db in "$pg_db" "$pg_test_db"; do
 	psql_admin -v db="$db" -v role="$pg_user" <<'SQL'
