@@ -24,8 +24,9 @@ type Ledger interface {
 	Reclaim(ctx context.Context, jobID string) (ledgerdb.Transition, error)
 	// Deliver records that the work succeeded (running -> delivered); no money moves.
 	Deliver(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
-	// Settle bills a result in one step: running -> delivered, or refunded -> recovered.
-	Settle(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	// Settle bills a result in one step: running -> delivered, or refunded -> recovered, and a
+	// priced job settled at unitsUsed (nil: the whole hold), its unused hold released.
+	Settle(ctx context.Context, jobID string, attempts int, unitsUsed *int64) (ledgerdb.Transition, error)
 	// RecordAttempt records how many attempts the work has had.
 	RecordAttempt(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
 	// RaiseAlarm records that the database refused one of the job's steps for good.
@@ -123,15 +124,17 @@ type SubmitInput struct {
 	JobID string
 	// AccountID is the paying account.
 	AccountID string
-	// Cost is the job's price in credits.
-	Cost int64
+	// Kind names what the job is; the ledger prices it from the price list (money rule 5).
+	Kind string
+	// MaxUnits is the client's smaller maximum of units for a metered kind; 0 for the kind's.
+	MaxUnits int64 `json:",omitempty"`
 	// InputRef is the job's input, the request the fingerprint covers.
 	InputRef string
 }
 
 // Submission is the ledger's submission of this input.
 func (in SubmitInput) Submission() ledgerdb.Submission {
-	return ledgerdb.Submission{JobID: in.JobID, AccountID: in.AccountID, Cost: in.Cost, Request: []byte(in.InputRef)}
+	return ledgerdb.Submission{JobID: in.JobID, AccountID: in.AccountID, Kind: in.Kind, MaxUnits: in.MaxUnits, Request: []byte(in.InputRef)}
 }
 
 // ChargeInput names the job to charge. There is no amount: the ledger charges the job's recorded
@@ -168,12 +171,15 @@ type DeliverInput struct {
 	Attempts int
 }
 
-// SettleInput names the job whose result landed.
+// SettleInput names the job whose result landed, and what its work used. There is no amount: the
+// ledger bills the usage at the job's recorded price, capped at its hold (money rule 5).
 type SettleInput struct {
 	// JobID is the client's job ID.
 	JobID string
 	// Attempt is the attempt that produced the result.
 	Attempt int
+	// UnitsUsed is the usage the result reported; nil when it said none (the whole hold).
+	UnitsUsed *int64 `json:",omitempty"`
 }
 
 // AlarmInput says which of a job's ledger steps the database refused for good, and how.
@@ -195,8 +201,19 @@ type LedgerResult struct {
 	State ledgerdb.State
 	// MoneyState is what the user is told about their money after the call.
 	MoneyState ledgerdb.MoneyState
-	// Cost is the job's recorded cost, the amount every money move of the job uses.
+	// Cost is the job's recorded cost, what its charge holds: the amount its charge, refund and
+	// reclaim move.
 	Cost int64
+	// Kind and Unit are the job's kind and what it is sold by; empty for a job submitted with a
+	// cost before the price list.
+	Kind string        `json:",omitempty"`
+	Unit ledgerdb.Unit `json:",omitempty"`
+	// UnitsUsed is the usage the job was settled at; nil until it is settled.
+	UnitsUsed *int64 `json:",omitempty"`
+	// Charged is what the job costs its account as it stands (ledgerdb.Job.Charged), and
+	// Released the part of the hold its settlement gave back.
+	Charged  int64 `json:",omitempty"`
+	Released int64 `json:",omitempty"`
 	// Attempts is the attempt count on the job row.
 	Attempts int
 	// EntryID is the ledger row this call wrote; 0 when it wrote none.
@@ -243,7 +260,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult
 // Settle bills the job's result in one step: a running job is delivered, a refunded one recovered
 // (its refund reclaimed). A repeat answers AlreadyApplied.
 func (a *Activities) Settle(ctx context.Context, in SettleInput) (LedgerResult, error) {
-	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.JobID, in.Attempt) })
+	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.JobID, in.Attempt, in.UnitsUsed) })
 }
 
 // RaiseAlarm records that the database refused one of the job's steps for good, once per job and
@@ -270,6 +287,11 @@ func resultOf(t ledgerdb.Transition) LedgerResult {
 		State:        j.State,
 		MoneyState:   j.MoneyState(),
 		Cost:         j.Cost,
+		Kind:         j.Kind,
+		Unit:         j.Unit,
+		UnitsUsed:    j.UnitsUsed,
+		Charged:      j.Charged(),
+		Released:     j.Released(),
 		Attempts:     j.Attempts,
 		EntryID:      t.EntryID,
 		BalanceAfter: t.BalanceAfter,

@@ -27,6 +27,16 @@ var _ activities.Ledger = (*ledgerdb.Store)(nil)
 // runnerFunc adapts a function to activities.Runner.
 type runnerFunc func(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error)
 
+// pricedLedger is an in-memory ledger whose price list sells "fixed-5" and "fixed-40" by the job,
+// at 5 and 40 credits.
+func pricedLedger() *activitiestest.MemoryLedger {
+	ledger := activitiestest.NewMemoryLedger()
+	for _, price := range []int64{5, 40} {
+		ledger.SetPrice(ledgerdb.Price{Kind: fmt.Sprintf("fixed-%d", price), Unit: ledgerdb.UnitJob, UnitPrice: price, MaxUnits: 1})
+	}
+	return ledger
+}
+
 func (f runnerFunc) Run(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error) {
 	return f(ctx, req)
 }
@@ -54,10 +64,10 @@ func appError(t *testing.T, err error, errType string, nonRetryable bool) *tempo
 // the ledger refuses (insufficient credits, a burnt ID, an ID never submitted) is a non-retryable
 // error with a constant type, so no retry can turn it into a charge, and nothing is written.
 func TestChargeRefusalsAreNonRetryable(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	ledger.Grant("acme", 10)
-	ledger.AddPlaceholder("too-dear", "acme", 40)
-	ledger.AddPlaceholder("burnt", "acme", 5)
+	ledger.AddPlaceholder("too-dear", "acme", "fixed-40")
+	ledger.AddPlaceholder("burnt", "acme", "fixed-5")
 	_, err := ledger.Charge(context.Background(), "burnt")
 	require.NoError(t, err)
 	_, err = ledger.Deliver(context.Background(), "burnt", 1)
@@ -94,9 +104,9 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 // (a dropped connection, here after the commit) stays retryable, and the retry is safe because
 // the guard answers AlreadyApplied without a second row.
 func TestLedgerFailuresStayRetryable(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-1", "acme", 40)
+	ledger.AddPlaceholder("render-1", "acme", "fixed-40")
 	ledger.LoseAnswers(activitiestest.OpCharge, 1)
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
@@ -136,9 +146,9 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 		"deadlock":             {&pgconn.PgError{Code: "40P01", Message: "deadlock detected"}, "", false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ledger := activitiestest.NewMemoryLedger()
+			ledger := pricedLedger()
 			ledger.Grant("acme", 100)
-			ledger.AddPlaceholder("render-1", "acme", 40)
+			ledger.AddPlaceholder("render-1", "acme", "fixed-40")
 			_, err := ledger.Charge(context.Background(), "render-1")
 			require.NoError(t, err)
 			ledger.RefuseForGood(activitiestest.OpRefund, tc.err)
@@ -159,9 +169,9 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 // reclaim take no amount, each moves the job's recorded cost once, repeats write nothing, and a
 // recovered job nets −cost.
 func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-2", "acme", 40)
+	ledger.AddPlaceholder("render-2", "acme", "fixed-40")
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
@@ -176,7 +186,8 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 
 	charge := run(a.Charge, activities.ChargeInput{JobID: "render-2"})
 	assert.Equal(t, activities.LedgerResult{Outcome: ledgerdb.Applied, State: ledgerdb.StateRunning,
-		MoneyState: ledgerdb.MoneyCharged, Cost: 40, EntryID: charge.EntryID, BalanceAfter: 60}, charge)
+		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, Charged: 40,
+		EntryID: charge.EntryID, BalanceAfter: 60}, charge)
 
 	refund := run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "timed out after 3 attempts", Attempts: 3})
 	assert.Equal(t, ledgerdb.Applied, refund.Outcome)
@@ -200,9 +211,9 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 // TestReclaimOnTheSuccessPathIsANoOp protects the success path (docs/design.md): reclaim is called
 // unconditionally and, on a job that was never refunded, answers NotApplied and writes nothing.
 func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-3", "acme", 40)
+	ledger.AddPlaceholder("render-3", "acme", "fixed-40")
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
@@ -221,9 +232,9 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 // the workflow's step 4 (docs/design.md)): RunWork runs the runner with Temporal's attempt number, records it on the
 // job row and heartbeats it, so a timeout can say how many attempts the work had.
 func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-4", "acme", 40)
+	ledger.AddPlaceholder("render-4", "acme", "fixed-40")
 	_, err := ledger.Charge(context.Background(), "render-4")
 	require.NoError(t, err)
 	runner := &activities.SimulatedRunner{Duration: 5 * time.Millisecond}
@@ -258,7 +269,7 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 // which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
 // without waiting for pointless attempts.
 func TestRunWorkFailures(t *testing.T) {
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := pricedLedger()
 	var a *activities.Activities
 	for _, tc := range []struct {
 		name, errType string

@@ -19,8 +19,12 @@ import (
 //     with {"run_id"}. The service must treat (job_id, attempt) as an idempotency key: a repeated
 //     POST (the runner's own retry after a lost answer) answers the same run, never a second one.
 //  2. Poll: GET {BaseURL}/v1/runs/{run_id} answers {"status": "running" | "succeeded" | "failed",
-//     "output_ref", "finished_at", "error", "permanent"}. "permanent": true on a failure means no
-//     retry can succeed (an unreadable input): the job is refunded without waiting for retries.
+//     "output_ref", "finished_at", "units_used", "error", "permanent"}. "units_used" on a success
+//     is what the run used, in units of the job's kind (GPU-seconds for a metered kind), a whole
+//     number from 0; jobbill bills it at the job's price, capped at the job's hold. Without it the
+//     job is billed its whole hold; a negative one fails the attempt. "permanent": true on a
+//     failure means no retry can succeed (an unreadable input): the job is refunded without
+//     waiting for retries.
 //  3. Cancel: when Temporal gives the attempt up (its timeout, or a result signal made it moot),
 //     the runner sends DELETE {BaseURL}/v1/runs/{run_id}, best effort. A run that finishes anyway
 //     must report its result late, to jobbill's result endpoint or `jobbill job report`; the
@@ -70,6 +74,7 @@ type httpRunState struct {
 	Status     string    `json:"status"`
 	OutputRef  string    `json:"output_ref"`
 	FinishedAt time.Time `json:"finished_at"`
+	UnitsUsed  *int64    `json:"units_used"`
 	Error      string    `json:"error"`
 	Permanent  bool      `json:"permanent"`
 }
@@ -103,11 +108,13 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 		var state httpRunState
 		err := r.do(ctx, http.MethodGet, runPath, nil, &state)
 		switch {
+		case err == nil && state.Status == "succeeded" && state.UnitsUsed != nil && *state.UnitsUsed < 0:
+			return WorkResult{}, fmt.Errorf("run %s of job %q succeeded with %d units used, which cannot be billed", started.RunID, req.JobID, *state.UnitsUsed)
 		case err == nil && state.Status == "succeeded":
 			// A success seen as the deadline passes is still a success: Temporal may refuse this
 			// attempt's answer, so it also goes to the reporter, which settles it as a late result
 			// (the ledger reclaims once however often it hears of it).
-			res := WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt}
+			res := WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt, UnitsUsed: state.UnitsUsed}
 			if ctx.Err() != nil {
 				r.reportLate(ctx, req.JobID, res)
 			}

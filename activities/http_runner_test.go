@@ -22,7 +22,7 @@ import (
 // the runner asked for.
 type fakeGPUService struct {
 	mu        sync.Mutex
-	script    []string // "running", "succeeded", "failed", "failed-permanent", "503"
+	script    []string // "running", "succeeded", "succeeded:<units used>", "failed", "failed-permanent", "503"
 	runs      map[string]int
 	polls     int
 	cancelled []string
@@ -57,6 +57,10 @@ func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "succeeded":
 			_ = json.NewEncoder(w).Encode(map[string]any{"status": "succeeded", "output_ref": "s3://out/1", "finished_at": "2026-11-29T10:00:00Z"})
 		default:
+			if units, ok := strings.CutPrefix(step, "succeeded:"); ok {
+				fmt.Fprintf(w, `{"status":"succeeded","output_ref":"s3://out/1","finished_at":"2026-11-29T10:00:00Z","units_used":%s}`, units)
+				return
+			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"status": step})
 		}
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/runs/"):
@@ -88,6 +92,22 @@ func TestHTTPRunnerContract(t *testing.T) {
 		require.Equal(t, activities.WorkResult{Attempt: 2, OutputRef: "s3://out/1", FinishedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}, res)
 		require.Equal(t, map[string]int{"render-1.2": 1}, svc.runs)
 		require.Equal(t, 4, svc.polls)
+	})
+	t.Run("a success carries the units the run used", func(t *testing.T) {
+		// Money rule 5: the usage is the only number a runner reports; the ledger caps it.
+		_, res, err := runAgainst(t, ctx, "running", "succeeded:137")
+		require.NoError(t, err)
+		require.NotNil(t, res.UnitsUsed)
+		require.Equal(t, int64(137), *res.UnitsUsed)
+	})
+	t.Run("a negative usage fails the attempt instead of billing it", func(t *testing.T) {
+		_, res, err := runAgainst(t, ctx, "succeeded:-5")
+		require.ErrorContains(t, err, "-5 units used")
+		require.Nil(t, res.UnitsUsed)
+	})
+	t.Run("a usage that is not a whole number fails the attempt", func(t *testing.T) {
+		_, _, err := runAgainst(t, ctx, "succeeded:1.5")
+		require.Error(t, err)
 	})
 	t.Run("a failure is retryable", func(t *testing.T) {
 		_, _, err := runAgainst(t, ctx, "running", "failed")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -43,8 +44,10 @@ type SimulatedRunner struct {
 
 // Run works one attempt: as the job's input reference says when it names a scenario (see
 // [ParseScenario]), otherwise as the runner is configured. It returns ctx's error as soon as ctx
-// is done.
+// is done. A result reports as its usage the GPU-seconds the attempt took, rounded up, or the
+// usage the scenario names.
 func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, error) {
+	started := time.Now()
 	sc, ok := ParseScenario(req.InputRef)
 	if !ok {
 		sc = Scenario{Kind: ScenarioConfigured}
@@ -59,7 +62,7 @@ func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult,
 	}
 	if lateAttempt > 0 && req.Attempt <= lateAttempt {
 		if req.Attempt == lateAttempt {
-			s.finishLate(ctx, req)
+			s.finishLate(ctx, req, sc, started)
 		}
 		// The GPU side keeps going, but this attempt never answers: Temporal times it out.
 		<-ctx.Done()
@@ -85,7 +88,7 @@ func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult,
 	if failed {
 		return WorkResult{}, fmt.Errorf("simulated GPU failure on attempt %d of job %q", req.Attempt, req.JobID)
 	}
-	return s.result(req), nil
+	return s.result(req, sc, started), nil
 }
 
 // ScenarioKind names what a simulated job does.
@@ -115,20 +118,37 @@ type Scenario struct {
 	Kind ScenarioKind
 	// Attempt is the attempt that succeeds (ok-on-attempt) or reports late (late).
 	Attempt int
+	// Used, when set, is the usage the result reports, in units of the job's kind, instead of
+	// the seconds the attempt took: "sim:ok+used:137" is a job whose GPU service says it used
+	// 137 GPU-seconds.
+	Used *int64
 }
 
 // ScenarioPrefix starts an input reference that names a simulated scenario.
 const ScenarioPrefix = "sim:"
 
-// ParseScenario reads a scenario from an input reference such as "sim:late:3". It reports false
-// for a reference that names none (or names one badly), which the runner treats as its own settings.
+// usedSuffix ends a scenario that names its usage: "+used:137".
+const usedSuffix = "+used:"
+
+// ParseScenario reads a scenario from an input reference such as "sim:late:3" or
+// "sim:ok+used:137". It reports false for a reference that names none (or names one badly), which
+// the runner treats as its own settings.
 func ParseScenario(inputRef string) (Scenario, bool) {
 	spec, ok := strings.CutPrefix(inputRef, ScenarioPrefix)
 	if !ok {
 		return Scenario{}, false
 	}
+	var used *int64
+	if rest, usage, named := strings.Cut(spec, usedSuffix); named {
+		n, err := strconv.ParseInt(usage, 10, 64)
+		if err != nil || n < 0 || usage != strconv.FormatInt(n, 10) {
+			// Only the canonical form, so that a scenario reads back as it was written.
+			return Scenario{}, false
+		}
+		spec, used = rest, &n
+	}
 	kind, arg, hasArg := strings.Cut(spec, ":")
-	sc := Scenario{Kind: ScenarioKind(kind)}
+	sc := Scenario{Kind: ScenarioKind(kind), Used: used}
 	switch sc.Kind {
 	case ScenarioSucceed, ScenarioFail, ScenarioHang:
 		return sc, !hasArg
@@ -145,15 +165,19 @@ func ParseScenario(inputRef string) (Scenario, bool) {
 
 // String is the input reference that asks for the scenario.
 func (sc Scenario) String() string {
+	ref := ScenarioPrefix + string(sc.Kind)
 	if sc.Attempt > 0 {
-		return fmt.Sprintf("%s%s:%d", ScenarioPrefix, sc.Kind, sc.Attempt)
+		ref = fmt.Sprintf("%s:%d", ref, sc.Attempt)
 	}
-	return ScenarioPrefix + string(sc.Kind)
+	if sc.Used != nil {
+		ref = fmt.Sprintf("%s%s%d", ref, usedSuffix, *sc.Used)
+	}
+	return ref
 }
 
 // finishLate starts the part of the work that outlives the attempt: it ends LateBy after the
 // attempt's deadline (or after LateBy, without a deadline) and reports the result.
-func (s *SimulatedRunner) finishLate(ctx context.Context, req WorkRequest) {
+func (s *SimulatedRunner) finishLate(ctx context.Context, req WorkRequest, sc Scenario, started time.Time) {
 	wait := s.LateBy
 	if deadline, ok := ctx.Deadline(); ok {
 		wait += time.Until(deadline)
@@ -161,7 +185,7 @@ func (s *SimulatedRunner) finishLate(ctx context.Context, req WorkRequest) {
 	// The report must not die with the attempt's context; it keeps only its values.
 	reportCtx := context.WithoutCancel(ctx)
 	time.AfterFunc(wait, func() {
-		res := s.result(req)
+		res := s.result(req, sc, started)
 		if s.Reporter == nil {
 			s.logger().Warn("late result with no reporter; dropped", "job_id", req.JobID, "attempt", req.Attempt)
 			return
@@ -172,11 +196,20 @@ func (s *SimulatedRunner) finishLate(ctx context.Context, req WorkRequest) {
 	})
 }
 
-func (s *SimulatedRunner) result(req WorkRequest) WorkResult {
+// result is the attempt's result, with its usage: the scenario's, or the GPU-seconds since the
+// attempt started, rounded up.
+func (s *SimulatedRunner) result(req WorkRequest, sc Scenario, started time.Time) WorkResult {
+	now := time.Now()
+	used := sc.Used
+	if used == nil {
+		seconds := int64(math.Ceil(now.Sub(started).Seconds()))
+		used = &seconds
+	}
 	return WorkResult{
 		Attempt:    req.Attempt,
 		OutputRef:  fmt.Sprintf("sim://%s/attempt-%d", req.JobID, req.Attempt),
-		FinishedAt: time.Now(),
+		FinishedAt: now,
+		UnitsUsed:  used,
 	}
 }
 

@@ -32,6 +32,10 @@ type WorkResult struct {
 	OutputRef string
 	// FinishedAt is when the work finished, by the runner's clock.
 	FinishedAt time.Time
+	// UnitsUsed is how many units of the job's kind the work used — GPU-seconds for a metered
+	// kind — as the GPU side measured it; nil when it did not say, and the job is then billed
+	// its whole hold. The ledger caps it at the hold.
+	UnitsUsed *int64 `json:",omitempty"`
 }
 
 // Runner runs one attempt of a job's GPU work. Run must return soon after ctx is done (Temporal

@@ -3,6 +3,9 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,27 +49,109 @@ func TestRunWithHeartbeatsHonoursCancellation(t *testing.T) {
 	}
 }
 
-// TestParseScenario checks the input references that pick a simulated story, and that a
-// malformed one falls back to the runner's own settings rather than to a surprise.
+// TestParseScenario checks the input references that pick a simulated story, with and without
+// the usage they report ("+used:N", the GPU-seconds the result says it used, which the ledger
+// settles the job at), that each scenario's String() is the reference it was read from, and that
+// a malformed one — a negative or non-numeric usage among them — falls back to the runner's own
+// settings rather than to a surprise.
 func TestParseScenario(t *testing.T) {
+	used := func(n int64) *int64 { return &n }
 	for ref, want := range map[string]Scenario{
-		"sim:ok":              {Kind: ScenarioSucceed},
-		"sim:fail":            {Kind: ScenarioFail},
-		"sim:hang":            {Kind: ScenarioHang},
-		"sim:late:3":          {Kind: ScenarioLate, Attempt: 3},
-		"sim:ok-on-attempt:2": {Kind: ScenarioSucceedOnAttempt, Attempt: 2},
+		"sim:ok":                          {Kind: ScenarioSucceed},
+		"sim:fail":                        {Kind: ScenarioFail},
+		"sim:hang":                        {Kind: ScenarioHang},
+		"sim:late:3":                      {Kind: ScenarioLate, Attempt: 3},
+		"sim:ok-on-attempt:2":             {Kind: ScenarioSucceedOnAttempt, Attempt: 2},
+		"sim:ok+used:137":                 {Kind: ScenarioSucceed, Used: used(137)},
+		"sim:ok+used:0":                   {Kind: ScenarioSucceed, Used: used(0)},
+		"sim:late:3+used:90":              {Kind: ScenarioLate, Attempt: 3, Used: used(90)},
+		"sim:ok-on-attempt:2+used:45":     {Kind: ScenarioSucceedOnAttempt, Attempt: 2, Used: used(45)},
+		"sim:ok+used:9223372036854775807": {Kind: ScenarioSucceed, Used: used(math.MaxInt64)},
 	} {
 		got, ok := ParseScenario(ref)
-		if !ok || got != want {
-			t.Errorf("ParseScenario(%q) = %+v, %v; want %+v", ref, got, ok, want)
+		if !ok || !sameScenario(got, want) {
+			t.Errorf("ParseScenario(%q) = %s, %v; want %s", ref, fmtScenario(got), ok, fmtScenario(want))
 		}
 		if got.String() != ref {
-			t.Errorf("%+v.String() = %q; want %q", got, got.String(), ref)
+			t.Errorf("%s.String() = %q; want %q", fmtScenario(got), got.String(), ref)
 		}
 	}
-	for _, ref := range []string{"", "s3://bucket/input", "sim:", "sim:late", "sim:late:0", "sim:late:x", "sim:ok:1", "sim:explode"} {
+	for _, ref := range []string{"", "s3://bucket/input", "sim:", "sim:late", "sim:late:0", "sim:late:x", "sim:ok:1", "sim:explode",
+		"sim:ok+used:-1", "sim:ok+used:x", "sim:ok+used:", "sim:ok+used:1.5", "sim:ok+used:1e3", "sim:ok+used:9223372036854775808",
+		"sim:ok+used:1+used:2", "sim:+used:5", "sim:late+used:5", "sim:late:0+used:5", "sim:explode+used:5", "sim:ok+used:5:6",
+		"s3://bucket/input+used:5"} {
 		if got, ok := ParseScenario(ref); ok {
-			t.Errorf("ParseScenario(%q) = %+v; want no scenario", ref, got)
+			t.Errorf("ParseScenario(%q) = %s; want no scenario", ref, fmtScenario(got))
+		}
+	}
+}
+
+// sameScenario compares two scenarios by value, their usage included.
+func sameScenario(a, b Scenario) bool {
+	if a.Kind != b.Kind || a.Attempt != b.Attempt || (a.Used == nil) != (b.Used == nil) {
+		return false
+	}
+	return a.Used == nil || *a.Used == *b.Used
+}
+
+func fmtScenario(sc Scenario) string {
+	used := "none"
+	if sc.Used != nil {
+		used = strconv.FormatInt(*sc.Used, 10)
+	}
+	return fmt.Sprintf("{Kind:%s Attempt:%d Used:%s}", sc.Kind, sc.Attempt, used)
+}
+
+// TestSimulatedRunnerReportsUsage checks the usage a simulated result carries, which the ledger
+// settles a metered job at (money rule 5: the usage, never an amount): the scenario's "+used:N"
+// when it names one — on time, on the attempt that succeeds, and in a late result — and otherwise
+// the GPU-seconds the attempt took, rounded up (a few milliseconds bill one second; just over a
+// second, two).
+func TestSimulatedRunnerReportsUsage(t *testing.T) {
+	ctx := context.Background()
+	r := &SimulatedRunner{Duration: time.Millisecond}
+	for ref, want := range map[string]int64{
+		"sim:ok+used:137":             137,
+		"sim:ok+used:0":               0,
+		"sim:ok":                      1,
+		"s3://bucket/input":           1,
+		"sim:ok-on-attempt:1+used:45": 45,
+	} {
+		res, err := r.Run(ctx, WorkRequest{JobID: "j", Attempt: 1, InputRef: ref})
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if res.UnitsUsed == nil || *res.UnitsUsed != want {
+			t.Errorf("%s: units used %v; want %d", ref, res.UnitsUsed, want)
+		}
+	}
+
+	slow := &SimulatedRunner{Duration: 1100 * time.Millisecond}
+	res, err := slow.Run(ctx, WorkRequest{JobID: "j", Attempt: 1, InputRef: "sim:ok"})
+	if err != nil || res.UnitsUsed == nil || *res.UnitsUsed != 2 {
+		t.Errorf("1.1 s of work: %+v, %v; want 2 units used", res, err)
+	}
+
+	// A late result reports the scenario's usage, or the seconds from the attempt's start to the
+	// late finish, rounded up.
+	for ref, want := range map[string]int64{"sim:late:1+used:90": 90, "sim:late:1": 1} {
+		reported := make(chan WorkResult, 1)
+		late := &SimulatedRunner{LateBy: 5 * time.Millisecond, Reporter: LateResultReporterFunc(func(_ context.Context, _ string, res WorkResult) error {
+			reported <- res
+			return nil
+		})}
+		attemptCtx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		if _, err := late.Run(attemptCtx, WorkRequest{JobID: "j", Attempt: 1, InputRef: ref}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: the late attempt ended with %v; want its deadline", ref, err)
+		}
+		cancel()
+		select {
+		case res := <-reported:
+			if res.UnitsUsed == nil || *res.UnitsUsed != want {
+				t.Errorf("%s: the late result reports units used %v; want %d", ref, res.UnitsUsed, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no late result", ref)
 		}
 	}
 }

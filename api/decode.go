@@ -19,21 +19,25 @@ import (
 // MaxRefLength is the longest input_ref or output_ref, in bytes.
 const MaxRefLength = 2048
 
-// SubmitRequest is the body of POST /v1/jobs.
+// SubmitRequest is the body of POST /v1/jobs. It names the job's kind and never an amount:
+// prices are set by the server (GET /v1/prices), and a body that carries one is refused.
 type SubmitRequest struct {
 	// JobID is the client-generated job ID; a retry must reuse it.
 	JobID string `json:"job_id"`
 	// AccountID is the paying account; the key must be scoped to it.
 	AccountID string `json:"account_id"`
-	// Cost is the price in whole credits, above zero.
-	Cost int64 `json:"cost"`
-	// InputRef points at the job's input. With the account and cost it is what a repeated
-	// submission must match to be answered with the original job.
+	// Kind names what the job is ("render-4k"); the price list says what it costs.
+	Kind string `json:"kind"`
+	// MaxUnits, for a kind metered by the GPU-second, is the most units the job may use, at most
+	// the kind's own maximum; absent for the kind's. The job's charge holds this many units.
+	MaxUnits *int64 `json:"max_units,omitempty"`
+	// InputRef points at the job's input. With the account, the kind and the units held it is
+	// what a repeated submission must match to be answered with the original job.
 	InputRef string `json:"input_ref"`
 }
 
-// ResultRequest is the body of POST /v1/jobs/{id}/result. It carries no amount: the ledger
-// reclaims the job's recorded cost (money rule 5).
+// ResultRequest is the body of POST /v1/jobs/{id}/result. It carries no amount: the ledger bills
+// the usage it reports at the job's recorded price, capped at the job's hold (money rule 5).
 type ResultRequest struct {
 	// Attempt is the attempt that produced the result.
 	Attempt int `json:"attempt"`
@@ -41,6 +45,23 @@ type ResultRequest struct {
 	OutputRef string `json:"output_ref"`
 	// FinishedAt is when the work finished; the time of the request when absent.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
+	// kind), a whole number from 0. Absent, the job is billed its whole hold; above the hold, it
+	// is capped at the hold. A kind sold by the job ignores it: its price is fixed.
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+}
+
+// PriceRequest is the body of PUT /v1/prices/{kind}.
+type PriceRequest struct {
+	// Unit is what the kind is sold by: job (a fixed price) or gpu_second (metered).
+	Unit ledgerdb.Unit `json:"unit"`
+	// UnitPrice is the credits one unit costs, above zero.
+	UnitPrice int64 `json:"unit_price"`
+	// MaxUnits is the most units one job may use, which its charge holds: 1 for a kind sold by
+	// the job (the default for that unit), required for gpu_second.
+	MaxUnits *int64 `json:"max_units,omitempty"`
+	// Memo says why the price was set; it is kept with the version.
+	Memo string `json:"memo"`
 }
 
 // RedriveRequest is the optional body of POST /v1/jobs/{id}/redrive.
@@ -100,7 +121,10 @@ func decodeJSON(body io.Reader, max int64, dst any, optional bool) error {
 		case errors.As(err, &syntax):
 			return badRequest("The body is not valid JSON (at byte %d)", syntax.Offset)
 		case errors.As(err, &typ) && typ.Field != "":
-			return badRequest("Field %q must be a %s that fits; got a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+			// The bodies are flat: the last part of the path is the field as the caller wrote it
+			// (the path also names the Go struct a field is embedded from).
+			field := typ.Field[strings.LastIndex(typ.Field, ".")+1:]
+			return badRequest("Field %q must be a %s that fits; got a JSON %s", field, jsonKind(typ.Type.Kind().String()), typ.Value)
 		case errors.As(err, &typ):
 			return badRequest("The body must be a JSON object; got a JSON %s", typ.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -139,12 +163,68 @@ func validateText(field, text string, max int) error {
 	return nil
 }
 
+// amounts catches the fields under which a body might carry an amount. Prices are set by the
+// server, so a submission or a result that carries one is refused by name rather than as an
+// unknown field: a client that tries to name its own price is told it cannot, and what to send
+// instead. Each is decoded raw so that any value of any type is caught; the decoder
+// matches names case-insensitively, so "Cost" is caught too.
+type amounts struct {
+	Cost      json.RawMessage `json:"cost"`
+	Amount    json.RawMessage `json:"amount"`
+	Price     json.RawMessage `json:"price"`
+	UnitPrice json.RawMessage `json:"unit_price"`
+	Credits   json.RawMessage `json:"credits"`
+}
+
+// carried names the first amount field the body carried, or "".
+func (a amounts) carried() string {
+	for _, f := range []struct {
+		name  string
+		value json.RawMessage
+	}{{"cost", a.Cost}, {"amount", a.Amount}, {"price", a.Price}, {"unit_price", a.UnitPrice}, {"credits", a.Credits}} {
+		if f.value != nil {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// CodePriceSetByServer is the error code of a body that carries an amount the server sets itself.
+const CodePriceSetByServer = "price_set_by_server"
+
+// decodeWithoutAmounts decodes like decodeJSON into dst (which embeds amounts) and refuses a body
+// that carries an amount with message, before any other complaint about the body: that one says
+// what the caller must change.
+func decodeWithoutAmounts(body io.Reader, maxBytes int64, dst any, a *amounts, message string) error {
+	err := decodeJSON(body, maxBytes, dst, false)
+	if field := a.carried(); field != "" {
+		return newError(http.StatusBadRequest, CodePriceSetByServer, fmt.Sprintf(message, field))
+	}
+	return err
+}
+
+// fieldError names, in a 400, the body's field that the ledger refused under its own name.
+func fieldError(err error, field string) error {
+	var invalid *ledgerdb.InvalidInputError
+	if errors.As(err, &invalid) {
+		return badRequest("Field %q %s", field, invalid.Reason)
+	}
+	return err
+}
+
 // DecodeSubmit reads and checks the body of POST /v1/jobs into the job to submit. Everything it
 // accepts passes the ledger's own checks, so a refused job writes nothing and an accepted one is
-// refused by the ledger only for reasons of state (conflict, deleted, credits).
+// refused by the ledger only for reasons of state (conflict, deleted, credits) or of the price
+// list (a kind without a price, a maximum of units above the kind's). A body that carries an
+// amount is refused with code price_set_by_server: prices are set by the server.
 func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
-	var req SubmitRequest
-	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
+	var req struct {
+		SubmitRequest
+		amounts
+	}
+	if err := decodeWithoutAmounts(body, maxBytes, &req, &req.amounts,
+		"Prices are set by the server: a submission names the job's kind, never an amount, and this one carries %q. "+
+			"Send \"kind\" instead (GET /v1/prices lists the kinds and their prices). Nothing was written; you were not charged."); err != nil {
 		return jobs.Job{}, err
 	}
 	if err := ledgerdb.ValidateID("job_id", req.JobID); err != nil {
@@ -153,19 +233,36 @@ func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 	if err := ledgerdb.ValidateID("account_id", req.AccountID); err != nil {
 		return jobs.Job{}, err
 	}
-	if err := ledgerdb.ValidateAmount("cost", req.Cost); err != nil {
-		return jobs.Job{}, err
+	if req.Kind == "" {
+		return jobs.Job{}, badRequest("Field \"kind\" is required: it names what the job is, and the server's price list says what it costs (GET /v1/prices lists the kinds)")
+	}
+	if ledgerdb.ValidateKind(req.Kind) != nil {
+		return jobs.Job{}, kindError("Field \"kind\"", req.Kind)
+	}
+	job := jobs.Job{ID: req.JobID, AccountID: req.AccountID, Kind: req.Kind, InputRef: req.InputRef}
+	if req.MaxUnits != nil {
+		// Zero is refused rather than read as "the kind's maximum": a caller who writes 0 means
+		// to hold less, never the most.
+		if n := *req.MaxUnits; n < 1 || n > ledgerdb.MaxUnits {
+			return jobs.Job{}, badRequest("Field \"max_units\" is %d; it must be a whole number from 1 to the kind's maximum (leave it out to hold the kind's maximum)", n)
+		}
+		job.MaxUnits = *req.MaxUnits
 	}
 	if err := validateText("input_ref", req.InputRef, MaxRefLength); err != nil {
 		return jobs.Job{}, err
 	}
-	return jobs.Job{ID: req.JobID, AccountID: req.AccountID, Cost: req.Cost, InputRef: req.InputRef}, nil
+	return job, nil
 }
 
 // decodeResult reads the body of POST /v1/jobs/{id}/result.
 func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.WorkResult, error) {
-	var req ResultRequest
-	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
+	var req struct {
+		ResultRequest
+		amounts
+	}
+	if err := decodeWithoutAmounts(body, maxBytes, &req, &req.amounts,
+		"A result carries no amount: the server bills the job at the price it was submitted at, for the \"units_used\" "+
+			"the result reports. Remove %q. Nothing was written."); err != nil {
 		return activities.WorkResult{}, err
 	}
 	if err := ledgerdb.ValidateAttempt(req.Attempt); err != nil {
@@ -174,11 +271,66 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 	if err := ledgerdb.ValidateOutputRef(req.OutputRef); err != nil {
 		return activities.WorkResult{}, err
 	}
-	res := activities.WorkResult{Attempt: req.Attempt, OutputRef: req.OutputRef, FinishedAt: now.UTC()}
+	if err := ledgerdb.ValidateUnitsUsed(req.UnitsUsed); err != nil {
+		return activities.WorkResult{}, fieldError(err, "units_used")
+	}
+	res := activities.WorkResult{Attempt: req.Attempt, OutputRef: req.OutputRef, FinishedAt: now.UTC(), UnitsUsed: req.UnitsUsed}
 	if req.FinishedAt != nil {
 		res.FinishedAt = req.FinishedAt.UTC()
 	}
 	return res, nil
+}
+
+// DecodePrice reads and checks the body of PUT /v1/prices/{kind} into the price to set. A kind
+// sold by the job holds 1 unit when max_units is left out; a metered kind must give its maximum.
+func DecodePrice(body io.Reader, maxBytes int64, kind string) (ledgerdb.Price, error) {
+	var req PriceRequest
+	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
+		return ledgerdb.Price{}, err
+	}
+	if req.Unit != ledgerdb.UnitJob && req.Unit != ledgerdb.UnitGPUSecond {
+		return ledgerdb.Price{}, badRequest("Field \"unit\" is %q; it must be %q (a fixed price per job) or %q (metered by the GPU-second)",
+			req.Unit, ledgerdb.UnitJob, ledgerdb.UnitGPUSecond)
+	}
+	p := ledgerdb.Price{Kind: kind, Unit: req.Unit, UnitPrice: req.UnitPrice, Memo: req.Memo}
+	switch {
+	case req.MaxUnits != nil:
+		p.MaxUnits = *req.MaxUnits
+	case req.Unit == ledgerdb.UnitJob:
+		p.MaxUnits = 1
+	default:
+		return ledgerdb.Price{}, badRequest("Field \"max_units\" is required for unit %q: it is the most GPU-seconds one job may use, which its charge holds", req.Unit)
+	}
+	if err := validateText("memo", req.Memo, ledgerdb.MaxTextLength); err != nil {
+		return ledgerdb.Price{}, err
+	}
+	if err := p.Validate(); err != nil {
+		var invalid *ledgerdb.InvalidInputError
+		if errors.As(err, &invalid) {
+			if field, ok := priceFields[invalid.Field]; ok {
+				return ledgerdb.Price{}, fieldError(err, field)
+			}
+		}
+		return ledgerdb.Price{}, err
+	}
+	return p, nil
+}
+
+// priceFields are the body's names of the fields [ledgerdb.Price.Validate] names in its own words.
+var priceFields = map[string]string{"unit price": "unit_price", "max units": "max_units", "memo": "memo"}
+
+// kindError is the 400 of a kind that is not a kind's name, naming where it came from.
+func kindError(where, kind string) error {
+	return badRequest("%s is %q; a kind is 1 to 64 lower-case letters, digits and . _ -, starting with a letter", where, kind)
+}
+
+// pathKind is the {kind} of a path, checked like every kind of the price list.
+func pathKind(r *http.Request) (string, error) {
+	kind := r.PathValue("kind")
+	if ledgerdb.ValidateKind(kind) != nil {
+		return "", kindError("The path's kind", kind)
+	}
+	return kind, nil
 }
 
 // decodeGrant reads the body of POST /v1/accounts/{id}/grants.

@@ -3,15 +3,27 @@
 //
 // The answers follow the submission semantics (docs/design.md):
 //
-//   - POST /v1/jobs takes a client-generated job ID and answers once the charge is decided
-//     (201 charged, 200 the same request again, 402 insufficient credits with nothing charged, 409
-//     the ID with a different request, 410 a deleted ID, 202 still deciding after
-//     api.request_timeout: poll it).
+//   - POST /v1/jobs takes a client-generated job ID and the job's kind, and answers once the charge
+//     is decided (201 charged, 200 the same request again, 402 insufficient credits with nothing
+//     charged, 409 the ID with a different request, 410 a deleted ID, 422 an unknown account or
+//     kind, 202 still deciding after api.request_timeout: poll it).
 //   - GET /v1/jobs/{id} answers 404 only when the ID never reached the ledger — nothing was
 //     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
 //     sentence a user can read.
 //   - Every error has one shape, [Error]: a stable code, a sentence, and where it applies the
 //     state of the user's money.
+//
+// # Prices, holds and settlement
+//
+// Prices are set by the server: a submission names a kind ("render-4k") and never an amount, and
+// a body that carries one (cost, amount, price, unit_price or credits) is refused with 400
+// price_set_by_server and nothing written — otherwise a customer could name their own price. The
+// price list (GET /v1/prices, readable with any key; PUT /v1/prices/{kind} with an admin key)
+// gives each kind a unit, a unit price and a maximum of units per job. A job's charge holds unit
+// price × units (the kind's maximum, or the smaller max_units the submission asks for) and records
+// the price version, so a later price change never reaches a submitted job. A metered job's result
+// reports units_used; its settlement charges units used × unit price, capped at the hold, and
+// returns the rest of the hold in one release row. A result carries no amount either.
 //
 // # Keys and accounts
 //
@@ -25,8 +37,8 @@
 // follows the submission rules resubmits on a 404: answering 404 for a job that exists would be a lie about
 // money and invite a resubmission. The 403 says only that the ID is taken — which a submission
 // under that ID would reveal anyway (409), since job IDs are one namespace — and nothing of
-// B's job: not its account, state, cost or money.
+// B's job: not its account, state, kind, price or money.
 //
-// The document openapi.yaml beside this file describes every route; a test keeps it equal to
-// the routes and to the status codes each one can answer.
+// The document openapi.yaml beside this file describes every route; tests keep it equal to the
+// routes, to the status codes each one can answer, and to the fields of each body and answer.
 package api

@@ -125,9 +125,13 @@ func call(t *testing.T, base, method, path, key string, body any) answer {
 	return a
 }
 
-func job(id, account string, cost int64, input string) map[string]any {
-	return map[string]any{"job_id": id, "account_id": account, "cost": cost, "input_ref": input}
+// job is a submission's body: it names the job's kind, never an amount.
+func job(id, account, kind, input string) map[string]any {
+	return map[string]any{"job_id": id, "account_id": account, "kind": kind, "input_ref": input}
 }
+
+// fixed is a kind sold by the job at price credits on the test ledger's price list.
+func (e *env) fixed(t *testing.T, price int64) string { return ledgertest.Fixed(t, e.Store, price) }
 
 // rows are the account's ledger rows.
 func (e *env) rows(t *testing.T, account string) []ledgerdb.Entry {
@@ -175,31 +179,37 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	key := newKey(t, "acct")
 	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct, ghost}}}, nil)
 	id := ledgertest.ID(t, "job")
+	kind := e.fixed(t, 40)
 
-	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:hang"))
+	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:hang"))
 	require.Equal(t, 201, a.code, a.raw)
 	require.Equal(t, "running", a.str("status", "state"))
 	require.Equal(t, "charged", a.str("status", "money_state"))
 	require.Equal(t, "false", a.str("duplicate"))
+	require.Equal(t, kind, a.str("status", "kind"))
+	require.Equal(t, "job", a.str("status", "unit"))
+	require.Equal(t, "40", a.str("status", "held"), "the server's price, held at the charge")
+	require.Equal(t, "40", a.str("status", "charged"))
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:hang"))
+	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:hang"))
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "true", a.str("duplicate"))
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, 40, "sim:ok"))
+	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:ok"))
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "conflict", a.str("code"))
 	require.Equal(t, "charged", a.str("money_state"), "the caller's own job: its money state is told")
 
 	poor := ledgertest.ID(t, "job-poor")
-	a = call(t, base, "POST", "/v1/jobs", key, job(poor, acct, 1000, "sim:ok"))
+	a = call(t, base, "POST", "/v1/jobs", key, job(poor, acct, e.fixed(t, 1000), "sim:ok"))
 	require.Equal(t, 402, a.code, a.raw)
 	require.Equal(t, "insufficient_credits", a.str("code"))
 	require.Equal(t, "not_charged", a.str("money_state"))
 	require.Contains(t, a.str("message"), "not charged")
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(ledgertest.ID(t, "job-ghost"), ghost, 1, "sim:ok"))
+	a = call(t, base, "POST", "/v1/jobs", key, job(ledgertest.ID(t, "job-ghost"), ghost, e.fixed(t, 1), "sim:ok"))
 	require.Equal(t, 422, a.code, a.raw)
+	require.Equal(t, "unknown_account", a.str("code"))
 
 	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent"), key, nil)
 	require.Equal(t, 404, a.code, a.raw)
@@ -210,6 +220,9 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "running", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
+	require.Equal(t, "40", a.str("held"))
+	require.Equal(t, "1", a.str("held_units"))
+	require.NotEmpty(t, a.str("price_version"))
 	require.NotEmpty(t, a.str("message"))
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
@@ -235,8 +248,8 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}, {Key: admin, Admin: true}}, nil)
 
 	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, 10, "sim:hang")).code)
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(fail, acct, 20, "sim:fail")).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, e.fixed(t, 10), "sim:hang")).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(fail, acct, e.fixed(t, 20), "sim:fail")).code)
 
 	a := call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 409, a.code, a.raw)
@@ -288,7 +301,8 @@ func TestDeletionStory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
-	req := apiclient.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Cost: 40, InputRef: "sim:ok"}
+	kind := e.fixed(t, 40)
+	req := apiclient.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Kind: kind, InputRef: "sim:ok"}
 	tracked := c.Track(req)
 	st, err := c.Run(ctx, tracked)
 	require.NoError(t, err)
@@ -307,7 +321,7 @@ func TestDeletionStory(t *testing.T) {
 	// ...and a client that forgot it had been accepted is refused by the tombstone.
 	_, err = c.Run(ctx, c.Track(req))
 	require.ErrorIs(t, err, apiclient.ErrDeleted)
-	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, 40, "sim:ok"))
+	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, kind, "sim:ok"))
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "deleted", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
@@ -327,7 +341,7 @@ func TestCrossAccountRefused(t *testing.T) {
 	keyA, keyB := newKey(t, "a"), newKey(t, "b")
 	base := e.serve(t, []config.APIKey{{Key: keyA, Accounts: []string{acctA}}, {Key: keyB, Accounts: []string{acctB}}}, nil)
 	jobB := ledgertest.ID(t, "job-b")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, 37, "sim:ok")).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, e.fixed(t, 37), "sim:ok")).code)
 	e.wait(t, jobB, ledgerdb.StateDelivered)
 	rowsBefore := e.rows(t, acctB)
 	before, err := e.Jobs.Status(context.Background(), jobB)
@@ -345,7 +359,7 @@ func TestCrossAccountRefused(t *testing.T) {
 		{"GET", "/v1/accounts/" + acctB, nil},
 		{"GET", "/v1/accounts/" + acctB + "/ledger", nil},
 		{"POST", "/v1/accounts/" + acctB + "/grants", map[string]any{"amount": 1000, "key": "steal"}},
-		{"POST", "/v1/jobs", job(newJobForB, acctB, 1, "sim:ok")},
+		{"POST", "/v1/jobs", job(newJobForB, acctB, e.fixed(t, 1), "sim:ok")},
 	} {
 		a := call(t, base, tc.method, tc.path, keyA, tc.body)
 		require.Equal(t, 403, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
@@ -355,7 +369,7 @@ func TestCrossAccountRefused(t *testing.T) {
 		require.Empty(t, a.str("money_state"))
 	}
 	// B's ID under A's own account: the ID is taken (409), and nothing of B's job is told.
-	a := call(t, base, "POST", "/v1/jobs", keyA, job(jobB, acctA, 5, "sim:ok"))
+	a := call(t, base, "POST", "/v1/jobs", keyA, job(jobB, acctA, e.fixed(t, 5), "sim:ok"))
 	require.Equal(t, 409, a.code, a.raw)
 	require.Empty(t, a.str("money_state"))
 	require.Empty(t, a.str("state"))
@@ -386,7 +400,8 @@ func TestAuthRefused(t *testing.T) {
 		for _, target := range []struct {
 			method, path string
 			body         any
-		}{{"POST", "/v1/jobs", job(id, acct, 1, "sim:ok")}, {"POST", "/v1/accounts/" + acct + "/grants", grant}, {"GET", "/v1/jobs/" + id, nil}} {
+		}{{"POST", "/v1/jobs", job(id, acct, e.fixed(t, 1), "sim:ok")}, {"POST", "/v1/accounts/" + acct + "/grants", grant},
+			{"GET", "/v1/jobs/" + id, nil}, {"GET", "/v1/prices", nil}, {"PUT", "/v1/prices/" + e.fixed(t, 1), map[string]any{"unit": "job", "unit_price": 1}}} {
 			data, _ := json.Marshal(target.body)
 			req, _ := http.NewRequest(target.method, base+target.path, bytes.NewReader(data))
 			if tc.header != "" {
@@ -406,8 +421,9 @@ func TestAuthRefused(t *testing.T) {
 }
 
 // TestBadInputRefused checks that malformed JSON, unknown fields, trailing data, an oversize body,
-// wrong types, invalid IDs and zero, negative or overflowing costs are refused with 400 and a
-// clear message, and that nothing is written (rule 7: a refused ID stays "not received").
+// wrong types, invalid IDs, a missing or malformed kind and a zero, negative, fractional or
+// overflowing max_units are refused with 400 and a clear message, and that nothing is written
+// (rule 7: a refused ID stays "not received").
 func TestBadInputRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -415,32 +431,42 @@ func TestBadInputRefused(t *testing.T) {
 	key := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: key, Admin: true}}, nil)
 	id := ledgertest.ID(t, "job")
+	metered := ledgertest.Metered(t, e.Store, 1, 300)
 	ok := fmt.Sprintf(`"job_id":%q,"account_id":%q`, id, acct)
+	kind := fmt.Sprintf(`,"kind":%q`, metered)
 	for name, body := range map[string]string{
-		"empty":            ``,
-		"not JSON":         `job please`,
-		"truncated":        `{` + ok + `,"cost":4`,
-		"array":            `[1,2]`,
-		"unknown field":    `{` + ok + `,"cost":4,"price":4}`,
-		"trailing data":    `{` + ok + `,"cost":4}{}`,
-		"zero cost":        `{` + ok + `,"cost":0}`,
-		"negative cost":    `{` + ok + `,"cost":-40}`,
-		"fractional cost":  `{` + ok + `,"cost":1.5}`,
-		"overflow cost":    `{` + ok + `,"cost":99999999999999999999}`,
-		"too large cost":   `{` + ok + `,"cost":1000000000000000001}`,
-		"cost as string":   `{` + ok + `,"cost":"40"}`,
-		"no job ID":        fmt.Sprintf(`{"account_id":%q,"cost":4}`, acct),
-		"bad job ID":       fmt.Sprintf(`{"job_id":"a/b","account_id":%q,"cost":4}`, acct),
-		"long job ID":      fmt.Sprintf(`{"job_id":%q,"account_id":%q,"cost":4}`, strings.Repeat("a", 129), acct),
-		"control in input": `{` + ok + `,"cost":4,"input_ref":"a\u0000b"}`,
-		"oversize":         `{` + ok + `,"cost":4,"input_ref":"` + strings.Repeat("x", 5000) + `"}`,
+		"empty":                 ``,
+		"not JSON":              `job please`,
+		"truncated":             `{` + ok + kind,
+		"array":                 `[1,2]`,
+		"unknown field":         `{` + ok + kind + `,"priority":4}`,
+		"trailing data":         `{` + ok + kind + `}{}`,
+		"no kind":               `{` + ok + `}`,
+		"empty kind":            `{` + ok + `,"kind":""}`,
+		"upper-case kind":       `{` + ok + `,"kind":"Render-4K"}`,
+		"numeric kind":          `{` + ok + `,"kind":"40"}`,
+		"kind as number":        `{` + ok + `,"kind":40}`,
+		"zero max_units":        `{` + ok + kind + `,"max_units":0}`,
+		"negative max_units":    `{` + ok + kind + `,"max_units":-5}`,
+		"fractional max_units":  `{` + ok + kind + `,"max_units":1.5}`,
+		"max_units as string":   `{` + ok + kind + `,"max_units":"5"}`,
+		"overflowing max_units": `{` + ok + kind + `,"max_units":99999999999999999999}`,
+		"no job ID":             fmt.Sprintf(`{"account_id":%q%s}`, acct, kind),
+		"bad job ID":            fmt.Sprintf(`{"job_id":"a/b","account_id":%q%s}`, acct, kind),
+		"long job ID":           fmt.Sprintf(`{"job_id":%q,"account_id":%q%s}`, strings.Repeat("a", 129), acct, kind),
+		"control in input":      `{` + ok + kind + `,"input_ref":"a\u0000b"}`,
+		"oversize":              `{` + ok + kind + `,"input_ref":"` + strings.Repeat("x", 5000) + `"}`,
 	} {
 		a := call(t, base, "POST", "/v1/jobs", key, body)
 		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
 		require.NotEmpty(t, a.str("message"), name)
+		if strings.Contains(name, "max_units") {
+			require.Contains(t, a.str("message"), `"max_units"`, name)
+		}
 	}
 	require.Equal(t, "body_too_large", call(t, base, "POST", "/v1/jobs", key, `{"input_ref":"`+strings.Repeat("x", 5000)+`"}`).str("code"))
-	for _, path := range []string{"/v1/jobs/bad%20id", "/v1/jobs/" + strings.Repeat("a", 129), "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0", "/v1/accounts/" + acct + "/ledger?after=-1"} {
+	for _, path := range []string{"/v1/jobs/bad%20id", "/v1/jobs/" + strings.Repeat("a", 129), "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0",
+		"/v1/accounts/" + acct + "/ledger?after=-1", "/v1/prices/Render", "/v1/prices/" + strings.Repeat("a", 65)} {
 		require.Equal(t, 400, call(t, base, "GET", path, key, nil).code, path)
 	}
 	for _, body := range []string{`{"amount":0,"key":"k"}`, `{"amount":-5,"key":"k"}`, `{"amount":5}`, `{"amount":5,"key":"k","extra":1}`} {
@@ -500,7 +526,7 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	})
 	id := ledgertest.ID(t, "job-slow")
 	t.Cleanup(func() { _ = e.Client.TerminateWorkflow(context.Background(), id, "", "test over") })
-	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, 10, "sim:ok"))
+	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, e.fixed(t, 10), "sim:ok"))
 	require.Equal(t, 202, a.code, a.raw)
 	require.Equal(t, "submitting", a.str("status", "state"))
 	require.Equal(t, "not_charged", a.str("status", "money_state"))

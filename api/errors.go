@@ -11,10 +11,10 @@ import (
 
 // Error is the one shape of every error the API answers.
 type Error struct {
-	// Code is stable and meant for programs: invalid_input, body_too_large, unauthorized,
-	// forbidden, not_received, deleted, conflict, job_active, insufficient_credits, rejected,
-	// not_started, unknown_account, not_dead_lettered, out_of_range, no_route, method_not_allowed,
-	// unavailable, internal.
+	// Code is stable and meant for programs: invalid_input, body_too_large, price_set_by_server,
+	// unauthorized, forbidden, not_received, deleted, conflict, job_active, insufficient_credits,
+	// rejected, not_started, unknown_account, unknown_kind, not_dead_lettered, out_of_range,
+	// no_route, method_not_allowed, unavailable, internal.
 	Code string `json:"code"`
 	// Message is a sentence for a person.
 	Message string `json:"message"`
@@ -24,6 +24,10 @@ type Error struct {
 	// State is the job's state, where the error is about a job of the caller.
 	State string `json:"state,omitempty"`
 }
+
+// CodeUnknownKind is the error code of a kind the price list has no price for: 422 when a
+// submission names it, 404 when a path does.
+const CodeUnknownKind = "unknown_kind"
 
 // apiError is an Error with its HTTP status, returned by handlers.
 type apiError struct {
@@ -76,6 +80,8 @@ func fromDomain(err error) *apiError {
 		return newError(http.StatusConflict, "conflict", "This ID was already used with a different request. This request charged nothing; use a new ID for a new job.")
 	case errors.Is(err, ledgerdb.ErrUnknownAccount):
 		return newError(http.StatusNotFound, "unknown_account", "No such account. Nothing was written.")
+	case errors.Is(err, ledgerdb.ErrUnknownKind):
+		return newError(http.StatusNotFound, CodeUnknownKind, "No price was ever set for this kind; GET /v1/prices lists the kinds.")
 	case errors.Is(err, ledgerdb.ErrOverflow), errors.Is(err, ledgerdb.ErrBalanceOutOfRange):
 		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of the range in which every pending refund and reclaim still fits. Nothing was written.")
 	case errors.Is(err, ledgerdb.ErrNotStarted):

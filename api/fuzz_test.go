@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -13,19 +14,27 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// FuzzDecodeSubmit checks the submission decoder on arbitrary bodies (money rule 7 and the "bad
-// input writes nothing" rule): it never panics, refuses with a 400 (never a 5xx), and whatever it
-// accepts passes the ledger's own checks — a valid ID, a cost above zero and within MaxAmount.
+// FuzzDecodeSubmit checks the submission decoder on arbitrary bodies (money rules 5 and 7 and
+// the "bad input writes nothing" rule): it never panics, refuses with a 400 (never a 5xx), never
+// accepts a body that carries an amount — prices are set by the server — and whatever it accepts
+// passes the ledger's own checks: valid IDs, a kind's name, and a maximum of units that is the
+// kind's (0) or from 1 to the ledger's bound.
 func FuzzDecodeSubmit(f *testing.F) {
 	for _, seed := range []string{
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","input_ref":"sim:ok"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"transcribe","max_units":300}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"transcribe","max_units":0}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"transcribe","max_units":-1}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"transcribe","max_units":1.5}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"transcribe","max_units":9223372036854775808}`,
 		`{"job_id":"render-1","account_id":"acme","cost":40,"input_ref":"sim:ok"}`,
-		`{"job_id":"render-1","account_id":"acme","cost":0}`,
-		`{"job_id":"render-1","account_id":"acme","cost":-1}`,
-		`{"job_id":"render-1","account_id":"acme","cost":9223372036854775808}`,
-		`{"job_id":"render-1","account_id":"acme","cost":1e3}`,
-		`{"job_id":"a/b","account_id":"acme","cost":1}`,
-		`{"JOB_ID":"x","account_id":"acme","cost":1,"extra":true}`,
-		`{"job_id":"x","account_id":"acme","cost":1}garbage`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","cost":1}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","Credits":"1"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"Render"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":""}`,
+		`{"job_id":"a/b","account_id":"acme","kind":"k"}`,
+		`{"JOB_ID":"x","account_id":"acme","kind":"k","extra":true}`,
+		`{"job_id":"x","account_id":"acme","kind":"k"}garbage`,
 		`[]`, `null`, `"x"`, ``, `{`, "\xff\xfe",
 	} {
 		f.Add([]byte(seed))
@@ -38,8 +47,11 @@ func FuzzDecodeSubmit(f *testing.F) {
 			}
 			return
 		}
+		if carriesAmount(body) {
+			t.Fatalf("accepted a body that carries an amount: %q", body)
+		}
 		if ledgerdb.ValidateID("job", job.ID) != nil || ledgerdb.ValidateID("account", job.AccountID) != nil ||
-			ledgerdb.ValidateAmount("cost", job.Cost) != nil {
+			ledgerdb.ValidateKind(job.Kind) != nil || job.MaxUnits < 0 || job.MaxUnits > ledgerdb.MaxUnits {
 			t.Fatalf("accepted a job the ledger refuses: %+v", job)
 		}
 		if !utf8.ValidString(job.InputRef) || len(job.InputRef) > MaxRefLength {
@@ -48,23 +60,52 @@ func FuzzDecodeSubmit(f *testing.F) {
 	})
 }
 
-// FuzzDecodeBodies checks the result, grant and redrive decoders the same way (rule 5: a result
-// never carries an amount; a grant's amount is above zero).
+// carriesAmount reports whether a JSON object has a field the decoder would match to an amount
+// (its names are matched case-insensitively).
+func carriesAmount(body []byte) bool {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return false
+	}
+	for name := range fields {
+		switch strings.ToLower(name) {
+		case "cost", "amount", "price", "unit_price", "credits":
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzDecodeBodies checks the result, grant, price and redrive decoders the same way (rule 5: a
+// result never carries an amount, and its usage is a whole number from 0; a grant's amount is above
+// zero; a price passes the ledger's own checks).
 func FuzzDecodeBodies(f *testing.F) {
 	for _, seed := range []string{
 		`{"attempt":1,"output_ref":"s3://x","finished_at":"2026-01-02T03:04:05Z"}`,
 		`{"attempt":-1}`, `{"attempt":1,"amount":40}`, `{"finished_at":"yesterday"}`,
+		`{"attempt":1,"output_ref":"s3://x","units_used":137}`, `{"attempt":1,"output_ref":"s3://x","units_used":-1}`,
+		`{"attempt":1,"output_ref":"s3://x","units_used":1.5}`, `{"attempt":1,"output_ref":"s3://x","cost":0}`,
+		`{"unit":"gpu_second","unit_price":2,"max_units":300,"memo":"launch"}`, `{"unit":"job","unit_price":40}`,
+		`{"unit":"job","unit_price":40,"max_units":2}`, `{"unit":"gpu_second","unit_price":1}`, `{"unit":"hour","unit_price":1}`,
+		`{"unit":"gpu_second","unit_price":1000000000000000,"max_units":2}`,
 		`{"amount":5,"key":"invoice-1","memo":"m"}`, `{"amount":0,"key":"k"}`, `{"by":"ops","note":"n"}`, ``,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if res, err := decodeResult(bytes.NewReader(body), 4096, time.Now()); err == nil {
-			if res.Attempt < 0 || len(res.OutputRef) > MaxRefLength {
+			if res.Attempt < 0 || len(res.OutputRef) > MaxRefLength || (res.UnitsUsed != nil && *res.UnitsUsed < 0) || carriesAmount(body) {
 				t.Fatalf("accepted result %+v", res)
 			}
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("result refused with %v", err)
+		}
+		if p, err := DecodePrice(bytes.NewReader(body), 4096, "render-4k"); err == nil {
+			if p.Validate() != nil || p.Kind != "render-4k" {
+				t.Fatalf("accepted price %+v", p)
+			}
+		} else if fromDomain(err).status != http.StatusBadRequest {
+			t.Fatalf("price refused with %v", err)
 		}
 		if c, err := decodeGrant(bytes.NewReader(body), 4096, "acme"); err == nil {
 			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil {

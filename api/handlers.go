@@ -50,6 +50,12 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		return 0, nil, newError(http.StatusConflict, "rejected", sub.Status.Message).withJob(sub.Status)
 	case errors.Is(err, ledgerdb.ErrUnknownAccount):
 		return 0, nil, newError(http.StatusUnprocessableEntity, "unknown_account", "No such account. Nothing was written; you were not charged.")
+	case errors.Is(err, ledgerdb.ErrUnknownKind):
+		// 422 like an unknown account: the body is well formed, but names what the ledger lacks.
+		return 0, nil, newError(http.StatusUnprocessableEntity, CodeUnknownKind, fmt.Sprintf(
+			"No price is set for kind %q: prices are set by the server, and GET /v1/prices lists the kinds. Nothing was written; you were not charged.", job.Kind))
+	case isMaxUnitsError(err):
+		return 0, nil, fieldError(err, "max_units")
 	case errors.Is(err, ledgerdb.ErrGone), errors.Is(err, ledgerdb.ErrConflict):
 		return 0, nil, s.aboutExisting(job.ID, p, fromDomain(err))
 	case errors.Is(err, ledgerdb.ErrInvalidInput):
@@ -142,8 +148,15 @@ func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request, p *principal)
 	return http.StatusOK, deleted, nil
 }
 
+// isMaxUnitsError reports whether the ledger refused a submission's maximum of units (above the
+// kind's own), which the API names by the body's field.
+func isMaxUnitsError(err error) bool {
+	var invalid *ledgerdb.InvalidInputError
+	return errors.As(err, &invalid) && invalid.Field == "max units"
+}
+
 // reportResult is POST /v1/jobs/{id}/result: a result landed, possibly late. It never carries an
-// amount and never charges twice.
+// amount and never charges twice; the usage it reports settles a metered job, capped at its hold.
 func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
 	st, err := s.ownJob(r, p)
 	if err != nil {
@@ -238,13 +251,13 @@ func (s *Server) getAccount(_ http.ResponseWriter, r *http.Request, p *principal
 type LedgerEntry struct {
 	// ID orders the rows; pass the last one as ?after= for the next page.
 	ID int64 `json:"id"`
-	// Kind is grant, charge, refund, reclaim or adjustment.
+	// Kind is grant, charge, refund, reclaim, release or adjustment.
 	Kind ledgerdb.EntryKind `json:"kind"`
 	// Amount is the signed change in credits.
 	Amount int64 `json:"amount"`
 	// BalanceAfter is the balance right after the row.
 	BalanceAfter int64 `json:"balance_after"`
-	// JobID is the job of a charge, refund or reclaim.
+	// JobID is the job of a charge, refund, reclaim or release.
 	JobID string `json:"job_id,omitempty"`
 	// Key is a grant's or adjustment's idempotency key.
 	Key string `json:"key,omitempty"`
@@ -321,4 +334,77 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 		status = http.StatusOK
 	}
 	return status, Grant{AccountID: id, Outcome: posting.Outcome, EntryID: posting.EntryID, BalanceAfter: posting.BalanceAfter}, nil
+}
+
+// PriceList is the answer of GET /v1/prices.
+type PriceList struct {
+	// Prices are each kind's current price — what a job submitted now is charged — by kind.
+	Prices []ledgerdb.Price `json:"prices"`
+}
+
+// PriceHistory is the answer of GET /v1/prices/{kind}.
+type PriceHistory struct {
+	// Kind names the kind.
+	Kind string `json:"kind"`
+	// Versions are every price the kind has had, oldest first; the last is its current one. A
+	// job keeps the version it was submitted at (its status's price_version).
+	Versions []ledgerdb.Price `json:"versions"`
+}
+
+// PriceSet is the answer of PUT /v1/prices/{kind}.
+type PriceSet struct {
+	// Outcome is applied for a new version, already_applied when the kind's current price
+	// already said the same (nothing was written).
+	Outcome ledgerdb.Outcome `json:"outcome"`
+	// Price is the kind's current version: the new one, or the one that already said the same.
+	Price ledgerdb.Price `json:"price"`
+}
+
+// listPrices is GET /v1/prices: the price list, for every key, because a customer must be able
+// to see what a job of each kind will hold and cost before submitting it.
+func (s *Server) listPrices(_ http.ResponseWriter, r *http.Request, _ *principal) (int, any, error) {
+	prices, err := s.opts.Ledger.Prices(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	if prices == nil {
+		prices = []ledgerdb.Price{}
+	}
+	return http.StatusOK, PriceList{Prices: prices}, nil
+}
+
+// priceHistory is GET /v1/prices/{kind}: every version of a kind's price, so a customer can see
+// the price an older job was charged at.
+func (s *Server) priceHistory(_ http.ResponseWriter, r *http.Request, _ *principal) (int, any, error) {
+	kind, err := pathKind(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	versions, err := s.opts.Ledger.PriceHistory(r.Context(), kind)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, PriceHistory{Kind: kind, Versions: versions}, nil
+}
+
+// setPrice is PUT /v1/prices/{kind} (admin): a new version of the kind's price, for jobs
+// submitted after it. The same figures as the current version again write nothing (200).
+func (s *Server) setPrice(w http.ResponseWriter, r *http.Request, _ *principal) (int, any, error) {
+	kind, err := pathKind(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	price, err := DecodePrice(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, kind)
+	if err != nil {
+		return 0, nil, err
+	}
+	set, outcome, err := s.opts.Ledger.SetPrice(r.Context(), price)
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if outcome == ledgerdb.AlreadyApplied {
+		status = http.StatusOK
+	}
+	return status, PriceSet{Outcome: outcome, Price: set}, nil
 }

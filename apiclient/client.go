@@ -1,6 +1,8 @@
 // Package apiclient is a Go client of jobbill's HTTP API that follows the submission rules
 // (docs/design.md, "Submission"), so product code cannot get a paid job's state wrong:
 //
+//   - A submission names the job's kind, never an amount: the server sets prices, and its price
+//     list ([Client.Prices]) says what a job of each kind holds and costs.
 //   - A submission is retried under the same client job ID, with the same saved body — never a
 //     new ID, so never a second paid job.
 //   - A submission whose answer was lost is confirmed by GET: 404 means it never arrived and
@@ -28,25 +30,47 @@ import (
 	"time"
 )
 
-// JobRequest is the body of a submission (POST /v1/jobs).
+// JobRequest is the body of a submission (POST /v1/jobs). It names the job's kind and carries no
+// amount: prices are set by the server, whose price list ([Client.Prices]) says what each kind
+// costs.
 type JobRequest struct {
 	// JobID is the client-generated ID; the same ID is the same job, forever.
 	JobID string `json:"job_id"`
 	// AccountID is the paying account.
 	AccountID string `json:"account_id"`
-	// Cost is the price in credits.
-	Cost int64 `json:"cost"`
+	// Kind names what the job is ("render-4k"); the server prices it.
+	Kind string `json:"kind"`
+	// MaxUnits, for a kind metered by the GPU-second, is the most units the job may use, at most
+	// the kind's own maximum; 0 (left out of the body) holds the kind's maximum. The job's charge
+	// holds this many units.
+	MaxUnits int64 `json:"max_units,omitempty"`
 	// InputRef points at the job's input.
 	InputRef string `json:"input_ref"`
 }
 
-// Status is a job as the API answers it.
+// Status is a job as the API answers it: where it stands, and where the user's money stands.
 type Status struct {
 	// JobID and AccountID identify the job.
 	JobID     string `json:"job_id"`
 	AccountID string `json:"account_id"`
-	// Cost is the price in credits.
-	Cost int64 `json:"cost"`
+	// Kind is what the job is; PriceVersion the version of the kind's price it was submitted at,
+	// which a later price change never alters.
+	Kind         string `json:"kind,omitempty"`
+	PriceVersion int    `json:"price_version,omitempty"`
+	// Unit ("job" or "gpu_second"), UnitPrice (credits per unit) and HeldUnits (the units the
+	// charge holds) are the job's price.
+	Unit      string `json:"unit,omitempty"`
+	UnitPrice int64  `json:"unit_price,omitempty"`
+	HeldUnits int64  `json:"held_units,omitempty"`
+	// Held is what the charge holds, in credits: UnitPrice × HeldUnits.
+	Held int64 `json:"held"`
+	// UnitsUsed is the usage the job was settled at, capped at HeldUnits; nil until settled.
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+	// Charged is what the job costs the account as it stands: the whole hold while running,
+	// UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
+	Charged int64 `json:"charged"`
+	// Released is the part of the hold the settlement gave back.
+	Released int64 `json:"released"`
 	// State is submitting, rejected, running, delivered, refunded, recovered or deleted.
 	State string `json:"state"`
 	// MoneyState is not_charged, charged or refunded.
@@ -58,6 +82,55 @@ type Status struct {
 	// Message is the sentence for the user.
 	Message string `json:"message"`
 }
+
+// ResultReport is the body of POST /v1/jobs/{id}/result: a job's result landed, with the units
+// its work used. It carries no amount: the server bills the usage at the job's recorded price.
+type ResultReport struct {
+	// Attempt is the attempt that produced the result.
+	Attempt int `json:"attempt"`
+	// OutputRef points at the result.
+	OutputRef string `json:"output_ref"`
+	// FinishedAt is when the work finished; the time the server receives the report when nil.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
+	// kind), from 0. Nil bills the whole hold; a usage above the hold is capped at it.
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+}
+
+// ResultAnswer is what the API did with a reported result.
+type ResultAnswer struct {
+	// Path is how the result reached the job: signal, fallback, recorded (applied once the
+	// server's workflow service is reachable) or already_applied.
+	Path string `json:"path"`
+	// Outcome, for the fallback, says whether this report billed the job.
+	Outcome string `json:"outcome,omitempty"`
+	// Status is the job as it stood when the report was taken; after a signal it may predate
+	// the settlement, so read [Client.Status] for the settled figures.
+	Status Status `json:"status"`
+	// Message says what happened, in a sentence.
+	Message string `json:"message"`
+}
+
+// Price is one version of a kind's price on the server's price list.
+type Price struct {
+	// Kind names what is sold.
+	Kind string `json:"kind"`
+	// Version counts the kind's prices from 1.
+	Version int `json:"version"`
+	// Unit is what the kind is sold by: "job" (a fixed price) or "gpu_second" (metered).
+	Unit string `json:"unit"`
+	// UnitPrice is the credits one unit costs.
+	UnitPrice int64 `json:"unit_price"`
+	// MaxUnits is the most units one job may use, which its charge holds (1 for "job").
+	MaxUnits int64 `json:"max_units"`
+	// Memo says why the price was set.
+	Memo string `json:"memo"`
+	// CreatedAt is when this version was set.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Hold is what a job of this price holds when it asks for no smaller maximum of units.
+func (p Price) Hold() int64 { return p.UnitPrice * p.MaxUnits }
 
 // APIError is an error answer of the API.
 type APIError struct {
@@ -214,7 +287,7 @@ func (c *Client) post(ctx context.Context, t *Tracked) (Status, bool, error) {
 		return sub.Status, true, nil
 	case http.StatusPaymentRequired:
 		t.State = Accepted
-		st := Status{JobID: t.Request.JobID, AccountID: t.Request.AccountID, Cost: t.Request.Cost, State: "rejected", MoneyState: "not_charged"}
+		st := Status{JobID: t.Request.JobID, AccountID: t.Request.AccountID, Kind: t.Request.Kind, State: "rejected", MoneyState: "not_charged"}
 		t.Last = &st
 		return st, true, ErrInsufficientCredits
 	case http.StatusGone:
@@ -277,6 +350,58 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 		return Status{}, apiErr
 	}
 	return st, nil
+}
+
+// ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
+// its work used. Reporting the same result again is harmless (path already_applied). A refusal
+// is an *APIError; nothing was written.
+func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return ResultAnswer{}, err
+	}
+	var answer ResultAnswer
+	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(jobID)+"/result", body, &answer, http.StatusOK, http.StatusAccepted)
+	return answer, err
+}
+
+// Prices reads the price list (GET /v1/prices): each kind's current price, what a job submitted
+// now holds and costs. Any key may read it.
+func (c *Client) Prices(ctx context.Context) ([]Price, error) {
+	var list struct {
+		Prices []Price `json:"prices"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/prices", nil, &list, http.StatusOK)
+	return list.Prices, err
+}
+
+// PriceHistory reads every version of a kind's price, oldest first (GET /v1/prices/{kind}); a
+// job's PriceVersion names the one it was charged at. A kind never priced is an *APIError with
+// code unknown_kind.
+func (c *Client) PriceHistory(ctx context.Context, kind string) ([]Price, error) {
+	var history struct {
+		Versions []Price `json:"versions"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/prices/"+url.PathEscape(kind), nil, &history, http.StatusOK)
+	return history.Versions, err
+}
+
+// call makes one request and decodes an answer of one of the ok statuses into out; any other
+// status is an *APIError.
+func (c *Client) call(ctx context.Context, method, path string, body []byte, out any, ok ...int) error {
+	code, data, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	for _, want := range ok {
+		if code == want {
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("jobbill API: unreadable answer to %s %s: %w", method, path, err)
+			}
+			return nil
+		}
+	}
+	return apiError(code, data)
 }
 
 func (c *Client) look(ctx context.Context, jobID string) (Observation, Status, *APIError) {

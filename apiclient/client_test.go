@@ -55,7 +55,7 @@ func TestNeverReceivedIsResubmittedThreeTimesThenReported(t *testing.T) {
 	defer srv.Close()
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: clock, PollInterval: 10 * time.Second, SubmitAttempts: 2}
-	tr := c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Cost: 40, InputRef: "sim:ok"})
+	tr := c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
 	_, err := c.Run(context.Background(), tr)
 	require.ErrorIs(t, err, apiclient.ErrNotReceived)
 	require.Equal(t, int32(2+apiclient.MaxResubmissions), posts.Load(), "2 submit attempts, then 3 resubmissions")
@@ -93,7 +93,7 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Cost: 1}))
+	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, int32(1), posts.Load(), "an accepted job is never submitted again")
@@ -115,7 +115,140 @@ func TestAcceptedThen404IsDeleted(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	_, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Cost: 1}))
+	_, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
 	require.ErrorIs(t, err, apiclient.ErrDeleted)
 	require.Equal(t, int32(1), posts.Load())
+}
+
+// TestSubmissionNamesAKindNeverAnAmount checks money rule 5 on the client's side: the body it
+// sends — first and on every resubmission — names the job's kind and carries no amount under any
+// name, so the server's price is the only price; max_units is sent only when the caller asks for
+// a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept.
+func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		bodies = append(bodies, body)
+		n := len(bodies)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusBadGateway) // lost on the way: resubmitted with the same body
+			return
+		}
+		w.WriteHeader(http.StatusPaymentRequired)
+		_, _ = w.Write([]byte(`{"code":"insufficient_credits","message":"Not started","money_state":"not_charged"}`))
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
+
+	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"}))
+	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits)
+	require.Equal(t, "rejected", st.State)
+	require.Equal(t, "not_charged", st.MoneyState)
+	require.Equal(t, "transcribe", st.Kind)
+	require.Len(t, bodies, 2)
+	for _, body := range bodies {
+		require.Equal(t, map[string]any{"job_id": "tr-1", "account_id": "acme", "kind": "transcribe", "max_units": float64(120), "input_ref": "s3://in"}, body)
+	}
+
+	bodies = nil
+	_, _ = c.Submit(context.Background(), c.Track(apiclient.JobRequest{JobID: "r-1", AccountID: "acme", Kind: "render-4k"}))
+	require.NotEmpty(t, bodies)
+	require.NotContains(t, bodies[0], "max_units", "the kind's own maximum is held unless the caller asks for less")
+}
+
+// TestReportResultCarriesUsageNotAnAmount checks the result report (money rule 5: a result
+// carries the units the work used, never an amount): units_used is sent when known and left out
+// when not (the server then bills the whole hold), a 202 "recorded" is an answer rather than an
+// error, and a refusal is an *APIError with the server's code.
+func TestReportResultCarriesUsageNotAnAmount(t *testing.T) {
+	var got []map[string]any
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got = append(got, body)
+		switch {
+		case body["units_used"] == float64(-1):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"code":"invalid_input","message":"Field \"units_used\" is -1"}`))
+		case body["units_used"] == nil:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"path":"recorded","status":{"state":"running","held":300,"charged":300}}`))
+		default:
+			_, _ = w.Write([]byte(`{"path":"signal","status":{"state":"running","held":300,"charged":300},"message":"taken"}`))
+		}
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
+	ctx := context.Background()
+
+	used := int64(137)
+	a, err := c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
+	require.NoError(t, err)
+	require.Equal(t, "signal", a.Path)
+	require.Equal(t, map[string]any{"attempt": float64(1), "output_ref": "s3://out", "units_used": float64(137)}, got[0])
+
+	a, err = c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out"})
+	require.NoError(t, err)
+	require.Equal(t, "recorded", a.Path)
+	require.NotContains(t, got[1], "units_used")
+
+	negative := int64(-1)
+	_, err = c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 400, ae.StatusCode)
+	require.Equal(t, "invalid_input", ae.Code)
+	require.Equal(t, []string{"POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result"}, paths)
+}
+
+// TestPricesAreReadFromTheServer checks the price calls: the price list and a kind's history are
+// read as the server answers them (the hold a job of each kind takes is unit price × max units),
+// and a kind never priced is an *APIError unknown_kind.
+func TestPricesAreReadFromTheServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/prices":
+			_, _ = w.Write([]byte(`{"prices":[{"kind":"render-4k","version":2,"unit":"job","unit_price":40,"max_units":1},` +
+				`{"kind":"transcribe","version":1,"unit":"gpu_second","unit_price":2,"max_units":300,"memo":"launch"}]}`))
+		case "/v1/prices/transcribe":
+			_, _ = w.Write([]byte(`{"kind":"transcribe","versions":[{"kind":"transcribe","version":1,"unit":"gpu_second","unit_price":2,"max_units":300}]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"code":"unknown_kind","message":"No price was ever set for this kind"}`))
+		}
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
+	ctx := context.Background()
+
+	prices, err := c.Prices(ctx)
+	require.NoError(t, err)
+	require.Len(t, prices, 2)
+	require.Equal(t, int64(40), prices[0].Hold())
+	require.Equal(t, "gpu_second", prices[1].Unit)
+	require.Equal(t, int64(600), prices[1].Hold())
+
+	history, err := c.PriceHistory(ctx, "transcribe")
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	require.Equal(t, 1, history[0].Version)
+
+	_, err = c.PriceHistory(ctx, "nothing")
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "unknown_kind", ae.Code)
 }

@@ -27,9 +27,10 @@ import (
 
 // TestMetricsMoveDuringARun scrapes a worker's /metrics while it bills real jobs (the real dev
 // server and Postgres): a delivered job, a dead-lettered one, a late result after the workflow
-// closed, and a rejected charge each move their counters, the guards' no-ops are counted, and
-// the SDK's own metrics share the page. The counters must agree with the ledger (rules 2 and 6:
-// one charge per job, balance = sum of rows).
+// closed, a rejected charge and a metered job settled at its usage each move their counters, the
+// guards' no-ops are counted, and the SDK's own metrics share the page. The counters must agree
+// with the ledger (rules 2, 3 and 6: one charge per job, the release is the unused hold, balance =
+// sum of rows).
 func TestMetricsMoveDuringARun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -62,7 +63,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	account := ledgertest.Account(t, store, 100)
 	job := func(name, input string, cost int64) string {
 		id := ledgertest.ID(t, name)
-		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
+		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, cost), InputRef: input})
 		if cost <= 100 {
 			require.NoError(t, err)
 		} else {
@@ -73,7 +74,13 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	delivered := job("ok", "sim:ok", 30)
 	failed := job("fail", "sim:fail", 30)
 	job("rejected", "sim:ok", 1000)
+	// Metered by the GPU-second at 1 credit, holding 20: it uses 8, and 12 go back.
+	metered := ledgertest.ID(t, "metered")
+	_, err = st.Submit(ctx, jobs.Job{ID: metered, AccountID: account, Kind: ledgertest.Metered(t, store, 1, 20), InputRef: "sim:ok+used:8"})
+	require.NoError(t, err)
 	_, err = st.Wait(ctx, delivered, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	_, err = st.Wait(ctx, metered, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, failed, ledgerdb.StateRefunded)
 	require.NoError(t, err)
@@ -96,10 +103,13 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 		return after[`jobbill_results_after_close_total{outcome="applied"}`]-before[`jobbill_results_after_close_total{outcome="applied"}`] >= 1
 	}, 10*time.Second, 250*time.Millisecond)
 	moved := func(series string) float64 { return after[series] - before[series] }
-	require.Equal(t, 2.0, moved("jobbill_charges_total"), "one charge per charged job")
+	require.Equal(t, 3.0, moved("jobbill_charges_total"), "one charge per charged job")
 	require.Equal(t, 1.0, moved("jobbill_refunds_total"))
 	require.Equal(t, 1.0, moved("jobbill_dead_letters_total"))
-	require.Equal(t, 1.0, moved("jobbill_reclaims_total"))
+	require.Equal(t, 1.0, moved("jobbill_reclaims_total"), "a settlement's release is not a reclaim")
+	require.Equal(t, 3.0, moved("jobbill_settlements_total"), "two deliveries and one late recovery")
+	require.Equal(t, 12.0, moved("jobbill_released_credits_total"), "the metered job's unused hold")
+	ledgertest.RequireBalance(t, store, account, 100-30-30-8)
 	require.Equal(t, 1.0, moved("jobbill_rejected_charges_total"))
 	require.Greater(t, moved(`jobbill_ledger_operation_latency_seconds_count{operation="charge"}`), 0.0)
 	require.Greater(t, moved(`jobbill_ledger_operation_latency_seconds_count{operation="settle"}`), 0.0, "the success path settles in one step")

@@ -66,7 +66,7 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "down")
 	workflowID := workflows.JobWorkflowID(acct, id)
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, id, 1)

@@ -19,22 +19,29 @@ import (
 // --input`: the Go field names of workflows.JobInput, durations in nanoseconds. It is written
 // out by hand, not marshalled from the struct, so that a renamed field — a broken wire contract
 // for every operator's script — fails this test.
-func jobInputJSON(jobID, accountID string, cost int64, inputRef string, p workflows.Policy) string {
-	return fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Cost":%d,"Work":{"InputRef":%q},`+
+func jobInputJSON(jobID, accountID, kind, inputRef string, p workflows.Policy) string {
+	return fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Kind":%q,"Work":{"InputRef":%q},`+
 		`"Policy":{"InitialInterval":%d,"BackoffCoefficient":%g,"MaximumInterval":%d,"MaximumAttempts":%d,`+
 		`"StartToClose":%d,"HeartbeatTimeout":%d,"LateResultWindow":%d}}`,
-		jobID, accountID, cost, inputRef,
+		jobID, accountID, kind, inputRef,
 		p.InitialInterval.Nanoseconds(), p.BackoffCoefficient, p.MaximumInterval.Nanoseconds(), p.MaximumAttempts,
 		p.StartToClose.Nanoseconds(), p.HeartbeatTimeout.Nanoseconds(), p.LateResultWindow.Nanoseconds())
 }
 
 // startDirectly starts a MeteredJob with `temporal workflow start`, bypassing the job service and its
 // placeholder, on the door tests' task queue.
-func (e *env) startDirectly(t *testing.T, jobID, accountID string, cost int64, inputRef string) string {
+func (e *env) startDirectly(t *testing.T, jobID, accountID, kind, inputRef string) string {
+	t.Helper()
+	return e.startDirectlyWith(t, jobID, accountID, jobInputJSON(jobID, accountID, kind, inputRef, doorPolicy()))
+}
+
+// startDirectlyWith starts a MeteredJob of jobID for accountID with `temporal workflow start`
+// and the input as typed.
+func (e *env) startDirectlyWith(t *testing.T, jobID, accountID, input string) string {
 	t.Helper()
 	workflowID := workflows.JobWorkflowID(accountID, jobID)
 	e.cli.must(t, "workflow", "start", "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
-		"--workflow-id", workflowID, "--input", jobInputJSON(jobID, accountID, cost, inputRef, doorPolicy()))
+		"--workflow-id", workflowID, "--input", input)
 	return workflowID
 }
 
@@ -57,7 +64,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		id := jobID(t, p, "direct")
 		_, err := e.Store.Job(ctx, id)
 		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no placeholder before the start")
-		final := e.awaitClosed(t, e.startDirectly(t, id, acct, 40, "sim:ok"))
+		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 		job, err := e.Store.Job(ctx, id)
 		require.NoError(t, err)
@@ -65,7 +72,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.Equal(t, int64(40), job.Cost)
 		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
 
-		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 		require.NoError(t, err)
 		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
 		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
@@ -75,7 +82,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	t.Run("unknown account", func(t *testing.T) {
 		id := jobID(t, p, "nobody")
 		nobody := ledgertest.ID(t, "acct-never-opened")
-		final := e.awaitClosed(t, e.startDirectly(t, id, nobody, 40, "sim:ok"))
+		final := e.awaitClosed(t, e.startDirectly(t, id, nobody, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
 		require.Equal(t, "the account does not exist", final.Reason)
@@ -86,10 +93,10 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 
 	t.Run("another request's placeholder", func(t *testing.T) {
 		id := jobID(t, p, "taken")
-		owner := jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
-		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte(owner.InputRef)})
+		owner := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
+		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(owner.InputRef)})
 		require.NoError(t, err)
-		final := e.awaitClosed(t, e.startDirectly(t, id, acct, 40, "sim:someone-elses-input"))
+		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:someone-elses-input"))
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
 		require.Contains(t, final.Reason, "different request")
@@ -110,6 +117,44 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	})
 
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
+	e.requireAudit(t, p)
+}
+
+// TestCLIStartWithAnAmountIsRefused checks money rule 5 at `temporal workflow start`: another
+// program that starts a MeteredJob with its own price — the input of the first versions, which
+// carried "Cost" — is refused: the run ends rejected, says prices are set by the server, and
+// writes nothing (no placeholder, no row). A start that names a metered kind instead writes its
+// placeholder at the price list's price, holds the whole hold, and is settled at the usage its
+// work reports: charge −hold, release +unused, net −used × price (rule 3).
+func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+
+	priced := jobID(t, p, "priced-by-caller")
+	input := fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Kind":%q,"Cost":1,"Work":{"InputRef":"sim:ok"}}`,
+		priced, acct, ledgertest.Fixed(t, e.Store, 40))
+	final := e.awaitClosed(t, e.startDirectlyWith(t, priced, acct, input))
+	require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+	require.Contains(t, final.Reason, "prices are set by the server")
+	_, err := e.Store.Job(ctx, priced)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
+
+	metered := jobID(t, p, "metered")
+	kind := ledgertest.Metered(t, e.Store, 2, 30)
+	final = e.awaitClosed(t, e.startDirectly(t, metered, acct, kind, "sim:ok+used:12"))
+	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
+	require.Equal(t, int64(24), final.Charged)
+	require.Equal(t, int64(36), final.Released)
+	job, err := e.Store.Job(ctx, metered)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), job.Cost, "the hold: 30 GPU-seconds at 2 credits")
+	require.Equal(t, int64(12), *job.UnitsUsed)
+	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -60}, {Kind: ledgerdb.KindRelease, Amount: 36}},
+		ledgertest.Rows(t, e.Store, metered))
+	ledgertest.RequireBalance(t, e.Store, acct, 200-24)
 	e.requireAudit(t, p)
 }
 
@@ -144,7 +189,7 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			began := time.Now()
-			sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+			sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 			took := time.Since(began)
 			require.True(t, errors.Is(err, ledgerdb.ErrRejected), "want ErrRejected, got %v", err)
 			require.Less(t, took, 10*time.Second, "the submission waited on a foreign workflow")

@@ -19,7 +19,7 @@ import (
 // and waits until its first attempt runs: the job is charged and running, as an operator finds it.
 func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	sub, err := e.JobsWith(hangPolicy()).Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
+	sub, err := e.JobsWith(hangPolicy()).Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, id, 1)
@@ -30,7 +30,7 @@ func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 // refunded it, and returns its workflow ID.
 func (e *env) submitFailing(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
+	_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	e.waitLedger(t, id, ledgerdb.StateRefunded)
 	return workflows.JobWorkflowID(acct, id)

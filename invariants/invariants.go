@@ -40,8 +40,9 @@ const (
 	// KindJobEntries: a job has more than one charge, refund or reclaim row, rows its guard flags
 	// do not record, or rows booked on another account than its own (rule 2).
 	KindJobEntries Kind = "job_entries"
-	// KindJobNet: a job's rows do not sum to what its state says, −cost while charged and 0
-	// otherwise (rule 3).
+	// KindJobNet: a job's rows do not sum to what its state and settlement say: −(units used ×
+	// unit price) for a settled job, its whole hold while charged and unsettled, 0 otherwise
+	// (rule 3).
 	KindJobNet Kind = "job_net"
 	// KindAccountBalance: an account's balance is not the sum of its rows, or a row's
 	// balance_after does not continue the running sum (rule 6).
@@ -200,27 +201,19 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 	}
 	for _, t := range snap.Jobs {
 		j := t.Job
-		for _, k := range []struct {
-			kind  ledgerdb.EntryKind
-			rows  int
-			flag  bool
-			named string
-		}{
-			{ledgerdb.KindCharge, t.Charges, j.IsCharged, "is_charged"},
-			{ledgerdb.KindRefund, t.Refunds, j.IsRefunded, "is_refunded"},
-			{ledgerdb.KindReclaim, t.Reclaims, j.IsReclaimed, "is_reclaimed"},
-		} {
-			want := 0
-			if k.flag {
-				want = 1
-			}
+		rows := map[ledgerdb.EntryKind]int{
+			ledgerdb.KindCharge: t.Charges, ledgerdb.KindRefund: t.Refunds,
+			ledgerdb.KindReclaim: t.Reclaims, ledgerdb.KindRelease: t.Releases,
+		}
+		for _, kind := range []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim, ledgerdb.KindRelease} {
+			want := j.WantsRows()[kind]
 			switch {
-			case k.rows > 1:
+			case rows[kind] > 1:
 				out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
-					Message: fmt.Sprintf("job %s (%s, cost %d) has %d %s rows; a job has at most one.", j.ID, j.State, j.Cost, k.rows, k.kind)})
-			case k.rows != want:
+					Message: fmt.Sprintf("job %s (%s, hold %d) has %d %s rows; a job has at most one.", j.ID, j.State, j.Cost, rows[kind], kind)})
+			case rows[kind] != want:
 				out = append(out, Violation{Kind: KindJobEntries, Rule: 2, JobID: j.ID, AccountID: j.AccountID,
-					Message: fmt.Sprintf("job %s (%s, cost %d) has %d %s rows but its guard flag %s is %t.", j.ID, j.State, j.Cost, k.rows, k.kind, k.named, k.flag)})
+					Message: fmt.Sprintf("job %s (%s, hold %d) has %d %s rows but its guard flags and settlement say %d.", j.ID, j.State, j.Cost, rows[kind], kind, want)})
 			}
 		}
 		if t.ForeignEntries > 0 {
@@ -234,11 +227,19 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 		}
 		if t.EntrySum != j.Net() {
 			out = append(out, Violation{Kind: KindJobNet, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
-				Message: fmt.Sprintf("job %s (%s, cost %d): its ledger rows sum to %d, but its state says %d (%s).",
-					j.ID, describeState(j), j.Cost, t.EntrySum, j.Net(), j.MoneyState())})
+				Message: fmt.Sprintf("job %s (%s, hold %d%s): its ledger rows sum to %d, but its state and settlement say %d (%s).",
+					j.ID, describeState(j), j.Cost, usageNote(j), t.EntrySum, j.Net(), j.MoneyState())})
 		}
 	}
 	return out
+}
+
+// usageNote says, for a settled job, the usage its net follows from: ", 137 units used at 1".
+func usageNote(j ledgerdb.Job) string {
+	if !j.IsSettled {
+		return ""
+	}
+	return fmt.Sprintf(", %d units used at %d", *j.UnitsUsed, j.UnitPrice)
 }
 
 // openAlarm says whether one of the job's alarms names a step that is still not written: the job

@@ -148,7 +148,7 @@ func TestCleanJobsPass(t *testing.T) {
 
 	submit := func(st *jobs.Service, name, account, input string, want error) string {
 		id := p + name
-		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Cost: cost, InputRef: input})
+		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: input})
 		if want == nil {
 			require.NoError(t, err, id)
 		} else {
@@ -226,8 +226,8 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 0)
 	p := prefix("placeholder")
 	id := p + "orphan"
-	job := jobs.Job{ID: id, AccountID: acct, Cost: 25, InputRef: "sim:ok"}
-	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: job.Cost, Request: []byte(job.InputRef)})
+	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 25), InputRef: "sim:ok"}
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: job.Kind, Request: []byte(job.InputRef)})
 	require.NoError(t, err)
 
 	v := requireOnly(t, e.check(t, p), invariants.KindPlaceholderWithoutWorkflow, id)
@@ -277,7 +277,7 @@ func TestWorkflowWithoutJob(t *testing.T) {
 	p := prefix("nojob")
 	id := p + "ghost"
 	workflowID := workflows.JobWorkflowID(acct, id)
-	in := workflows.JobInput{JobID: id, AccountID: acct, Cost: 10, Work: activities.WorkRequest{InputRef: "sim:ok"}, Policy: testPolicy()}
+	in := workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 10), Work: activities.WorkRequest{InputRef: "sim:ok"}, Policy: testPolicy()}
 	unpolled := e.Config.Temporal.TaskQueue + "-nobody-polls"
 	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflowID, TaskQueue: unpolled,
@@ -349,7 +349,7 @@ func TestStuckJob(t *testing.T) {
 	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
 	workflowID := workflows.JobWorkflowID(acct, id)
 	_, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue + "-nobody-polls"},
-		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Cost: 30, Work: activities.WorkRequest{InputRef: "sim:ok"}})
+		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 30), Work: activities.WorkRequest{InputRef: "sim:ok"}})
 	require.NoError(t, err)
 
 	// Within the default timeouts (well over an hour), a running job is not stuck.
@@ -385,7 +385,7 @@ func TestBillingStateMismatch(t *testing.T) {
 	policy.LateResultWindow = 30 * time.Second
 	st := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
-	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 20, InputRef: "sim:fail"})
+	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 20), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
 	require.NoError(t, err)
@@ -408,7 +408,7 @@ func TestBillingStateMismatch(t *testing.T) {
 // TestLedgerRulesInRolledBackTransaction breaks money rules 2, 3 and 6 inside a transaction that
 // it rolls back, and reads the snapshot through that transaction: a grant row whose balance_after
 // does not continue the running sum, booked without moving the balance (rule 6, twice), and a
-// delivered job flagged refunded without its refund row (rule 2: flags without rows; rule 3: its
+// charged job flagged refunded without its refund row (rule 2: flags without rows; rule 3: its
 // rows sum to −cost, its state says 0). After the rollback the same check finds nothing.
 func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	t.Parallel()
@@ -416,10 +416,8 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, store, 100)
 	p := prefix("rollback")
-	id := p + "delivered"
+	id := p + "charged"
 	ledgertest.Charged(t, store, acct, id, 40, "x")
-	_, err := store.Deliver(ctx, id, 1)
-	require.NoError(t, err)
 
 	scope := ledgerdb.SnapshotScope{JobIDPrefix: p}
 	// As the owner: the application role may not write these tables outside the ledger's functions.
@@ -443,9 +441,9 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	require.Contains(t, got[invariants.KindAccountBalance][0], "balance is 60 but its 3 ledger rows sum to 67")
 	require.Contains(t, got[invariants.KindAccountBalance][1], "records 0 credits of refunds awaiting a possible reclaim, but its refunded jobs cost 40")
 	require.Len(t, got[invariants.KindJobEntries], 1)
-	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flag is_refunded is true")
+	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flags and settlement say 1")
 	require.Len(t, got[invariants.KindJobNet], 1)
-	require.Contains(t, got[invariants.KindJobNet][0], "its ledger rows sum to -40, but its state says 0")
+	require.Contains(t, got[invariants.KindJobNet][0], "its ledger rows sum to -40, but its state and settlement say 0")
 	require.NoError(t, tx.Rollback(ctx))
 
 	snap, err = store.LedgerSnapshot(ctx, scope)
@@ -456,13 +454,20 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 
 // TestCheckLedgerOnRows checks rules 2 and 3 on rows the database refuses to hold (its UNIQUE
 // constraint on (job, kind) and its guards stop them first): a job charged twice (−2×cost), a
-// refund with no charge (+cost), a recovered job short of its reclaim; and one sound job of each
-// settled state, which must pass.
+// refund with no charge (+cost), a recovered job short of its reclaim, a metered job settled at
+// 12 of its 30 GPU-seconds without the release of the other 18 (its net must be −12 × 2, not the
+// whole hold); and one sound job of each settled state, metered ones included, which must pass.
 func TestCheckLedgerOnRows(t *testing.T) {
 	t.Parallel()
 	job := func(id string, state ledgerdb.State, charged, refunded, reclaimed bool) ledgerdb.Job {
 		return ledgerdb.Job{ID: id, AccountID: "acme", Cost: 40, State: state,
 			IsCharged: charged, IsRefunded: refunded, IsReclaimed: reclaimed}
+	}
+	metered := func(id string, state ledgerdb.State, refunded bool) ledgerdb.Job {
+		j := job(id, state, true, refunded, refunded)
+		j.Cost, j.Kind, j.Unit, j.UnitPrice, j.HeldUnits = 60, "gpu-render", ledgerdb.UnitGPUSecond, 2, 30
+		j.IsSettled, j.UnitsUsed = true, ledgerdb.Units(12)
+		return j
 	}
 	snap := ledgerdb.LedgerSnapshot{
 		Accounts: []ledgerdb.AccountTotals{{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9}},
@@ -474,6 +479,9 @@ func TestCheckLedgerOnRows(t *testing.T) {
 			{Job: job("charged-twice", ledgerdb.StateDelivered, true, false, false), Charges: 2, EntrySum: -80},
 			{Job: job("refund-only", ledgerdb.StateRejected, false, false, false), Refunds: 1, EntrySum: 40},
 			{Job: job("short-reclaim", ledgerdb.StateRecovered, true, true, true), Charges: 1, Refunds: 1, EntrySum: 0},
+			{Job: metered("sound-metered", ledgerdb.StateDelivered, false), Charges: 1, Releases: 1, EntrySum: -60 + 36},
+			{Job: metered("sound-metered-late", ledgerdb.StateRecovered, true), Charges: 1, Refunds: 1, Reclaims: 1, Releases: 1, EntrySum: -60 + 36},
+			{Job: metered("no-release", ledgerdb.StateDelivered, false), Charges: 1, EntrySum: -60},
 		},
 	}
 	type key struct {
@@ -486,11 +494,13 @@ func TestCheckLedgerOnRows(t *testing.T) {
 	}
 	want := map[key]string{
 		{invariants.KindJobEntries, "charged-twice"}: "has 2 charge rows; a job has at most one",
-		{invariants.KindJobNet, "charged-twice"}:     "rows sum to -80, but its state says -40",
-		{invariants.KindJobEntries, "refund-only"}:   "has 1 refund rows but its guard flag is_refunded is false",
-		{invariants.KindJobNet, "refund-only"}:       "rows sum to 40, but its state says 0",
-		{invariants.KindJobEntries, "short-reclaim"}: "has 0 reclaim rows but its guard flag is_reclaimed is true",
-		{invariants.KindJobNet, "short-reclaim"}:     "rows sum to 0, but its state says -40",
+		{invariants.KindJobNet, "charged-twice"}:     "rows sum to -80, but its state and settlement say -40",
+		{invariants.KindJobEntries, "refund-only"}:   "has 1 refund rows but its guard flags and settlement say 0",
+		{invariants.KindJobNet, "refund-only"}:       "rows sum to 40, but its state and settlement say 0",
+		{invariants.KindJobEntries, "short-reclaim"}: "has 0 reclaim rows but its guard flags and settlement say 1",
+		{invariants.KindJobNet, "short-reclaim"}:     "rows sum to 0, but its state and settlement say -40",
+		{invariants.KindJobEntries, "no-release"}:    "has 0 release rows but its guard flags and settlement say 1",
+		{invariants.KindJobNet, "no-release"}:        "12 units used at 2): its ledger rows sum to -60, but its state and settlement say -24",
 	}
 	require.Len(t, got, len(want), "%v", got)
 	for k, fragment := range want {

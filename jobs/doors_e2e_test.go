@@ -36,7 +36,7 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	const cost = 40
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:hang"})
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, id, 1)
@@ -85,7 +85,7 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
 
@@ -120,7 +120,7 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		began := time.Now()
-		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 		cancel()
 		require.ErrorIs(t, err, ledgerdb.ErrRejected, "closed=%v", closed)
 		require.Less(t, time.Since(began), 10*time.Second, "the submission waited on a foreign workflow")
@@ -142,12 +142,12 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "orphan")
-	job := jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"}
-	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40, Request: []byte(job.InputRef)})
+	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(job.InputRef)})
 	require.NoError(t, err)
 	workflowID := workflows.JobWorkflowID(acct, id)
 	_, err = e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"},
-		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Cost: 40})
+		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40)})
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "operator"))
 
@@ -177,7 +177,7 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "down")
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	_, err = e.Jobs.Wait(ctx, id, ledgerdb.StateRunning)
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "bad")
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:hang"})
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	for _, bad := range []activities.WorkResult{
 		{Attempt: -1, OutputRef: "s3://x"},
@@ -260,7 +260,7 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "settled")
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Cost: 40, InputRef: "sim:ok"})
+	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 	require.NoError(t, err)
 	stale, err := e.Store.Job(ctx, id)
 	require.NoError(t, err)

@@ -103,7 +103,7 @@ func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, str
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
 	st := e.JobsWith(shortWindow(1))
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:fail"})
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
 	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
@@ -151,7 +151,7 @@ var historiesDir = filepath.Join("..", "workflows", "testdata", "histories")
 
 // recordedVersion names the workflow version whose histories the recorder writes: each file is
 // <recordedVersion>-<name>.json. Bump it with the workflows' latest version.
-const recordedVersion = "v1"
+const recordedVersion = "v2"
 
 // recordHistory writes the closed workflow's history to
 // workflows/testdata/histories/<recordedVersion>-<name>.json when JOBBILL_RECORD_HISTORIES=1, in
@@ -197,28 +197,39 @@ type story struct {
 	err      error
 }
 
-// submitStory opens an account with 200 credits and submits a job to it.
+// submitStory opens an account with 200 credits and submits a job to it, of a kind sold by the
+// job at cost credits.
 func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input string) *story {
 	t.Helper()
+	return e.submitStoryOf(t, st, ledgertest.Fixed(t, e.Store, cost), cost, input)
+}
+
+// submitStoryOf is submitStory for a job of kind, whose charge holds cost credits.
+func (e *e2eEnv) submitStoryOf(t *testing.T, st *jobs.Service, kind string, cost int64, input string) *story {
+	t.Helper()
 	s := &story{acct: ledgertest.Account(t, e.Store, 200), id: ledgertest.ID(t, "job"), cost: cost}
-	s.sub, s.err = st.Submit(testContext(t), jobs.Job{ID: s.id, AccountID: s.acct, Cost: cost, InputRef: input})
+	s.sub, s.err = st.Submit(testContext(t), jobs.Job{ID: s.id, AccountID: s.acct, Kind: kind, InputRef: input})
 	return s
 }
 
-// TestE2EStories plays the five stories of `make run` (internal/stories) side by side, each on its own account:
-// every job is submitted first, so that the five workflows run at the same time, and then each
-// story is checked in its own subtest.
+// TestE2EStories plays the seven stories of `make run` (internal/stories) side by side, each on
+// its own account: every job is submitted first, so that the seven workflows run at the same
+// time, and then each story is checked in its own subtest.
 func TestE2EStories(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	began := time.Now()
-	defer func() { t.Logf("five stories took %s", time.Since(began).Round(time.Millisecond)) }()
+	defer func() { t.Logf("seven stories took %s", time.Since(began).Round(time.Millisecond)) }()
+	// Metered by the GPU-second at 2 credits, at most 60 seconds: a hold of 120 credits.
+	gpu := ledgertest.Metered(t, e.Store, 2, 60)
 
 	a := e.submitStory(t, e.Jobs, 40, "sim:ok")
 	b := e.submitStory(t, e.Jobs, 40, "sim:late:3")
 	c := e.submitStory(t, e.JobsWith(shortWindow(3)), 40, "sim:fail")
 	d := e.submitStory(t, e.Jobs, 40, "sim:hang")
 	eStory := e.submitStory(t, e.Jobs, 10_000, "sim:ok")
+	f := e.submitStoryOf(t, e.Jobs, gpu, 120, "sim:ok+used:37")
+	g := e.submitStoryOf(t, e.Jobs, gpu, 120, "sim:late:3+used:25")
 
 	// (d)'s result is reported at once, twice, concurrently, as a duplicated callback would.
 	dResult := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + d.id + "/callback", FinishedAt: time.Now().UTC()}
@@ -335,6 +346,45 @@ func TestE2EStories(t *testing.T) {
 		e.requireVisible(t, jobQuery(eStory.id, eStory.acct, ledgerdb.StateRejected, "DeadLettered = false"))
 		e.recordHistory(t, "e-rejected", workflows.JobWorkflowID(eStory.acct, eStory.id))
 	})
+
+	// (f) Metered: the charge holds 60 GPU-seconds at 2 credits (120), the work reports 37
+	// seconds, and the settlement — in the same ledger step as the delivery — returns the other
+	// 23 seconds' 46 credits. Money rules 2, 3, 5: one charge of the hold, one release, net
+	// −37 × 2; the user reads what was held, charged and returned.
+	t.Run("f-metered", func(t *testing.T) {
+		require.NoError(t, f.err)
+		require.Equal(t, int64(120), f.sub.Status.Held)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(f.acct, f.id))
+		require.Equal(t, ledgerdb.StateDelivered, final.State)
+		require.Equal(t, int64(74), final.Charged)
+		status, err := e.Jobs.Status(testContext(t), f.id)
+		require.NoError(t, err)
+		require.Equal(t, int64(37), *status.UnitsUsed)
+		require.Equal(t, int64(74), status.Charged)
+		require.Equal(t, int64(46), status.Released)
+		require.Contains(t, status.Message, "74 of 120 held credits charged; 46 returned")
+		require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -120}, {Kind: ledgerdb.KindRelease, Amount: 46}},
+			ledgertest.Rows(t, e.Store, f.id))
+		ledgertest.RequireBalance(t, e.Store, f.acct, 200-74)
+		e.recordHistory(t, "f-metered", workflows.JobWorkflowID(f.acct, f.id))
+	})
+
+	// (g) Metered, every attempt times out → refunded → the result lands late with 25 seconds
+	// used → the reclaim takes back exactly the refunded hold and the settlement returns the
+	// unused 35 seconds. Money rules 2, 3, 5, 8: charge −120, refund +120, reclaim −120, release
+	// +70, net −25 × 2.
+	t.Run("g-metered-late", func(t *testing.T) {
+		require.NoError(t, g.err)
+		final := e.awaitClosed(t, workflows.JobWorkflowID(g.acct, g.id))
+		require.Equal(t, ledgerdb.StateRecovered, final.State)
+		require.Equal(t, int64(50), final.Charged)
+		require.Equal(t, []ledgertest.Row{
+			{Kind: ledgerdb.KindCharge, Amount: -120}, {Kind: ledgerdb.KindRefund, Amount: 120},
+			{Kind: ledgerdb.KindReclaim, Amount: -120}, {Kind: ledgerdb.KindRelease, Amount: 70},
+		}, ledgertest.Rows(t, e.Store, g.id))
+		ledgertest.RequireBalance(t, e.Store, g.acct, 200-50)
+		e.recordHistory(t, "g-metered-late", workflows.JobWorkflowID(g.acct, g.id))
+	})
 }
 
 // TestE2ESubmitIsIdempotent checks the doors of submission. Money rules 7 and 8: the same ID
@@ -346,7 +396,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	const cost = 40
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
-	job := jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok"}
+	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok"}
 
 	// Two submissions of a fresh ID race each other, as a client's retry would.
 	subs := make([]jobs.Submission, 2)
@@ -443,7 +493,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	p := e2ePolicy()
 	p.LateResultWindow = 5 * time.Second
 	st := e.JobsWith(p)
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Cost: cost, InputRef: "sim:ok-on-attempt:4"})
+	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
 	require.NoError(t, err)
 	e.waitState(t, st, id, ledgerdb.StateRefunded)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Running'"))

@@ -97,7 +97,7 @@ func (s *Service) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 		// A run open under the ID (another healer's, a redrive's) settles the job: join none.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            in.StaticSummary() + " (heal)",
+		StaticSummary:            in.StaticSummary(job.Cost) + " (heal)",
 		TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateRunning),
 	}, workflows.MeteredJob, in)
 	handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{

@@ -29,7 +29,7 @@ func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) s
 	t.Helper()
 	id := ledgertest.ID(t, "job")
 	_, err := env.Store.Submit(context.Background(), ledgerdb.Submission{
-		JobID: id, AccountID: accountID, Cost: cost, Request: []byte("sim:ok"),
+		JobID: id, AccountID: accountID, Kind: ledgertest.Fixed(t, env.Store, cost), Request: []byte("sim:ok"),
 	})
 	require.NoError(t, err)
 	return id
@@ -144,7 +144,7 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	// operator terminates it.
 	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.JobWorkflowID(account, orphan), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
-	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Cost: 40})
+	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Kind: ledgertest.Fixed(t, env.Store, 40)})
 	require.NoError(t, err)
 	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan), "", "test: closed before charging"))
 	time.Sleep(reconcileGrace)

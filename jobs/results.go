@@ -47,14 +47,16 @@ type ResultReport struct {
 // delivers; once refunded, it reclaims the refund; once settled, nothing changes. When the
 // workflow has closed, the late-result fallback bills it in a workflow of its own. When Temporal
 // cannot be reached, the answer is PathRecorded: the reconcile pass applies the result later. A
-// result never carries an amount: the ledger bills the job's recorded cost.
+// result never carries an amount: the ledger bills the usage it reports (result.UnitsUsed; the
+// whole hold when nil) at the job's recorded price, capped at the hold.
 //
 // Bad input is refused with nothing written: an attempt below 1 or beyond the attempts the job
-// has started, an empty or unprintable output reference ([ledgerdb.ErrInvalidInput]). A job never
-// charged is [ledgerdb.ErrNotStarted]; another output for an attempt already reported is
-// [ledgerdb.ErrConflict].
+// has started, an empty or unprintable output reference, a negative usage
+// ([ledgerdb.ErrInvalidInput]). A job never charged is [ledgerdb.ErrNotStarted]; another output or
+// usage for an attempt already reported is [ledgerdb.ErrConflict].
 func (s *Service) ReportResult(ctx context.Context, jobID string, result activities.WorkResult) (ResultReport, error) {
-	report := ledgerdb.ResultReport{JobID: jobID, Attempt: result.Attempt, OutputRef: result.OutputRef, FinishedAt: result.FinishedAt}
+	report := ledgerdb.ResultReport{JobID: jobID, Attempt: result.Attempt, OutputRef: result.OutputRef,
+		FinishedAt: result.FinishedAt, UnitsUsed: result.UnitsUsed}
 	if err := report.Validate(); err != nil {
 		return ResultReport{}, err
 	}
@@ -106,7 +108,7 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
 			Message: "The job was deleted; its result is discarded and its money stays as it was."}, nil
 	}
-	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt}
+	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt, UnitsUsed: r.UnitsUsed}
 	err := s.opts.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "", workflows.SignalResult, sig)
 	var notFound *serviceerror.NotFound
 	switch {

@@ -70,14 +70,20 @@ type Job struct {
 	ID string
 	// AccountID is the paying account.
 	AccountID string
-	// Cost is the job's price in credits.
-	Cost int64
+	// Kind names what the job is ("render-4k"); the ledger's price list says what it costs. A
+	// caller names a kind, never an amount (money rule 5).
+	Kind string
+	// MaxUnits, for a metered kind, is the most units the caller lets the job use, below the
+	// kind's own maximum; 0 for the kind's. The job's charge holds this many units.
+	MaxUnits int64
 	// InputRef points at the job's input. For the simulated runner it may name a scenario ("sim:late:3").
 	InputRef string
 }
 
-// request is the part of a submission that the fingerprint covers beyond account and cost.
-func (j Job) request() []byte { return []byte(j.InputRef) }
+// submission is the ledger's submission of the job.
+func (j Job) submission() ledgerdb.Submission {
+	return ledgerdb.Submission{JobID: j.ID, AccountID: j.AccountID, Kind: j.Kind, MaxUnits: j.MaxUnits, Request: []byte(j.InputRef)}
+}
 
 // Submission is the answer of [Service.Submit].
 type Submission struct {
@@ -88,17 +94,16 @@ type Submission struct {
 	Duplicate bool `json:"duplicate"`
 }
 
-// Submit bills a job: it writes the ledger's placeholder, starts the job's workflow and waits,
-// in one round trip (Update-With-Start), until the charge is decided. A job that cannot be paid
+// Submit bills a job: it writes the ledger's placeholder at the kind's current price, starts the
+// job's workflow and waits, in one round trip (Update-With-Start), until the charge (the hold) is
+// decided. A kind with no price is [ledgerdb.ErrUnknownKind], with nothing written. A job that cannot be paid
 // for is answered with its status rejected and [ledgerdb.ErrInsufficientCredits]; a job rejected
 // for another reason with [ledgerdb.ErrRejected]. Either way nothing was charged and the ID can
 // never be charged: a new attempt needs a new ID. Submitting the same ID and request again
 // answers the original job without charging it again; a different request under the ID is
 // [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
 func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
-	placeholder, err := s.opts.Ledger.Submit(ctx, ledgerdb.Submission{
-		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Request: job.request(),
-	})
+	placeholder, err := s.opts.Ledger.Submit(ctx, job.submission())
 	if err != nil {
 		return Submission{}, err
 	}
@@ -111,7 +116,7 @@ func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
 		}
 		return sub, chargeError(placeholder.Job)
 	}
-	current, err := s.startOrReject(ctx, job)
+	current, err := s.startOrReject(ctx, job, placeholder.Job)
 	if err != nil {
 		return Submission{}, err
 	}
@@ -123,8 +128,8 @@ func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
 // answers the job as the ledger then has it. A placeholder that no workflow can ever charge — its
 // workflow closed before charging it, or its workflow ID is held by another program's workflow —
 // is rejected, nothing charged, so that its user learns at once where their money stands.
-func (s *Service) startOrReject(ctx context.Context, job Job) (ledgerdb.Job, error) {
-	err := s.startAndAwaitCharge(ctx, job)
+func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledgerdb.Job) (ledgerdb.Job, error) {
+	err := s.startAndAwaitCharge(ctx, job, placeholder)
 	var reject ledgerdb.RejectReason
 	switch {
 	case errors.Is(err, errWorkflowEnded):
@@ -162,11 +167,12 @@ var (
 // FAIL): Update-With-Start would send the charge-decision update into whatever runs there, and in
 // a namespace that other programs share, that may be another program's workflow that never
 // answers. Only when the workflow under the ID is this job's MeteredJob is the update sent to it.
-func (s *Service) startAndAwaitCharge(ctx context.Context, job Job) error {
+func (s *Service) startAndAwaitCharge(ctx context.Context, job Job, placeholder ledgerdb.Job) error {
 	in := workflows.JobInput{
 		JobID:     job.ID,
 		AccountID: job.AccountID,
-		Cost:      job.Cost,
+		Kind:      job.Kind,
+		MaxUnits:  job.MaxUnits,
 		Work:      activities.WorkRequest{InputRef: job.InputRef},
 		Policy:    s.opts.Policy,
 	}
@@ -176,7 +182,7 @@ func (s *Service) startAndAwaitCharge(ctx context.Context, job Job) error {
 		TaskQueue:                s.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:            in.StaticSummary(),
+		StaticSummary:            in.StaticSummary(placeholder.Cost),
 		TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateSubmitting),
 	}, workflows.MeteredJob, in)
 	handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
@@ -265,7 +271,11 @@ func (s *Service) Resume(ctx context.Context, jobID string) (Status, error) {
 		// Running the work on no input would charge for work that never saw the job's input.
 		return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger; it cannot be resumed", jobID)
 	}
-	current, err := s.startOrReject(ctx, Job{ID: jobID, AccountID: job.AccountID, Cost: job.Cost, InputRef: string(request)})
+	resumed := Job{ID: jobID, AccountID: job.AccountID, Kind: job.Kind, InputRef: string(request)}
+	if job.HeldUnits > 0 {
+		resumed.MaxUnits = job.HeldUnits
+	}
+	current, err := s.startOrReject(ctx, resumed, job)
 	if err != nil {
 		return Status{}, err
 	}
@@ -331,7 +341,7 @@ func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 			TaskQueue:                s.opts.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			StaticSummary:            in.StaticSummary() + " (redrive)",
+			StaticSummary:            in.StaticSummary(job.Cost) + " (redrive)",
 			TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateRefunded),
 		}, workflows.MeteredJob, in)
 	}
@@ -341,18 +351,24 @@ func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 	return s.statusOf(job), nil
 }
 
-// inputOf is the input a new run of a job's workflow starts with: the job as the ledger has it,
-// the request it was submitted with (the ledger keeps it for as long as it keeps the job; a
-// closed workflow's history may be gone) and this service's policy.
+// inputOf is the input a new run of a job's workflow starts with: the job as the ledger has it
+// (its kind, and the units it holds when it was submitted with a smaller maximum), the request it
+// was submitted with (the ledger keeps it for as long as it keeps the job; a closed workflow's
+// history may be gone) and this service's policy. It carries no amount: the run charges — or
+// finds charged — the ledger's own record.
 func (s *Service) inputOf(ctx context.Context, job ledgerdb.Job) (workflows.JobInput, error) {
 	request, err := s.opts.Ledger.JobRequest(ctx, job.ID)
 	if err != nil {
 		return workflows.JobInput{}, err
 	}
-	return workflows.JobInput{
-		JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Policy: s.opts.Policy,
+	in := workflows.JobInput{
+		JobID: job.ID, AccountID: job.AccountID, Kind: job.Kind, Policy: s.opts.Policy,
 		Work: activities.WorkRequest{InputRef: string(request)},
-	}, nil
+	}
+	if job.Kind != "" {
+		in.MaxUnits = job.HeldUnits
+	}
+	return in, nil
 }
 
 // WorkflowURL is the job's page in the Temporal Web UI; empty without a UI URL.

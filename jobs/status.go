@@ -13,8 +13,24 @@ type Status struct {
 	// JobID and AccountID identify the job.
 	JobID     string `json:"job_id"`
 	AccountID string `json:"account_id"`
-	// Cost is the job's price in credits.
-	Cost int64 `json:"cost"`
+	// Kind is what the job is; empty for a job submitted with a cost before the price list.
+	Kind string `json:"kind,omitempty"`
+	// PriceVersion is the version of the kind's price the job was submitted at.
+	PriceVersion int `json:"price_version,omitempty"`
+	// Unit, UnitPrice and HeldUnits are that price's unit and credits per unit, and the units
+	// the job's charge holds.
+	Unit      ledgerdb.Unit `json:"unit,omitempty"`
+	UnitPrice int64         `json:"unit_price,omitempty"`
+	HeldUnits int64         `json:"held_units,omitempty"`
+	// Held is what the job's charge holds, in credits: UnitPrice × HeldUnits.
+	Held int64 `json:"held"`
+	// UnitsUsed is the usage the job was settled at (capped at HeldUnits); absent until then.
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+	// Charged is what the job costs the account as it stands: the whole hold while charged and
+	// unsettled, UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
+	Charged int64 `json:"charged"`
+	// Released is the part of the hold the settlement gave back.
+	Released int64 `json:"released"`
 	// State is the job's state (ledgerdb.State values).
 	State ledgerdb.State `json:"state"`
 	// MoneyState is where the user's money stands: not_charged, charged or refunded.
@@ -31,13 +47,21 @@ type Status struct {
 
 func (s *Service) statusOf(job ledgerdb.Job) Status {
 	st := Status{
-		JobID:       job.ID,
-		AccountID:   job.AccountID,
-		Cost:        job.Cost,
-		State:       job.State,
-		MoneyState:  job.MoneyState(),
-		Attempts:    job.Attempts,
-		WorkflowURL: s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
+		JobID:        job.ID,
+		AccountID:    job.AccountID,
+		Kind:         job.Kind,
+		PriceVersion: job.PriceVersion,
+		Unit:         job.Unit,
+		UnitPrice:    job.UnitPrice,
+		HeldUnits:    job.HeldUnits,
+		Held:         job.Cost,
+		UnitsUsed:    job.UnitsUsed,
+		Charged:      job.Charged(),
+		Released:     job.Released(),
+		State:        job.State,
+		MoneyState:   job.MoneyState(),
+		Attempts:     job.Attempts,
+		WorkflowURL:  s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
 	}
 	switch {
 	case job.RefundReason != "" && (job.State == ledgerdb.StateRefunded || job.StateBeforeDelete == ledgerdb.StateRefunded):
@@ -58,22 +82,41 @@ func Message(job ledgerdb.Job) string {
 	case ledgerdb.StateRejected:
 		return RejectedMessage(job.RejectReason)
 	case ledgerdb.StateRunning:
+		if job.Unit == ledgerdb.UnitGPUSecond {
+			return fmt.Sprintf("Running. %d credits are held (%d GPU-seconds at %d credits); you are charged only for the "+
+				"seconds used, and everything is refunded if the job fails for good.", job.Cost, job.HeldUnits, job.UnitPrice)
+		}
 		return fmt.Sprintf("Running. %d credits were charged; they are refunded if the job fails for good.", job.Cost)
 	case ledgerdb.StateDelivered:
-		return fmt.Sprintf("Done. %d credits were charged.", job.Cost)
+		return "Done. " + chargedText(job)
 	case ledgerdb.StateRefunded:
 		return fmt.Sprintf("Not delivered (%s). Your %d credits were refunded.", job.RefundReason, job.Cost)
 	case ledgerdb.StateRecovered:
+		if job.IsSettled {
+			return "Done: the result arrived after the job had been refunded, so the refund was taken back and the job " +
+				"settled at its usage. " + chargedText(job)
+		}
 		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the %d credits were charged again.", job.Cost)
 	case ledgerdb.StateDeleted:
 		return fmt.Sprintf("Deleted; its ID can never be used again. Your money stays as it was: %s.",
 			map[ledgerdb.MoneyState]string{
 				ledgerdb.MoneyNotCharged: "you were not charged",
-				ledgerdb.MoneyCharged:    fmt.Sprintf("%d credits charged", job.Cost),
+				ledgerdb.MoneyCharged:    fmt.Sprintf("%d credits charged", job.Charged()),
 				ledgerdb.MoneyRefunded:   fmt.Sprintf("%d credits refunded", job.Cost),
 			}[job.MoneyState()])
 	}
 	return "Unknown state; keep polling this ID. Do not submit a new job."
+}
+
+// chargedText says what a delivered or recovered job was charged: its whole cost, or, once
+// settled, what of its hold was charged and what returned ("137 of 300 held credits charged; 163
+// returned.", with the usage).
+func chargedText(job ledgerdb.Job) string {
+	if !job.IsSettled || job.Unit != ledgerdb.UnitGPUSecond {
+		return fmt.Sprintf("%d credits were charged.", job.Charged())
+	}
+	return workflows.SettlementText(job.Charged(), job.Released(), job.Cost) +
+		fmt.Sprintf(" (%d GPU-seconds used at %d credits each)", *job.UnitsUsed, job.UnitPrice)
 }
 
 // RejectedMessage is what a user reads about a job rejected for reason: why, that nothing was

@@ -28,8 +28,8 @@ func (r AuditReport) OK() bool { return len(r.Violations) == 0 }
 
 // Audit replays an account's ledger in one consistent snapshot and checks it against the money
 // rules: the balance equals the sum of the rows (rule 6); each row's balance_after continues the
-// running sum; each job has at most one charge, refund and reclaim, exactly those its guard flags
-// say (rule 2); and each job's rows sum to what its state says (rule 3).
+// running sum; each job has at most one charge, refund, reclaim and release, exactly those its
+// guard flags say (rule 2); and each job's rows sum to what its state and settlement say (rule 3).
 func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return AuditReport{}, err
@@ -93,17 +93,11 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 		r.violation("balance is %d but the ledger rows sum to %d (rule 6)", r.Balance, r.EntrySum)
 	}
 
-	jobRowsOf, err := tx.Query(ctx, `
-		SELECT id, cost, state, coalesce(state_before_delete, ''), is_charged, is_refunded, is_reclaimed
-		FROM jobs WHERE account_id = $1`, r.AccountID)
+	jobRowsOf, err := tx.Query(ctx, `SELECT j FROM jobs j WHERE account_id = $1`, r.AccountID)
 	if err != nil {
 		return err
 	}
-	jobs, err := pgx.CollectRows(jobRowsOf, func(row pgx.CollectableRow) (Job, error) {
-		var j Job
-		err := row.Scan(&j.ID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded, &j.IsReclaimed)
-		return j, err
-	})
+	jobs, err := pgx.CollectRows(jobRowsOf, scanJob)
 	if err != nil {
 		return err
 	}
@@ -114,17 +108,13 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 		if jr == nil {
 			jr = &jobRows{kinds: map[EntryKind]int{}}
 		}
-		for kind, flag := range map[EntryKind]bool{KindCharge: j.IsCharged, KindRefund: j.IsRefunded, KindReclaim: j.IsReclaimed} {
-			want := 0
-			if flag {
-				want = 1
-			}
+		for kind, want := range j.WantsRows() {
 			if jr.kinds[kind] != want {
 				r.violation("job %q: %d %s rows, its flags say %d (rule 2)", j.ID, jr.kinds[kind], kind, want)
 			}
 		}
 		if jr.net != j.Net() {
-			r.violation("job %q (%s, cost %d): rows sum to %d, its state says %d (rule 3)", j.ID, j.State, j.Cost, jr.net, j.Net())
+			r.violation("job %q (%s, hold %d): rows sum to %d, its state and settlement say %d (rule 3)", j.ID, j.State, j.Cost, jr.net, j.Net())
 		}
 	}
 	for jobID := range byJob {

@@ -122,37 +122,37 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	acct, onTime := submitted(t, s, 100, 40)
 	_, err := s.Charge(ctx, onTime)
 	require.NoError(t, err)
-	tr, err := s.Settle(ctx, onTime, 2)
+	tr, err := s.Settle(ctx, onTime, 2, nil)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	require.Equal(t, ledgerdb.StateDelivered, tr.Job.State)
 	require.Equal(t, 2, tr.Job.Attempts)
 	require.Zero(t, tr.EntryID, "a delivery moves no money")
-	again, err := s.Settle(ctx, onTime, 2)
+	again, err := s.Settle(ctx, onTime, 2, nil)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, onTime))
 
 	late := ledgertest.ID(t, "late")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: late, AccountID: acct, Cost: 30, Request: []byte("x")})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: late, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte("x")})
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, late)
 	require.NoError(t, err)
 	_, err = s.Refund(ctx, late, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
-	tr, err = s.Settle(ctx, late, 3)
+	tr, err = s.Settle(ctx, late, 3, nil)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
 	require.NotZero(t, tr.EntryID)
-	again, err = s.Settle(ctx, late, 3)
+	again, err = s.Settle(ctx, late, 3, nil)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -30, ledgerdb.KindRefund: 30, ledgerdb.KindReclaim: -30}, entries(t, s, late))
 	ledgertest.RequireBalance(t, s, acct, 100-40-30)
 
 	_, never := submitted(t, s, 100, 10)
-	tr, err = s.Settle(ctx, never, 1)
+	tr, err = s.Settle(ctx, never, 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.NotApplied, tr.Outcome, "a job never charged has nothing to bill")
 	require.Empty(t, entries(t, s, never))
@@ -169,7 +169,7 @@ func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 	outcomes := map[ledgerdb.State]int{}
 	for i := range 60 {
 		job := ledgertest.ID(t, fmt.Sprintf("race-%d", i))
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 10, Request: []byte("x")})
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 10), Request: []byte("x")})
 		require.NoError(t, err)
 		_, err = s.Charge(ctx, job)
 		require.NoError(t, err)
@@ -182,14 +182,14 @@ func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 		})
 		wg.Go(func() {
 			<-start
-			_, err := s.Settle(ctx, job, 1)
+			_, err := s.Settle(ctx, job, 1, nil)
 			require.NoError(t, err)
 		})
 		close(start)
 		wg.Wait()
 		// A settle that lost the race to the refund finds the job refunded; the next settle (the
 		// fallback's retry, a second report) recovers it.
-		tr, err := s.Settle(ctx, job, 1)
+		tr, err := s.Settle(ctx, job, 1, nil)
 		require.NoError(t, err)
 		outcomes[tr.Job.State]++
 		rows := entries(t, s, job)
@@ -213,7 +213,7 @@ func TestChargeChecksTheRequestItBills(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := ledgertest.Account(t, s, 100)
-	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Cost: 40, Request: []byte("s3://in/theirs")}
+	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte("s3://in/theirs")}
 	_, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
 
@@ -243,7 +243,7 @@ func TestRejectReasonsAreHonest(t *testing.T) {
 
 	for _, reason := range []ledgerdb.RejectReason{ledgerdb.RejectWorkflowEnded, ledgerdb.RejectWorkflowIDTaken} {
 		job := ledgertest.ID(t, "orphan")
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 5, Request: []byte("x")})
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 5), Request: []byte("x")})
 		require.NoError(t, err)
 		tr, err := s.RejectOrphan(ctx, job, reason)
 		require.NoError(t, err)

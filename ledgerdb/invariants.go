@@ -51,9 +51,9 @@ type AccountTotals struct {
 type JobTotals struct {
 	// Job is the job's row.
 	Job Job
-	// Charges, Refunds and Reclaims count the job's rows of each kind; rule 2 allows at most one
-	// of each, exactly those the job's guard flags record.
-	Charges, Refunds, Reclaims int
+	// Charges, Refunds, Reclaims and Releases count the job's rows of each kind; rule 2 allows at
+	// most one of each, exactly those the job's guard flags record ([Job.WantsRows]).
+	Charges, Refunds, Reclaims, Releases int
 	// EntrySum is the sum of the job's rows; rule 3 says it equals Job.Net().
 	EntrySum int64
 	// ForeignEntries counts the job's rows booked on an account other than the job's own.
@@ -161,6 +161,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(e.id) FILTER (WHERE e.kind = 'charge'),
 		       count(e.id) FILTER (WHERE e.kind = 'refund'),
 		       count(e.id) FILTER (WHERE e.kind = 'reclaim'),
+		       count(e.id) FILTER (WHERE e.kind = 'release'),
 		       coalesce(sum(e.amount), 0)::bigint,
 		       count(e.id) FILTER (WHERE e.account_id <> j.account_id),
 		       (SELECT coalesce(array_agg(a.step || ': ' || a.message ORDER BY a.id), '{}') FROM ledger_alarms a WHERE a.job_id = j.id),
@@ -178,7 +179,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 			t   JobTotals
 			job *jobRow
 		)
-		err := row.Scan(&job, &t.Charges, &t.Refunds, &t.Reclaims, &t.EntrySum, &t.ForeignEntries,
+		err := row.Scan(&job, &t.Charges, &t.Refunds, &t.Reclaims, &t.Releases, &t.EntrySum, &t.ForeignEntries,
 			&t.Alarms, &t.UnappliedResults, &t.OldestUnappliedResult)
 		t.Job = job.job()
 		return t, err

@@ -17,25 +17,66 @@ type Submission struct {
 	JobID string
 	// AccountID is the account that will pay.
 	AccountID string
-	// Cost is the job's price in credits.
-	Cost int64
+	// Kind names what the job is; the price list says what it costs (money rule 5: a caller
+	// names a kind, never an amount).
+	Kind string
+	// MaxUnits is the most units of a metered kind the client lets the job use, below the kind's
+	// own maximum; 0 for the kind's maximum. The job's charge holds this many units.
+	MaxUnits int64
 	// Request is the rest of the submitted request in a canonical form (for instance the JSON
-	// body). With the account and the cost it makes the fingerprint that tells a retry of the
-	// same request from a different request under the same ID.
+	// body). With the account and the kind it makes the fingerprint that tells a retry of the
+	// same request from a different request under the same ID; the ledger compares the units a
+	// retry asks to hold with the job's itself.
 	Request []byte
 }
 
-// Fingerprint is the SHA-256 of the account, the cost and the request: what a second submission
-// under the same ID must match to be answered with the original job.
+// Validate checks a submission before anything is written.
+func (s Submission) Validate() error {
+	if err := ValidateID("job ID", s.JobID); err != nil {
+		return err
+	}
+	if err := ValidateID("account ID", s.AccountID); err != nil {
+		return err
+	}
+	if err := ValidateKind(s.Kind); err != nil {
+		return err
+	}
+	if s.MaxUnits < 0 || s.MaxUnits > MaxUnits {
+		return &InvalidInputError{Field: "max units", Reason: fmt.Sprintf("is %d; it must be between 1 and %d, or 0 for the kind's maximum", s.MaxUnits, MaxUnits)}
+	}
+	if len(s.Request) > MaxRequestLength {
+		return &InvalidInputError{Field: "request", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(s.Request), MaxRequestLength)}
+	}
+	return nil
+}
+
+// Fingerprint is the SHA-256 of the account, the kind and the request: what a second submission
+// under the same ID must match to be answered with the original job (and a run of the job's
+// workflow to charge it). The maximum of units is left out, because "the kind's maximum" and the
+// same number given explicitly hold the same units: the ledger compares the held units instead.
 func (s Submission) Fingerprint() []byte {
 	h := sha256.New()
 	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s.AccountID)))
-	h.Write(n[:])
-	h.Write([]byte(s.AccountID))
-	binary.BigEndian.PutUint64(n[:], uint64(s.Cost))
-	h.Write(n[:])
+	for _, field := range []string{s.AccountID, s.Kind} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
+		h.Write(n[:])
+		h.Write([]byte(field))
+	}
 	h.Write(s.Request)
+	return h.Sum(nil)
+}
+
+// CostFingerprint is the fingerprint of a submission made with a cost, before the price list: what
+// the ledger recorded for the jobs of that time, and what their workflows' runs charge with.
+func CostFingerprint(accountID string, cost int64, request []byte) []byte {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(accountID)))
+	h.Write(n[:])
+	h.Write([]byte(accountID))
+	binary.BigEndian.PutUint64(n[:], uint64(cost))
+	h.Write(n[:])
+	h.Write(request)
 	return h.Sum(nil)
 }
 
@@ -62,6 +103,14 @@ type jobRow struct {
 	RefundedAt         *time.Time
 	ReclaimedAt        *time.Time
 	DeletedAt          *time.Time
+	Kind               *string
+	PriceVersion       *int32
+	Unit               *string
+	UnitPrice          *int64
+	HeldUnits          *int64
+	UnitsUsed          *int64
+	IsSettled          bool
+	SettledAt          *time.Time
 }
 
 // job is the row as a Job.
@@ -77,6 +126,9 @@ func (r *jobRow) job() Job {
 		RejectReason: RejectReason(deref(r.RejectReason)), RefundReason: deref(r.RefundReason),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChargedAt: r.ChargedAt, DeliveredAt: r.DeliveredAt,
 		RefundedAt: r.RefundedAt, ReclaimedAt: r.ReclaimedAt, DeletedAt: r.DeletedAt,
+		Kind: deref(r.Kind), PriceVersion: int(deref(r.PriceVersion)), Unit: Unit(deref(r.Unit)),
+		UnitPrice: deref(r.UnitPrice), HeldUnits: deref(r.HeldUnits), UnitsUsed: r.UnitsUsed,
+		IsSettled: r.IsSettled, SettledAt: r.SettledAt,
 	}
 }
 
@@ -103,6 +155,8 @@ var answers = map[string]struct {
 	"gone":            {NotApplied, ErrGone},
 	"conflict":        {NotApplied, ErrConflict},
 	"unknown_account": {NotApplied, ErrUnknownAccount},
+	"unknown_kind":    {NotApplied, ErrUnknownKind},
+	"units_above_max": {NotApplied, errUnitsAboveMax},
 	"rejected":        {NotApplied, nil},
 }
 
@@ -133,25 +187,34 @@ func (s *Store) call(ctx context.Context, jobID, function string, args ...any) (
 	return t, nil
 }
 
-// Submit writes the placeholder of a job (state submitting, nothing charged). Submitting the same
-// ID with the same request again answers the original job with AlreadyApplied; with a different
-// request it fails with [ErrConflict]; once the ID is deleted, with [ErrGone].
+// Submit writes the placeholder of a job (state submitting, nothing charged) at its kind's current
+// price. Submitting the same ID with the same request again answers the original job, at the
+// price it was submitted at, with AlreadyApplied; with a different request it fails with
+// [ErrConflict]; once the ID is deleted, with [ErrGone]. A kind with no price is
+// [ErrUnknownKind]; a maximum of units above the kind's, an [*InvalidInputError].
 func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) {
-	if err := ValidateID("job ID", sub.JobID); err != nil {
+	if err := sub.Validate(); err != nil {
 		return Transition{}, err
 	}
-	if err := ValidateID("account ID", sub.AccountID); err != nil {
-		return Transition{}, err
+	var maxUnits *int64
+	if sub.MaxUnits > 0 {
+		maxUnits = &sub.MaxUnits
 	}
-	if err := ValidateAmount("cost", sub.Cost); err != nil {
-		return Transition{}, err
+	t, err := s.call(ctx, sub.JobID, `ledger_submit($1, $2, $3, $4, $5, $6)`,
+		sub.JobID, sub.AccountID, sub.Kind, maxUnits, sub.Fingerprint(), sub.Request)
+	if errors.Is(err, errUnitsAboveMax) {
+		price, perr := s.CurrentPrice(ctx, sub.Kind)
+		if perr != nil {
+			return t, perr
+		}
+		return t, &InvalidInputError{Field: "max units", Reason: fmt.Sprintf("is %d; a %s job holds at most %d %s units", sub.MaxUnits, sub.Kind, price.MaxUnits, price.Unit)}
 	}
-	if len(sub.Request) > MaxRequestLength {
-		return Transition{}, &InvalidInputError{Field: "request", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(sub.Request), MaxRequestLength)}
-	}
-	return s.call(ctx, sub.JobID, `ledger_submit($1, $2, $3, $4, $5)`,
-		sub.JobID, sub.AccountID, sub.Cost, sub.Fingerprint(), sub.Request)
+	return t, err
 }
+
+// errUnitsAboveMax is the ledger's refusal of a maximum of units above the kind's; Submit says it
+// with the kind's maximum.
+var errUnitsAboveMax = errors.New("max units above the kind's maximum")
 
 // Charge takes a submitted job's recorded cost from its account (submitting -> running). When the
 // account cannot pay, the job becomes rejected, nothing is charged, and the error is
@@ -184,15 +247,17 @@ func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) 
 	if err := validateText("refund reason", reason); err != nil {
 		return Transition{}, err
 	}
-	if err := validateAttempts(attempts); err != nil {
+	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
 	return s.call(ctx, jobID, `ledger_refund($1, $2, $3)`, jobID, reason, int32(attempts))
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all (refunded ->
-// recovered). The success path calls it unconditionally: on a job that was never refunded it
-// answers NotApplied and writes nothing. The account may go below zero; see the debt rule of docs/design.md.
+// recovered), for a caller that knows no usage: a priced job is settled at its whole hold, nothing
+// released ([Store.Settle] knows the usage). The original workflow's success path calls it
+// unconditionally: on a job that was never refunded it answers NotApplied and writes nothing. The
+// account may go below zero; see the debt rule of docs/design.md.
 func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
@@ -201,15 +266,29 @@ func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 }
 
 // Settle bills a job's result in one transaction, whatever happened before it landed: a running
-// job becomes delivered (no money moves); a refunded one becomes recovered, its refund reclaimed
-// (the debt rule applies). attempts is the attempt that produced the result. A delivered or
-// recovered job answers AlreadyApplied; a job never charged, NotApplied.
-func (s *Store) Settle(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	return s.callWithAttempts(ctx, jobID, attempts, `ledger_settle($1, $2)`)
+// job becomes delivered; a refunded one becomes recovered, its refund reclaimed (the debt rule
+// applies). A job with a price is settled in the same transaction at unitsUsed — capped at the
+// units its charge held, nil for the whole hold — and the unused part of its hold goes back in
+// one release row. attempts is the attempt that produced the result. A settled job answers
+// AlreadyApplied with the units it was settled at; a job never charged, NotApplied; a negative
+// usage is an [*InvalidInputError], with nothing written.
+func (s *Store) Settle(ctx context.Context, jobID string, attempts int, unitsUsed *int64) (Transition, error) {
+	if err := ValidateUnitsUsed(unitsUsed); err != nil {
+		return Transition{}, err
+	}
+	if err := ValidateID("job ID", jobID); err != nil {
+		return Transition{}, err
+	}
+	if err := ValidateAttemptCount(attempts); err != nil {
+		return Transition{}, err
+	}
+	return s.call(ctx, jobID, `ledger_settle($1, $2, $3)`, jobID, int32(attempts), unitsUsed)
 }
 
-// Deliver records that a running job's work succeeded (running -> delivered); no money moves.
-// A delivered or recovered job answers AlreadyApplied; a refunded one NotApplied (reclaim it).
+// Deliver records that a running job's work succeeded (running -> delivered), for a caller that
+// knows no usage: a priced job is settled at its whole hold, and no money moves ([Store.Settle]
+// knows the usage). A delivered or recovered job answers AlreadyApplied; a refunded one
+// NotApplied (reclaim it).
 func (s *Store) Deliver(ctx context.Context, jobID string, attempts int) (Transition, error) {
 	return s.callWithAttempts(ctx, jobID, attempts, `ledger_deliver($1, $2)`)
 }
@@ -272,7 +351,9 @@ func (s *Store) JobRequest(ctx context.Context, jobID string) ([]byte, error) {
 // maxAttempts is the largest attempt count the ledger keeps (it is an integer column).
 const maxAttempts = 1 << 30
 
-func validateAttempts(attempts int) error {
+// ValidateAttemptCount checks how many attempts a job's work has had, as the ledger records it:
+// a whole number from 0 to the largest the ledger keeps.
+func ValidateAttemptCount(attempts int) error {
 	if attempts < 0 || attempts > maxAttempts {
 		return &InvalidInputError{Field: "attempts", Reason: fmt.Sprintf("is %d; it must be between 0 and %d", attempts, maxAttempts)}
 	}
@@ -285,7 +366,7 @@ func (s *Store) callWithAttempts(ctx context.Context, jobID string, attempts int
 	if err := ValidateID("job ID", jobID); err != nil {
 		return Transition{}, err
 	}
-	if err := validateAttempts(attempts); err != nil {
+	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
 	return s.call(ctx, jobID, fn, jobID, int32(attempts))

@@ -18,7 +18,7 @@ func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID,
 	t.Helper()
 	accountID = ledgertest.Account(t, s, credits)
 	jobID = ledgertest.ID(t, "job")
-	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: jobID, AccountID: accountID, Cost: cost, Request: []byte(`{"model":"x"}`)})
+	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: jobID, AccountID: accountID, Kind: ledgertest.Fixed(t, s, cost), Request: []byte(`{"model":"x"}`)})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
@@ -228,7 +228,7 @@ func TestStateMachineEdges(t *testing.T) {
 			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 
 			// Rule 7: the ID can never be submitted or charged again, nor can money move on it.
-			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"x"}`)})
+			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Charge(ctx, job)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
@@ -251,7 +251,7 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct, job := submitted(t, s, 100, 40)
-	sub := ledgerdb.Submission{JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"x"}`)}
+	sub := ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)}
 
 	again, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
@@ -259,14 +259,22 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	require.Equal(t, job, again.Job.ID)
 
 	for name, changed := range map[string]ledgerdb.Submission{
-		"cost":    {JobID: job, AccountID: acct, Cost: 41, Request: sub.Request},
-		"request": {JobID: job, AccountID: acct, Cost: 40, Request: []byte(`{"model":"y"}`)},
-		"account": {JobID: job, AccountID: ledgertest.Account(t, s, 0), Cost: 40, Request: sub.Request},
+		"kind": {JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 41), Request: sub.Request},
+		// A job sold whole holds one unit: asking for two is another request. (Naming the one
+		// unit it holds is the same request: see below.)
+		"max units": {JobID: job, AccountID: acct, Kind: sub.Kind, MaxUnits: 2, Request: sub.Request},
+		"request":   {JobID: job, AccountID: acct, Kind: sub.Kind, Request: []byte(`{"model":"y"}`)},
+		"account":   {JobID: job, AccountID: ledgertest.Account(t, s, 0), Kind: sub.Kind, Request: sub.Request},
 	} {
 		_, err := s.Submit(ctx, changed)
 		require.ErrorIs(t, err, ledgerdb.ErrConflict, name)
 	}
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: ledgertest.ID(t, "nobody"), Cost: 40})
+	named := sub
+	named.MaxUnits = 1
+	again, err = s.Submit(ctx, named)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, "the hold the job has, named explicitly, is the same request")
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: ledgertest.ID(t, "nobody"), Kind: ledgertest.Fixed(t, s, 40)})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 
 	// The request itself is kept, so the work can run again after Temporal forgot the workflow.
@@ -297,7 +305,7 @@ func TestReclaimDebtRule(t *testing.T) {
 
 	// The user spends the refunded credits on another job.
 	spent := ledgertest.ID(t, "job")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: spent, AccountID: acct, Cost: 30})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: spent, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30)})
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, spent)
 	require.NoError(t, err)
@@ -312,7 +320,7 @@ func TestReclaimDebtRule(t *testing.T) {
 
 	// While in debt, no new job can be charged.
 	next := ledgertest.ID(t, "job")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Cost: 1})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Kind: ledgertest.Fixed(t, s, 1)})
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, next)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
@@ -448,10 +456,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 		"quote":        "job'1",
 	}
 	for name, id := range badIDs {
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 40})
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40)})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "job ID %s", name)
 		require.Contains(t, err.Error(), "job ID", name)
-		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: id, Cost: 40})
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: id, Kind: ledgertest.Fixed(t, s, 40)})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "account ID %s", name)
 		_, err = s.Charge(ctx, id)
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "charge %s", name)
@@ -465,20 +473,22 @@ func TestBadInputWritesNothing(t *testing.T) {
 	_, err := s.Job(ctx, longest)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
 
-	for name, cost := range map[string]int64{
+	for name, amount := range map[string]int64{
 		"zero": 0, "negative": -40, "min int64": math.MinInt64, "max int64": math.MaxInt64, "over the cap": ledgerdb.MaxAmount + 1,
 	} {
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Cost: cost})
-		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "cost %s", name)
-		require.Contains(t, err.Error(), "cost", name)
-		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: cost, Key: "bad-" + strings.ReplaceAll(name, " ", "-")})
+		_, _, err := s.SetPrice(ctx, ledgerdb.Price{Kind: "bad-price", Unit: ledgerdb.UnitJob, UnitPrice: amount, MaxUnits: 1})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "unit price %s", name)
+		require.Contains(t, err.Error(), "unit price", name)
+		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: "bad-" + strings.ReplaceAll(name, " ", "-")})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "grant %s", name)
 	}
+	_, err = s.PriceHistory(ctx, "bad-price")
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no bad price was written")
 	for _, amount := range []int64{0, math.MinInt64, -ledgerdb.MaxAmount - 1} {
 		_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: "bad-adjustment"})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "adjustment %d", amount)
 	}
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Cost: 40, Request: make([]byte, ledgerdb.MaxRequestLength+1)})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: make([]byte, ledgerdb.MaxRequestLength+1)})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	require.ErrorContains(t, err, "request")
 	_, err = s.Refund(ctx, goodJob, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
@@ -493,7 +503,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	// Unknown job and unknown account are their own errors, not invalid input.
 	_, err = s.Charge(ctx, goodJob)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: ledgertest.ID(t, "nobody"), Cost: 40})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: ledgertest.ID(t, "nobody"), Kind: ledgertest.Fixed(t, s, 40)})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 	_, err = s.Balance(ctx, ledgertest.ID(t, "nobody"))
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)

@@ -105,7 +105,7 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 
 	submit := func() string {
 		id := ledgertest.ID(t, "job")
-		tr, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Cost: 30, Request: []byte(`{}`)})
+		tr, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte(`{}`)})
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, tr.Outcome)
 		return id
@@ -218,12 +218,13 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	require.NoError(t, rows.Err())
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
 		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post",
-		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm"} {
+		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm",
+		"ledger_set_price"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"], "trigger functions are nobody's to call")
-	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"],
-		"the money functions' helpers are nobody's to call")
+	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
+		executable["ledger_release"], "the money functions' helpers are nobody's to call")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
 }
 
@@ -234,4 +235,134 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAppRoleCannotWritePricesOrSettlements checks money rules 1 and 5 at the grants for the
+// price list and the settlement: the application role is refused (42501) every direct write of
+// the prices table — INSERT, UPDATE, DELETE, TRUNCATE — and every direct change of a job's price
+// (kind, price version, unit, unit price, held units) or settlement (units used, the settled
+// flag), a release row written by hand, and the settlement's inner step, ledger_release. The price
+// list changes only through ledger_set_price, which the role may call.
+func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	requireAppRole(t, s)
+	kind := ledgertest.Metered(t, s, 3, 20)
+	acct := ledgertest.Account(t, s, 1000)
+	job := ledgertest.ID(t, "job")
+	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, Request: []byte("x")})
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, job)
+	require.NoError(t, err)
+	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5))
+	require.NoError(t, err)
+
+	q := func(v string) string { return "'" + v + "'" }
+	for _, stmt := range []string{
+		`INSERT INTO prices (kind, version, unit, unit_price, max_units) VALUES (` + q(kind) + `, 99, 'gpu_second', 1, 20)`,
+		`INSERT INTO prices (kind, version, unit, unit_price, max_units) VALUES (` + q(ledgertest.OwnKind(t)) + `, 1, 'job', 1, 1)`,
+		`UPDATE prices SET unit_price = 1 WHERE kind = ` + q(kind),
+		`DELETE FROM prices WHERE kind = ` + q(kind),
+		`TRUNCATE prices CASCADE`,
+		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 1)) + ` WHERE id = ` + q(job),
+		`UPDATE jobs SET price_version = price_version + 1 WHERE id = ` + q(job),
+		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job),
+		`UPDATE jobs SET unit_price = 1 WHERE id = ` + q(job),
+		`UPDATE jobs SET held_units = 1 WHERE id = ` + q(job),
+		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job),
+		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job),
+		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+			VALUES (` + q(acct) + `, ` + q(job) + `, 'release', 60, 1000)`,
+		`SELECT ledger_release(j, 0, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job),
+	} {
+		// Each statement runs in a transaction that is rolled back whatever happens, so that a
+		// regression of the grants cannot damage the shared test database.
+		tx, err := s.Pool().Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
+	}
+
+	// The door the role has: the function, directly.
+	own := ledgertest.OwnKind(t)
+	var outcome string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT outcome FROM ledger_set_price($1, 'gpu_second', 7, 30, 'set as the app role')`, own).Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+	p, err := s.CurrentPrice(ctx, own)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), p.UnitPrice)
+
+	history, err := s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), history[len(history)-1].UnitPrice)
+	read, err := s.Job(ctx, job)
+	require.NoError(t, err)
+	requireSettled(t, read, 5)
+	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -60}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 45})
+	ledgertest.RequireBalance(t, s, acct, 1000-15)
+}
+
+// TestDatabaseRefusesPriceAndSettlementRewrites checks money rules 1 and 5 at the database itself,
+// for the table's owner too (the application role is refused earlier, by its grants): a price's
+// row is never updated or deleted and the table never truncated (prices_append_only,
+// prices_no_truncate: a job's price version must keep meaning what it meant); and a job's price —
+// kind, price version, unit, unit price, held units, cost — is fixed at submission, and its
+// settlement once made: the units used never change and the settled flag never goes back
+// (jobs_fixed_fields).
+func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
+	kind := ledgertest.OwnKind(t)
+	_, _, err := s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 3, MaxUnits: 20})
+	require.NoError(t, err)
+	_, _, err = s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 4, MaxUnits: 20})
+	require.NoError(t, err)
+	acct := ledgertest.Account(t, s, 1000)
+	job := ledgertest.ID(t, "job")
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, Request: []byte("x")})
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, job)
+	require.NoError(t, err)
+	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5))
+	require.NoError(t, err)
+
+	q := func(v string) string { return "'" + v + "'" }
+	for _, stmt := range []string{
+		`UPDATE prices SET unit_price = 1 WHERE kind = ` + q(kind),
+		`UPDATE prices SET memo = 'rewritten' WHERE kind = ` + q(kind),
+		`DELETE FROM prices WHERE kind = ` + q(kind) + ` AND version = 2`,
+		`TRUNCATE prices CASCADE`,
+		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 80)) + `, price_version = 1, unit = 'job', unit_price = 80, held_units = 1 WHERE id = ` + q(job),
+		`UPDATE jobs SET price_version = 1, unit_price = 3, cost = 60 WHERE id = ` + q(job),
+		`UPDATE jobs SET unit_price = 1, cost = 20 WHERE id = ` + q(job),
+		`UPDATE jobs SET held_units = 10, cost = 40 WHERE id = ` + q(job),
+		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job),
+		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job),
+		`UPDATE jobs SET units_used = 0 WHERE id = ` + q(job),
+		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job),
+	} {
+		tx, err := owner.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Contains(t, []string{"JB001", "JB002"}, pgErr.Code, "%s: %s", stmt, pgErr.Message)
+		require.True(t, ledgerdb.Permanent(err), stmt)
+	}
+	history, err := s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Len(t, history, 2)
+	read, err := s.Job(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, 2, read.PriceVersion)
+	requireSettled(t, read, 5)
+	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -80}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 60})
+	ledgertest.RequireBalance(t, s, acct, 1000-20)
 }

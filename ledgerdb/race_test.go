@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,7 +71,7 @@ func TestDeleteRacesResubmit(t *testing.T) {
 			sub: ledgerdb.Submission{
 				JobID:     fmt.Sprintf("%s-%03d", prefix, round),
 				AccountID: rich,
-				Cost:      1 + int64(round%50),
+				Kind:      ledgertest.Fixed(t, store, 1+int64(round%50)),
 				Request:   fmt.Appendf(nil, `{"render":"round-%d"}`, round),
 			},
 			jitter: [2]time.Duration{time.Duration(rng.IntN(1500)) * time.Microsecond, time.Duration(rng.IntN(1500)) * time.Microsecond},
@@ -109,7 +110,7 @@ func TestDeleteRacesResubmit(t *testing.T) {
 			lateWins++
 		}
 		if r.fate == ledgerdb.StateDelivered || r.fate == ledgerdb.StateRecovered {
-			wantRich -= plans[round].sub.Cost
+			wantRich -= 1 + int64(round%50)
 		}
 	}
 	require.Empty(t, problems, "seed %d: %d problems", seed, len(problems))
@@ -342,13 +343,13 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	}
 	want := map[ledgerdb.EntryKind][]int64{}
 	if fate != ledgerdb.StateRejected {
-		want[ledgerdb.KindCharge] = []int64{-sub.Cost}
+		want[ledgerdb.KindCharge] = []int64{-job.Cost}
 	}
 	if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
-		want[ledgerdb.KindRefund] = []int64{sub.Cost}
+		want[ledgerdb.KindRefund] = []int64{job.Cost}
 	}
 	if fate == ledgerdb.StateRecovered {
-		want[ledgerdb.KindReclaim] = []int64{-sub.Cost}
+		want[ledgerdb.KindReclaim] = []int64{-job.Cost}
 	}
 	got, err := raceRowsOfJob(ctx, store, sub.JobID)
 	if err != nil {
@@ -403,12 +404,12 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 	for round := range rounds {
 		id := fmt.Sprintf("%s-%02d", prefix, round)
 		bodies := [2]ledgerdb.Submission{
-			{JobID: id, AccountID: account, Cost: 40, Request: []byte(`{"render":"a"}`)},
-			{JobID: id, AccountID: account, Cost: 40, Request: []byte(`{"render":"b"}`)},
+			{JobID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, 40), Request: []byte(`{"render":"a"}`)},
+			{JobID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, 40), Request: []byte(`{"render":"b"}`)},
 		}
 		if round%2 == 1 {
-			// Same request, another price: the cost is part of what the ID means.
-			bodies[1] = ledgerdb.Submission{JobID: id, AccountID: account, Cost: 41, Request: bodies[0].Request}
+			// Same request, another kind: the kind is part of what the ID means.
+			bodies[1] = ledgerdb.Submission{JobID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, 41), Request: bodies[0].Request}
 		}
 		where := fmt.Sprintf("round %d, job %s", round, id)
 
@@ -462,7 +463,7 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT request_fingerprint, cost FROM jobs WHERE id = $1`, id).
 			Scan(&fingerprint, &cost))
 		require.Equal(t, bodies[winner].Fingerprint(), fingerprint, "%s: the stored request is not the winner's", where)
-		require.Equal(t, bodies[winner].Cost, cost, where)
+		require.Equal(t, map[int]int64{0: 40, 1: 40 + int64(round%2)}[winner], cost, where)
 
 		type charged struct {
 			outcome ledgerdb.Outcome
@@ -502,4 +503,303 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, balance, got)
 	ledgertest.RequireSound(t, store, account)
+}
+
+// meteredRaceRound is one round of the metered races: a metered job of kind, charged (and
+// refunded first, if refunded), and the usages its racing settles report.
+type meteredRaceRound struct {
+	job, account, kind string
+	refunded           bool
+	usages             []*int64
+	refund             bool // a refund races the settles
+	where              string
+}
+
+// meteredRaceResult is what a round's racers answered.
+type meteredRaceResult struct {
+	setup   error
+	settles []ledgerdb.Transition
+	refund  ledgerdb.Transition
+	errs    []error
+}
+
+func setUpMeteredRace(ctx context.Context, store *ledgerdb.Store, r meteredRaceRound) error {
+	if _, err := store.Submit(ctx, ledgerdb.Submission{JobID: r.job, AccountID: r.account, Kind: r.kind, Request: []byte("x")}); err != nil {
+		return err
+	}
+	if _, err := store.Charge(ctx, r.job); err != nil {
+		return err
+	}
+	if r.refunded {
+		_, err := store.Refund(ctx, r.job, "timed out after 3 attempts", 3)
+		return err
+	}
+	return nil
+}
+
+// raceMetered runs every round, lanes of them at once: it sets the round's job up, then releases
+// the round's racers together.
+func raceMetered(ctx context.Context, store *ledgerdb.Store, rounds []meteredRaceRound, lanes int) []meteredRaceResult {
+	results := make([]meteredRaceResult, len(rounds))
+	feed := make(chan int)
+	var wg sync.WaitGroup
+	for range lanes {
+		wg.Go(func() {
+			for i := range feed {
+				r := rounds[i]
+				res := meteredRaceResult{settles: make([]ledgerdb.Transition, len(r.usages)), errs: make([]error, len(r.usages)+1)}
+				if err := setUpMeteredRace(ctx, store, r); err != nil {
+					res.setup = err
+					results[i] = res
+					continue
+				}
+				start := make(chan struct{})
+				var racers sync.WaitGroup
+				for k, usage := range r.usages {
+					racers.Go(func() {
+						<-start
+						res.settles[k], res.errs[k] = store.Settle(ctx, r.job, 2, usage)
+					})
+				}
+				if r.refund {
+					racers.Go(func() {
+						<-start
+						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.job, "stopped by an operator: terminated", 1)
+					})
+				}
+				close(start)
+				racers.Wait()
+				results[i] = res
+			}
+		})
+	}
+	for i := range rounds {
+		feed <- i
+	}
+	close(feed)
+	wg.Wait()
+	return results
+}
+
+// meteredRaceUsages draws n usages of a job holding held units whose settlements differ — none,
+// zero, within, the hold, above it (capped at the hold) — so that which one won is visible.
+func meteredRaceUsages(rng *rand.Rand, held int64, n int) []*int64 {
+	effective := func(u *int64) int64 {
+		if u == nil {
+			return held
+		}
+		return min(*u, held)
+	}
+	var out []*int64
+	seen := map[int64]bool{}
+	for len(out) < n {
+		var u *int64
+		switch rng.IntN(5) {
+		case 0:
+		case 1:
+			u = ledgerdb.Units(0)
+		case 2:
+			u = ledgerdb.Units(1 + rng.Int64N(held-1))
+		case 3:
+			u = ledgerdb.Units(held)
+		default:
+			u = ledgerdb.Units(held + 1 + rng.Int64N(1000))
+		}
+		if !seen[effective(u)] {
+			seen[effective(u)] = true
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// TestSettleRaceDifferentUsages settles each metered job twice at once with two DIFFERENT usages
+// (a result reported twice, by the runner and by a callback, with different figures), on running
+// jobs and on refunded ones (a late result), round after round. It checks money rules 2, 3 and
+// 8: exactly one settle answers Applied and the other AlreadyApplied, both with the units the
+// winner recorded — min(its usage, the hold), never the other's and never a mix; the job has
+// exactly one release row, of (held − used) × unit price (none when nothing is left), besides
+// exactly the charge, refund and reclaim its path needs; it nets −used × unit price; and the
+// account's balance is the grant minus every job's used × unit price, and the sum of its rows.
+func TestSettleRaceDifferentUsages(t *testing.T) {
+	const (
+		rounds = 160
+		lanes  = 4
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const unitPrice, maxUnits = 3, 20
+	kind := ledgertest.Metered(t, store, unitPrice, maxUnits)
+	const grant = 1_000_000
+	acct := ledgertest.Account(t, store, grant)
+	prefix := ledgertest.ID(t, "usage")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x05a6e))
+
+	plan := make([]meteredRaceRound, rounds)
+	for i := range plan {
+		r := meteredRaceRound{job: fmt.Sprintf("%s-%03d", prefix, i), account: acct, kind: kind, refunded: i%2 == 1,
+			usages: meteredRaceUsages(rng, maxUnits, 2)}
+		r.where = fmt.Sprintf("seed %d round %d, job %s (refunded first: %v, usages %s)", seed, i, r.job, r.refunded, fmtUsages(r.usages))
+		plan[i] = r
+	}
+	results := raceMetered(ctx, store, plan, lanes)
+	require.NoError(t, ctx.Err(), "seed %d", seed)
+
+	wantBalance := int64(grant)
+	firstWon := 0
+	for i, r := range plan {
+		res := results[i]
+		require.NoError(t, res.setup, "%s: setting up", r.where)
+		for k, err := range res.errs[:len(r.usages)] {
+			require.NoError(t, err, "%s: settle %d", r.where, k)
+		}
+		winner := -1
+		for k, tr := range res.settles {
+			if tr.Outcome == ledgerdb.Applied {
+				require.Equal(t, -1, winner, "%s: both settles answered Applied", r.where)
+				winner = k
+			} else {
+				require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome, "%s: settle %d", r.where, k)
+				require.Zero(t, tr.EntryID, "%s: settle %d answered AlreadyApplied with a row", r.where, k)
+			}
+		}
+		require.NotEqual(t, -1, winner, "%s: no settle applied", r.where)
+		if winner == 0 {
+			firstWon++
+		}
+		used := int64(maxUnits)
+		if u := r.usages[winner]; u != nil {
+			used = min(*u, maxUnits)
+		}
+		for k, tr := range res.settles {
+			require.NotNil(t, tr.Job.UnitsUsed, "%s: settle %d", r.where, k)
+			require.Equal(t, used, *tr.Job.UnitsUsed, "%s: settle %d answered other units than the winner's", r.where, k)
+		}
+		hold := int64(unitPrice * maxUnits)
+		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
+		wantState := ledgerdb.StateDelivered
+		if r.refunded {
+			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
+			wantState = ledgerdb.StateRecovered
+		}
+		if released := (maxUnits - used) * unitPrice; released > 0 {
+			want[ledgerdb.KindRelease] = []int64{released}
+		}
+		got, err := raceRowsOfJob(ctx, store, r.job)
+		require.NoError(t, err)
+		require.Equal(t, want, got, r.where)
+		job, err := store.Job(ctx, r.job)
+		require.NoError(t, err)
+		require.Equal(t, wantState, job.State, r.where)
+		requireSettled(t, job, used)
+		wantBalance -= used * unitPrice
+	}
+	t.Logf("%d rounds: the first settle won %d times, the second %d", rounds, firstWon, rounds-firstWon)
+	ledgertest.RequireBalance(t, store, acct, wantBalance)
+}
+
+// TestMeteredSettleRacesRefund races a metered job's result (Settle with its usage) against its
+// refund (a timeout, or the heal of a terminated run) on the running job, round after round, and
+// in half the rounds a second result with another usage too. It checks money rules 2, 3 and 8
+// and the one-step settle of docs/design.md: the result is never lost — exactly one settle
+// applies, whichever commits first — and the job ends either delivered and settled (the refund
+// found nothing to refund: NotApplied) or recovered and settled (the refund applied and the settle
+// reclaimed it in the same step), with exactly the rows of that path: charge −hold, then refund
+// +hold and reclaim −hold if the refund won, and one release of (held − used) × unit price when
+// above zero; it nets −used × unit price in both cases; and the balance is the sum of the rows.
+func TestMeteredSettleRacesRefund(t *testing.T) {
+	const (
+		rounds = 160
+		lanes  = 4
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const unitPrice, maxUnits = 7, 10
+	kind := ledgertest.Metered(t, store, unitPrice, maxUnits)
+	const grant = 1_000_000
+	acct := ledgertest.Account(t, store, grant)
+	prefix := ledgertest.ID(t, "vsrefund")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x4ef0d))
+
+	plan := make([]meteredRaceRound, rounds)
+	for i := range plan {
+		r := meteredRaceRound{job: fmt.Sprintf("%s-%03d", prefix, i), account: acct, kind: kind, refund: true,
+			usages: meteredRaceUsages(rng, maxUnits, 1+i%2)}
+		r.where = fmt.Sprintf("seed %d round %d, job %s (usages %s)", seed, i, r.job, fmtUsages(r.usages))
+		plan[i] = r
+	}
+	results := raceMetered(ctx, store, plan, lanes)
+	require.NoError(t, ctx.Err(), "seed %d", seed)
+
+	wantBalance := int64(grant)
+	outcomes := map[ledgerdb.State]int{}
+	for i, r := range plan {
+		res := results[i]
+		require.NoError(t, res.setup, "%s: setting up", r.where)
+		for k, err := range res.errs {
+			require.NoError(t, err, "%s: racer %d", r.where, k)
+		}
+		winner := -1
+		for k, tr := range res.settles {
+			if tr.Outcome == ledgerdb.Applied {
+				require.Equal(t, -1, winner, "%s: two settles answered Applied", r.where)
+				winner = k
+				continue
+			}
+			require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome, "%s: settle %d", r.where, k)
+		}
+		require.NotEqual(t, -1, winner, "%s: no settle applied: the result was lost to the refund (refund answered %q)", r.where, res.refund.Outcome)
+		used := int64(maxUnits)
+		if u := r.usages[winner]; u != nil {
+			used = min(*u, maxUnits)
+		}
+		job, err := store.Job(ctx, r.job)
+		require.NoError(t, err)
+		requireSettled(t, job, used)
+		hold := int64(unitPrice * maxUnits)
+		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
+		switch job.State {
+		case ledgerdb.StateDelivered:
+			require.Equal(t, ledgerdb.NotApplied, res.refund.Outcome, "%s: delivered, yet the refund applied", r.where)
+			require.Zero(t, res.refund.EntryID, r.where)
+		case ledgerdb.StateRecovered:
+			require.Equal(t, ledgerdb.Applied, res.refund.Outcome, "%s: recovered, yet the refund did not apply", r.where)
+			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
+		default:
+			t.Fatalf("%s: the job ended %s", r.where, job.State)
+		}
+		outcomes[job.State]++
+		if released := (maxUnits - used) * unitPrice; released > 0 {
+			want[ledgerdb.KindRelease] = []int64{released}
+		}
+		got, err := raceRowsOfJob(ctx, store, r.job)
+		require.NoError(t, err)
+		require.Equal(t, want, got, r.where)
+		wantBalance -= used * unitPrice
+
+		// A later report of the result changes nothing.
+		again, err := store.Settle(ctx, r.job, 3, ledgerdb.Units(0))
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, r.where)
+		requireSettled(t, again.Job, used)
+	}
+	t.Logf("settle racing refund: %v", outcomes)
+	ledgertest.RequireBalance(t, store, acct, wantBalance)
+}
+
+func fmtUsages(usages []*int64) string {
+	parts := make([]string, len(usages))
+	for i, u := range usages {
+		parts[i] = "none"
+		if u != nil {
+			parts[i] = fmt.Sprint(*u)
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -36,16 +36,26 @@ const (
 )
 
 // TestRandomizedSequences drives thousands of seeded random event sequences (submit, charge,
-// timeout->refund, late success->reclaim, deliver, re-drive, delete, resubmission with the same
-// or another body, grants, and duplicates of any of them) against an in-test model of what each
-// call must answer, and after every step checks money rules 2, 3, 5, 6, 7 and 8: at most one row
-// per kind per job, exactly the ones the model expects (rule 2); each job's rows summing to -cost
-// when charged and not refunded or recovered, else 0 (rule 3); every row moving exactly the job's
-// recorded cost, whatever the resubmission said (rule 5); the balance equal to the sum of the rows
+// timeout->refund, late success->reclaim, deliver, settle with a usage, re-drive, delete,
+// resubmission with the same or another body, kind or hold, grants, and duplicates of any of
+// them) against an in-test model of what each call must answer, on jobs of kinds sold by the job
+// and of metered kinds (several unit prices and maxima, some jobs holding a smaller maximum of
+// their own), and after every step checks money rules 2, 3, 5, 6, 7 and 8: at most one row per
+// kind per job, exactly the ones the model expects — charge −hold, refund +hold, reclaim −hold,
+// and one release of (held − used) × unit price once a settlement leaves part of the hold unused
+// (rule 2); each job's rows summing to −hold when charged and unsettled, −used × unit price once
+// settled, else 0 (rule 3); every row moving exactly what the job's recorded price says, whatever
+// the resubmission or the reported usage said (rule 5); the balance equal to the sum of the rows
 // and to the model, via store.Audit (rule 6); a deleted ID never submitted or charged again
 // (rule 7); and every repeated call answering as the model says, with nothing written (rule 8).
-// Low-balance accounts exercise insufficient credits and the debt rule: a reclaim may take the
-// balance below zero, and a negative balance refuses every new charge.
+// A settle reports no usage, zero, a usage within the hold, the hold, one above it (capped), or a
+// negative one (refused, nothing written); it lands on running jobs, refunded ones (a late result:
+// reclaim and release in one step), and settled ones (AlreadyApplied with the recorded units,
+// nothing written) — among them every job the original steps delivered or recovered, which know
+// no usage and settle a priced job at its whole hold in the same step, with no release row, so
+// that no release ever comes after the step that ended the job's running. Low-balance accounts
+// exercise insufficient credits and the debt rule: a reclaim — of the whole hold for a metered
+// job — may take the balance below zero, and a negative balance refuses every new charge.
 func TestRandomizedSequences(t *testing.T) {
 	store := ledgertest.Store(t)
 	sequences := rndEnvInt(t, envRandomSequences, 2000)
@@ -75,6 +85,22 @@ func TestRandomizedSequences(t *testing.T) {
 	// IDs come from the test goroutine: ledgertest.ID may call t.Fatal, which only it may do.
 	prefix := ledgertest.ID(t, "rnd")
 	other := ledgertest.Account(t, store, 0)
+	// The kinds the sequences' jobs are priced at: sold by the job at 10 to 101 credits, and
+	// metered by the GPU-second at a few unit prices and maxima. Their versions are read once:
+	// tests never change these kinds' prices.
+	pricing := rndPricing{fixed: map[int64]string{}, versions: map[string]int{}, unpriced: ledgertest.OwnKind(t)}
+	for cost := int64(10); cost <= 101; cost++ {
+		pricing.fixed[cost] = ledgertest.Fixed(t, store, cost)
+	}
+	for _, pm := range [][2]int64{{1, 50}, {2, 40}, {3, 30}, {4, 20}, {7, 10}} {
+		pricing.metered = append(pricing.metered, ledgerdb.Price{Kind: ledgertest.Metered(t, store, pm[0], pm[1]), Unit: ledgerdb.UnitGPUSecond,
+			UnitPrice: pm[0], MaxUnits: pm[1]})
+	}
+	list, err := store.Prices(ctx)
+	require.NoError(t, err)
+	for _, p := range list {
+		pricing.versions[p.Kind] = p.Version
+	}
 
 	start := time.Now()
 	feed := make(chan int)
@@ -89,7 +115,7 @@ func TestRandomizedSequences(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for index := range feed {
-				seq := newRndSequence(store, prefix, other, seed, index)
+				seq := newRndSequence(store, prefix, other, pricing, seed, index)
 				err := seq.run(ctx)
 				mu.Lock()
 				steps += seq.steps
@@ -139,6 +165,11 @@ func TestRandomizedSequences(t *testing.T) {
 			"reclaim:into-debt", "refund:applied", "debt-story", "deliver:applied", "delete:applied", "delete:active",
 			"submit:conflict", "submit:gone", "submit:unknown-account", "charge:gone", "submit:already", "redrive:recovered",
 			"grant:conflict", "ghost:not-found",
+			"deliver:metered-whole", "reclaim:metered-whole", "deliver:fixed-one", "reclaim:fixed-one",
+			"settle:delivered", "settle:recovered", "settle:after-old-steps", "settle:again", "settle:not-charged",
+			"settle:release", "settle:nil", "settle:zero", "settle:within", "settle:exact", "settle:capped", "settle:negative",
+			"settle:reclaim-into-debt", "settle:fixed-zero", "submit:unknown-kind", "submit:same-hold", "submit:other-hold", "submit:metered",
+			"submit:smaller-hold",
 		} {
 			require.Positive(t, coverage[k], "seed %d: no step covered %s", seed, k)
 		}
@@ -157,14 +188,37 @@ func rndEnvInt(t *testing.T, name string, def int) int {
 	return v
 }
 
+// rndPricing is the price list the sequences' jobs are submitted at.
+type rndPricing struct {
+	// fixed are the kinds sold by the job, by price.
+	fixed map[int64]string
+	// metered are the metered kinds.
+	metered []ledgerdb.Price
+	// versions are the kinds' price versions.
+	versions map[string]int
+	// unpriced is a kind with no price.
+	unpriced string
+}
+
 // rndJob is the model of one job: what the ledger must hold for it.
 type rndJob struct {
-	id      string
-	cost    int64
-	request []byte
-	exists  bool
+	id string
+	// kind is the job's kind; metered says it is one of rndPricing.metered (at index meteredAt),
+	// else it is sold by the job at cost.
+	kind      string
+	metered   bool
+	meteredAt int
+	// unitPrice and held are the job's price and the units its charge holds; cost is their
+	// product, what its charge, refund and reclaim move. maxUnits is the smaller maximum its
+	// submission names (0: the kind's).
+	unitPrice, held, cost, maxUnits int64
+	request                         []byte
+	exists                          bool
 	// delivered says the job went running -> delivered, which is when delivered_at is set.
 	delivered bool
+	// byOldStep says the original version's Deliver or Reclaim settled the job (at its whole
+	// hold), rather than Settle.
+	byOldStep bool
 	// job holds the modelled fields only: State, StateBeforeDelete, the flags, Attempts,
 	// RejectReason and RefundReason.
 	job ledgerdb.Job
@@ -175,22 +229,34 @@ func (j *rndJob) net() int64 {
 		return 0
 	}
 	m := j.job
-	m.Cost = j.cost
+	m.Cost, m.UnitPrice, m.HeldUnits = j.cost, j.unitPrice, j.held
 	return m.Net()
 }
 
+// released is what the job's release row must give back: (held − used) × unit price once
+// settled, 0 before.
+func (j *rndJob) released() int64 {
+	if !j.exists || !j.job.IsSettled {
+		return 0
+	}
+	return (j.held - *j.job.UnitsUsed) * j.unitPrice
+}
+
 // rndSubmitVariants are the bodies a submission may carry, by variant number: the job's own,
-// then ones that differ in each part of the fingerprint.
-var rndSubmitVariants = [...]string{"same body", "other request", "other cost", "other account", "unknown account"}
+// then ones that differ in each part of the fingerprint, the job's own hold named explicitly
+// (the same request), another hold, and a kind with no price.
+var rndSubmitVariants = [...]string{"same body", "other request", "other kind", "other account", "unknown account",
+	"same hold named", "other hold", "unknown kind"}
 
 // rndStep is one generated event. It is plain data so that a duplicate delivery can replay it.
 type rndStep struct {
 	op       string
-	job      int   // index into the sequence's jobs; -1 for account steps and ghosts
-	variant  int   // submit: one of rndSubmitVariants; redrive: 0 fails, 1 succeeds
-	attempts int   // refund, deliver, redrive
-	key      int   // grant: which key
-	amount   int64 // grant
+	job      int    // index into the sequence's jobs; -1 for account steps and ghosts
+	variant  int    // submit: one of rndSubmitVariants; redrive: 0 fails, 1 succeeds
+	attempts int    // refund, deliver, redrive, settle
+	key      int    // grant: which key
+	amount   int64  // grant
+	usage    *int64 // settle: the units the result reports (nil: none)
 }
 
 func (s rndStep) String() string {
@@ -205,6 +271,12 @@ func (s rndStep) String() string {
 		return fmt.Sprintf("redrive job %d (%s)", s.job, [...]string{"fails again", "succeeds"}[s.variant])
 	case "charge", "reclaim", "delete":
 		return fmt.Sprintf("%s job %d", s.op, s.job)
+	case "settle":
+		usage := "no usage"
+		if s.usage != nil {
+			usage = fmt.Sprintf("usage %d", *s.usage)
+		}
+		return fmt.Sprintf("settle job %d (attempts %d, %s)", s.job, s.attempts, usage)
 	}
 	return fmt.Sprintf("%s job %d (attempts %d)", s.op, s.job, s.attempts)
 }
@@ -229,9 +301,11 @@ type rndSequence struct {
 	coverage      map[string]int
 	// debtStory says the sequence opens with debtOpener.
 	debtStory bool
+	// pricing is the price list.
+	pricing rndPricing
 }
 
-func newRndSequence(store *ledgerdb.Store, prefix, other string, seed uint64, index int) *rndSequence {
+func newRndSequence(store *ledgerdb.Store, prefix, other string, pricing rndPricing, seed uint64, index int) *rndSequence {
 	// Each sequence has its own generator, so that it replays the same whatever ran beside it.
 	rng := rand.New(rand.NewPCG(seed, uint64(index)))
 	s := &rndSequence{
@@ -242,6 +316,7 @@ func newRndSequence(store *ledgerdb.Store, prefix, other string, seed uint64, in
 		ghost:    fmt.Sprintf("%s-s%d-ghost", prefix, index),
 		other:    other,
 		nobody:   fmt.Sprintf("%s-s%d-nobody", prefix, index),
+		pricing:  pricing,
 	}
 	// A third of the accounts are rich; the rest can pay for about one or two jobs, or none, so
 	// that rejections and debt happen.
@@ -262,11 +337,25 @@ func newRndSequence(store *ledgerdb.Store, prefix, other string, seed uint64, in
 		jobs = 3
 	}
 	for k := range jobs {
-		s.jobs = append(s.jobs, &rndJob{
+		j := &rndJob{
 			id:      fmt.Sprintf("%s-s%d-j%d", prefix, index, k),
-			cost:    10 + rng.Int64N(91),
 			request: fmt.Appendf(nil, `{"render":"seq-%d-job-%d"}`, index, k),
-		})
+		}
+		if rng.IntN(2) == 0 {
+			// Metered: the kind's maximum, or (one job in three) a smaller one of its own.
+			j.metered, j.meteredAt = true, rng.IntN(len(pricing.metered))
+			p := pricing.metered[j.meteredAt]
+			j.kind, j.unitPrice, j.held = p.Kind, p.UnitPrice, p.MaxUnits
+			if rng.IntN(3) == 0 {
+				j.maxUnits = 2 + rng.Int64N(p.MaxUnits-2)
+				j.held = j.maxUnits
+			}
+		} else {
+			j.unitPrice, j.held = 10+rng.Int64N(91), 1
+			j.kind = pricing.fixed[j.unitPrice]
+		}
+		j.cost = j.unitPrice * j.held
+		s.jobs = append(s.jobs, j)
 	}
 	if s.debtStory {
 		s.initial = max(s.jobs[0].cost, s.jobs[1].cost) + rng.Int64N(30)
@@ -274,13 +363,42 @@ func newRndSequence(store *ledgerdb.Store, prefix, other string, seed uint64, in
 	return s
 }
 
-// debtOpener is the debt story as events; the model decides what each must answer.
+// debtOpener is the debt story as events; the model decides what each must answer. A metered
+// job 0's late result is settled with a usage (reclaim of the whole hold, then the release);
+// one sold by the job takes the original steps (reclaim, then deliver).
 func (s *rndSequence) debtOpener() []rndStep {
+	late := rndStep{op: "success", job: 0, attempts: 4}
+	if s.jobs[0].metered {
+		late = rndStep{op: "settle", job: 0, attempts: 4, usage: s.usage(s.jobs[0], false)}
+	}
 	return []rndStep{
 		{op: "submit", job: 0}, {op: "charge", job: 0}, {op: "refund", job: 0, attempts: 3},
-		{op: "submit", job: 1}, {op: "charge", job: 1}, {op: "success", job: 0, attempts: 4},
+		{op: "submit", job: 1}, {op: "charge", job: 1}, late,
 		{op: "submit", job: 2}, {op: "charge", job: 2},
 	}
+}
+
+// usage draws the usage a job's result reports: none, zero, within the hold, the hold, above
+// it, or (when negative may) a negative one.
+func (s *rndSequence) usage(j *rndJob, negative bool) *int64 {
+	r := s.rng
+	if negative && r.IntN(12) == 0 {
+		return ledgerdb.Units(-1 - r.Int64N(5))
+	}
+	switch r.IntN(5) {
+	case 0:
+		return nil
+	case 1:
+		return ledgerdb.Units(0)
+	case 2:
+		if j.held > 1 {
+			return ledgerdb.Units(1 + r.Int64N(j.held-1))
+		}
+		return ledgerdb.Units(1)
+	case 3:
+		return ledgerdb.Units(j.held)
+	}
+	return ledgerdb.Units(j.held + 1 + r.Int64N(100))
 }
 
 func (s *rndSequence) failf(format string, args ...any) error {
@@ -374,10 +492,14 @@ func (s *rndSequence) next() rndStep {
 		}
 		return rndStep{op: "grant", job: -1, key: key, amount: amount}
 	case x < 30:
-		step.op = []string{"submit", "charge", "refund", "success", "deliver", "reclaim", "redrive", "delete"}[r.IntN(8)]
+		ops := []string{"submit", "charge", "refund", "success", "deliver", "reclaim", "redrive", "delete", "settle"}
+		step.op = ops[r.IntN(len(ops))]
 		step.variant %= 2
-		if step.op == "submit" {
+		switch step.op {
+		case "submit":
 			step.variant = r.IntN(len(rndSubmitVariants))
+		case "settle":
+			step.usage = s.usage(j, true)
 		}
 		return step
 	}
@@ -393,17 +515,20 @@ func (s *rndSequence) next() rndStep {
 	case ledgerdb.StateSubmitting:
 		step.op = pick("charge", "charge", "submit", "delete")
 	case ledgerdb.StateRunning:
-		step.op = pick("refund", "success", "deliver", "redrive", "delete")
+		step.op = pick("refund", "success", "deliver", "redrive", "delete", "settle", "settle")
 	case ledgerdb.StateRefunded:
-		step.op = pick("success", "reclaim", "redrive", "delete", "refund")
+		step.op = pick("success", "reclaim", "redrive", "delete", "refund", "settle", "settle")
 	case ledgerdb.StateDeleted:
-		step.op = pick("submit", "charge", "delete")
+		step.op = pick("submit", "charge", "delete", "settle")
 		step.variant = r.IntN(len(rndSubmitVariants))
 	default: // rejected, delivered, recovered
-		step.op = pick("delete", "delete", "submit", "charge", "success")
+		step.op = pick("delete", "delete", "submit", "charge", "success", "settle", "settle")
 	}
-	if step.op == "redrive" {
+	switch step.op {
+	case "redrive":
 		step.variant = r.IntN(2)
+	case "settle":
+		step.usage = s.usage(j, true)
 	}
 	return step
 }
@@ -440,6 +565,9 @@ func (s *rndSequence) do(ctx context.Context, step rndStep) error {
 			err = s.deliver(ctx, touched, step.attempts)
 		case "reclaim":
 			err = s.reclaim(ctx, touched)
+		case "settle":
+			// The workflow's success path since the price list: one step.
+			err = s.settle(ctx, touched, step.attempts, step.usage)
 		case "success":
 			// The workflow's success path: reclaim unconditionally, then deliver.
 			if err = s.reclaim(ctx, touched); err == nil {
@@ -518,6 +646,15 @@ func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
 	diff("attempts", got.Attempts, m.Attempts)
 	diff("reject reason", got.RejectReason, m.RejectReason)
 	diff("refund reason", got.RefundReason, m.RefundReason)
+	// The price it was submitted at, whatever a resubmission said (rule 5), and its settlement.
+	diff("kind", got.Kind, j.kind)
+	diff("price version", got.PriceVersion, s.pricing.versions[j.kind])
+	diff("unit", got.Unit, map[bool]ledgerdb.Unit{true: ledgerdb.UnitGPUSecond, false: ledgerdb.UnitJob}[j.metered])
+	diff("unit price", got.UnitPrice, j.unitPrice)
+	diff("held units", got.HeldUnits, j.held)
+	diff("settled", got.IsSettled, m.IsSettled)
+	diff("units used", fmtUnits(got.UnitsUsed), fmtUnits(m.UnitsUsed))
+	diff("settled_at set", got.SettledAt != nil, m.IsSettled)
 	// Each transition stamps its time once, and a tombstone keeps them all.
 	diff("charged_at set", got.ChargedAt != nil, m.IsCharged)
 	diff("delivered_at set", got.DeliveredAt != nil, j.delivered)
@@ -531,16 +668,32 @@ func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
 }
 
 func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error {
-	sub := ledgerdb.Submission{JobID: j.id, AccountID: s.account, Cost: j.cost, Request: j.request}
+	canonical := ledgerdb.Submission{JobID: j.id, AccountID: s.account, Kind: j.kind, MaxUnits: j.maxUnits, Request: j.request}
+	sub := canonical
 	switch variant {
 	case 1:
 		sub.Request = append(slices.Clip(j.request), " "...)
 	case 2:
-		sub.Cost++
+		if j.metered {
+			sub.Kind = s.pricing.metered[(j.meteredAt+1)%len(s.pricing.metered)].Kind
+		} else {
+			sub.Kind = s.pricing.fixed[j.cost+1]
+		}
 	case 3:
 		sub.AccountID = s.other
 	case 4:
 		sub.AccountID = s.nobody
+	case 5:
+		// The hold the job has, named explicitly: for a job holding its kind's maximum, the same
+		// request as naming none.
+		sub.MaxUnits = j.held
+	case 6:
+		sub.MaxUnits = j.held - 1
+		if j.held == 1 {
+			sub.MaxUnits = 2
+		}
+	case 7:
+		sub.Kind = s.pricing.unpriced
 	}
 	var want rndWant
 	switch {
@@ -548,19 +701,29 @@ func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error 
 		// Nothing may be written for an account that does not exist, not even the placeholder.
 		want.err = ledgerdb.ErrUnknownAccount
 		s.coverage["submit:unknown-account"]++
-	case !j.exists && variant != 0:
+	case !j.exists && variant == 7:
+		// Nor for a kind with no price.
+		want.err = ledgerdb.ErrUnknownKind
+		s.coverage["submit:unknown-kind"]++
+	case !j.exists && variant != 0 && variant != 5:
 		// A first submission is the job's body, whatever it is; the model keeps one body per
 		// job, so a sequence only ever opens with the canonical one.
-		sub = ledgerdb.Submission{JobID: j.id, AccountID: s.account, Cost: j.cost, Request: j.request}
+		sub = canonical
 		want.outcome = ledgerdb.Applied
 	case !j.exists:
 		want.outcome = ledgerdb.Applied
 	case j.job.State == ledgerdb.StateDeleted:
 		want.err = ledgerdb.ErrGone
 		s.coverage["submit:gone"]++
+	case variant == 5:
+		want.outcome = ledgerdb.AlreadyApplied
+		s.coverage["submit:same-hold"]++
 	case variant != 0:
 		want.err = ledgerdb.ErrConflict
 		s.coverage["submit:conflict"]++
+		if variant == 6 {
+			s.coverage["submit:other-hold"]++
+		}
 	default:
 		want.outcome = ledgerdb.AlreadyApplied
 		s.coverage["submit:already"]++
@@ -569,10 +732,17 @@ func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error 
 	if want.outcome == ledgerdb.Applied {
 		j.exists = true
 		j.job = ledgerdb.Job{State: ledgerdb.StateSubmitting}
+		if j.metered {
+			s.coverage["submit:metered"]++
+			if j.maxUnits > 0 {
+				s.coverage["submit:smaller-hold"]++
+			}
+		}
 	}
-	if errors.Is(want.err, ledgerdb.ErrUnknownAccount) {
-		if !errors.Is(err, want.err) {
-			return s.failf("submit %s under unknown account %s: answered (%q, %v), the model says error %v", j.id, s.nobody, tr.Outcome, err, want.err)
+	if want.err == ledgerdb.ErrUnknownAccount || want.err == ledgerdb.ErrUnknownKind {
+		if !errors.Is(err, want.err) || tr.Job.ID != "" {
+			return s.failf("submit %s (%s): answered (%q, job %q, %v), the model says error %v and no job", j.id, rndSubmitVariants[variant],
+				tr.Outcome, tr.Job.ID, err, want.err)
 		}
 		return nil
 	}
@@ -656,6 +826,7 @@ func (s *rndSequence) reclaim(ctx context.Context, j *rndJob) error {
 		want.outcome, money = ledgerdb.Applied, true
 		s.balance -= j.cost
 		m.State, m.IsReclaimed = ledgerdb.StateRecovered, true
+		s.settleWhole(j, "reclaim")
 		s.coverage["reclaim:applied"]++
 		if s.balance < 0 {
 			s.coverage["reclaim:into-debt"]++
@@ -685,6 +856,7 @@ func (s *rndSequence) deliver(ctx context.Context, j *rndJob, attempts int) erro
 		m.State = ledgerdb.StateDelivered
 		m.Attempts = max(m.Attempts, attempts)
 		j.delivered = true
+		s.settleWhole(j, "deliver")
 		s.coverage["deliver:applied"]++
 	case m.State == ledgerdb.StateDelivered || m.State == ledgerdb.StateRecovered:
 		want.outcome = ledgerdb.AlreadyApplied
@@ -698,6 +870,115 @@ func (s *rndSequence) deliver(ctx context.Context, j *rndJob, attempts int) erro
 		return e
 	}
 	return s.moved("deliver", j, tr, false)
+}
+
+// settleWhole is what the original version's steps, which know no usage, do to the job they
+// deliver (Deliver) or recover (Reclaim): they settle it at its whole hold — a job sold by the job
+// at its one unit — in the same step, releasing nothing, so the job nets −hold at once.
+func (s *rndSequence) settleWhole(j *rndJob, step string) {
+	used := j.held
+	j.job.IsSettled, j.job.UnitsUsed, j.byOldStep = true, &used, true
+	if j.metered {
+		s.coverage[step+":metered-whole"]++
+	} else {
+		s.coverage[step+":fixed-one"]++
+	}
+}
+
+// settle is the one-step success path: a running job is delivered, a refunded one recovered (its
+// refund reclaimed, the debt rule applies), and either is settled at the reported usage; a
+// delivered or recovered job is settled already — by a settle, or at its whole hold by the
+// original steps — and answers AlreadyApplied with the units it was settled at, writing nothing.
+// A negative usage is refused before anything is read or written.
+func (s *rndSequence) settle(ctx context.Context, j *rndJob, attempts int, usage *int64) error {
+	var want rndWant
+	money := false
+	m := &j.job
+	switch {
+	case usage != nil && *usage < 0:
+		want.err = ledgerdb.ErrInvalidInput
+		s.coverage["settle:negative"]++
+	case !j.exists:
+		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateDeleted:
+		want.err = ledgerdb.ErrGone
+	case m.State == ledgerdb.StateRunning:
+		want.outcome = ledgerdb.Applied
+		m.State, m.Attempts = ledgerdb.StateDelivered, max(m.Attempts, attempts)
+		j.delivered = true
+		money = s.release(j, usage)
+		s.coverage["settle:delivered"]++
+	case m.State == ledgerdb.StateRefunded:
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance -= j.cost
+		m.State, m.IsReclaimed = ledgerdb.StateRecovered, true
+		if s.balance < 0 {
+			s.coverage["settle:reclaim-into-debt"]++
+		}
+		s.release(j, usage)
+		s.coverage["settle:recovered"]++
+	case m.State == ledgerdb.StateDelivered || m.State == ledgerdb.StateRecovered:
+		want.outcome = ledgerdb.AlreadyApplied
+		if j.byOldStep {
+			s.coverage["settle:after-old-steps"]++
+		} else {
+			s.coverage["settle:again"]++
+		}
+	default:
+		want.outcome = ledgerdb.NotApplied
+		s.coverage["settle:not-charged"]++
+	}
+	tr, err := s.store.Settle(ctx, j.id, attempts, usage)
+	if want.err == ledgerdb.ErrInvalidInput {
+		if !errors.Is(err, want.err) || tr.EntryID != 0 {
+			return s.failf("settle %s with usage %d: answered (%q, entry %d, %v), the model says error %v", j.id, *usage, tr.Outcome, tr.EntryID, err, want.err)
+		}
+		return nil
+	}
+	if e := s.answer("settle", j, want, tr, err); e != nil {
+		return e
+	}
+	return s.moved("settle", j, tr, money)
+}
+
+// release settles a job at the reported usage, capped at its hold (none reported: the whole
+// hold; a job sold by the job, always its one unit, whatever was reported), and gives back the
+// unused part of the hold; it says whether that wrote a row.
+func (s *rndSequence) release(j *rndJob, usage *int64) bool {
+	used := j.held
+	switch {
+	case !j.metered:
+		s.coverage["settle:fixed"]++
+		if usage != nil && *usage == 0 {
+			s.coverage["settle:fixed-zero"]++
+		}
+	case usage == nil:
+		s.coverage["settle:nil"]++
+	case *usage == 0:
+		used = 0
+		s.coverage["settle:zero"]++
+	case *usage < j.held:
+		used = *usage
+		s.coverage["settle:within"]++
+	case *usage == j.held:
+		s.coverage["settle:exact"]++
+	default:
+		s.coverage["settle:capped"]++
+	}
+	j.job.IsSettled, j.job.UnitsUsed = true, &used
+	released := j.released()
+	s.balance += released
+	if released > 0 {
+		s.coverage["settle:release"]++
+	}
+	return released > 0
+}
+
+func fmtUnits(u *int64) string {
+	if u == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*u, 10)
 }
 
 func (s *rndSequence) recordAttempt(ctx context.Context, j *rndJob, attempts int) error {
@@ -781,6 +1062,7 @@ func (s *rndSequence) ghostProbes(ctx context.Context) error {
 		"refund":  func() (ledgerdb.Transition, error) { return s.store.Refund(ctx, s.ghost, "lost", 1) },
 		"reclaim": func() (ledgerdb.Transition, error) { return s.store.Reclaim(ctx, s.ghost) },
 		"deliver": func() (ledgerdb.Transition, error) { return s.store.Deliver(ctx, s.ghost, 1) },
+		"settle":  func() (ledgerdb.Transition, error) { return s.store.Settle(ctx, s.ghost, 1, ledgerdb.Units(3)) },
 		"delete":  func() (ledgerdb.Transition, error) { return s.store.Delete(ctx, s.ghost) },
 		"read": func() (ledgerdb.Transition, error) {
 			j, err := s.store.Job(ctx, s.ghost)
@@ -809,6 +1091,8 @@ func (s *rndSequence) check(ctx context.Context) error {
 		       j.is_charged, j.is_refunded, j.is_reclaimed, j.attempts,
 		       coalesce(j.reject_reason, ''), coalesce(j.refund_reason, ''),
 		       j.charged_at, j.delivered_at, j.refunded_at, j.reclaimed_at, j.deleted_at,
+		       coalesce(j.kind, ''), coalesce(j.price_version, 0), coalesce(j.unit, ''), coalesce(j.unit_price, 0),
+		       coalesce(j.held_units, 0), j.units_used, j.is_settled, j.settled_at,
 		       coalesce(e.kind, ''), coalesce(e.amount, 0)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE j.account_id = $1 OR j.id = $2
@@ -822,7 +1106,8 @@ func (s *rndSequence) check(ctx context.Context) error {
 		var amount int64
 		if err := rows.Scan(&j.ID, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded,
 			&j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
-			&j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt, &kind, &amount); err != nil {
+			&j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt,
+			&j.Kind, &j.PriceVersion, &j.Unit, &j.UnitPrice, &j.HeldUnits, &j.UnitsUsed, &j.IsSettled, &j.SettledAt, &kind, &amount); err != nil {
 			rows.Close()
 			return s.failf("reading the account's rows: %v", err)
 		}
@@ -867,9 +1152,25 @@ func (s *rndSequence) check(ctx context.Context) error {
 			}
 			for _, a := range amounts {
 				if a != j.cost && a != -j.cost {
-					return s.failf("job %s: %s row of %d, the job costs %d (rule 5)", j.id, kind, a, j.cost)
+					return s.failf("job %s: %s row of %d, the job holds %d (rule 5)", j.id, kind, a, j.cost)
 				}
 				net += a
+			}
+		}
+		// One release once a settlement left part of the hold unused, of exactly that part.
+		released, amounts := j.released(), jr.kinds["release"]
+		switch {
+		case released > 0 && (len(amounts) != 1 || amounts[0] != released):
+			return s.failf("job %s (held %d × %d, used %s): release rows %v, the model says one of %d (rules 2 and 5)", j.id, j.held, j.unitPrice,
+				fmtUnits(j.job.UnitsUsed), amounts, released)
+		case released == 0 && len(amounts) != 0:
+			return s.failf("job %s (held %d × %d, used %s): release rows %v, the model says none (rule 2)", j.id, j.held, j.unitPrice,
+				fmtUnits(j.job.UnitsUsed), amounts)
+		}
+		net += released
+		for kind := range jr.kinds {
+			if !slices.Contains([]string{"charge", "refund", "reclaim", "release"}, kind) {
+				return s.failf("job %s: a row of unexpected kind %s: %v", j.id, kind, jr.kinds)
 			}
 		}
 		if net != j.net() {

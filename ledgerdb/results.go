@@ -19,7 +19,8 @@ import (
 const MaxOutputRefLength = 2048
 
 // ResultReport is a job's result as reported by its runner, a product's callback or an operator.
-// It never carries an amount: the ledger bills the job's recorded cost (money rule 5).
+// It never carries an amount: the ledger bills the job's recorded price (money rule 5); the only
+// number it carries is the usage, which the settlement caps at the job's hold.
 type ResultReport struct {
 	// JobID is the job whose result landed.
 	JobID string
@@ -29,10 +30,14 @@ type ResultReport struct {
 	OutputRef string
 	// FinishedAt is when the work finished, by the runner's clock; zero when unknown.
 	FinishedAt time.Time
+	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
+	// kind); nil when the runner did not say, and the job is then settled at its whole hold.
+	UnitsUsed *int64
 }
 
 // Validate checks a report the way every door must before anything is written: an attempt from 1,
-// an output reference that is present, not too long, valid UTF-8 and free of control characters.
+// an output reference that is present, not too long, valid UTF-8 and free of control characters,
+// and a usage, if any, that is not negative.
 func (r ResultReport) Validate() error {
 	if err := ValidateID("job ID", r.JobID); err != nil {
 		return err
@@ -40,8 +45,23 @@ func (r ResultReport) Validate() error {
 	if err := ValidateAttempt(r.Attempt); err != nil {
 		return err
 	}
+	if err := ValidateUnitsUsed(r.UnitsUsed); err != nil {
+		return err
+	}
 	return ValidateOutputRef(r.OutputRef)
 }
+
+// ValidateUnitsUsed checks a reported usage: absent, or a whole number of units from 0. A usage
+// above the job's hold is not an error: the settlement caps it (the hold is a spending cap).
+func ValidateUnitsUsed(units *int64) error {
+	if units != nil && *units < 0 {
+		return &InvalidInputError{Field: "units used", Reason: fmt.Sprintf("is %d; it must not be negative", *units)}
+	}
+	return nil
+}
+
+// Units is a reported usage of n units, for a [ResultReport] or a settlement.
+func Units(n int64) *int64 { return &n }
 
 // ValidateAttempt checks a result's attempt number: a whole number from 1.
 func ValidateAttempt(attempt int) error {
@@ -90,7 +110,8 @@ type RecordedResult struct {
 }
 
 // RecordResult writes a report to the inbox, once per job and attempt, before it is signalled. The
-// same report again answers AlreadyApplied; another output for the same attempt is [ErrConflict]; a
+// same report again answers AlreadyApplied; another output or usage for the same attempt is
+// [ErrConflict]; a
 // job never charged is [ErrNotStarted]; a deleted one [ErrGone]; an unknown one [ErrJobNotFound].
 func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResult, error) {
 	if err := r.Validate(); err != nil {
@@ -107,8 +128,8 @@ func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResul
 		rec        RecordedResult
 	)
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome, &state, &receivedAt, &rec.AppliedAt) },
-		`SELECT outcome, job_state, received_at, applied_at FROM ledger_record_result($1, $2, $3, $4)`,
-		r.JobID, int32(r.Attempt), r.OutputRef, finished)
+		`SELECT outcome, job_state, received_at, applied_at FROM ledger_record_result($1, $2, $3, $4, $5)`,
+		r.JobID, int32(r.Attempt), r.OutputRef, finished, r.UnitsUsed)
 	if err != nil {
 		return RecordedResult{}, fmt.Errorf("job %q: recording the result of attempt %d: %w", r.JobID, r.Attempt, err)
 	}
@@ -118,7 +139,7 @@ func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResul
 		rec.Outcome = Outcome(outcome)
 		return rec, nil
 	case "conflict":
-		return rec, fmt.Errorf("job %q: attempt %d was reported before with another output: %w", r.JobID, r.Attempt, ErrConflict)
+		return rec, fmt.Errorf("job %q: attempt %d was reported before with another output or usage: %w", r.JobID, r.Attempt, ErrConflict)
 	case "not_started":
 		return rec, fmt.Errorf("job %q is %s: %w", r.JobID, rec.JobState, ErrNotStarted)
 	case "gone":
@@ -186,7 +207,7 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 	if limit <= 0 || limit > MaxPlaceholders {
 		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.received_at, j.account_id
+	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.units_used, r.received_at, j.account_id
 		FROM result_reports r JOIN jobs j ON j.id = r.job_id
 		WHERE r.applied_at IS NULL AND r.received_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
@@ -200,7 +221,7 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 			attempt  int32
 			finished *time.Time
 		)
-		err := row.Scan(&u.Report.JobID, &attempt, &u.Report.OutputRef, &finished, &u.ReceivedAt, &u.AccountID)
+		err := row.Scan(&u.Report.JobID, &attempt, &u.Report.OutputRef, &finished, &u.Report.UnitsUsed, &u.ReceivedAt, &u.AccountID)
 		u.Report.Attempt, u.Report.FinishedAt = int(attempt), deref(finished)
 		return u, err
 	})

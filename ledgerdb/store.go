@@ -43,14 +43,16 @@ func PoolConfig(connString string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// registerTypes teaches a connection the composite type of a job row, so that a job scans into a
-// jobRow whole.
+// registerTypes teaches a connection the composite types of a job row and a price row, so that
+// each scans whole into a jobRow or a priceRow.
 func registerTypes(ctx context.Context, conn *pgx.Conn) error {
-	t, err := conn.LoadType(ctx, "jobs")
-	if err != nil {
-		return fmt.Errorf("loading the jobs row type (is the ledger migrated?): %w", err)
+	for _, name := range []string{"jobs", "prices"} {
+		t, err := conn.LoadType(ctx, name)
+		if err != nil {
+			return fmt.Errorf("loading the %s row type (is the ledger migrated?): %w", name, err)
+		}
+		conn.TypeMap().RegisterType(t)
 	}
-	conn.TypeMap().RegisterType(t)
 	return nil
 }
 

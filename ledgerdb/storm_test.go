@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ func TestDuplicateStorm(t *testing.T) {
 		var err error
 		switch c.op {
 		case stormSubmit:
-			tr, err = store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Cost: j.cost, Request: []byte(`{"render":"storm"}`)})
+			tr, err = store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: ledgertest.Fixed(t, store, j.cost), Request: []byte(`{"render":"storm"}`)})
 		case stormCharge:
 			tr, err = store.Charge(ctx, j.id)
 		case stormRefund:
@@ -394,7 +395,7 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	ids := make([]string, jobCount+fresh)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
-		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: ids[i], AccountID: account, Cost: cost})
+		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: ids[i], AccountID: account, Kind: ledgertest.Fixed(t, store, cost)})
 		require.NoError(t, err)
 	}
 
@@ -505,10 +506,291 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 		`SELECT coalesce(min(balance_after), 0) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, account).Scan(&lowest))
 	require.GreaterOrEqual(t, lowest, int64(0), "a charge overdrew the account")
 	if balance < 0 {
-		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: prefix + "-in-debt", AccountID: account, Cost: 1})
+		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: prefix + "-in-debt", AccountID: account, Kind: ledgertest.Fixed(t, store, 1)})
 		require.NoError(t, err)
 		_, err = store.Charge(ctx, prefix+"-in-debt")
 		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, "a negative balance refuses every charge")
 	}
 	ledgertest.RequireSound(t, store, account)
+}
+
+// TestMeteredSettleStorm reports the usage of hundreds of metered jobs many times at once: each
+// job's result is recorded in the inbox by several concurrent reports and settled by several
+// concurrent Settle calls, with different usages among them (none, zero, within the hold, the
+// hold, above it), on jobs that are running, refunded (a late result), or delivered or recovered
+// by the original version's Deliver or Reclaim — which settle the job at its whole hold at once.
+// It checks money rules 2, 3, 4, 6 and 8: on a running or refunded job exactly one Settle answers
+// Applied and every other AlreadyApplied, each answering the units the winner recorded — min(its
+// usage, the hold) — never another call's; on a job an old step settled every Settle answers
+// AlreadyApplied with the whole hold and writes nothing (rule 8); at most one release row per
+// job, of (held − used) × unit price, none when nothing is left and none after an old step
+// (rule 2), beside exactly the charge, refund and reclaim its path needs; each job netting −used
+// × unit price (rule 3); the balances equal to the grants minus every job's used × unit price,
+// and to the sum of the rows (rules 4 and 6). In the inbox, exactly one report per job and
+// attempt is recorded, with the usage of the report that answered Applied; a repeat of it answers
+// AlreadyApplied, a report of another usage ErrConflict.
+func TestMeteredSettleStorm(t *testing.T) {
+	const (
+		jobCount     = 240
+		accountCount = 8
+		workers      = 32
+		copies       = 6
+	)
+	store := ledgertest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("storm seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x5e771e))
+
+	kinds := []ledgerdb.Price{
+		{Kind: ledgertest.Metered(t, store, 3, 20), UnitPrice: 3, MaxUnits: 20},
+		{Kind: ledgertest.Metered(t, store, 2, 50), UnitPrice: 2, MaxUnits: 50},
+		{Kind: ledgertest.Metered(t, store, 7, 10), UnitPrice: 7, MaxUnits: 10},
+	}
+	const grant = 1_000_000
+	accounts := make([]string, accountCount)
+	for i := range accounts {
+		accounts[i] = ledgertest.Account(t, store, grant)
+	}
+	prefix := ledgertest.ID(t, "mstorm")
+
+	// before is what happened to a job before its result lands.
+	type before int
+	const (
+		running before = iota
+		refunded
+		// deliveredByOldStep and recoveredByOldStep were settled at their whole hold by the
+		// original version's Deliver, or Refund and Reclaim, before the storm.
+		deliveredByOldStep
+		recoveredByOldStep
+	)
+	type stormJob struct {
+		id, account string
+		price       ledgerdb.Price
+		held        int64
+		maxUnits    int64
+		before      before
+		usages      []*int64 // the usages its reports and settles carry
+	}
+	jobs := make([]stormJob, jobCount)
+	ids := make([]string, jobCount)
+	for i := range jobs {
+		p := kinds[rng.IntN(len(kinds))]
+		j := stormJob{id: fmt.Sprintf("%s-%04d", prefix, i), account: accounts[i%accountCount], price: p, held: p.MaxUnits, before: before(rng.IntN(4))}
+		if rng.IntN(3) == 0 {
+			j.maxUnits = 1 + rng.Int64N(p.MaxUnits)
+			j.held = j.maxUnits
+		}
+		// Three different usages per job, from every region: none, zero, within, the hold, above.
+		candidates := []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1 + rng.Int64N(j.held)), ledgerdb.Units(j.held), ledgerdb.Units(j.held + 1 + rng.Int64N(100))}
+		rng.Shuffle(len(candidates), func(a, b int) { candidates[a], candidates[b] = candidates[b], candidates[a] })
+		j.usages = candidates[:3]
+		jobs[i], ids[i] = j, j.id
+	}
+
+	// Set-up, concurrently: submit and charge every job, and take it where it stands before its
+	// result lands.
+	parallel := func(n int, f func(i int) error) []error {
+		feed := make(chan int)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := range feed {
+					errs[i] = f(i)
+				}
+			})
+		}
+		for i := range n {
+			feed <- i
+		}
+		close(feed)
+		wg.Wait()
+		return errs
+	}
+	for i, err := range parallel(jobCount, func(i int) error {
+		j := jobs[i]
+		if _, err := store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: j.price.Kind, MaxUnits: j.maxUnits, Request: []byte("storm")}); err != nil {
+			return err
+		}
+		if _, err := store.Charge(ctx, j.id); err != nil {
+			return err
+		}
+		var err error
+		switch j.before {
+		case refunded:
+			_, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+		case deliveredByOldStep:
+			_, err = store.Deliver(ctx, j.id, 1)
+		case recoveredByOldStep:
+			if _, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3); err == nil {
+				_, err = store.Reclaim(ctx, j.id)
+			}
+		}
+		return err
+	}) {
+		require.NoError(t, err, "setting up %s", jobs[i].id)
+	}
+
+	// The storm: each job's reports and settles handed out back to back, so that its copies are
+	// picked up by different goroutines at the same moment.
+	type call struct {
+		job    int
+		settle bool
+		usage  *int64
+	}
+	type answer struct {
+		call
+		tr  ledgerdb.Transition
+		rec ledgerdb.RecordedResult
+		err error
+	}
+	var calls []call
+	for i, j := range jobs {
+		var group []call
+		for c := range copies {
+			group = append(group, call{job: i, settle: true, usage: j.usages[c%len(j.usages)]}, call{job: i, usage: j.usages[c%len(j.usages)]})
+		}
+		rng.Shuffle(len(group), func(a, b int) { group[a], group[b] = group[b], group[a] })
+		calls = append(calls, group...)
+	}
+	answers := make([]answer, len(calls))
+	start := time.Now()
+	for i, err := range parallel(len(calls), func(i int) error {
+		c := calls[i]
+		a := answer{call: c}
+		j := jobs[c.job]
+		if c.settle {
+			a.tr, a.err = store.Settle(ctx, j.id, 2, c.usage)
+		} else {
+			a.rec, a.err = store.RecordResult(ctx, ledgerdb.ResultReport{JobID: j.id, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
+		}
+		answers[i] = a
+		return nil
+	}) {
+		require.NoError(t, err, "call %d", i)
+	}
+	t.Logf("%d reports and settles of %d jobs by %d goroutines in %v", len(calls), jobCount, workers, time.Since(start).Round(time.Millisecond))
+	require.NoError(t, ctx.Err(), "seed %d", seed)
+
+	sameUsage := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	var problems []string
+	settledAt := make([]*int64, jobCount)
+	byOldStep := func(j stormJob) bool { return j.before == deliveredByOldStep || j.before == recoveredByOldStep }
+	// used is the units job i is settled at: the whole hold after an old step, else the usage the
+	// winning Settle reported, capped at the hold.
+	used := func(i int) int64 {
+		j, usage := jobs[i], settledAt[i]
+		if byOldStep(j) || usage == nil {
+			return j.held
+		}
+		return min(*usage, j.held)
+	}
+	reportedAs := make([]*int64, jobCount)
+	settleWins, reportWins := make([]int, jobCount), make([]int, jobCount)
+	for _, a := range answers {
+		if a.err == nil && a.settle && a.tr.Outcome == ledgerdb.Applied {
+			settleWins[a.job]++
+			settledAt[a.job] = a.usage
+		}
+		if a.err == nil && !a.settle && a.rec.Outcome == ledgerdb.Applied {
+			reportWins[a.job]++
+			reportedAs[a.job] = a.usage
+		}
+	}
+	for i, j := range jobs {
+		wantWins := 1
+		if byOldStep(j) {
+			wantWins = 0 // settled before the storm
+		}
+		if settleWins[i] != wantWins || reportWins[i] != 1 {
+			problems = append(problems, fmt.Sprintf("job %s (old step: %v): %d settles and %d reports answered Applied, want %d and 1",
+				j.id, byOldStep(j), settleWins[i], reportWins[i], wantWins))
+		}
+	}
+	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+
+	for _, a := range answers {
+		j := jobs[a.job]
+		switch {
+		case a.settle:
+			used := used(a.job)
+			switch {
+			case a.err != nil:
+				problems = append(problems, fmt.Sprintf("settle %s: %v", j.id, a.err))
+			case a.tr.Outcome != ledgerdb.Applied && a.tr.Outcome != ledgerdb.AlreadyApplied:
+				problems = append(problems, fmt.Sprintf("settle %s answered %q", j.id, a.tr.Outcome))
+			case a.tr.Outcome == ledgerdb.AlreadyApplied && a.tr.EntryID != 0:
+				problems = append(problems, fmt.Sprintf("settle %s answered AlreadyApplied with row %d", j.id, a.tr.EntryID))
+			case !a.tr.Job.IsSettled || a.tr.Job.UnitsUsed == nil || *a.tr.Job.UnitsUsed != used:
+				problems = append(problems, fmt.Sprintf("settle %s (%q) answered units %v, the winner recorded %d", j.id, a.tr.Outcome, a.tr.Job.UnitsUsed, used))
+			}
+		case sameUsage(a.usage, reportedAs[a.job]):
+			if a.err != nil || (a.rec.Outcome != ledgerdb.Applied && a.rec.Outcome != ledgerdb.AlreadyApplied) {
+				problems = append(problems, fmt.Sprintf("report %s: answered (%q, %v) for the recorded usage", j.id, a.rec.Outcome, a.err))
+			}
+		default:
+			if !errors.Is(a.err, ledgerdb.ErrConflict) {
+				problems = append(problems, fmt.Sprintf("report %s: answered (%q, %v) for another usage than the recorded one, want ErrConflict", j.id, a.rec.Outcome, a.err))
+			}
+		}
+	}
+	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+
+	// The inbox holds one report per job, with the winner's usage.
+	inbox := map[string]*int64{}
+	rows, err := store.Pool().Query(ctx, `SELECT job_id, units_used FROM result_reports WHERE job_id = ANY($1)`, ids)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		var units *int64
+		require.NoError(t, rows.Scan(&id, &units))
+		_, dup := inbox[id]
+		require.False(t, dup, "job %s has two reports of attempt 1", id)
+		inbox[id] = units
+	}
+	require.NoError(t, rows.Err())
+
+	// The rows, straight from the table.
+	byJob := stormRowsByJob(t, store, ids)
+	wantBalance := map[string]int64{}
+	for _, a := range accounts {
+		wantBalance[a] = grant
+	}
+	var releases, settledRefunded, oldSteps int
+	for i, j := range jobs {
+		if !sameUsage(inbox[j.id], reportedAs[i]) {
+			problems = append(problems, fmt.Sprintf("job %s: the inbox holds usage %v, the winning report said %v", j.id, inbox[j.id], reportedAs[i]))
+		}
+		hold := j.held * j.price.UnitPrice
+		used := used(i)
+		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
+		if j.before == refunded || j.before == recoveredByOldStep {
+			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
+		}
+		switch {
+		case j.before == refunded:
+			settledRefunded++
+		case byOldStep(j):
+			oldSteps++
+		}
+		if released := (j.held - used) * j.price.UnitPrice; released > 0 {
+			want[ledgerdb.KindRelease] = []int64{released}
+			releases++
+		}
+		if got := byJob[j.id]; !reflect.DeepEqual(got, want) {
+			problems = append(problems, fmt.Sprintf("job %s (hold %d, used %d): rows %v, want %v", j.id, hold, used, got, want))
+		}
+		wantBalance[j.account] -= used * j.price.UnitPrice
+	}
+	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+	for _, a := range accounts {
+		balance, err := store.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, wantBalance[a], balance, "account %s (seed %d)", a, seed)
+	}
+	ledgertest.RequireSound(t, store, accounts...)
+	t.Logf("%d jobs settled once each (%d of them late, after a refund; %d by an old step before the storm); %d release rows",
+		jobCount, settledRefunded, oldSteps, releases)
 }

@@ -55,8 +55,8 @@ type Job struct {
 	ID string
 	// AccountID is the account that pays for the job.
 	AccountID string
-	// Cost is the job's price in credits, fixed at submission. Every charge, refund and reclaim
-	// moves exactly this amount.
+	// Cost is what the job's charge holds, in credits, fixed at submission: its unit price times
+	// its held units. Every charge, refund and reclaim moves exactly this amount.
 	Cost int64
 	// State is the job's place in the state machine.
 	State State
@@ -73,6 +73,57 @@ type Job struct {
 	// CreatedAt and UpdatedAt bracket the job's life; the other times mark each transition.
 	CreatedAt, UpdatedAt                                       time.Time
 	ChargedAt, DeliveredAt, RefundedAt, ReclaimedAt, DeletedAt *time.Time
+
+	// Kind is what the job is, and PriceVersion the version of the kind's price it was submitted
+	// at; Unit and UnitPrice are that price's, HeldUnits the units its charge holds. All empty for
+	// a job submitted with a cost, before the price list.
+	Kind         string
+	PriceVersion int
+	Unit         Unit
+	UnitPrice    int64
+	HeldUnits    int64
+	// UnitsUsed is the usage the job was settled at (capped at HeldUnits); nil until IsSettled.
+	UnitsUsed *int64
+	// IsSettled is the settlement's guard flag: set once, with UnitsUsed, when a priced job's
+	// result is billed.
+	IsSettled bool
+	SettledAt *time.Time
+}
+
+// Charged is what the job costs its account as it stands: the whole hold while it is charged
+// and unsettled, the units used × unit price once settled, 0 when it is not charged.
+func (j Job) Charged() int64 {
+	switch {
+	case j.MoneyState() != MoneyCharged:
+		return 0
+	case j.IsSettled:
+		return *j.UnitsUsed * j.UnitPrice
+	}
+	return j.Cost
+}
+
+// WantsRows is how many ledger rows of each job kind the job's guard flags record (money rule 2):
+// one charge, refund and reclaim for each flag set, and one release for a settled job whose usage
+// left part of its hold unused.
+func (j Job) WantsRows() map[EntryKind]int {
+	one := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return map[EntryKind]int{
+		KindCharge: one(j.IsCharged), KindRefund: one(j.IsRefunded), KindReclaim: one(j.IsReclaimed),
+		KindRelease: one(j.Released() > 0),
+	}
+}
+
+// Released is the part of the hold a settled job's release row gave back; 0 before settlement.
+func (j Job) Released() int64 {
+	if !j.IsSettled {
+		return 0
+	}
+	return (j.HeldUnits - *j.UnitsUsed) * j.UnitPrice
 }
 
 // RejectReason says why a job was rejected before it was charged. The values are codes, stored on
@@ -119,14 +170,10 @@ func (j Job) MoneyState() MoneyState {
 	return j.State.MoneyState()
 }
 
-// Net is what this job's ledger rows must sum to (money rule 3): minus the cost while the job is
-// charged, 0 otherwise.
-func (j Job) Net() int64 {
-	if j.MoneyState() == MoneyCharged {
-		return -j.Cost
-	}
-	return 0
-}
+// Net is what this job's ledger rows must sum to (money rule 3): minus what it is charged
+// ([Job.Charged]): −(units used × unit price) once settled, the whole hold before, 0 when it is
+// not charged.
+func (j Job) Net() int64 { return -j.Charged() }
 
 // EntryKind names what a ledger row records.
 type EntryKind string
@@ -141,6 +188,8 @@ const (
 	KindRefund EntryKind = "refund"
 	// KindReclaim takes a refunded job's cost again after its result landed (negative).
 	KindReclaim EntryKind = "reclaim"
+	// KindRelease gives back the unused part of a settled job's hold (positive).
+	KindRelease EntryKind = "release"
 	// KindAdjustment is an operator's correction, either sign.
 	KindAdjustment EntryKind = "adjustment"
 )

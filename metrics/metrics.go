@@ -79,6 +79,11 @@ const (
 	Refunds = "jobbill_refunds"
 	// Reclaims counts refunds reclaimed after a late result (jobbill_reclaims_total).
 	Reclaims = "jobbill_reclaims"
+	// Settlements counts priced jobs settled at their usage (jobbill_settlements_total).
+	Settlements = "jobbill_settlements"
+	// ReleasedCredits counts the credits of holds returned by settlements, the part of each hold
+	// the work did not use (jobbill_released_credits_total).
+	ReleasedCredits = "jobbill_released_credits"
 	// DeadLetters counts jobs refunded because their work failed for good (jobbill_dead_letters_total);
 	// every applied refund is one.
 	DeadLetters = "jobbill_dead_letters"
@@ -119,9 +124,14 @@ func (m *Metrics) LedgerCall(operation string, t ledgerdb.Transition, err error,
 		case "reclaim":
 			m.scope.Counter(Reclaims).Inc(1)
 		case "settle":
-			// A settle writes a row only when it reclaims a refund; a delivery moves no money.
-			if t.EntryID != 0 {
+			// A settle that recovers a job reclaimed its refund; one that delivers moves money only
+			// through its release.
+			if t.Job.State == ledgerdb.StateRecovered {
 				m.scope.Counter(Reclaims).Inc(1)
+			}
+			if t.Job.IsSettled {
+				m.scope.Counter(Settlements).Inc(1)
+				m.scope.Counter(ReleasedCredits).Inc(t.Job.Released())
 			}
 		}
 	default:

@@ -179,7 +179,7 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	var all []multiJob
 
 	// Phase 1: 40 jobs, a quarter of them failing every attempt (refunded).
-	phase1 := submitJobs(ctx, t, st, account, "p1", 40, 4)
+	phase1 := submitJobs(ctx, t, st, store, account, "p1", 40, 4)
 	all = append(all, phase1...)
 	waitSettled(ctx, t, st, phase1)
 	ranBy := map[string]int{}
@@ -194,7 +194,7 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	requireLedger(ctx, t, store, account, 10_000, all)
 
 	// Phase 2: 20 more jobs; once worker A holds running attempts, kill it without warning.
-	phase2 := submitJobs(ctx, t, st, account, "p2", 20, 5)
+	phase2 := submitJobs(ctx, t, st, store, account, "p2", 20, 5)
 	all = append(all, phase2...)
 	onA := waitForRunningOn(ctx, t, tc, phase2, a)
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
@@ -248,7 +248,7 @@ func waitForPollers(ctx context.Context, t *testing.T, tc client.Client, queue s
 }
 
 // submitJobs submits n jobs at once, every failEvery-th one failing every attempt.
-func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, account, prefix string, n, failEvery int) []multiJob {
+func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, store *ledgerdb.Store, account, prefix string, n, failEvery int) []multiJob {
 	t.Helper()
 	submitted := make([]multiJob, n)
 	var wg sync.WaitGroup
@@ -260,10 +260,11 @@ func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, account, pr
 			input, j.want = "sim:fail", ledgerdb.StateRefunded
 		}
 		submitted[i] = j
+		kind := ledgertest.Fixed(t, store, j.cost)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: account, Cost: j.cost, InputRef: input})
+			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: account, Kind: kind, InputRef: input})
 			if err == nil && sub.Status.State != ledgerdb.StateRunning {
 				err = fmt.Errorf("charged into state %s", sub.Status.State)
 			}
@@ -328,26 +329,25 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 	return ""
 }
 
-// waitForRunningOn waits until p is running at least one job's attempt, and returns those jobs.
-// Running attempts are not in the history yet; DescribeWorkflowExecution's pending activities
-// name the worker that holds each.
+// waitForRunningOn waits until p is running a job's attempt that started moments ago, and returns
+// that job at once: the caller kills p next, and an attempt found late in its work could finish
+// on p before the kill (on a loaded machine, describing every job takes seconds). Running
+// attempts are not in the history yet; DescribeWorkflowExecution's pending activities name the
+// worker that holds each, and when it started.
 func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submitted []multiJob, p *workerProcess) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		var on []string
 		for _, j := range submitted {
 			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
 			require.NoError(t, err)
 			for _, pa := range d.GetPendingActivities() {
 				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
-					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) {
-					on = append(on, j.id)
+					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) &&
+					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration/3 {
+					return []string{j.id}
 				}
 			}
-		}
-		if len(on) > 0 {
-			return on
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -118,7 +118,7 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	require.NoError(t, err)
 	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 1, OutputRef: "s3://late"})
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
-		JobID: h.jobID, AccountID: account, Cost: cost, Policy: testPolicy,
+		JobID: h.jobID, AccountID: account, Kind: kind, Policy: testPolicy,
 		Heal: &workflows.HealRequest{Reason: "stopped by an operator: terminated (bad input)", PreviousRunID: "run-1"},
 	})
 	require.True(t, h.env.IsWorkflowCompleted())
@@ -149,10 +149,10 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 		require.NoError(t, ledger.Audit(), "money rules 2 and 6")
 		return status
 	}
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := newLedger()
 	ledger.Grant(account, 100)
 	input := func(id, inputRef string) workflows.JobInput {
-		return workflows.JobInput{JobID: id, AccountID: account, Cost: cost, Policy: testPolicy,
+		return workflows.JobInput{JobID: id, AccountID: account, Kind: kind, Policy: testPolicy,
 			Work: activities.WorkRequest{InputRef: inputRef}}
 	}
 
@@ -162,7 +162,7 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	assert.Equal(t, 1, countCalls(ledger, activitiestest.OpSubmit, "direct"))
 
 	// Another request already holds the ID: nothing is charged for this run.
-	_, err := ledger.Submit(context.Background(), ledgerdb.Submission{JobID: "taken", AccountID: account, Cost: cost, Request: []byte("s3://in/theirs")})
+	_, err := ledger.Submit(context.Background(), ledgerdb.Submission{JobID: "taken", AccountID: account, Kind: kind, Request: []byte("s3://in/theirs")})
 	require.NoError(t, err)
 	conflict := run(t, ledger, input("taken", "s3://in/mine"))
 	assert.Equal(t, rejected, conflict.State)

@@ -28,7 +28,8 @@ type LateResultInput struct {
 	JobID string
 	// AccountID is the job's account, for the AccountID search attribute.
 	AccountID string
-	// Cost is the job's price, for the summary only; the ledger reclaims its own record.
+	// Cost is what the job's charge holds, as the ledger recorded it, for the summary only; the
+	// ledger reclaims its own record.
 	Cost int64
 	// Result is the result that landed.
 	Result ResultSignal
@@ -72,7 +73,7 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 			fmt.Sprintf("reclaim %d credits: the result of attempt %d landed after the workflow closed", in.Cost, in.Result.Attempt),
 			a.Reclaim, activities.ReclaimInput{JobID: in.JobID})
 	} else {
-		report := ledgerdb.ResultReport{JobID: in.JobID, Attempt: in.Result.Attempt, OutputRef: in.Result.OutputRef}
+		report := ledgerdb.ResultReport{JobID: in.JobID, Attempt: in.Result.Attempt, OutputRef: in.Result.OutputRef, UnitsUsed: in.Result.UnitsUsed}
 		if problem := report.Validate(); problem != nil {
 			// No payload fails a run: a result the ledger would refuse is not billed.
 			out.Outcome, out.Message = ledgerdb.NotApplied, "The result was refused: "+problem.Error()
@@ -80,7 +81,7 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 		}
 		res, err = ledgerStep(ctx,
 			fmt.Sprintf("settle the result of attempt %d: it landed after the workflow closed", in.Result.Attempt),
-			a.Settle, activities.SettleInput{JobID: in.JobID, Attempt: in.Result.Attempt})
+			a.Settle, activities.SettleInput{JobID: in.JobID, Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed})
 		if refusedForGood(err) {
 			message := ledgerdb.ClipText(err.Error())
 			if _, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the settle", a.RaiseAlarm,
@@ -114,11 +115,17 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		workflow.GetLogger(ctx).Warn("Upserting search attributes failed.", "Error", err)
 	}
+	money := fmt.Sprintf("its %d credits stay charged.", res.Cost)
+	if res.Kind != "" {
+		money = SettlementText(res.Charged, res.Released, res.Cost)
+	}
 	switch {
 	case res.Outcome == ledgerdb.Applied && res.State == ledgerdb.StateDelivered:
-		out.Message = fmt.Sprintf("The result landed after the job's workflow ended unsettled: the job is delivered; its %d credits stay charged.", in.Cost)
+		out.Message = "The result landed after the job's workflow ended unsettled: the job is delivered; " + money
+	case res.Outcome == ledgerdb.Applied && res.Kind != "":
+		out.Message = fmt.Sprintf("The result landed late: the refund of %d credits was reclaimed and the job settled: %s", res.Cost, money)
 	case res.Outcome == ledgerdb.Applied:
-		out.Message = fmt.Sprintf("The result landed late: the refund of %d credits was reclaimed; the job is recovered.", in.Cost)
+		out.Message = fmt.Sprintf("The result landed late: the refund of %d credits was reclaimed; the job is recovered.", res.Cost)
 	case res.Outcome == ledgerdb.AlreadyApplied:
 		out.Message = fmt.Sprintf("The job was already %s; nothing changed.", res.State)
 	default:

@@ -22,9 +22,15 @@ type JobInput struct {
 	JobID string
 	// AccountID is the paying account; it becomes the AccountID search attribute.
 	AccountID string
-	// Cost is the job's price in credits, for summaries and display only. The ledger moves the
-	// cost on its own job record, never this number (money rule 5).
-	Cost int64
+	// Kind names what the job is; the ledger prices it from the price list. Empty only for a job
+	// submitted with a cost before the price list, which the ledger already holds.
+	Kind string `json:",omitempty"`
+	// MaxUnits is the client's smaller maximum of units for a metered kind; 0 for the kind's.
+	MaxUnits int64 `json:",omitempty"`
+	// Cost is what runs of the first versions carried: the caller's price, for display. The
+	// ledger never moved it (money rule 5), and a run of the current version refuses an input
+	// that carries one: prices are set by the server.
+	Cost int64 `json:",omitempty"`
 	// Work says what to run; JobID and Attempt are filled in by the workflow and the activity.
 	Work activities.WorkRequest
 	// Policy is how the work is retried and how long a late result is awaited; zero fields take
@@ -45,10 +51,17 @@ type HealRequest struct {
 	PreviousRunID string
 }
 
-// Validate says why a run cannot bill this input under workflowID, or nil: the IDs must be
-// ledger IDs, the workflow ID must be the job's ([JobWorkflowID]), the cost a valid amount, the
-// input and policy within bounds. A run refuses an invalid input before it touches the ledger.
+// Validate says why a run of the current version cannot bill this input under workflowID, or
+// nil: the IDs must be ledger IDs, the workflow ID must be the job's ([JobWorkflowID]), the kind a
+// kind's name and no amount given, the input and policy within bounds. A run refuses an invalid
+// input before it touches the ledger.
 func (in JobInput) Validate(workflowID string) error {
+	return in.validate(workflowID, latestMeteredJobVersion)
+}
+
+// validate is Validate as a run of version v checks it: runs from before the price list carried
+// a cost and no kind.
+func (in JobInput) validate(workflowID string, v workflow.Version) error {
 	if err := ledgerdb.ValidateID("job ID", in.JobID); err != nil {
 		return err
 	}
@@ -60,8 +73,20 @@ func (in JobInput) Validate(workflowID string) error {
 		// another job than its ID names would defeat it.
 		return fmt.Errorf("the workflow ID is %q; the job's must be %q", workflowID, want)
 	}
-	if err := ledgerdb.ValidateAmount("cost", in.Cost); err != nil {
-		return err
+	switch {
+	case v < versionPrices:
+		if err := ledgerdb.ValidateAmount("cost", in.Cost); err != nil {
+			return err
+		}
+	case in.Cost != 0:
+		return fmt.Errorf("the input carries a cost (%d); prices are set by the server: name the job's kind", in.Cost)
+	case in.Kind != "":
+		if err := ledgerdb.ValidateKind(in.Kind); err != nil {
+			return err
+		}
+	}
+	if in.MaxUnits < 0 || in.MaxUnits > ledgerdb.MaxUnits {
+		return fmt.Errorf("max units is %d; it must be between 1 and %d, or 0 for the kind's maximum", in.MaxUnits, ledgerdb.MaxUnits)
 	}
 	switch {
 	case len(in.Work.InputRef) > ledgerdb.MaxRequestLength:
@@ -73,10 +98,14 @@ func (in JobInput) Validate(workflowID string) error {
 }
 
 // StaticSummary is the one-line summary the job service gives the workflow
-// (client.StartWorkflowOptions.StaticSummary), shown in the UI's workflow list: the job, its
-// price and the paying account. It stays under the UI's 200-byte limit for any valid IDs.
-func (in JobInput) StaticSummary() string {
-	return fmt.Sprintf("%s: %d credits from %s", in.JobID, in.Cost, in.AccountID)
+// (client.StartWorkflowOptions.StaticSummary), shown in the UI's workflow list: the job, its kind
+// and the paying account, and held, the credits its charge holds as the ledger recorded them. It
+// stays under the UI's 200-byte limit for any valid IDs and kinds.
+func (in JobInput) StaticSummary(held int64) string {
+	if in.Kind == "" {
+		return fmt.Sprintf("%s: %d credits from %s", in.JobID, held, in.AccountID)
+	}
+	return fmt.Sprintf("%s: %s, %d credits held from %s", in.JobID, in.Kind, held, in.AccountID)
 }
 
 // Policy is how the work activity is retried, and how long a refunded job waits for a late result.
@@ -204,13 +233,21 @@ type ResultSignal struct {
 	OutputRef string
 	// FinishedAt is when the work finished, by the runner's clock.
 	FinishedAt time.Time
+	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
+	// kind): the only number a result carries, capped by the ledger at the job's hold. Nil when
+	// the reporter did not say; the job is then billed its whole hold.
+	UnitsUsed *int64 `json:",omitempty"`
 }
 
 // Validate says why a result cannot be taken, or nil: the attempt must be one the job's work
-// may have run (from 1 to maxAttempt) and the output reference a valid one (ledgerdb's rules).
+// may have run (from 1 to maxAttempt), the output reference a valid one and the usage, if any,
+// not negative (ledgerdb's rules).
 func (s ResultSignal) Validate(maxAttempt int) error {
 	if s.Attempt < 1 || s.Attempt > maxAttempt {
 		return fmt.Errorf("attempt %d is not an attempt of this job (1 to %d)", s.Attempt, maxAttempt)
+	}
+	if err := ledgerdb.ValidateUnitsUsed(s.UnitsUsed); err != nil {
+		return err
 	}
 	return ledgerdb.ValidateOutputRef(s.OutputRef)
 }
@@ -244,8 +281,17 @@ func (r RedriveRequest) Validate() error {
 type JobStatus struct {
 	// JobID and AccountID identify the job.
 	JobID, AccountID string
-	// Cost is the job's price in credits, as given at start (display only).
+	// Cost is what the job's charge holds, in credits, as the ledger answered the charge (display
+	// only; 0 until then).
 	Cost int64
+	// Kind is the job's kind; empty for a job submitted with a cost before the price list.
+	Kind string `json:",omitempty"`
+	// UnitsUsed is the usage the job was settled at; nil until it is settled.
+	UnitsUsed *int64 `json:",omitempty"`
+	// Charged is what the job costs its account as the ledger last answered, and Released the
+	// part of the hold its settlement gave back.
+	Charged  int64 `json:",omitempty"`
+	Released int64 `json:",omitempty"`
 	// State is where the job stands; it is the BillingState search attribute.
 	State ledgerdb.State
 	// MoneyState is what the user is told about their money.

@@ -29,8 +29,13 @@ const (
 	// run refunds as "stopped by an operator", a heal run refunds a job whose earlier run ended
 	// unsettled, and a ledger step the database refuses for good raises an alarm.
 	versionDoors workflow.Version = 1
+	// versionPrices takes prices from the price list: the input names a kind and carries no
+	// amount (one that does is refused), a run started without a placeholder writes it at the
+	// kind's price, the summaries show the ledger's figures, and a result is settled with the
+	// units its work used.
+	versionPrices workflow.Version = 2
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionDoors
+	latestMeteredJobVersion = versionPrices
 )
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.

@@ -47,7 +47,7 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 		version:  version,
 		in:       in,
 		policy:   in.Policy.WithDefaults(),
-		status:   JobStatus{JobID: in.JobID, AccountID: in.AccountID, Cost: in.Cost},
+		status:   JobStatus{JobID: in.JobID, AccountID: in.AccountID, Kind: in.Kind},
 		results:  workflow.GetSignalChannel(ctx, SignalResult),
 		redrives: workflow.GetSignalChannel(ctx, SignalRedrive),
 	}
@@ -65,13 +65,17 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 	if err != nil {
 		return j.status, err
 	}
+	if !j.priced() {
+		// Runs from before the price list showed the caller's price; the ledger never moved it.
+		j.held, j.status.Cost = in.Cost, in.Cost
+	}
 	if j.original() {
 		if in.JobID != workflowID {
 			return j.status, temporal.NewApplicationErrorWithOptions(
 				fmt.Sprintf("job ID %q is not the workflow ID %q", in.JobID, workflowID),
 				ErrorTypeInvalidJobInput, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
-	} else if problem := in.Validate(workflowID); problem != nil {
+	} else if problem := in.validate(workflowID, version); problem != nil {
 		j.refuse(ctx, "invalid input: "+problem.Error())
 		return j.status, nil
 	}
@@ -96,10 +100,25 @@ type meteredJob struct {
 	lastAttempt int
 	// details is what the run's current details say about the job; an ignored signal adds a line.
 	details string
+	// held is the credits the job's charge holds, for summaries and details: the ledger's answer
+	// to the charge (the input's display price in runs from before the price list).
+	held int64
 }
 
 // original reports whether this run was recorded by the first released version.
 func (j *meteredJob) original() bool { return j.version == versionOriginal }
+
+// priced reports whether this run takes its prices from the price list (versionPrices on).
+func (j *meteredJob) priced() bool { return j.version >= versionPrices }
+
+// record takes the ledger's figures of the job from a ledger step's answer, for the query and
+// the details.
+func (j *meteredJob) record(res activities.LedgerResult) {
+	if j.priced() {
+		j.held, j.status.Cost, j.status.Kind = res.Cost, res.Cost, res.Kind
+		j.status.UnitsUsed, j.status.Charged, j.status.Released = res.UnitsUsed, res.Charged, res.Released
+	}
+}
 
 // decideCharge records the charge's outcome for the UpdateChargeDecision handler.
 func (j *meteredJob) decideCharge(state ledgerdb.State, money ledgerdb.MoneyState, reason string) {
@@ -134,6 +153,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 		}
 		return j.stepFailed(ctx, "charge", err)
 	}
+	j.record(charge)
 	j.decideCharge(charge.State, charge.MoneyState, charge.Reason)
 	// A later run of this workflow ID (a redrive after the workflow closed) continues the count.
 	j.status.Attempts = max(j.status.Attempts, charge.Attempts)
@@ -156,7 +176,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 	// 2. Run the work under the retry policy; a result signal may end it early.
 	j.transition(ctx, ledgerdb.StateRunning, ledgerdb.MoneyCharged, false,
 		fmt.Sprintf("Charged %d credits. Running the work: up to %d attempts, %s each.",
-			j.in.Cost, j.policy.MaximumAttempts, j.policy.StartToClose))
+			j.held, j.policy.MaximumAttempts, j.policy.StartToClose))
 	out := j.runWork(ctx)
 	if out.err == nil {
 		// 3. Success.
@@ -176,7 +196,10 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 // later run does only when its start did not set the search attributes (a run started directly
 // by another Temporal client), because the job service's start already sets them.
 func (j *meteredJob) announce(ctx workflow.Context) {
-	details := fmt.Sprintf("Charging %d credits to account %s.", j.in.Cost, j.in.AccountID)
+	details := fmt.Sprintf("Charging %d credits to account %s.", j.held, j.in.AccountID)
+	if j.priced() {
+		details = fmt.Sprintf("Charging the hold of a %s job to account %s, at the price list's price.", j.kindName(), j.in.AccountID)
+	}
 	if _, set := workflow.GetTypedSearchAttributes(ctx).GetKeyword(BillingStateKey); j.original() || !set {
 		j.transition(ctx, ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged, false, details)
 		return
@@ -186,15 +209,26 @@ func (j *meteredJob) announce(ctx workflow.Context) {
 }
 
 // charge runs the charge step. A later run charges only the request it runs (the fingerprint),
-// and when the ledger has no placeholder — the run was started directly, not by the job service — it
-// writes the placeholder itself, with the same guarded submission, and charges that.
+// and when the ledger has no placeholder — the run was started directly, not by the job service —
+// it writes the placeholder itself, at the kind's price, with the same guarded submission, and
+// charges that. A priced run whose input names no kind is a new run of a job submitted before the
+// price list (a redrive): it charges the ledger's own record or nothing.
 func (j *meteredJob) charge(ctx workflow.Context) (activities.LedgerResult, error) {
 	summary := fmt.Sprintf("charge %d credits", j.in.Cost)
-	if j.original() {
+	if j.priced() {
+		summary = fmt.Sprintf("charge the hold of a %s job", j.kindName())
+	}
+	if j.original() || (j.priced() && j.in.Kind == "") {
 		return ledgerStep(ctx, summary, a.Charge, activities.ChargeInput{JobID: j.in.JobID})
 	}
-	submit := activities.SubmitInput{JobID: j.in.JobID, AccountID: j.in.AccountID, Cost: j.in.Cost, InputRef: j.in.Work.InputRef}
-	input := activities.ChargeInput{JobID: j.in.JobID, Fingerprint: submit.Submission().Fingerprint()}
+	submit := activities.SubmitInput{JobID: j.in.JobID, AccountID: j.in.AccountID, Kind: j.in.Kind, MaxUnits: j.in.MaxUnits, InputRef: j.in.Work.InputRef}
+	fingerprint := submit.Submission().Fingerprint()
+	if !j.priced() {
+		// The ledger recorded the jobs of that time with the fingerprint of their cost. (Their
+		// placeholder can no longer be written: the ledger takes no amount from a caller.)
+		fingerprint = ledgerdb.CostFingerprint(j.in.AccountID, j.in.Cost, []byte(j.in.Work.InputRef))
+	}
+	input := activities.ChargeInput{JobID: j.in.JobID, Fingerprint: fingerprint}
 	charge, err := ledgerStep(ctx, summary, a.Charge, input)
 	if errorType(err) != activities.ErrorTypeJobNotFound {
 		return charge, err
@@ -217,11 +251,12 @@ func (j *meteredJob) refuse(ctx workflow.Context, reason string) {
 // goes back, and the job waits as a dead letter for a late result or a redrive.
 func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) error {
 	j.status.Attempts = max(j.status.Attempts, attempts)
-	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.in.Cost, reason),
+	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.held, reason),
 		a.Refund, activities.RefundInput{JobID: j.in.JobID, Reason: reason, Attempts: attempts})
 	if err != nil {
 		return j.stepFailed(ctx, "refund", err)
 	}
+	j.record(refund)
 	j.decideCharge(refund.State, refund.MoneyState, refund.Reason)
 	if refund.State != ledgerdb.StateRefunded {
 		// The ledger knows better (for instance the late-result fallback delivered meanwhile).
@@ -331,9 +366,9 @@ func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 		err     error
 	)
 	if j.original() {
-		reclaimSummary := fmt.Sprintf("reclaim %d credits if refunded", j.in.Cost)
+		reclaimSummary := fmt.Sprintf("reclaim %d credits if refunded", j.held)
 		if j.status.State == ledgerdb.StateRefunded {
-			reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
+			reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.held, res.Attempt)
 		}
 		if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
 			return j.stepFailed(ctx, "reclaim", err)
@@ -343,21 +378,59 @@ func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 	} else {
 		summary := fmt.Sprintf("deliver the result of attempt %d", res.Attempt)
 		if j.status.State == ledgerdb.StateRefunded {
-			summary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.in.Cost, res.Attempt)
+			summary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.held, res.Attempt)
 		}
-		settled, err = ledgerStep(ctx, summary, a.Settle, activities.SettleInput{JobID: j.in.JobID, Attempt: res.Attempt})
+		input := activities.SettleInput{JobID: j.in.JobID, Attempt: res.Attempt}
+		if j.priced() {
+			input.UnitsUsed = res.UnitsUsed
+			summary += ", settle " + usageText(res.UnitsUsed)
+		}
+		settled, err = ledgerStep(ctx, summary, a.Settle, input)
 	}
 	if err != nil {
 		return j.stepFailed(ctx, "settle", err)
 	}
+	j.record(settled)
 	j.status.OutputRef = res.OutputRef
 	how := "the work activity returned it"
 	if out.signaled {
 		how = "it was reported by a result signal"
 	}
+	money := fmt.Sprintf("%d credits charged.", j.held)
+	if j.priced() {
+		money = SettlementText(settled.Charged, settled.Released, j.held)
+	}
 	j.transition(ctx, settled.State, settled.MoneyState, false,
-		fmt.Sprintf("%s: result of attempt %d (%s); %d credits charged.", settled.State, res.Attempt, how, j.in.Cost))
+		fmt.Sprintf("%s: result of attempt %d (%s); %s", settled.State, res.Attempt, how, money))
 	return nil
+}
+
+// kindName is the job's kind for details and summaries.
+func (j *meteredJob) kindName() string {
+	if j.in.Kind == "" {
+		return "previously priced"
+	}
+	return j.in.Kind
+}
+
+// usageText says what a result reported it used, for a step's summary.
+func usageText(units *int64) string {
+	if units == nil {
+		return "at the whole hold (no usage reported)"
+	}
+	return fmt.Sprintf("at %d units used", *units)
+}
+
+// SettlementText says what a settled job was charged and what its settlement returned, in the
+// words a user reads: "137 of 300 held credits charged; 163 returned."
+func SettlementText(charged, released, held int64) string {
+	switch {
+	case charged == held:
+		return fmt.Sprintf("%d credits charged.", charged)
+	case released == 0:
+		return fmt.Sprintf("%d of %d held credits charged.", charged, held)
+	}
+	return fmt.Sprintf("%d of %d held credits charged; %d returned.", charged, held, released)
 }
 
 // awaitLateResult keeps a refunded (dead-lettered) job listening: a result signal settles it, a
@@ -407,11 +480,11 @@ func (j *meteredJob) awaitLateResult(ctx workflow.Context) error {
 				late = &s
 			} else if !j.original() && ctx.Err() != nil {
 				j.setDetails(ctx, fmt.Sprintf("Refunded %d credits: %s. Cancelled by an operator while it listened for a "+
-					"late result; a result that lands now goes to the late-result fallback.", j.in.Cost, j.status.Reason))
+					"late result; a result that lands now goes to the late-result fallback.", j.held, j.status.Reason))
 				return ctx.Err()
 			} else {
 				workflow.SetCurrentDetails(ctx, fmt.Sprintf("Refunded %d credits: %s. The late-result window "+
-					"(%s) ended; the job stays a dead letter.", j.in.Cost, j.status.Reason, j.policy.LateResultWindow))
+					"(%s) ended; the job stays a dead letter.", j.held, j.status.Reason, j.policy.LateResultWindow))
 				return nil
 			}
 		}
@@ -464,7 +537,7 @@ func (j *meteredJob) setDetails(ctx workflow.Context, details string) {
 
 func (j *meteredJob) deadLetterDetails() string {
 	return fmt.Sprintf("Refunded %d credits: %s. Dead-lettered: listening for a late result or a redrive for %s.",
-		j.in.Cost, j.status.Reason, j.policy.LateResultWindow)
+		j.held, j.status.Reason, j.policy.LateResultWindow)
 }
 
 // ignoreLeftoverSignals takes the signals nobody waited for once the job is settled, so that a
@@ -490,7 +563,7 @@ func (j *meteredJob) ignoreLeftoverSignals(ctx workflow.Context) {
 }
 
 func (s ResultSignal) workResult() activities.WorkResult {
-	return activities.WorkResult{Attempt: s.Attempt, OutputRef: s.OutputRef, FinishedAt: s.FinishedAt}
+	return activities.WorkResult{Attempt: s.Attempt, OutputRef: s.OutputRef, FinishedAt: s.FinishedAt, UnitsUsed: s.UnitsUsed}
 }
 
 // rejection says whether a charge error is a refusal that ends the job as rejected, and why.

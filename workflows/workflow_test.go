@@ -27,8 +27,22 @@ import (
 
 const (
 	account = "acme"
-	cost    = 40
+	// kind is sold by the job at cost credits; metered by the GPU-second at gpuPrice credits,
+	// holding at most gpuMax seconds.
+	kind     = "render"
+	cost     = 40
+	metered  = "gpu-render"
+	gpuPrice = 2
+	gpuMax   = 30
 )
+
+// newLedger is an in-memory ledger with the tests' price list.
+func newLedger() *activitiestest.MemoryLedger {
+	ledger := activitiestest.NewMemoryLedger()
+	ledger.SetPrice(ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitJob, UnitPrice: cost, MaxUnits: 1})
+	ledger.SetPrice(ledgerdb.Price{Kind: metered, Unit: ledgerdb.UnitGPUSecond, UnitPrice: gpuPrice, MaxUnits: gpuMax})
+	return ledger
+}
 
 // testPolicy keeps the story short in the test clock: 3 attempts, 1s then 2s apart, and an hour
 // to wait for a late result.
@@ -50,6 +64,7 @@ type workFunc func(ctx context.Context, req activities.WorkRequest, call int) (a
 type harness struct {
 	t      *testing.T
 	jobID  string
+	kind   string
 	env    *testsuite.TestWorkflowEnvironment
 	ledger *activitiestest.MemoryLedger
 
@@ -63,16 +78,24 @@ type harness struct {
 
 func newHarness(t *testing.T, jobID string, balance int64, work workFunc) *harness {
 	t.Helper()
-	ledger := activitiestest.NewMemoryLedger()
+	return newHarnessOf(t, kind, jobID, balance, work)
+}
+
+// newHarnessOf is newHarness for a job of another kind.
+func newHarnessOf(t *testing.T, jobKind, jobID string, balance int64, work workFunc) *harness {
+	t.Helper()
+	ledger := newLedger()
 	ledger.Grant(account, balance)
-	ledger.AddPlaceholder(jobID, account, cost)
-	return harnessOver(t, ledger, account, jobID, work)
+	ledger.AddPlaceholder(jobID, account, jobKind)
+	h := harnessOver(t, ledger, account, jobID, work)
+	h.kind = jobKind
+	return h
 }
 
 // harnessOver runs the workflow of accountID's job jobID over ledger, as it stands.
 func harnessOver(t *testing.T, ledger *activitiestest.MemoryLedger, accountID, jobID string, work workFunc) *harness {
 	t.Helper()
-	h := &harness{t: t, jobID: jobID, ledger: ledger}
+	h := &harness{t: t, jobID: jobID, kind: kind, ledger: ledger}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(activitiestest.Logger(t))
 	h.env = suite.NewTestWorkflowEnvironment()
@@ -119,7 +142,7 @@ func (h *harness) run() workflows.JobStatus {
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
 		JobID:     h.jobID,
 		AccountID: account,
-		Cost:      cost,
+		Kind:      h.kind,
 		Work:      activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID},
 		Policy:    testPolicy,
 	})
@@ -137,7 +160,7 @@ func (h *harness) runCancelled() ledgerdb.Job {
 	h.t.Helper()
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
-		JobID: h.jobID, AccountID: account, Cost: cost,
+		JobID: h.jobID, AccountID: account, Kind: kind,
 		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
 	})
 	require.True(h.t, h.env.IsWorkflowCompleted())
@@ -473,17 +496,19 @@ func TestLedgerRetryAfterCommit(t *testing.T) {
 	}
 }
 
-// TestInvalidInputIsRejectedWithoutCharging protects money rules 3 and 7 at the start door: a run
-// whose input cannot be billed — another job than its workflow ID names, an invalid ID or cost, a
-// policy Temporal would refuse — ends rejected, not failed, before it touches the ledger.
+// TestInvalidInputIsRejectedWithoutCharging protects money rules 3, 5 and 7 at the start door: a
+// run whose input cannot be billed — another job than its workflow ID names, an invalid ID or
+// kind, an amount (prices are set by the server), a policy Temporal would refuse — ends rejected,
+// not failed, before it touches the ledger.
 func TestInvalidInputIsRejectedWithoutCharging(t *testing.T) {
-	valid := workflows.JobInput{JobID: "job-1", AccountID: account, Cost: cost, Policy: testPolicy}
+	valid := workflows.JobInput{JobID: "job-1", AccountID: account, Kind: kind, Policy: testPolicy}
 	for name, edit := range map[string]func(*workflows.JobInput){
 		"another job ID":    func(in *workflows.JobInput) { in.JobID = "job-2" },
 		"another account":   func(in *workflows.JobInput) { in.AccountID = "other" },
 		"no job ID":         func(in *workflows.JobInput) { in.JobID = "" },
-		"zero cost":         func(in *workflows.JobInput) { in.Cost = 0 },
-		"negative cost":     func(in *workflows.JobInput) { in.Cost = -40 },
+		"an amount":         func(in *workflows.JobInput) { in.Cost = 1 },
+		"a bad kind":        func(in *workflows.JobInput) { in.Kind = "Render 4K" },
+		"negative max":      func(in *workflows.JobInput) { in.MaxUnits = -1 },
 		"negative timeout":  func(in *workflows.JobInput) { in.Policy.StartToClose = -time.Second },
 		"too many attempts": func(in *workflows.JobInput) { in.Policy.MaximumAttempts = 1_000_000 },
 		"oversized input":   func(in *workflows.JobInput) { in.Work.InputRef = strings.Repeat("x", ledgerdb.MaxRequestLength+1) },
@@ -507,8 +532,10 @@ func TestInvalidInputIsRejectedWithoutCharging(t *testing.T) {
 
 // TestStaticSummary pins the job's line in the UI's workflow list.
 func TestStaticSummary(t *testing.T) {
-	in := workflows.JobInput{JobID: "render-1", AccountID: account, Cost: cost}
-	assert.Equal(t, "render-1: 40 credits from acme", in.StaticSummary())
+	in := workflows.JobInput{JobID: "render-1", AccountID: account, Kind: kind}
+	assert.Equal(t, "render-1: render, 40 credits held from acme", in.StaticSummary(40))
+	in.Kind = ""
+	assert.Equal(t, "render-1: 40 credits from acme", in.StaticSummary(40), "a job from before the price list")
 }
 
 // TestSearchAttributeNames pins the names the dev server must register.
@@ -606,10 +633,10 @@ func TestLateResultFallback(t *testing.T) {
 		return out
 	}
 	ctx := context.Background()
-	ledger := activitiestest.NewMemoryLedger()
+	ledger := newLedger()
 	ledger.Grant(account, 200)
 	for _, id := range []string{"refunded", "delivered", "deleted", "left-running"} {
-		ledger.AddPlaceholder(id, account, cost)
+		ledger.AddPlaceholder(id, account, kind)
 		_, err := ledger.Charge(ctx, id)
 		require.NoError(t, err)
 	}

@@ -61,12 +61,32 @@ type MemoryLedger struct {
 	lose         map[string]int
 	refuse       map[string]error
 	alarms       map[string]string
+	// prices holds every version of each kind's price, oldest first.
+	prices map[string][]ledgerdb.Price
 }
 
 // NewMemoryLedger returns an empty ledger.
 func NewMemoryLedger() *MemoryLedger {
 	return &MemoryLedger{balances: map[string]int64{}, jobs: map[string]*ledgerdb.Job{}, fingerprints: map[string][]byte{},
-		lose: map[string]int{}, refuse: map[string]error{}, alarms: map[string]string{}}
+		lose: map[string]int{}, refuse: map[string]error{}, alarms: map[string]string{}, prices: map[string][]ledgerdb.Price{}}
+}
+
+// SetPrice puts p on the price list as the kind's latest version: jobs submitted after it are
+// charged at it.
+func (m *MemoryLedger) SetPrice(p ledgerdb.Price) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p.Version = len(m.prices[p.Kind]) + 1
+	m.prices[p.Kind] = append(m.prices[p.Kind], p)
+}
+
+// currentPrice is the kind's latest price, if it has one.
+func (m *MemoryLedger) currentPrice(kind string) (ledgerdb.Price, bool) {
+	versions := m.prices[kind]
+	if len(versions) == 0 {
+		return ledgerdb.Price{}, false
+	}
+	return versions[len(versions)-1], true
 }
 
 // Grant opens the account if needed and adds amount credits to it.
@@ -76,15 +96,27 @@ func (m *MemoryLedger) Grant(accountID string, amount int64) {
 	m.append(accountID, "", ledgerdb.KindGrant, amount)
 }
 
-// AddPlaceholder writes a job's placeholder (state submitting), as the job service does before the
-// workflow, for a request whose fingerprint is any.
-func (m *MemoryLedger) AddPlaceholder(jobID, accountID string, cost int64) {
+// AddPlaceholder writes a job's placeholder (state submitting) at its kind's current price, as the
+// job service does before the workflow, for a request whose fingerprint is any.
+func (m *MemoryLedger) AddPlaceholder(jobID, accountID, kind string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.balances[accountID]; !ok {
 		m.balances[accountID] = 0
 	}
-	m.jobs[jobID] = &ledgerdb.Job{ID: jobID, AccountID: accountID, Cost: cost, State: ledgerdb.StateSubmitting}
+	price, _ := m.currentPrice(kind)
+	m.jobs[jobID] = placeholder(jobID, accountID, price, 0)
+}
+
+// placeholder is a submitting job at price, holding maxUnits units (0: the price's maximum).
+func placeholder(jobID, accountID string, price ledgerdb.Price, maxUnits int64) *ledgerdb.Job {
+	held := price.MaxUnits
+	if maxUnits > 0 {
+		held = maxUnits
+	}
+	return &ledgerdb.Job{ID: jobID, AccountID: accountID, State: ledgerdb.StateSubmitting,
+		Kind: price.Kind, PriceVersion: price.Version, Unit: price.Unit, UnitPrice: price.UnitPrice,
+		HeldUnits: held, Cost: price.UnitPrice * held}
 }
 
 // RefuseForGood makes every later call of op fail with err, as the database does when it refuses
@@ -161,7 +193,8 @@ func (m *MemoryLedger) Kinds(jobID string) []ledgerdb.EntryKind {
 	return kinds
 }
 
-// Net is the sum of a job's ledger rows (money rule 3: −cost if delivered, 0 otherwise).
+// Net is the sum of a job's ledger rows (money rule 3: −(units used × unit price) once settled,
+// 0 when not charged).
 func (m *MemoryLedger) Net(jobID string) int64 {
 	var sum int64
 	for _, e := range m.Entries(jobID) {
@@ -177,23 +210,35 @@ func (m *MemoryLedger) Balance(accountID string) int64 {
 	return m.balances[accountID]
 }
 
-// Audit checks money rules 2 and 6: no job has two rows of one kind, and every account's balance
-// is the sum of its rows.
+// Audit checks money rules 2, 3 and 6: every job has exactly the rows its flags record and its
+// rows sum to what its state and settlement say, and every account's balance is the sum of its
+// rows.
 func (m *MemoryLedger) Audit() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sums := map[string]int64{}
-	seen := map[string]bool{}
+	rows := map[string]map[ledgerdb.EntryKind]int{}
+	nets := map[string]int64{}
 	for _, e := range m.entries {
 		sums[e.AccountID] += e.Amount
 		if e.JobID == "" {
 			continue
 		}
-		key := e.JobID + "/" + string(e.Kind)
-		if seen[key] {
-			return fmt.Errorf("job %q has two %s rows", e.JobID, e.Kind)
+		if rows[e.JobID] == nil {
+			rows[e.JobID] = map[ledgerdb.EntryKind]int{}
 		}
-		seen[key] = true
+		rows[e.JobID][e.Kind]++
+		nets[e.JobID] += e.Amount
+	}
+	for id, j := range m.jobs {
+		for kind, want := range j.WantsRows() {
+			if rows[id][kind] != want {
+				return fmt.Errorf("job %q has %d %s rows, its flags say %d", id, rows[id][kind], kind, want)
+			}
+		}
+		if nets[id] != j.Net() {
+			return fmt.Errorf("job %q: rows sum to %d, its state and settlement say %d", id, nets[id], j.Net())
+		}
 	}
 	for acct, bal := range m.balances {
 		if sums[acct] != bal {
@@ -221,25 +266,38 @@ func (m *MemoryLedger) CallCount(op string) int {
 	return n
 }
 
-// Submit follows ledger_submit: writes the placeholder once; the same request again answers it,
-// another request is a conflict, a deleted ID is gone.
+// Submit follows ledger_submit: writes the placeholder once, at the kind's current price; the same
+// request again answers it, another request is a conflict, a deleted ID is gone, a kind with no
+// price unknown.
 func (m *MemoryLedger) Submit(_ context.Context, sub ledgerdb.Submission) (ledgerdb.Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := Call{Op: OpSubmit, JobID: sub.JobID}
 	t, err := func() (ledgerdb.Transition, error) {
-		if _, ok := m.balances[sub.AccountID]; !ok {
-			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownAccount)
+		if err := sub.Validate(); err != nil {
+			return ledgerdb.Transition{}, err
 		}
 		j, ok := m.jobs[sub.JobID]
+		price, priced := m.currentPrice(sub.Kind)
 		switch {
-		case !ok:
-			j = &ledgerdb.Job{ID: sub.JobID, AccountID: sub.AccountID, Cost: sub.Cost, State: ledgerdb.StateSubmitting}
+		case ok:
+		case !m.hasAccount(sub.AccountID):
+			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownAccount)
+		case !priced:
+			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownKind)
+		case sub.MaxUnits > price.MaxUnits:
+			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "max units", Reason: fmt.Sprintf("is %d; a %s job holds at most %d", sub.MaxUnits, sub.Kind, price.MaxUnits)}
+		default:
+			j = placeholder(sub.JobID, sub.AccountID, price, sub.MaxUnits)
 			m.jobs[sub.JobID], m.fingerprints[sub.JobID] = j, sub.Fingerprint()
 			return m.answer(ledgerdb.Applied, j, 0), nil
+		}
+		switch {
 		case j.State == ledgerdb.StateDeleted:
 			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrGone)
-		case m.fingerprints[sub.JobID] != nil && !bytes.Equal(m.fingerprints[sub.JobID], sub.Fingerprint()):
+		case m.fingerprints[sub.JobID] != nil && !bytes.Equal(m.fingerprints[sub.JobID], sub.Fingerprint()),
+			j.Kind != "" && sub.MaxUnits != 0 && sub.MaxUnits != j.HeldUnits,
+			j.Kind != "" && sub.MaxUnits == 0 && m.prices[j.Kind][j.PriceVersion-1].MaxUnits != j.HeldUnits:
 			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrConflict)
 		}
 		return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
@@ -277,6 +335,9 @@ func (m *MemoryLedger) ChargeMatching(_ context.Context, jobID string, fingerpri
 
 // Refund follows ledger_refund: running -> refunded, giving the recorded cost back.
 func (m *MemoryLedger) Refund(_ context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error) {
+	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
+		return ledgerdb.Transition{}, err
+	}
 	return m.do(Call{Op: OpRefund, JobID: jobID, Reason: reason, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning || !j.IsCharged || j.IsRefunded {
 			return m.unmatched(j, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
@@ -287,49 +348,75 @@ func (m *MemoryLedger) Refund(_ context.Context, jobID, reason string, attempts 
 	})
 }
 
-// Reclaim follows ledger_reclaim: refunded -> recovered, taking the recorded cost again.
+// Reclaim follows ledger_reclaim: refunded -> recovered, taking the recorded cost again, and a
+// priced job settled at its whole hold (nothing released: the caller knows no usage).
 func (m *MemoryLedger) Reclaim(_ context.Context, jobID string) (ledgerdb.Transition, error) {
 	return m.do(Call{Op: OpReclaim, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRefunded || !j.IsRefunded || j.IsReclaimed {
 			return m.unmatched(j, ledgerdb.StateRecovered)
 		}
 		j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
-		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
+		return m.release(j, nil, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
 	})
 }
 
-// Deliver follows ledger_deliver: running -> delivered; no money moves.
+// Deliver follows ledger_deliver: running -> delivered, and a priced job settled at its whole
+// hold (nothing released: the caller knows no usage).
 func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
+		return ledgerdb.Transition{}, err
+	}
 	return m.do(Call{Op: OpDeliver, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
-		if attempts < 0 {
-			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "attempts", Reason: "must not be negative"}
-		}
 		if j.State != ledgerdb.StateRunning {
 			return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
 		}
 		j.State = ledgerdb.StateDelivered
 		j.Attempts = max(j.Attempts, attempts)
-		return m.answer(ledgerdb.Applied, j, 0), nil
+		return m.release(j, nil, 0), nil
 	})
 }
 
 // Settle follows ledger_settle: running -> delivered, or refunded -> recovered (the refund
-// reclaimed), in one step.
-func (m *MemoryLedger) Settle(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+// reclaimed), and a priced job settled at unitsUsed (capped at its hold; nil for the whole hold)
+// with its unused hold released, in one step. Bad input is refused before the job is read, as
+// the store validates it before it calls the database.
+func (m *MemoryLedger) Settle(_ context.Context, jobID string, attempts int, unitsUsed *int64) (ledgerdb.Transition, error) {
+	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
+		return ledgerdb.Transition{}, err
+	}
+	if err := ledgerdb.ValidateUnitsUsed(unitsUsed); err != nil {
+		return ledgerdb.Transition{}, err
+	}
 	return m.do(Call{Op: OpSettle, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		switch {
-		case attempts < 0:
-			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "attempts", Reason: "must not be negative"}
 		case j.State == ledgerdb.StateRunning:
 			j.State = ledgerdb.StateDelivered
 			j.Attempts = max(j.Attempts, attempts)
-			return m.answer(ledgerdb.Applied, j, 0), nil
+			return m.release(j, unitsUsed, 0), nil
 		case j.State == ledgerdb.StateRefunded && j.IsRefunded && !j.IsReclaimed:
 			j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
-			return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
+			return m.release(j, unitsUsed, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
 		}
 		return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
 	})
+}
+
+// release follows ledger_release: settles a priced job at its usage, capped at its hold, and
+// gives back the unused part of the hold in one row. entryID is a row the same step wrote before
+// (a reclaim), answered when the settlement writes none.
+func (m *MemoryLedger) release(j *ledgerdb.Job, unitsUsed *int64, entryID int64) ledgerdb.Transition {
+	if j.Kind == "" {
+		return m.answer(ledgerdb.Applied, j, entryID)
+	}
+	used := j.HeldUnits
+	if unitsUsed != nil && j.Unit == ledgerdb.UnitGPUSecond {
+		used = min(*unitsUsed, j.HeldUnits)
+	}
+	j.IsSettled, j.UnitsUsed = true, &used
+	if released := j.Released(); released > 0 {
+		entryID = m.append(j.AccountID, j.ID, ledgerdb.KindRelease, released)
+	}
+	return m.answer(ledgerdb.Applied, j, entryID)
 }
 
 // RaiseAlarm follows ledger_raise_alarm: once per job and step.
@@ -346,6 +433,9 @@ func (m *MemoryLedger) RaiseAlarm(_ context.Context, jobID, step, message string
 
 // RecordAttempt follows ledger_record_attempt: the count of a running or refunded job only grows.
 func (m *MemoryLedger) RecordAttempt(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
+		return ledgerdb.Transition{}, err
+	}
 	return m.do(Call{Op: OpRecordAttempt, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning && j.State != ledgerdb.StateRefunded {
 			return m.answer(ledgerdb.NotApplied, j, 0), nil
@@ -401,6 +491,11 @@ func (m *MemoryLedger) answer(o ledgerdb.Outcome, j *ledgerdb.Job, entryID int64
 		t.BalanceAfter = m.balances[j.AccountID]
 	}
 	return t
+}
+
+func (m *MemoryLedger) hasAccount(accountID string) bool {
+	_, ok := m.balances[accountID]
+	return ok
 }
 
 // append writes one ledger row and moves the balance with it (money rule 4).

@@ -21,15 +21,19 @@ func newRunCommand() *cobra.Command {
 	var exitAfter bool
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run a worker and play the five stories against it; keep running until Ctrl-C",
+		Short: "Run a worker and play the seven stories against it; keep running until Ctrl-C",
 		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
 that connects as the application role (database_url), grants a fresh account credits, and plays
-five jobs through the job service with the simulated runner (package internal/stories):
+seven jobs through the job service with the simulated runner (package internal/stories), at a
+price list it sets (render 40 credits a job; gpu-render 1 credit a GPU-second, at most 300):
   (a) success on the first try
   (b) every attempt times out -> refunded -> the result lands late -> recovered
   (c) every attempt fails -> refunded and dead-lettered for good
   (d) the same result signalled twice -> delivered once
   (e) insufficient credits -> rejected, nothing charged
+  (f) metered: 300 credits held, 137 GPU-seconds used -> 137 charged, 163 returned
+  (g) metered: timed out -> refunded -> the result lands late with 90 GPU-seconds -> recovered,
+      settled at 90
 It prints each job's ledger rows, the balance and each workflow's link in the Temporal UI, then
 keeps the worker running until Ctrl-C (or exits, with --exit). Postgres and the Temporal dev
 server must be running: make run starts both first.`,

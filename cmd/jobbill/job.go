@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,31 +23,60 @@ func newJobCommand() *cobra.Command {
 }
 
 func newJobSubmitCommand() *cobra.Command {
-	var inputRef string
+	var (
+		inputRef string
+		maxUnits int64
+	)
 	cmd := &cobra.Command{
-		Use:   "submit JOB_ID ACCOUNT CREDITS [--input REF]",
-		Short: "Submit a job under a client-generated ID and wait until its charge is decided",
+		Use:   "submit JOB_ID ACCOUNT KIND [--max-units N] [--input REF]",
+		Short: "Submit a job of a kind under a client-generated ID and wait until its charge is decided",
 		Long: `Writes the job's placeholder, starts its workflow and waits until it is charged or rejected.
-Submitting the same ID and input again answers the original job and charges nothing more. With the
-simulated runner, --input may name a scenario: sim:ok, sim:fail, sim:hang, sim:late:N, sim:ok-on-attempt:N.`,
+The job names its KIND, never an amount: prices are set by the server, and ` + "`jobbill price list`" + ` shows
+the kinds. Its charge holds the kind's unit price × units — the kind's maximum, or for a kind
+metered by the GPU-second the smaller --max-units — and a metered job is settled at the units its
+result reports. Submitting the same ID and input again answers the original job, at the price it
+was submitted at, and charges nothing more. With the simulated runner, --input may name a
+scenario: sim:ok, sim:fail, sim:hang, sim:late:N, sim:ok-on-attempt:N, and a usage such as
+sim:ok+used:137.`,
+		Example: `  jobbill job submit render-1 acme render-4k
+  jobbill job submit tr-1 acme transcribe --max-units 120 --input s3://audio/tr-1.wav`,
 		Args: cobra.ExactArgs(3),
-		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-			cost, err := strconv.ParseInt(args[2], 10, 64)
-			if err != nil {
-				return fmt.Errorf("credits %q: a whole number of credits is needed", args[2])
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind := args[2]
+			// Checked before connecting, so that a refused job never reaches the ledger.
+			if ledgerdb.ValidateKind(kind) != nil {
+				return unknownKindError(kind)
 			}
-			sub, err := st.Submit(cmd.Context(), jobs.Job{ID: args[0], AccountID: args[1], Cost: cost, InputRef: inputRef})
-			if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
+			if cmd.Flags().Changed("max-units") && (maxUnits < 1 || maxUnits > ledgerdb.MaxUnits) {
+				return fmt.Errorf("--max-units is %d; it must be from 1 to the kind's maximum (leave it out to hold the kind's maximum); nothing was written", maxUnits)
+			}
+			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
+				sub, err := st.Submit(cmd.Context(), jobs.Job{ID: args[0], AccountID: args[1], Kind: kind, MaxUnits: maxUnits, InputRef: inputRef})
+				var invalid *ledgerdb.InvalidInputError
+				switch {
+				case errors.Is(err, ledgerdb.ErrUnknownKind):
+					return unknownKindError(kind)
+				case errors.As(err, &invalid) && invalid.Field == "max units":
+					return fmt.Errorf("--max-units %s; nothing was written", invalid.Reason)
+				case err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits):
+					return err
+				}
+				if perr := cli.PrintJSON(cmd, sub); perr != nil {
+					return perr
+				}
 				return err
-			}
-			if perr := cli.PrintJSON(cmd, sub); perr != nil {
-				return perr
-			}
-			return err
-		}),
+			})(cmd, args)
+		},
 	}
 	cmd.Flags().StringVar(&inputRef, "input", "sim:ok", "the job's input reference")
+	cmd.Flags().Int64Var(&maxUnits, "max-units", 0, "for a kind metered by the GPU-second, the most units this job may use, at most the kind's (default: the kind's)")
 	return cmd
+}
+
+// unknownKindError is the refusal of a kind with no price — or of a number where the kind goes,
+// which is how a cost was given before prices were set by the server.
+func unknownKindError(kind string) error {
+	return fmt.Errorf("unknown kind %q: prices are set by the server; `jobbill price list` shows the kinds", kind)
 }
 
 func newJobStatusCommand() *cobra.Command {
@@ -70,28 +98,46 @@ func newJobStatusCommand() *cobra.Command {
 }
 
 func newJobReportCommand() *cobra.Command {
-	var attempt int
-	var outputRef string
+	var (
+		attempt   int
+		outputRef string
+		unitsUsed int64
+	)
 	cmd := &cobra.Command{
-		Use:   "report JOB_ID --attempt N --output REF",
-		Short: "Report that a job's result landed (late results included); never charges twice",
+		Use:   "report JOB_ID --attempt N --output REF [--units-used N]",
+		Short: "Report that a job's result landed (late results included), with its usage; never charges twice",
 		Long: `Records the result in the ledger first, then hands it to the job's workflow (or, when that has
 closed, to the late-result fallback). When Temporal cannot be reached the result stays recorded and
-the reconcile pass applies it later ("path": "recorded"). An attempt below 1 or beyond the attempts
-the job has started, or an empty output, is refused with nothing written.`,
-		Args: cobra.ExactArgs(1),
-		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-			report, err := st.ReportResult(cmd.Context(), args[0], activities.WorkResult{
-				Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC(),
-			})
-			if err != nil {
-				return err
+the reconcile pass applies it later ("path": "recorded"). A metered job is settled at --units-used:
+charged units × unit price, capped at its hold, the rest of the hold released; without it, the
+whole hold is charged. A kind sold by the job costs its price whatever its usage. An attempt below
+1 or beyond the attempts the job has started, an empty output, or a negative usage is refused with
+nothing written.`,
+		Example: `  jobbill job report tr-1 --attempt 1 --output s3://results/tr-1 --units-used 137`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			withUsage := cmd.Flags().Changed("units-used")
+			if withUsage && unitsUsed < 0 {
+				return fmt.Errorf("--units-used is %d; it must not be negative; nothing was written", unitsUsed)
 			}
-			return cli.PrintJSON(cmd, report)
-		}),
+			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
+				result := activities.WorkResult{Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC()}
+				if withUsage {
+					// The ledger bills a usage only for a kind metered by the GPU-second: a kind
+					// sold by the job costs its price whatever a result says it used.
+					result.UnitsUsed = &unitsUsed
+				}
+				report, err := st.ReportResult(cmd.Context(), args[0], result)
+				if err != nil {
+					return err
+				}
+				return cli.PrintJSON(cmd, report)
+			})(cmd, args)
+		},
 	}
 	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
 	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is (required)")
+	cmd.Flags().Int64Var(&unitsUsed, "units-used", 0, "the units of the job's kind the work used (GPU-seconds for a metered kind); the whole hold is charged without it")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }

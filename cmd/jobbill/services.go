@@ -24,7 +24,7 @@ func newWorkerCommand() *cobra.Command {
 // newAPICommand is `jobbill api`: the HTTP API over the job service and the ledger.
 func newAPICommand() *cobra.Command {
 	return newServiceCommand("api",
-		"Serve the HTTP API (submit, poll, delete, report results; accounts and grants) until SIGINT/SIGTERM",
+		"Serve the HTTP API (submit, poll, delete, report results; accounts, grants and prices) until SIGINT/SIGTERM",
 		`Serves the HTTP API on api.listen (docs/api.md; api/openapi.yaml). Callers send
 "Authorization: Bearer <key>" with one of api.keys, e.g.
   JOBBILL_API_KEYS="key-for-acme-0000001=acme;key-for-admin-000001=admin" jobbill api

@@ -194,8 +194,10 @@ type Report struct {
 	TaskQueue string
 	// Jobs is how many jobs were submitted (orphans not included).
 	Jobs int
-	// Scenarios counts the jobs by input reference.
+	// Scenarios counts the jobs by scenario (the input reference without its usage), and
+	// Metered how many of them were metered by the GPU-second.
 	Scenarios map[string]int
+	Metered   int
 	// States counts the run's jobs (orphans included) by ledger state at the check.
 	States map[ledgerdb.State]int
 	// Injections counts what was injected, by kind (the Kind constants).
@@ -475,6 +477,19 @@ const (
 	poorPercent  = 5
 )
 
+// The run's price list: "chaos-<cost>" sold by the job at 1 to maxCost credits, and
+// "chaos-gpu" metered by the GPU-second, whose jobs report usages within, at and above the hold.
+const (
+	meteredKind     = "chaos-gpu"
+	meteredPrice    = 2
+	meteredMax      = 20
+	meteredPercent  = 30
+	maxMeteredUsage = 30
+)
+
+// fixedKind is the run's kind sold by the job at cost credits.
+func fixedKind(cost int64) string { return fmt.Sprintf("chaos-%d", cost) }
+
 // plan draws every choice of the run from the seed: each job's account, cost, scenario and
 // follow-ups, and the timeline of run-wide injections.
 func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
@@ -490,7 +505,12 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 	for i := range plans {
 		p := &plans[i]
 		p.submitAtOffset = time.Duration(float64(i) / cfg.Rate * float64(time.Second))
-		p.job = jobs.Job{ID: fmt.Sprintf("%sj%05d", r.prefix, i), Cost: 1 + rng.Int64N(maxCost), InputRef: "sim:ok"}
+		p.job = jobs.Job{ID: fmt.Sprintf("%sj%05d", r.prefix, i), Kind: fixedKind(1 + rng.Int64N(maxCost)), InputRef: "sim:ok"}
+		var usage string
+		if rng.IntN(100) < meteredPercent {
+			p.job.Kind = meteredKind
+			usage = fmt.Sprintf("+used:%d", rng.Int64N(maxMeteredUsage+1))
+		}
 		if rng.IntN(100) < poorPercent {
 			p.job.AccountID = r.accounts[richAccounts]
 		} else {
@@ -499,7 +519,7 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 		roll := rng.IntN(100)
 		for _, s := range scenarioMix {
 			if roll < s.percent {
-				p.job.InputRef = s.ref
+				p.job.InputRef = s.ref + usage
 				break
 			}
 			roll -= s.percent
@@ -517,7 +537,12 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 			p.reset = true
 		}
 		p.followUpDelay = time.Duration(rng.Int64N(int64(4 * time.Second)))
-		report.Scenarios[p.job.InputRef]++
+		sc, _ := activities.ParseScenario(p.job.InputRef)
+		sc.Used = nil
+		report.Scenarios[sc.String()]++
+		if p.job.Kind == meteredKind {
+			report.Metered++
+		}
 	}
 	// Every follow-up kind at least once, even in a tiny run. An operator's terminate or reset
 	// goes to a job that is sure to be still running when it comes (a hanging or late one on a
@@ -562,8 +587,8 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 		dup, del, live = dup+b2i(p.duplicate), del+b2i(p.deleteAfter), live+b2i(p.resubmitLive)
 		term, reset = term+b2i(p.terminate), reset+b2i(p.reset)
 	}
-	fmt.Fprintf(r.out, "plan: scenarios %v; duplicate results for %d jobs, delete+resubmit %d, live resubmits %d, terminates %d, resets %d\n",
-		report.Scenarios, dup, del, live, term, reset)
+	fmt.Fprintf(r.out, "plan: scenarios %v (%d metered by the GPU-second); duplicate results for %d jobs, delete+resubmit %d, live resubmits %d, terminates %d, resets %d\n",
+		report.Scenarios, report.Metered, dup, del, live, term, reset)
 	for _, t := range timeline {
 		fmt.Fprintf(r.out, "plan: at +%.3fs %s\n", t.at.Seconds(), t.kind)
 	}
@@ -581,8 +606,9 @@ func (p *jobPlan) clearFollowUps() {
 func (r *run) longRunning(plans []jobPlan, from int, taken map[int]bool) int {
 	for k := range plans {
 		i := (from + k) % len(plans)
-		ref := plans[i].job.InputRef
-		if !taken[i] && plans[i].job.AccountID != r.accounts[richAccounts] && (ref == "sim:hang" || ref == "sim:late:3") {
+		sc, _ := activities.ParseScenario(plans[i].job.InputRef)
+		long := sc.Kind == activities.ScenarioHang || (sc.Kind == activities.ScenarioLate && sc.Attempt == 3)
+		if !taken[i] && plans[i].job.AccountID != r.accounts[richAccounts] && long {
 			return i
 		}
 	}
@@ -596,9 +622,18 @@ func b2i(b bool) int {
 	return 0
 }
 
-// openAccounts opens the run's accounts: the rich ones can pay for every job twice over, the
-// poor one for about three, so that the mix includes refusals.
+// openAccounts sets the run's price list and opens its accounts: the rich ones can pay for every
+// job twice over, the poor one for about three, so that the mix includes refusals.
 func (r *run) openAccounts(ctx context.Context) error {
+	prices := []ledgerdb.Price{{Kind: meteredKind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: meteredPrice, MaxUnits: meteredMax, Memo: "chaos run"}}
+	for cost := int64(1); cost <= maxCost; cost++ {
+		prices = append(prices, ledgerdb.Price{Kind: fixedKind(cost), Unit: ledgerdb.UnitJob, UnitPrice: cost, MaxUnits: 1, Memo: "chaos run"})
+	}
+	for _, p := range prices {
+		if _, _, err := r.ledger.SetPrice(ctx, p); err != nil {
+			return err
+		}
+	}
 	for i, id := range r.accounts {
 		if _, err := r.ledger.OpenAccount(ctx, id); err != nil {
 			return err
@@ -803,7 +838,7 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 		case KindOrphan:
 			id := fmt.Sprintf("%sorphan-%d", r.prefix, t.orphan)
 			err := r.retry(ctx, func(ctx context.Context) error {
-				_, err := r.ledger.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: r.accounts[t.orphan%richAccounts], Cost: 7, Request: []byte("sim:ok")})
+				_, err := r.ledger.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: r.accounts[t.orphan%richAccounts], Kind: fixedKind(7), Request: []byte("sim:ok")})
 				return err
 			})
 			if err != nil {

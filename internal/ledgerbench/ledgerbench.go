@@ -1,12 +1,18 @@
-// Package ledgerbench measures the ledger's job lifecycle (charge, refund, duplicate refund,
-// reclaim) through the ledgerdb Go API against the same lifecycle written as the leanest raw SQL,
-// driven by pgbench, on the same database in the same run.
+// Package ledgerbench measures two job lifecycles of the ledger through the ledgerdb Go API
+// against the same lifecycles written as the leanest raw SQL, driven by pgbench, on the same
+// database in the same run:
+//
+//   - fixed: a job of a fixed-price kind is charged, refunded, refunded again (a duplicate that
+//     writes nothing), and its late result reclaims the refund;
+//   - metered: a job of a kind metered by the GPU-second is charged its whole hold, refunded,
+//     refunded again, and its late result is settled: the refund reclaimed and the unused part
+//     of the hold released, in one call, as the workflow's settle step does.
 //
 // Both sides do one round trip per transition: the Go API calls one schema function per
 // operation (pgx prepares each statement once per connection, then sends Bind/Execute/Sync), and
-// the raw script (lifecycle.sql) is one autocommit statement per transition under pgbench -M
-// prepared. What differs is the server's work behind each round trip; docs/benchmarks.md has
-// the figures and what the gap was traced to.
+// the raw scripts (lifecycle.sql, then reclaim.sql or settle.sql) are one autocommit statement
+// per transition under pgbench -M prepared. What differs is the server's work behind each round
+// trip; docs/benchmarks.md has the figures and what the gap was traced to.
 //
 // A run never deletes anything (the schema refuses it): it names its accounts and jobs with a
 // fresh prefix, so runs accumulate side by side, and it verifies the money of both sides before
@@ -40,20 +46,47 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// lifecycleScript is the raw-SQL side: one lifecycle per pgbench transaction.
-//
-//go:embed lifecycle.sql
-var lifecycleScript []byte
+// The raw-SQL side, one lifecycle per pgbench transaction: the opening both lifecycles share
+// (charge, refund, duplicate refund), then each one's last transition. Run joins them into one
+// script per lifecycle.
+var (
+	//go:embed lifecycle.sql
+	openingScript string
+	//go:embed reclaim.sql
+	reclaimScript string
+	//go:embed settle.sql
+	settleScript string
+)
 
-// TransitionsPerLifecycle is how many ledger operations one lifecycle makes: charge, refund,
-// duplicate refund and reclaim.
+// TransitionsPerLifecycle is how many ledger operations one lifecycle makes, in both lifecycles:
+// charge, refund, duplicate refund, and reclaim (fixed) or settle (metered).
 const TransitionsPerLifecycle = 4
 
-// rowsPerLifecycle is how many ledger rows one lifecycle writes: the duplicate refund writes none.
-const rowsPerLifecycle = 3
+// Lifecycle names one of the job lifecycles the benchmark measures.
+type Lifecycle string
 
-// jobCost is every benchmark job's price in credits.
-const jobCost = 40
+// The lifecycles, in the order each round runs them.
+const (
+	// Fixed is a fixed-price job whose result lands after its refund: charge, refund, duplicate
+	// refund, reclaim. Three ledger rows; the job ends recovered, charged its price.
+	Fixed Lifecycle = "fixed"
+	// Metered is a metered job whose result, with its usage, lands after its refund: charge of
+	// the whole hold, refund, duplicate refund, settle (reclaim and release in one call). Four
+	// ledger rows; the job ends recovered and settled, charged its units used × unit price.
+	Metered Lifecycle = "metered"
+)
+
+// The benchmark's kinds on the price list. Run sets them with Store.SetPrice, which writes
+// nothing when the latest version already says the same, so runs share one version of each.
+var (
+	fixedPrice = ledgerdb.Price{Kind: "ledgerbench-fixed", Unit: ledgerdb.UnitJob, UnitPrice: 40, MaxUnits: 1,
+		Memo: "ledgerbench: the fixed-price lifecycle"}
+	// An hour of GPU-seconds at 2 credits: a hold of 7,200 credits, of which the usage (n mod
+	// 3,600 for a client's nth lifecycle) leaves a part to release that differs from one of a
+	// client's jobs to the next.
+	meteredPrice = ledgerdb.Price{Kind: "ledgerbench-metered", Unit: ledgerdb.UnitGPUSecond, UnitPrice: 2, MaxUnits: 3600,
+		Memo: "ledgerbench: the metered lifecycle"}
+)
 
 // grantPerAccount is each account's opening grant: far more than any run can spend, so no charge
 // is ever refused and both sides always walk the full lifecycle.
@@ -69,13 +102,15 @@ type Config struct {
 	// Clients is how many concurrent clients each side runs: pgbench -c, and goroutines (with a
 	// pool of as many connections) on the Go side. Default 16.
 	Clients int
-	// Lifecycles is how many job lifecycles each client runs per round on each side. Default
-	// DefaultLifecycles.
+	// Lifecycles is how many job lifecycles each client runs per round, side and lifecycle.
+	// Default DefaultLifecycles.
 	Lifecycles int
-	// Accounts is how many fresh accounts each side spreads its jobs over. Default 1,000.
+	// Accounts is how many fresh accounts each side spreads each lifecycle's jobs over. Default
+	// 1,000.
 	Accounts int
-	// Rounds is how many times each side runs, alternating raw, Go, raw, Go, ... so that a drift
-	// of the machine during the run does not favour one side; the medians are reported. Default 2.
+	// Rounds is how many times each side runs each lifecycle, alternating raw, Go, raw, Go, ... so
+	// that a drift of the machine during the run does not favour one side; the medians are
+	// reported. Default 2.
 	Rounds int
 	// PgbenchPath is the pgbench binary. Default "pgbench", found on PATH.
 	PgbenchPath string
@@ -84,7 +119,8 @@ type Config struct {
 }
 
 // DefaultLifecycles is Config.Lifecycles when left zero: on the reference machine (2 cores,
-// PostgreSQL 15, fsync on) it keeps each side busy for more than 20 seconds per round.
+// PostgreSQL 15, fsync on) it keeps each side busy for more than 20 seconds per round and
+// lifecycle.
 const DefaultLifecycles = 2500
 
 func (c Config) withDefaults() Config {
@@ -132,7 +168,7 @@ type Figures struct {
 	LifecyclesPerSec float64
 	// TransitionsPerSec is LifecyclesPerSec × TransitionsPerLifecycle.
 	TransitionsPerSec float64
-	// MeanLatency is the mean time of one whole lifecycle (four round trips) as a client saw it.
+	// MeanLatency is the mean time of one whole lifecycle (four transitions) as a client saw it.
 	MeanLatency time.Duration
 	// RoundTripsPerLifecycle is how many round trips one lifecycle took: counted by a pgx tracer
 	// on the Go side (statement preparations included); TransitionsPerLifecycle by construction
@@ -147,14 +183,31 @@ type Figures struct {
 // Verification is what Run checked after the last round; Run fails instead of returning a Result
 // when any check does not hold.
 type Verification struct {
-	// Jobs is how many benchmark jobs (both sides, every round) were found recovered, each with
-	// exactly one charge, one refund and one reclaim row that net to minus its cost.
-	Jobs int
-	// LedgerRows is how many ledger rows those jobs have: rowsPerLifecycle (3) per lifecycle.
-	LedgerRows int
+	// FixedJobs is how many fixed-price jobs (both sides, every round) were found recovered at
+	// the benchmark's price, each with exactly a charge, a refund and a reclaim row of its price;
+	// FixedRows is how many ledger rows they have (3 per lifecycle).
+	FixedJobs, FixedRows int
+	// MeteredJobs is how many metered jobs (both sides, every round) were found recovered and
+	// settled at the usage reported for them, each with exactly a charge, a refund and a reclaim
+	// row of its hold and a release row of (held − used) × unit price; MeteredRows is how many
+	// ledger rows they have (4 per lifecycle).
+	MeteredJobs, MeteredRows int
 	// Accounts is how many accounts were checked: each balance equals the sum of its rows, equals
-	// its grant less the cost of its jobs, and its ledger passes ledgerdb's Audit.
+	// its grant less what its jobs should be charged, and its ledger passes ledgerdb's Audit.
 	Accounts int
+}
+
+// Comparison is one lifecycle's figures on both sides of a run.
+type Comparison struct {
+	// Lifecycle is the lifecycle measured.
+	Lifecycle Lifecycle
+	// RawRounds and GoRounds are each round's figures, in the order they ran.
+	RawRounds, GoRounds []Figures
+	// Raw and Go are the medians of the rounds.
+	Raw, Go Figures
+	// Ratio is Go.LifecyclesPerSec / Raw.LifecyclesPerSec: 1.0 means the Go API keeps up with
+	// the raw SQL.
+	Ratio float64
 }
 
 // Result is the outcome of one Run.
@@ -163,20 +216,15 @@ type Result struct {
 	Prefix string
 	// Config is the configuration the run used, defaults filled in.
 	Config Config
-	// RawRounds and GoRounds are each round's figures, in the order they ran.
-	RawRounds, GoRounds []Figures
-	// Raw and Go are the medians of the rounds.
-	Raw, Go Figures
-	// Ratio is Go.LifecyclesPerSec / Raw.LifecyclesPerSec: 1.0 means the Go API keeps up with
-	// the raw SQL.
-	Ratio float64
+	// Fixed and Metered are the two lifecycles' figures.
+	Fixed, Metered Comparison
 	// Verified is what the correctness checks found.
 	Verified Verification
 }
 
-// Run prepares fresh accounts and jobs, runs the raw-SQL side under pgbench and the Go side
-// through ledgerdb alternately for cfg.Rounds rounds each, verifies the money of both, and prints
-// the figures to out as it goes.
+// Run sets the benchmark's prices, prepares fresh accounts and jobs, runs each lifecycle's raw-SQL
+// side under pgbench and its Go side through ledgerdb alternately for cfg.Rounds rounds, verifies
+// the money of both sides, and prints the figures to out as it goes.
 func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -205,51 +253,70 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	defer pool.Close()
 	store := ledgerdb.New(pool)
 
-	script, err := writeScript()
+	dir, err := os.MkdirTemp("", "ledgerbench-")
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("ledgerbench: %w", err)
 	}
-	defer os.RemoveAll(filepath.Dir(script))
+	defer os.RemoveAll(dir)
 
-	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, script: script, out: out, prefix: newPrefix()}
-	res := Result{Prefix: b.prefix, Config: cfg}
-	fmt.Fprintf(out, "ledger lifecycle benchmark: prefix %s, %d clients × %d lifecycles per round and side, %d accounts per side, %d rounds, %d transitions per lifecycle\n",
+	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix()}
+	res := Result{Prefix: b.prefix, Config: cfg, Fixed: Comparison{Lifecycle: Fixed}, Metered: Comparison{Lifecycle: Metered}}
+	b.lifecycles = []*lifecycle{
+		{name: Fixed, tag: "f", steps: "charge, refund, duplicate refund, reclaim", price: fixedPrice, last: reclaimScript, rows: 3, result: &res.Fixed},
+		{name: Metered, tag: "m", steps: "charge, refund, duplicate refund, settle", price: meteredPrice, last: settleScript, rows: 4, result: &res.Metered},
+	}
+	fmt.Fprintf(out, "ledger lifecycle benchmark: prefix %s, %d clients × %d lifecycles per round, side and lifecycle, %d accounts per side and lifecycle, %d rounds, %d transitions per lifecycle\n",
 		b.prefix, cfg.Clients, cfg.Lifecycles, cfg.Accounts, cfg.Rounds, TransitionsPerLifecycle)
+	for _, lc := range b.lifecycles {
+		if err := lc.setUp(ctx, store, dir); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "lifecycle %-8s %s; %s\n", lc.name+":", lc.steps, lc.describe())
+	}
 
 	start := time.Now()
 	if err := b.prepare(ctx); err != nil {
 		return res, err
 	}
+	perSet := cfg.Rounds * cfg.Clients * cfg.Lifecycles
 	fmt.Fprintf(out, "prepared %d accounts and %d jobs in %s\n",
-		2*cfg.Accounts, 2*cfg.Rounds*cfg.Clients*cfg.Lifecycles, time.Since(start).Round(time.Millisecond))
+		2*len(b.lifecycles)*cfg.Accounts, 2*len(b.lifecycles)*perSet, time.Since(start).Round(time.Millisecond))
 
 	for round := 1; round <= cfg.Rounds; round++ {
-		raw, err := b.runRaw(ctx, round)
-		if err != nil {
-			return res, err
-		}
-		res.RawRounds = append(res.RawRounds, raw)
-		fmt.Fprintf(out, "round %d  raw SQL (pgbench)  %s\n", round, raw)
+		for _, lc := range b.lifecycles {
+			raw, err := b.runRaw(ctx, lc, round)
+			if err != nil {
+				return res, err
+			}
+			lc.result.RawRounds = append(lc.result.RawRounds, raw)
+			fmt.Fprintf(out, "round %d  %-7s  raw SQL (pgbench)  %s\n", round, lc.name, raw)
 
-		goSide, err := b.runGo(ctx, round)
-		if err != nil {
-			return res, err
+			goSide, err := b.runGo(ctx, lc, round)
+			if err != nil {
+				return res, err
+			}
+			lc.result.GoRounds = append(lc.result.GoRounds, goSide)
+			fmt.Fprintf(out, "round %d  %-7s  Go API (ledgerdb)  %s\n", round, lc.name, goSide)
 		}
-		res.GoRounds = append(res.GoRounds, goSide)
-		fmt.Fprintf(out, "round %d  Go API (ledgerdb)  %s\n", round, goSide)
 	}
 
 	if res.Verified, err = b.verify(ctx); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "verified: %d jobs recovered, %d ledger rows (%d per lifecycle), %d accounts with balance = sum of rows = grant - cost of jobs, audit clean\n",
-		res.Verified.Jobs, res.Verified.LedgerRows, rowsPerLifecycle, res.Verified.Accounts)
+	v := res.Verified
+	fmt.Fprintf(out, "verified: fixed %d jobs recovered at their price, %d ledger rows (3 per lifecycle); metered %d jobs recovered and settled at their usage, %d ledger rows (4 per lifecycle); %d accounts with balance = sum of rows = grant - what their jobs are charged, none awaiting a reclaim, audit clean\n",
+		v.FixedJobs, v.FixedRows, v.MeteredJobs, v.MeteredRows, v.Accounts)
 
-	res.Raw, res.Go = median(res.RawRounds), median(res.GoRounds)
-	res.Ratio = res.Go.LifecyclesPerSec / res.Raw.LifecyclesPerSec
-	fmt.Fprintf(out, "median   raw SQL (pgbench)  %s\n", res.Raw)
-	fmt.Fprintf(out, "median   Go API (ledgerdb)  %s\n", res.Go)
-	fmt.Fprintf(out, "ratio Go/raw: %.3f\n", res.Ratio)
+	for _, lc := range b.lifecycles {
+		c := lc.result
+		c.Raw, c.Go = median(c.RawRounds), median(c.GoRounds)
+		c.Ratio = c.Go.LifecyclesPerSec / c.Raw.LifecyclesPerSec
+		fmt.Fprintf(out, "median   %-7s  raw SQL (pgbench)  %s\n", lc.name, c.Raw)
+		fmt.Fprintf(out, "median   %-7s  Go API (ledgerdb)  %s\n", lc.name, c.Go)
+	}
+	for _, lc := range b.lifecycles {
+		fmt.Fprintf(out, "ratio Go/raw, %-8s %.3f\n", lc.name+":", lc.result.Ratio)
+	}
 	return res, nil
 }
 
@@ -296,29 +363,64 @@ func newPrefix() string {
 	return "lb" + time.Now().UTC().Format("060102150405") + hex.EncodeToString(b[:])
 }
 
-// writeScript puts the embedded script where pgbench can read it.
-func writeScript() (string, error) {
-	dir, err := os.MkdirTemp("", "ledgerbench-")
-	if err != nil {
-		return "", fmt.Errorf("ledgerbench: %w", err)
-	}
-	path := filepath.Join(dir, "lifecycle.sql")
-	if err := os.WriteFile(path, lifecycleScript, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("ledgerbench: %w", err)
-	}
-	return path, nil
+// lifecycle is one of the measured lifecycles as a run sets it up.
+type lifecycle struct {
+	name Lifecycle
+	// tag marks the lifecycle in account and job IDs.
+	tag string
+	// steps lists the transitions, for the report.
+	steps string
+	// price is the kind's price; after setUp, as the price list holds it (its version included).
+	price ledgerdb.Price
+	// last is the raw script's last transition, appended to the shared opening.
+	last string
+	// script is the path of the lifecycle's whole pgbench script, written by setUp.
+	script string
+	// rows is how many ledger rows one lifecycle writes: the duplicate refund writes none.
+	rows int
+	// result collects the lifecycle's figures.
+	result *Comparison
 }
 
+// setUp puts the lifecycle's kind on the price list (or finds it there) and writes its pgbench
+// script into dir.
+func (lc *lifecycle) setUp(ctx context.Context, store *ledgerdb.Store, dir string) error {
+	price, _, err := store.SetPrice(ctx, lc.price)
+	if err != nil {
+		return fmt.Errorf("ledgerbench: %w", err)
+	}
+	lc.price = price
+	lc.script = filepath.Join(dir, string(lc.name)+".sql")
+	if err := os.WriteFile(lc.script, []byte(openingScript+"\n"+lc.last), 0o600); err != nil {
+		return fmt.Errorf("ledgerbench: %w", err)
+	}
+	return nil
+}
+
+// describe says the lifecycle's price and what it bills, for the report.
+func (lc *lifecycle) describe() string {
+	p := lc.price
+	if p.Unit == ledgerdb.UnitJob {
+		return fmt.Sprintf("kind %s v%d, %d credits per job; %d ledger rows", p.Kind, p.Version, p.UnitPrice, lc.rows)
+	}
+	return fmt.Sprintf("kind %s v%d, %d credits per %s, hold %d units = %d credits, n mod %d units used; %d ledger rows",
+		p.Kind, p.Version, p.UnitPrice, p.Unit, p.MaxUnits, p.Hold(), p.MaxUnits, lc.rows)
+}
+
+// unitsUsed is the usage the metered lifecycle reports for a client's nth job, as settle.sql
+// computes it: below the hold, so that every job has a release row, and different from one job
+// to the next, so that a release taken from the wrong job's usage shows in the verification.
+func (lc *lifecycle) unitsUsed(n int) int64 { return int64(n) % lc.price.MaxUnits }
+
 type bench struct {
-	cfg     Config
-	pool    *pgxpool.Pool
-	store   *ledgerdb.Store
-	tracer  *roundTrips
-	pgbench string
-	script  string
-	out     io.Writer
-	prefix  string
+	cfg        Config
+	pool       *pgxpool.Pool
+	store      *ledgerdb.Store
+	tracer     *roundTrips
+	pgbench    string
+	out        io.Writer
+	prefix     string
+	lifecycles []*lifecycle
 }
 
 // The two sides, as they appear in IDs.
@@ -327,63 +429,89 @@ const (
 	sideGo  = "g"
 )
 
-// accountID is account i (0-based) of a side.
-func (b *bench) accountID(side string, i int) string {
-	return fmt.Sprintf("%s-%sa-%d", b.prefix, side, i)
+// accountsPrefix starts the IDs of every account of a side and lifecycle.
+func (b *bench) accountsPrefix(side string, lc *lifecycle) string {
+	return fmt.Sprintf("%s-%s%sa-", b.prefix, side, lc.tag)
 }
 
-// runPrefix starts the IDs of one side's jobs in one round; pgbench gets it as -D run=....
-func (b *bench) runPrefix(side string, round int) string {
-	return fmt.Sprintf("%s-%s%d", b.prefix, side, round)
+// accountID is account i (0-based) of a side and lifecycle.
+func (b *bench) accountID(side string, lc *lifecycle, i int) string {
+	return b.accountsPrefix(side, lc) + strconv.Itoa(i)
+}
+
+// jobsPrefix starts the IDs of every job of a side and lifecycle, in every round.
+func (b *bench) jobsPrefix(side string, lc *lifecycle) string {
+	return fmt.Sprintf("%s-%s%s", b.prefix, side, lc.tag)
+}
+
+// runPrefix starts the IDs of one side's jobs of a lifecycle in one round; pgbench gets it as
+// -D run=....
+func (b *bench) runPrefix(side string, lc *lifecycle, round int) string {
+	return fmt.Sprintf("%s%d", b.jobsPrefix(side, lc), round)
 }
 
 // jobID is the job of a client's nth lifecycle (1-based, as the script's counter) in a round.
-// lifecycle.sql builds the same ID as run || '-' || client_id || '-' || n.
-func (b *bench) jobID(side string, round, client, n int) string {
-	return fmt.Sprintf("%s-%d-%d", b.runPrefix(side, round), client, n)
+// lifecycle.sql builds the same ID as run || '-' || client_id || '-' || n, and the verification
+// reads n back from its last part.
+func (b *bench) jobID(side string, lc *lifecycle, round, client, n int) string {
+	return fmt.Sprintf("%s-%d-%d", b.runPrefix(side, lc, round), client, n)
 }
 
-// prepare opens each side's accounts with a grant and writes every round's placeholder jobs, in
-// bulk and before any timing, so that neither side pays for set-up. The rows are what the API
-// would write (a grant row with its balance_after; a submitting job with its fingerprint).
+// prepare opens each side's accounts for each lifecycle with a grant and writes every round's
+// placeholder jobs, in bulk and before any timing, so that neither side pays for set-up. The rows
+// are what the API would write: a grant row with its balance_after; a submitting job at its
+// kind's current price, holding the kind's maximum of units (cost = unit price × held units,
+// as the schema's jobs_price_recorded check requires), with its fingerprint and an empty request.
 func (b *bench) prepare(ctx context.Context) error {
 	err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		for _, side := range []string{sideRaw, sideGo} {
-			ids := make([]string, b.cfg.Accounts)
-			for i := range ids {
-				ids[i] = b.accountID(side, i)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO accounts (id, balance) SELECT unnest($1::text[]), $2`, ids, grantPerAccount); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo)
-				SELECT unnest($1::text[]), 'grant', $2, $2, 'ledgerbench', 'ledgerbench opening grant'`, ids, grantPerAccount); err != nil {
-				return err
+		for _, lc := range b.lifecycles {
+			for _, side := range []string{sideRaw, sideGo} {
+				ids := make([]string, b.cfg.Accounts)
+				for i := range ids {
+					ids[i] = b.accountID(side, lc, i)
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO accounts (id, balance) SELECT unnest($1::text[]), $2`, ids, grantPerAccount); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `
+					INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo)
+					SELECT unnest($1::text[]), 'grant', $2, $2, 'ledgerbench', 'ledgerbench opening grant'`, ids, grantPerAccount); err != nil {
+					return err
+				}
 			}
 		}
 
-		var rows [][]any
+		var jobs, requests [][]any
 		for round := 1; round <= b.cfg.Rounds; round++ {
-			// The same seed for both sides of a round gives them the same job-to-account spread,
-			// hence the same contention on account rows. The spread is random, not i % accounts,
-			// which would march every client over the same accounts in step.
-			for _, side := range []string{sideRaw, sideGo} {
-				rng := mathrand.New(mathrand.NewPCG(uint64(round), 0x1edb))
-				for client := range b.cfg.Clients {
-					for n := 1; n <= b.cfg.Lifecycles; n++ {
-						sub := ledgerdb.Submission{
-							JobID:     b.jobID(side, round, client, n),
-							AccountID: b.accountID(side, rng.IntN(b.cfg.Accounts)),
-							Cost:      jobCost,
+			for k, lc := range b.lifecycles {
+				p := lc.price
+				// The same seed for both sides of a round and lifecycle gives them the same
+				// job-to-account spread, hence the same contention on account rows. The spread is
+				// random, not i % accounts, which would march every client over the same accounts
+				// in step.
+				for _, side := range []string{sideRaw, sideGo} {
+					rng := mathrand.New(mathrand.NewPCG(uint64(round), 0x1edb+uint64(k)))
+					for client := range b.cfg.Clients {
+						for n := 1; n <= b.cfg.Lifecycles; n++ {
+							sub := ledgerdb.Submission{
+								JobID:     b.jobID(side, lc, round, client, n),
+								AccountID: b.accountID(side, lc, rng.IntN(b.cfg.Accounts)),
+								Kind:      p.Kind,
+							}
+							jobs = append(jobs, []any{sub.JobID, sub.AccountID, p.Hold(), sub.Fingerprint(),
+								p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits})
+							requests = append(requests, []any{sub.JobID, []byte{}})
 						}
-						rows = append(rows, []any{sub.JobID, sub.AccountID, sub.Cost, sub.Fingerprint()})
 					}
 				}
 			}
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, []string{"id", "account_id", "cost", "request_fingerprint"},
-			pgx.CopyFromRows(rows))
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
+			[]string{"id", "account_id", "cost", "request_fingerprint", "kind", "price_version", "unit", "unit_price", "held_units"},
+			pgx.CopyFromRows(jobs)); err != nil {
+			return err
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_requests"}, []string{"job_id", "request"}, pgx.CopyFromRows(requests))
 		return err
 	})
 	if err != nil {
@@ -403,13 +531,18 @@ var (
 	pgbenchTPS       = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 )
 
-// runRaw runs one round of the raw-SQL side under pgbench.
-func (b *bench) runRaw(ctx context.Context, round int) (Figures, error) {
+// runRaw runs one round of a lifecycle's raw-SQL side under pgbench.
+func (b *bench) runRaw(ctx context.Context, lc *lifecycle, round int) (Figures, error) {
 	// -M prepared: each client parses each statement once, as pgx's statement cache does on the
-	// Go side. -n: there are no pgbench tables to vacuum. n=0 seeds each client's counter.
+	// Go side. -n: there are no pgbench tables to vacuum. n=0 seeds each client's counter; held
+	// is what settle.sql derives the usage from.
 	args := []string{"-n", "-M", "prepared",
 		"-c", strconv.Itoa(b.cfg.Clients), "-j", strconv.Itoa(b.cfg.PgbenchThreads), "-t", strconv.Itoa(b.cfg.Lifecycles),
-		"-D", "run=" + b.runPrefix(sideRaw, round), "-D", "n=0", "-f", b.script, b.cfg.DatabaseURL}
+		"-D", "run=" + b.runPrefix(sideRaw, lc, round), "-D", "n=0"}
+	if lc.name == Metered {
+		args = append(args, "-D", "held="+strconv.FormatInt(lc.price.MaxUnits, 10))
+	}
+	args = append(args, "-f", lc.script, b.cfg.DatabaseURL)
 	load := loadAverage()
 	cmd := exec.CommandContext(ctx, b.pgbench, args...)
 	var stdout, stderr bytes.Buffer
@@ -425,10 +558,10 @@ func (b *bench) runRaw(ctx context.Context, round int) (Figures, error) {
 	expected := b.cfg.Clients * b.cfg.Lifecycles
 	m := pgbenchProcessed.FindStringSubmatch(report)
 	if m == nil || m[1] != strconv.Itoa(expected) || m[2] != strconv.Itoa(expected) {
-		return Figures{}, fmt.Errorf("ledgerbench: pgbench did not process all %d lifecycles:\n%s", expected, report)
+		return Figures{}, fmt.Errorf("ledgerbench: pgbench did not process all %d %s lifecycles:\n%s", expected, lc.name, report)
 	}
 	if f := pgbenchFailed.FindStringSubmatch(report); f == nil || f[1] != "0" {
-		return Figures{}, fmt.Errorf("ledgerbench: pgbench reported failed lifecycles:\n%s", report)
+		return Figures{}, fmt.Errorf("ledgerbench: pgbench reported failed %s lifecycles:\n%s", lc.name, report)
 	}
 	lat, tps := pgbenchLatency.FindStringSubmatch(report), pgbenchTPS.FindStringSubmatch(report)
 	if lat == nil || tps == nil {
@@ -440,7 +573,7 @@ func (b *bench) runRaw(ctx context.Context, round int) (Figures, error) {
 		return Figures{}, fmt.Errorf("ledgerbench: reading pgbench's figures: %v\n%s", err, report)
 	}
 	if round == 1 {
-		fmt.Fprintf(b.out, "raw side command: %s\n", shown)
+		fmt.Fprintf(b.out, "raw side command, %s: %s\n", lc.name, shown)
 	}
 	return Figures{
 		Lifecycles:             expected,
@@ -453,9 +586,9 @@ func (b *bench) runRaw(ctx context.Context, round int) (Figures, error) {
 	}, nil
 }
 
-// runGo runs one round of the Go side: one goroutine per client, each walking its own jobs
-// through the Store exactly as the workflow would, and checking every outcome.
-func (b *bench) runGo(ctx context.Context, round int) (Figures, error) {
+// runGo runs one round of a lifecycle's Go side: one goroutine per client, each walking its own
+// jobs through the Store exactly as the workflow would, and checking every outcome.
+func (b *bench) runGo(ctx context.Context, lc *lifecycle, round int) (Figures, error) {
 	// Connect the whole pool first: pgbench's figure excludes its connection time too.
 	conns := make([]*pgxpool.Conn, b.cfg.Clients)
 	for i := range conns {
@@ -484,7 +617,7 @@ func (b *bench) runGo(ctx context.Context, round int) (Figures, error) {
 			<-begin
 			for n := 1; n <= b.cfg.Lifecycles; n++ {
 				t0 := time.Now()
-				if err := b.lifecycle(ctx, b.jobID(sideGo, round, client, n)); err != nil {
+				if err := b.walk(ctx, lc, b.jobID(sideGo, lc, round, client, n), n); err != nil {
 					cancel(err)
 					return
 				}
@@ -497,7 +630,7 @@ func (b *bench) runGo(ctx context.Context, round int) (Figures, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := context.Cause(ctx); err != nil {
-		return Figures{}, fmt.Errorf("ledgerbench: Go side, round %d: %w", round, err)
+		return Figures{}, fmt.Errorf("ledgerbench: Go side, %s lifecycle, round %d: %w", lc.name, round, err)
 	}
 
 	total := b.cfg.Clients * b.cfg.Lifecycles
@@ -553,9 +686,11 @@ func loadAverage() float64 {
 	return load
 }
 
-// lifecycle is one job's charge, refund, duplicate refund and reclaim through the API; any
-// outcome other than the expected one is an error, so the figure counts only correct work.
-func (b *bench) lifecycle(ctx context.Context, jobID string) error {
+// walk is one job's lifecycle through the API: charge, refund, duplicate refund, then the late
+// result: a reclaim (fixed) or a settlement at the nth job's usage (metered), which reclaims and
+// releases in one call as the workflow's settle step does. Any outcome other than the expected
+// one is an error, so the figure counts only correct work.
+func (b *bench) walk(ctx context.Context, lc *lifecycle, jobID string, n int) error {
 	expect := func(step string, t ledgerdb.Transition, err error, want ledgerdb.Outcome) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", step, jobID, err)
@@ -577,90 +712,141 @@ func (b *bench) lifecycle(ctx context.Context, jobID string) error {
 	if err := expect("duplicate refund", t, err, ledgerdb.AlreadyApplied); err != nil {
 		return err
 	}
+	if lc.name == Metered {
+		t, err = b.store.Settle(ctx, jobID, 3, ledgerdb.Units(lc.unitsUsed(n)))
+		return expect("settle", t, err, ledgerdb.Applied)
+	}
 	t, err = b.store.Reclaim(ctx, jobID)
 	return expect("reclaim", t, err, ledgerdb.Applied)
 }
 
-// verify checks the money of both sides after the last round: every job recovered with exactly
-// one charge, refund and reclaim row (rule 2), rows netting to minus the job's cost; and every
-// account's balance equal to the sum of its rows (rule 6) and to its grant less its jobs' costs,
-// with ledgerdb's own Audit clean. A benchmark that computed wrong money would be worthless.
+// verify checks the money of both sides of both lifecycles after the last round: every job
+// recovered at the benchmark's price (and, metered, settled at the usage its side reported), with
+// exactly one charge, refund and reclaim row of its hold and, metered, one release row of the
+// unused part (rule 2); and every account's balance equal to the sum of its rows (rule 6) and to
+// its grant less what its jobs should be charged, with ledgerdb's own Audit clean. A benchmark
+// that computed wrong money would be worthless.
 func (b *bench) verify(ctx context.Context) (Verification, error) {
 	var v Verification
 	wantJobs := b.cfg.Rounds * b.cfg.Clients * b.cfg.Lifecycles
-	for _, side := range []string{sideRaw, sideGo} {
-		jobPrefix := b.prefix + "-" + side // every round's run prefix is <prefix>-<side><round>
-		accountPrefix := b.prefix + "-" + side + "a-"
-		var jobs, recovered, rows, charges, refunds, reclaims, badJobs int
-		err := b.pool.QueryRow(ctx, `
-			WITH j AS (
-				SELECT id, cost, state = 'recovered' AND is_charged AND is_refunded AND is_reclaimed AS recovered
-				FROM jobs WHERE starts_with(id, $1)
-			), e AS (
-				SELECT e.job_id, count(*) AS n, sum(e.amount) AS net,
-				       count(*) FILTER (WHERE kind = 'charge') AS charges,
-				       count(*) FILTER (WHERE kind = 'refund') AS refunds,
-				       count(*) FILTER (WHERE kind = 'reclaim') AS reclaims
-				FROM ledger_entries e JOIN j ON j.id = e.job_id GROUP BY e.job_id
-			)
-			SELECT (SELECT count(*) FROM j),
-			       (SELECT count(*) FROM j WHERE recovered),
-			       coalesce((SELECT sum(n) FROM e), 0),
-			       coalesce((SELECT sum(charges) FROM e), 0),
-			       coalesce((SELECT sum(refunds) FROM e), 0),
-			       coalesce((SELECT sum(reclaims) FROM e), 0),
-			       (SELECT count(*) FROM j LEFT JOIN e ON e.job_id = j.id
-			        WHERE e.n IS DISTINCT FROM 3 OR e.charges <> 1 OR e.refunds <> 1 OR e.reclaims <> 1
-			           OR e.net <> -j.cost)`,
-			jobPrefix).Scan(&jobs, &recovered, &rows, &charges, &refunds, &reclaims, &badJobs)
-		if err != nil {
-			return v, fmt.Errorf("ledgerbench: verifying side %s: %w", side, err)
-		}
-		if jobs != wantJobs || recovered != wantJobs || rows != rowsPerLifecycle*wantJobs ||
-			charges != wantJobs || refunds != wantJobs || reclaims != wantJobs || badJobs != 0 {
-			return v, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on side %s: want %d jobs, all recovered, with %d rows (one charge, refund and reclaim each); found %d jobs, %d recovered, %d rows (%d charges, %d refunds, %d reclaims), %d jobs whose rows are wrong",
-				side, wantJobs, rowsPerLifecycle*wantJobs, jobs, recovered, rows, charges, refunds, reclaims, badJobs)
-		}
-		v.Jobs += jobs
-		v.LedgerRows += rows
-
-		// Rule 6 for every account of the side, and the balance the jobs say it should have.
-		accounts, err := b.pool.Query(ctx, `
-			SELECT a.id, a.balance,
-			       (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e WHERE e.account_id = a.id),
-			       $2::bigint - $3::bigint * (SELECT count(*) FROM jobs j WHERE j.account_id = a.id)
-			FROM accounts a WHERE starts_with(a.id, $1)`,
-			accountPrefix, grantPerAccount, jobCost)
-		if err != nil {
-			return v, fmt.Errorf("ledgerbench: verifying side %s: %w", side, err)
-		}
-		var ids []string
-		var bad []string
-		for accounts.Next() {
-			var id string
-			var balance, sum, want int64
-			if err := accounts.Scan(&id, &balance, &sum, &want); err != nil {
-				accounts.Close()
-				return v, fmt.Errorf("ledgerbench: verifying side %s: %w", side, err)
+	for _, lc := range b.lifecycles {
+		for _, side := range []string{sideRaw, sideGo} {
+			jobs, rows, err := b.verifyJobs(ctx, side, lc, wantJobs)
+			if err != nil {
+				return v, err
 			}
-			ids = append(ids, id)
-			if balance != sum || balance != want {
-				bad = append(bad, fmt.Sprintf("%s: balance %d, sum of rows %d, grant less jobs %d", id, balance, sum, want))
+			ids, err := b.verifyBalances(ctx, side, lc)
+			if err != nil {
+				return v, err
 			}
+			if err := b.audit(ctx, ids); err != nil {
+				return v, err
+			}
+			if lc.name == Metered {
+				v.MeteredJobs, v.MeteredRows = v.MeteredJobs+jobs, v.MeteredRows+rows
+			} else {
+				v.FixedJobs, v.FixedRows = v.FixedJobs+jobs, v.FixedRows+rows
+			}
+			v.Accounts += len(ids)
 		}
-		if err := accounts.Err(); err != nil {
-			return v, fmt.Errorf("ledgerbench: verifying side %s: %w", side, err)
-		}
-		if len(ids) != b.cfg.Accounts || len(bad) > 0 {
-			return v, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on side %s: %d of %d accounts found; wrong balances:\n%s",
-				side, len(ids), b.cfg.Accounts, strings.Join(bad, "\n"))
-		}
-		if err := b.audit(ctx, ids); err != nil {
-			return v, err
-		}
-		v.Accounts += len(ids)
 	}
 	return v, nil
+}
+
+// verifyJobs checks every job of a side and lifecycle, and answers how many there are and how
+// many ledger rows they have. A metered job's expected usage is read back from its ID (n, its last
+// part, mod the hold), the same number both sides reported.
+func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, wantJobs int) (jobs, rows int, err error) {
+	p := lc.price
+	var sound, charges, refunds, reclaims, releases, badJobs int
+	err = b.pool.QueryRow(ctx, `
+		WITH p AS (
+			SELECT $1::text AS prefix, $2::text AS kind, $3::integer AS version, $4::text AS unit,
+			       $5::bigint AS unit_price, $6::bigint AS held, $7::boolean AS metered
+		), j AS (
+			SELECT jobs.id, jobs.cost, nullif((p.held - w.used) * p.unit_price, 0) AS release,
+			       jobs.kind = p.kind AND jobs.price_version = p.version AND jobs.unit = p.unit
+			         AND jobs.unit_price = p.unit_price AND jobs.held_units = p.held AND jobs.cost = p.unit_price * p.held
+			         AND jobs.state = 'recovered' AND jobs.is_charged AND jobs.is_refunded AND jobs.is_reclaimed
+			         AND jobs.is_settled AND jobs.units_used = w.used AS sound
+			FROM p, jobs,
+			     LATERAL (SELECT CASE WHEN p.metered THEN split_part(jobs.id, '-', -1)::bigint % p.held ELSE p.held END AS used) w
+			WHERE starts_with(jobs.id, p.prefix)
+		), e AS (
+			SELECT e.job_id, count(*) AS n,
+			       sum(e.amount) FILTER (WHERE e.kind = 'charge') AS charge,
+			       sum(e.amount) FILTER (WHERE e.kind = 'refund') AS refund,
+			       sum(e.amount) FILTER (WHERE e.kind = 'reclaim') AS reclaim,
+			       sum(e.amount) FILTER (WHERE e.kind = 'release') AS release
+			FROM ledger_entries e JOIN j ON j.id = e.job_id GROUP BY e.job_id
+		)
+		SELECT (SELECT count(*) FROM j),
+		       (SELECT count(*) FROM j WHERE sound),
+		       coalesce((SELECT sum(n) FROM e), 0),
+		       (SELECT count(charge) FROM e), (SELECT count(refund) FROM e),
+		       (SELECT count(reclaim) FROM e), (SELECT count(release) FROM e),
+		       (SELECT count(*) FROM j LEFT JOIN e ON e.job_id = j.id
+		        WHERE e.n IS DISTINCT FROM 3 + (j.release IS NOT NULL)::int
+		           OR e.charge IS DISTINCT FROM -j.cost OR e.refund IS DISTINCT FROM j.cost
+		           OR e.reclaim IS DISTINCT FROM -j.cost OR e.release IS DISTINCT FROM j.release)`,
+		b.jobsPrefix(side, lc), p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits, lc.name == Metered,
+	).Scan(&jobs, &sound, &rows, &charges, &refunds, &reclaims, &releases, &badJobs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("ledgerbench: verifying the %s jobs of side %s: %w", lc.name, side, err)
+	}
+	wantReleases := 0
+	if lc.name == Metered {
+		wantReleases = wantJobs
+	}
+	if jobs != wantJobs || sound != wantJobs || rows != lc.rows*wantJobs || charges != wantJobs || refunds != wantJobs ||
+		reclaims != wantJobs || releases != wantReleases || badJobs != 0 {
+		return 0, 0, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on the %s jobs of side %s: want %d jobs, all recovered and settled at %s v%d, with %d rows (%d charges, refunds and reclaims each, %d releases); found %d jobs, %d of them as wanted, %d rows (%d charges, %d refunds, %d reclaims, %d releases), %d jobs whose rows are wrong",
+			lc.name, side, wantJobs, p.Kind, p.Version, lc.rows*wantJobs, wantJobs, wantReleases,
+			jobs, sound, rows, charges, refunds, reclaims, releases, badJobs)
+	}
+	return jobs, rows, nil
+}
+
+// verifyBalances checks rule 6 for every account of a side and lifecycle, and the balance its jobs
+// say it should have: its grant less each job's price (fixed) or usage × unit price (metered),
+// the usage read back from the job's ID as verifyJobs does; and, every refund having been
+// reclaimed, nothing left awaiting a reclaim. It answers the accounts' IDs.
+func (b *bench) verifyBalances(ctx context.Context, side string, lc *lifecycle) ([]string, error) {
+	p := lc.price
+	accounts, err := b.pool.Query(ctx, `
+		SELECT a.id, a.balance, a.awaiting_reclaim,
+		       (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e WHERE e.account_id = a.id),
+		       $2::bigint - (SELECT coalesce(sum(CASE WHEN $5::boolean
+		                                             THEN (split_part(j.id, '-', -1)::bigint % $4::bigint) * $3::bigint
+		                                             ELSE $3::bigint * $4::bigint END), 0)
+		                     FROM jobs j WHERE j.account_id = a.id)
+		FROM accounts a WHERE starts_with(a.id, $1)`,
+		b.accountsPrefix(side, lc), grantPerAccount, p.UnitPrice, p.MaxUnits, lc.name == Metered)
+	if err != nil {
+		return nil, fmt.Errorf("ledgerbench: verifying the %s accounts of side %s: %w", lc.name, side, err)
+	}
+	var ids, bad []string
+	for accounts.Next() {
+		var id string
+		var balance, awaiting, sum, want int64
+		if err := accounts.Scan(&id, &balance, &awaiting, &sum, &want); err != nil {
+			accounts.Close()
+			return nil, fmt.Errorf("ledgerbench: verifying the %s accounts of side %s: %w", lc.name, side, err)
+		}
+		ids = append(ids, id)
+		if balance != sum || balance != want || awaiting != 0 {
+			bad = append(bad, fmt.Sprintf("%s: balance %d, sum of rows %d, grant less jobs %d, awaiting reclaim %d (want 0: every refund was reclaimed)",
+				id, balance, sum, want, awaiting))
+		}
+	}
+	if err := accounts.Err(); err != nil {
+		return nil, fmt.Errorf("ledgerbench: verifying the %s accounts of side %s: %w", lc.name, side, err)
+	}
+	if len(ids) != b.cfg.Accounts || len(bad) > 0 {
+		return nil, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on the %s accounts of side %s: %d of %d accounts found; wrong balances:\n%s",
+			lc.name, side, len(ids), b.cfg.Accounts, strings.Join(bad, "\n"))
+	}
+	return ids, nil
 }
 
 // audit runs ledgerdb's Audit (the balance_after chain, rules 2, 3 and 6) on every account,

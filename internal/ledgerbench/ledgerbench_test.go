@@ -11,35 +11,52 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestRunSmall runs the whole benchmark at a toy size on the test database. Run fails unless both
-// sides left exactly three ledger rows per lifecycle (money rule 2) and every account's balance
-// equals the sum of its rows (rule 6), so a pass here means the raw script and the Go side
-// compute the same, right money. pgbench is part of the machine's PostgreSQL install: without
-// it this test fails rather than skips.
+// TestRunSmall runs the whole benchmark at a toy size on the test database, both lifecycles.
+// Run fails unless both sides left exactly the ledger rows each lifecycle should (money rule 2:
+// charge, refund and reclaim of the hold, and for the metered lifecycle a release of the part its
+// usage left), every job recovered (and settled at its usage) and every account's balance equal to
+// the sum of its rows (rule 6) and to its grant less what its jobs cost, so a pass here means the
+// raw scripts and the Go side compute the same, right money. pgbench is part of the machine's
+// PostgreSQL install: without it this test fails rather than skips. Speed is reported, never
+// asserted: a toy run's figures mean nothing.
 func TestRunSmall(t *testing.T) {
 	ledgertest.Store(t) // migrates the test database
 	var out strings.Builder
+	const clients, lifecycles, accounts = 2, 20, 5
 	res, err := ledgerbench.Run(context.Background(), ledgerbench.Config{
 		// As the owner: the set-up and the raw side write the tables directly, which the
 		// application role of ledgertest.DatabaseURL may not.
 		DatabaseURL: ledgertest.MigrateDatabaseURL(),
-		Clients:     2,
-		Lifecycles:  20,
-		Accounts:    5,
+		Clients:     clients,
+		Lifecycles:  lifecycles,
+		Accounts:    accounts,
 	}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rounds, lifecycles = 2, 2 * 20
-	if res.Verified.Jobs != 2*rounds*lifecycles || res.Verified.LedgerRows != 3*2*rounds*lifecycles || res.Verified.Accounts != 2*5 {
-		t.Errorf("verified %+v, want %d jobs, %d rows, 10 accounts", res.Verified, 2*rounds*lifecycles, 3*2*rounds*lifecycles)
+	const rounds, sides = 2, 2
+	const jobs = sides * rounds * clients * lifecycles // per lifecycle
+	want := ledgerbench.Verification{FixedJobs: jobs, FixedRows: 3 * jobs, MeteredJobs: jobs, MeteredRows: 4 * jobs,
+		Accounts: 2 * sides * accounts}
+	if res.Verified != want {
+		t.Errorf("verified %+v, want %+v", res.Verified, want)
 	}
-	if len(res.RawRounds) != rounds || len(res.GoRounds) != rounds {
-		t.Errorf("%d raw and %d Go rounds, want %d each", len(res.RawRounds), len(res.GoRounds), rounds)
+	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered} {
+		if len(c.RawRounds) != rounds || len(c.GoRounds) != rounds {
+			t.Errorf("%s: %d raw and %d Go rounds, want %d each", c.Lifecycle, len(c.RawRounds), len(c.GoRounds), rounds)
+		}
+		if c.Raw.LifecyclesPerSec <= 0 || c.Go.LifecyclesPerSec <= 0 || c.Ratio <= 0 {
+			t.Errorf("%s: figures raw %v, Go %v, ratio %v: all must be above zero", c.Lifecycle, c.Raw, c.Go, c.Ratio)
+		}
 	}
-	if res.Raw.LifecyclesPerSec <= 0 || res.Go.LifecyclesPerSec <= 0 || res.Ratio <= 0 {
-		t.Errorf("figures raw %v, Go %v, ratio %v: all must be above zero", res.Raw, res.Go, res.Ratio)
+	if res.Fixed.Lifecycle != ledgerbench.Fixed || res.Metered.Lifecycle != ledgerbench.Metered {
+		t.Errorf("lifecycles %q and %q, want %q and %q", res.Fixed.Lifecycle, res.Metered.Lifecycle, ledgerbench.Fixed, ledgerbench.Metered)
+	}
+	for _, line := range []string{"ratio Go/raw, fixed:", "ratio Go/raw, metered:"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the report has no %q line", line)
+		}
 	}
 }
 

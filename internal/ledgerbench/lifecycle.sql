@@ -1,9 +1,11 @@
--- One job's ledger lifecycle in raw SQL, for pgbench: charge, refund, duplicate refund, reclaim.
--- Each transition is ONE autocommit statement (one round trip), written against the same tables,
--- guards and constraints as ledger_charge, ledger_refund and ledger_reclaim in ../code/ (the
--- exposure bound of the charge and the awaiting-reclaim sum of the refund and reclaim included).
--- It is the yardstick the Go API is measured against, so it is kept as lean as it can be while
--- computing the same money.
+-- The opening of a job's ledger lifecycle in raw SQL, for pgbench: charge, refund, duplicate
+-- refund. Run appends one last transition to make each lifecycle's script: reclaim.sql (the
+-- fixed-price lifecycle) or settle.sql (the metered one), so that the two share these statements
+-- word for word. Each transition is ONE autocommit statement (one round trip), written against the
+-- same tables, guards and constraints as the ledger functions in ../../ledgerdb/code/ (the exposure
+-- bound of the charge and the awaiting-reclaim sum of the refund and reclaim included). It is the
+-- yardstick the Go API is measured against, so it is kept as lean as it can be while computing the
+-- same money.
 --
 -- Writable-CTE rule: every CTE of a statement runs to completion whatever the later ones find, so
 -- each statement takes its guard in its FIRST CTE and every later write hangs off that CTE's rows.
@@ -70,18 +72,3 @@ WITH j AS (
 )
 INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
 SELECT id, job_id, 'refund', cost, balance FROM a;
-
--- reclaim: refunded -> recovered, the cost taken again with no balance check (the debt rule).
-WITH j AS (
-    UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(), updated_at = now()
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
-      AND state = 'refunded' AND is_refunded AND NOT is_reclaimed
-    RETURNING id, account_id, cost
-), a AS (
-    UPDATE accounts SET balance = accounts.balance - j.cost, awaiting_reclaim = accounts.awaiting_reclaim - j.cost,
-                        updated_at = now()
-    FROM j WHERE accounts.id = j.account_id
-    RETURNING accounts.id, accounts.balance, j.id AS job_id, j.cost
-)
-INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
-SELECT id, job_id, 'reclaim', -cost, balance FROM a;

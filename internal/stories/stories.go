@@ -2,7 +2,9 @@
 // account: a job delivered on the first try; one whose every attempt times out, is refunded, and
 // whose result then lands late (recovered); one that fails for good (refunded, dead-lettered);
 // the same result reported twice (delivered once); one refused for insufficient credits
-// (rejected, nothing charged). It prints each job's end, its money, the sentence its user reads,
+// (rejected, nothing charged); and two metered by the GPU-second — one that holds 300 credits
+// and uses 137 seconds (charged 137, 163 returned), one refunded after its attempts timed out
+// whose result lands late with 90 seconds used (reclaimed, settled at 90). It prints each job's end, its money, the sentence its user reads,
 // its page in the Temporal UI and its ledger rows, then the balance and the audit. `make run`
 // plays them (cmd/jobbill-dev run).
 package stories
@@ -38,15 +40,30 @@ func Configure(c *config.Config) {
 	c.Runner.Simulated.FailureRate = 0
 }
 
+// The price list the stories are billed at. Play sets it (a price equal to the latest changes
+// nothing), so a fresh database needs no setup.
+var prices = []ledgerdb.Price{
+	{Kind: "render", Unit: ledgerdb.UnitJob, UnitPrice: 40, MaxUnits: 1, Memo: "a render, sold whole"},
+	{Kind: "render-batch", Unit: ledgerdb.UnitJob, UnitPrice: 10_000, MaxUnits: 1, Memo: "a batch of renders, sold whole"},
+	{Kind: "gpu-render", Unit: ledgerdb.UnitGPUSecond, UnitPrice: 1, MaxUnits: 300, Memo: "GPU time, by the second, at most 5 minutes"},
+}
+
+// grant is the credits the stories' account starts with: enough for every story to run at once
+// (four renders and two five-minute holds) but not for a batch.
+const grant = 1000
+
 // story is one of the jobs and how its end is reached.
 type story struct {
 	name, title string
-	cost        int64
+	kind        string
 	input       string
 	// then runs after the charge is decided, to report results as the story needs.
 	then func(ctx context.Context, st *jobs.Service, jobID string) error
 	// ends are the states the story waits for.
 	ends []ledgerdb.State
+	// charged is what the story's job must cost the account at its end (money rule 3: −units
+	// used × unit price for a metered job).
+	charged int64
 }
 
 // Play plays the stories through st, whose worker runs as [Configure] says, on a fresh account
@@ -57,13 +74,19 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 	_, _ = rand.Read(suffix[:])
 	run := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
 	account := "demo-" + run
+	for _, p := range prices {
+		if _, _, err := ledger.SetPrice(ctx, p); err != nil {
+			return err
+		}
+	}
 	if _, err := ledger.OpenAccount(ctx, account); err != nil {
 		return err
 	}
-	if _, err := ledger.Grant(ctx, ledgerdb.Credit{AccountID: account, Amount: 200, Key: "welcome", Memo: "demo credits"}); err != nil {
+	if _, err := ledger.Grant(ctx, ledgerdb.Credit{AccountID: account, Amount: grant, Key: "welcome", Memo: "demo credits"}); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "account %s granted 200 credits; playing five stories (about 20 seconds)\n", account)
+	fmt.Fprintf(out, "price list: render 40 credits a job; render-batch 10000 a job; gpu-render 1 credit a GPU-second, at most 300\n")
+	fmt.Fprintf(out, "account %s granted %d credits; playing seven stories (about 20 seconds)\n", account, grant)
 
 	reportTwice := func(ctx context.Context, st *jobs.Service, jobID string) error {
 		// Two reports of the same result race each other, as a duplicated callback would.
@@ -81,11 +104,13 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 		return errors.Join(errs...)
 	}
 	stories := []story{
-		{name: "a", title: "success on the first try", cost: 40, input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}},
-		{name: "b", title: "every attempt times out, refunded, then the result lands late", cost: 40, input: "sim:late:3", ends: []ledgerdb.State{ledgerdb.StateRecovered}},
-		{name: "c", title: "every attempt fails: refunded and dead-lettered for good", cost: 40, input: "sim:fail", ends: []ledgerdb.State{ledgerdb.StateRefunded}},
-		{name: "d", title: "the same result signalled twice", cost: 40, input: "sim:hang", then: reportTwice, ends: []ledgerdb.State{ledgerdb.StateDelivered}},
-		{name: "e", title: "insufficient credits: rejected, nothing charged", cost: 10_000, input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateRejected}},
+		{name: "a", title: "success on the first try", kind: "render", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
+		{name: "b", title: "every attempt times out, refunded, then the result lands late", kind: "render", input: "sim:late:3", ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 40},
+		{name: "c", title: "every attempt fails: refunded and dead-lettered for good", kind: "render", input: "sim:fail", ends: []ledgerdb.State{ledgerdb.StateRefunded}},
+		{name: "d", title: "the same result signalled twice", kind: "render", input: "sim:hang", then: reportTwice, ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
+		{name: "e", title: "insufficient credits: rejected, nothing charged", kind: "render-batch", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateRejected}},
+		{name: "f", title: "metered: 300 credits held, 137 GPU-seconds used", kind: "gpu-render", input: "sim:ok+used:137", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 137},
+		{name: "g", title: "metered: every attempt times out, refunded, then the result lands late with 90 GPU-seconds used", kind: "gpu-render", input: "sim:late:3+used:90", ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 90},
 	}
 	final := make([]jobs.Status, len(stories))
 	errs := make([]error, len(stories))
@@ -118,6 +143,9 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 		if len(s.ends) > 0 && status.State != s.ends[0] {
 			return fmt.Errorf("story (%s) ended %s, not %s", s.name, status.State, s.ends[0])
 		}
+		if status.Charged != s.charged {
+			return fmt.Errorf("story (%s) cost %d credits, not %d", s.name, status.Charged, s.charged)
+		}
 	}
 	report, err := ledger.Audit(ctx, account)
 	if err != nil {
@@ -133,7 +161,7 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 
 func playStory(ctx context.Context, st *jobs.Service, account, run string, s story) (jobs.Status, error) {
 	jobID := fmt.Sprintf("%s-%s", s.name, run)
-	_, err := st.Submit(ctx, jobs.Job{ID: jobID, AccountID: account, Cost: s.cost, InputRef: s.input})
+	_, err := st.Submit(ctx, jobs.Job{ID: jobID, AccountID: account, Kind: s.kind, InputRef: s.input})
 	if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
 		return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
 	}

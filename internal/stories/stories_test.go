@@ -14,8 +14,10 @@ import (
 
 // TestPlayTellsEveryStory plays the stories `make run` shows a newcomer, against a real worker
 // on the dev server and the test ledger: each story must end as it says (delivered, recovered,
-// refunded, delivered once, rejected) and the account must audit clean — the balance is the
-// sum of its rows and no job holds more than one charge, refund or reclaim.
+// refunded, delivered once, rejected, and the two metered ones settled at their usage: 137 and
+// 90 credits) and the account must audit clean — the balance is the sum of its rows, no job
+// holds more than one charge, refund, reclaim or release, and each job's rows sum to −(units
+// used × unit price).
 func TestPlayTellsEveryStory(t *testing.T) {
 	e := workertest.Shared(t, "stories", stories.Configure)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -24,7 +26,10 @@ func TestPlayTellsEveryStory(t *testing.T) {
 	require.NoError(t, stories.Play(ctx, e.Store, e.Jobs, &out), out.String())
 	for _, line := range []string{
 		"(a) success on the first try", "(b) every attempt times out", "(c) every attempt fails",
-		"(d) the same result signalled twice", "(e) insufficient credits", "audit: every money rule holds",
+		"(d) the same result signalled twice", "(e) insufficient credits",
+		"(f) metered: 300 credits held, 137 GPU-seconds used", "137 of 300 held credits charged; 163 returned",
+		"(g) metered: every attempt times out", "90 of 300 held credits charged; 210 returned",
+		"audit: every money rule holds",
 	} {
 		require.Contains(t, out.String(), line)
 	}

@@ -63,7 +63,8 @@ type Config struct {
 	// WorkDuration is how long the simulated work takes (default 5 ms): tiny, so that the
 	// comparison measures the orchestration and the billing, not the GPU.
 	WorkDuration time.Duration
-	// Cost is each job's price in credits (default 10).
+	// Cost is each job's price in credits (default 10): the run sells its jobs as the kind
+	// "workerbench-<cost>", by the job, at this price.
 	Cost int64
 
 	// LatencyJobs is how many refunded jobs get a result signal (default 150; negative for
@@ -271,6 +272,8 @@ type bench struct {
 	ledger   *ledgerdb.Store
 	tc       client.Client
 	accounts []string
+	// kind is the price list's kind the run's jobs name.
+	kind string
 	// jobs submits throughput jobs, latencyJobs refunded-and-listening ones.
 	jobs        *jobs.Service
 	latencyJobs *jobs.Service
@@ -296,6 +299,11 @@ const grantPerAccount = 1_000_000_000
 // openAccounts opens one account per submitter, so that concurrent charges do not all queue on
 // one balance row (a hot spot no real tenant mix has), and grants them credits.
 func (b *bench) openAccounts(ctx context.Context) error {
+	b.kind = fmt.Sprintf("workerbench-%d", b.cfg.Cost)
+	price := ledgerdb.Price{Kind: b.kind, Unit: ledgerdb.UnitJob, UnitPrice: b.cfg.Cost, MaxUnits: 1, Memo: "workerbench"}
+	if _, _, err := b.ledger.SetPrice(ctx, price); err != nil {
+		return fmt.Errorf("setting the price of %s: %w", b.kind, err)
+	}
 	for i := range b.cfg.Concurrency {
 		id := fmt.Sprintf("wb-%s-a%02d", b.runID, i)
 		if _, err := b.ledger.OpenAccount(ctx, id); err != nil {
@@ -407,7 +415,7 @@ func (b *bench) bareJob(ctx context.Context, id string) error {
 // and waits for its workflow to end delivered.
 func (b *bench) meteredJob(ctx context.Context, id, account string) error {
 	b.expect(id, account, ledgerdb.StateDelivered)
-	sub, err := b.jobs.Submit(ctx, jobs.Job{ID: id, AccountID: account, Cost: b.cfg.Cost, InputRef: "sim:ok"})
+	sub, err := b.jobs.Submit(ctx, jobs.Job{ID: id, AccountID: account, Kind: b.kind, InputRef: "sim:ok"})
 	if err != nil {
 		return fmt.Errorf("submitting %s: %w", id, err)
 	}
@@ -470,7 +478,7 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	err := forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		account := b.accounts[i%len(b.accounts)]
 		b.expect(ids[i], account, ledgerdb.StateRecovered)
-		if _, err := st.Submit(ctx, jobs.Job{ID: ids[i], AccountID: account, Cost: b.cfg.Cost, InputRef: "sim:fail"}); err != nil {
+		if _, err := st.Submit(ctx, jobs.Job{ID: ids[i], AccountID: account, Kind: b.kind, InputRef: "sim:fail"}); err != nil {
 			return fmt.Errorf("submitting %s: %w", ids[i], err)
 		}
 		return b.awaitListening(ctx, workflowIDs[i])

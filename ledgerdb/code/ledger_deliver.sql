@@ -1,5 +1,7 @@
--- Records that a running job's work succeeded: running -> delivered. No money moves. (Workflows of
--- the first version deliver with it; later ones settle.)
+-- Records that a running job's work succeeded: running -> delivered, for a caller that knows no
+-- usage: a priced job is settled at its whole hold in the same transaction, nothing released, so
+-- that no release can come later, outside the exposure bound its hold was counted in while it ran.
+-- (Workflows of the first version deliver with it; later ones settle.)
 CREATE FUNCTION ledger_deliver(p_job_id text, p_attempts integer)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -13,7 +15,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
     END IF;
-    RETURN ledger_job_result_of('applied', NULL, NULL, j);
+    RETURN ledger_release(j, NULL, NULL, NULL);
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_deliver(text, integer)") }}

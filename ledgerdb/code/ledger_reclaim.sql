@@ -1,7 +1,8 @@
 -- Takes the refund back when a refunded job's result landed after all: refunded -> recovered. No
 -- balance check: the work was delivered, so the debt stands (the debt rule); the lower exposure
--- bound guarantees the balance still fits.
-CREATE FUNCTION ledger_reclaim(p_job_id text)
+-- bound guarantees the balance still fits. Only the reclaim: ledger_reclaim and ledger_settle
+-- settle the job in the same transaction.
+CREATE FUNCTION ledger_reclaim_refund(p_job_id text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -27,6 +28,25 @@ BEGIN
         RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['recovered']);
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_reclaim_refund(text)") }}
+
+-- Reclaims a refunded job's refund (ledger_reclaim_refund) for a caller that knows no usage: a
+-- priced job is settled at its whole hold in the same transaction, nothing released, so that no
+-- release can come later, outside the exposure bound a running job's hold was counted in. (The
+-- original workflow's late-result fallback reclaims with it; later ones settle.)
+CREATE FUNCTION ledger_reclaim(p_job_id text)
+RETURNS ledger_job_result
+LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
+DECLARE
+    r ledger_job_result;
+BEGIN
+    r := ledger_reclaim_refund(p_job_id);
+    IF r.outcome = 'applied' THEN
+        RETURN ledger_release(r.job, NULL, r.entry_id, r.balance_after);
+    END IF;
+    RETURN r;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_reclaim(text)") }}

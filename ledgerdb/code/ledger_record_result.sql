@@ -1,7 +1,9 @@
 -- Writes a reported result to the inbox before anyone acknowledges it: once per job and attempt.
--- The same report again answers already_applied; another output for the same attempt, conflict.
+-- The same report again answers already_applied; another output or usage for the same attempt,
+-- conflict.
 -- A job that was never charged (submitting, rejected) has no work to deliver: not_started.
-CREATE FUNCTION ledger_record_result(p_job_id text, p_attempt integer, p_output_ref text, p_finished_at timestamptz)
+CREATE FUNCTION ledger_record_result(p_job_id text, p_attempt integer, p_output_ref text, p_finished_at timestamptz,
+                                     p_units_used bigint)
 RETURNS TABLE (outcome text, job_state text, received_at timestamptz, applied_at timestamptz)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -19,8 +21,8 @@ BEGIN
         RETURN QUERY SELECT 'not_started'::text, j.state, NULL::timestamptz, NULL::timestamptz;
         RETURN;
     END IF;
-    INSERT INTO result_reports (job_id, attempt, output_ref, finished_at)
-    VALUES (p_job_id, p_attempt, p_output_ref, p_finished_at)
+    INSERT INTO result_reports (job_id, attempt, output_ref, finished_at, units_used)
+    VALUES (p_job_id, p_attempt, p_output_ref, p_finished_at, p_units_used)
     ON CONFLICT (job_id, attempt) DO NOTHING
     RETURNING * INTO rr;
     IF FOUND THEN
@@ -28,11 +30,11 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO rr FROM result_reports r WHERE r.job_id = p_job_id AND r.attempt = p_attempt;
-    IF rr.output_ref <> p_output_ref THEN
+    IF rr.output_ref <> p_output_ref OR rr.units_used IS DISTINCT FROM p_units_used THEN
         RETURN QUERY SELECT 'conflict'::text, j.state, rr.received_at, rr.applied_at;
     ELSE
         RETURN QUERY SELECT 'already_applied'::text, j.state, rr.received_at, rr.applied_at;
     END IF;
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_record_result(text, integer, text, timestamptz)") }}
+{{ template "service_may_call" (dict "fn" "ledger_record_result(text, integer, text, timestamptz, bigint)") }}

@@ -1,26 +1,33 @@
 -- Bills a job's result in one transaction, whatever happened before it landed: a running job is
--- delivered (no money moves); a refunded one is recovered (its refund reclaimed, the debt rule
--- applies). A delivered or recovered job answers already_applied. One step, so that a result that
--- races a refund can never be lost between a reclaim and a delivery.
-CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer)
+-- delivered; a refunded one is recovered (its refund reclaimed, the debt rule applies). A job with
+-- a price (a kind) is settled in the same transaction: its units used are recorded, capped at the
+-- units its charge held (the hold is a hard spending cap), and the unused part of the hold goes
+-- back in one release row. p_units_used NULL means the runner did not say: the job is settled at
+-- its whole hold. A settled job answers already_applied with the units it was settled at. One
+-- step, so that a result that races a refund can never be lost between a reclaim and a delivery.
+CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
     j jobs;
     r ledger_job_result;
 BEGIN
+    IF p_units_used < 0 THEN
+        RAISE EXCEPTION 'job %: units used is %; it must not be negative', p_job_id, p_units_used
+            USING ERRCODE = '22023';
+    END IF;
     UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(),
                     attempts = greatest(attempts, p_attempts)
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN
-        RETURN ledger_job_result_of('applied', NULL, NULL, j);
+        RETURN ledger_release(j, p_units_used, NULL, NULL);
     END IF;
-    r := ledger_reclaim(p_job_id);
+    r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        RETURN r;
+        RETURN ledger_release(r.job, p_units_used, r.entry_id, r.balance_after);
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_settle(text, integer)") }}
+{{ template "service_may_call" (dict "fn" "ledger_settle(text, integer, bigint)") }}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -150,13 +151,39 @@ func Account(t testing.TB, s *ledgerdb.Store, credits int64) string {
 	return id
 }
 
-// Charged submits a job of cost to acct through the ledger alone, with request as its request,
+// Fixed is a kind sold by the job at price credits, on the price list of s: "fixed-<price>".
+// Tests share these kinds and never change their price, so every job of the kind costs price.
+func Fixed(t testing.TB, s *ledgerdb.Store, price int64) string {
+	t.Helper()
+	return kind(t, s, ledgerdb.Price{Kind: fmt.Sprintf("fixed-%d", price), Unit: ledgerdb.UnitJob, UnitPrice: price, MaxUnits: 1})
+}
+
+// Metered is a kind metered by the GPU-second at unitPrice credits, holding at most maxUnits per
+// job, on the price list of s: "metered-<unitPrice>x<maxUnits>". Tests share these kinds and never
+// change their price.
+func Metered(t testing.TB, s *ledgerdb.Store, unitPrice, maxUnits int64) string {
+	t.Helper()
+	return kind(t, s, ledgerdb.Price{Kind: fmt.Sprintf("metered-%dx%d", unitPrice, maxUnits), Unit: ledgerdb.UnitGPUSecond, UnitPrice: unitPrice, MaxUnits: maxUnits})
+}
+
+// kind sets p on the price list unless it is there already, and answers its kind.
+func kind(t testing.TB, s *ledgerdb.Store, p ledgerdb.Price) string {
+	t.Helper()
+	p.Memo = "test price"
+	if _, _, err := s.SetPrice(context.Background(), p); err != nil {
+		t.Fatalf("setting the test price of %s: %v", p.Kind, err)
+	}
+	return p.Kind
+}
+
+// Charged submits a job of a kind sold at cost (see [Fixed]) to acct through the ledger alone,
+// with request as its request,
 // and charges it: a running job that no workflow runs, as a test that plays a workflow's part
 // needs. It answers the charge's transition.
 func Charged(t testing.TB, s *ledgerdb.Store, acct, jobID string, cost int64, request string) ledgerdb.Transition {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.Submit(ctx, ledgerdb.Submission{JobID: jobID, AccountID: acct, Cost: cost, Request: []byte(request)}); err != nil {
+	if _, err := s.Submit(ctx, ledgerdb.Submission{JobID: jobID, AccountID: acct, Kind: Fixed(t, s, cost), Request: []byte(request)}); err != nil {
 		t.Fatalf("submitting %s: %v", jobID, err)
 	}
 	charged, err := s.Charge(ctx, jobID)
@@ -201,16 +228,7 @@ func RequireRows(t testing.TB, s *ledgerdb.Store, jobID string, cost int64, kind
 		}
 		want = append(want, Row{Kind: k, Amount: amount})
 	}
-	rows, err := s.Pool().Query(context.Background(),
-		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
-	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
-	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
-	}
-	if !slices.Equal(want, got) {
+	if got := Rows(t, s, jobID); !slices.Equal(want, got) {
 		t.Fatalf("ledger rows of job %s: got %v, want %v", jobID, got, want)
 	}
 }
@@ -227,4 +245,65 @@ func RequireBalance(t testing.TB, s *ledgerdb.Store, accountID string, want int6
 		t.Fatalf("balance of %s: got %d, want %d", accountID, got, want)
 	}
 	RequireSound(t, s, accountID)
+}
+
+// Rows is a job's ledger rows, in order of writing.
+func Rows(t testing.TB, s *ledgerdb.Store, jobID string) []Row {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(),
+		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	return got
+}
+
+// OwnKind is a fresh job kind of the test's own, unique across runs, for a test that sets or
+// changes a price: the shared kinds of [Fixed] and [Metered] never change theirs. It is [ID] in
+// the shape of a kind (lower case, at most 64 characters, starting with a letter), keeping the
+// random part.
+func OwnKind(t testing.TB) string {
+	t.Helper()
+	id := strings.ToLower(ID(t, "k"))
+	id = regexp.MustCompile(`[^a-z0-9._-]+`).ReplaceAllString(id, "-")
+	if len(id) > 64 {
+		id = "k" + id[len(id)-63:]
+	}
+	if err := ledgerdb.ValidateKind(id); err != nil {
+		t.Fatalf("kind %q: %v", id, err)
+	}
+	return id
+}
+
+// RequireRowAmounts checks a job's ledger rows, in order of writing, kind and amount each —
+// for rows whose amounts are not ±cost (a release gives back part of a hold). Money rules 2
+// and 5: exactly these rows, each of exactly this amount.
+func RequireRowAmounts(t testing.TB, s *ledgerdb.Store, jobID string, want ...Row) {
+	t.Helper()
+	if want == nil {
+		want = []Row{}
+	}
+	got := JobRows(t, s, jobID)
+	if !slices.Equal(want, got) {
+		t.Fatalf("ledger rows of job %s: got %v, want %v", jobID, got, want)
+	}
+}
+
+// JobRows reads a job's ledger rows, in order of writing, straight from the table.
+func JobRows(t testing.TB, s *ledgerdb.Store, jobID string) []Row {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(),
+		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
+	if err != nil {
+		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+	}
+	return got
 }

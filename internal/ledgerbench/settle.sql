@@ -1,0 +1,33 @@
+-- The metered lifecycle's last transition, after lifecycle.sql, as ledger_settle bills the late
+-- result of a refunded job: the refund taken back (ledger_reclaim: refunded -> recovered, the
+-- awaiting-reclaim sum less the hold, no balance check) and, in the same statement, the job
+-- settled (ledger_release: units_used capped at the held units, is_settled) with the unused part
+-- of the hold, (held − used) × unit price, given back in a release row when it is above zero.
+-- ledger_settle first tries a running job's delivery, which this lifecycle never takes, so the
+-- statement is only the refunded job's path. Its guard is the first CTE: the reclaim's (refunded,
+-- not reclaimed) and the settlement's (not settled) in one UPDATE of the job. The account row is
+-- updated once for both movements, so the reclaim row's balance_after is the balance before the
+-- release; the rows are inserted in that order, as the audit's replay by row ID expects.
+--
+-- Variable: held (-D, the metered kind's maximum of units, which every job holds). The work used
+-- n mod held units, as the Go side reports: each job has its own usage, and the release is never 0.
+\set used :n % :held
+WITH j AS (
+    UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(),
+                    is_settled = true, settled_at = now(), units_used = least(:used::bigint, held_units),
+                    updated_at = now()
+    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+      AND state = 'refunded' AND is_refunded AND NOT is_reclaimed AND NOT is_settled
+    RETURNING id, account_id, cost, (held_units - units_used) * unit_price AS released
+), a AS (
+    UPDATE accounts SET balance = accounts.balance - j.cost + j.released,
+                        awaiting_reclaim = accounts.awaiting_reclaim - j.cost, updated_at = now()
+    FROM j WHERE accounts.id = j.account_id
+    RETURNING accounts.id, accounts.balance, j.id AS job_id, j.cost, j.released
+)
+INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+SELECT a.id, a.job_id, r.kind, r.amount, r.balance_after
+FROM a, LATERAL (VALUES (1, 'reclaim', -a.cost, a.balance - a.released),
+                        (2, 'release', a.released, a.balance)) AS r (ord, kind, amount, balance_after)
+WHERE r.kind = 'reclaim' OR a.released > 0
+ORDER BY r.ord;

@@ -1,0 +1,46 @@
+-- Settles a delivered or recovered job that has a price, inside the caller's transaction: records
+-- the units used (p_units_used capped at the held units; NULL: the whole hold; always the one
+-- unit of a kind sold by the job), sets the settled
+-- flag, and gives back the unused part of the hold, (held − used) × unit price, in one release row
+-- when it is above zero. A job without a price (submitted with a cost, before the price list) has
+-- nothing to settle. Answers applied with the row it wrote — or, with none, the caller's row
+-- (p_entry_id, p_balance_after: a reclaim made in the same transaction).
+CREATE FUNCTION ledger_release(j jobs, p_units_used bigint, p_entry_id bigint, p_balance_after bigint)
+RETURNS ledger_job_result
+LANGUAGE plpgsql AS $$
+DECLARE
+    job_id   text := j.id;
+    released bigint;
+    balance  bigint;
+    entry    bigint;
+BEGIN
+    IF j.kind IS NULL THEN
+        RETURN ledger_job_result_of('applied', p_entry_id, p_balance_after, j);
+    END IF;
+    -- A kind sold by the job costs its whole price whatever usage a result reports: it settles at
+    -- its one unit, so a report of 0 units can never turn its price into a release.
+    UPDATE jobs SET is_settled = true, settled_at = now(), updated_at = now(),
+                    units_used = CASE WHEN j.unit = 'job' THEN j.held_units
+                                      ELSE least(coalesce(p_units_used, j.held_units), j.held_units) END
+    WHERE id = job_id AND NOT is_settled
+    RETURNING * INTO j;
+    IF NOT FOUND THEN
+        -- Settled before (its callers hold the job's row lock, so only a caller that did not
+        -- check could get here): answer it as it stands, writing nothing.
+        SELECT * INTO j FROM jobs WHERE id = job_id;
+        RETURN ledger_job_result_of('already_applied', NULL, NULL, j);
+    END IF;
+    released := (j.held_units - j.units_used) * j.unit_price;
+    IF released = 0 THEN
+        RETURN ledger_job_result_of('applied', p_entry_id, p_balance_after, j);
+    END IF;
+    UPDATE accounts SET balance = accounts.balance + released, updated_at = now()
+    WHERE id = j.account_id
+    RETURNING accounts.balance INTO balance;
+    INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+    VALUES (j.account_id, j.id, 'release', released, balance)
+    RETURNING id INTO entry;
+    RETURN ledger_job_result_of('applied', entry, balance, j);
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_release(jobs, bigint, bigint, bigint)") }}

@@ -1,0 +1,1207 @@
+package ledgerdb_test
+
+// Prices set by the server, and metered usage settled: the price list's versions, the hold a
+// metered job's charge takes, the settlement that records its usage and releases the rest, and
+// the input each of them refuses — against the real Postgres, as the application role.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// meteredCharged submits a job of kind to acct (holding maxUnits, 0 for the kind's maximum) and
+// charges it: a running job that no workflow runs.
+func meteredCharged(t *testing.T, s *ledgerdb.Store, acct, kind string, maxUnits int64) ledgerdb.Transition {
+	t.Helper()
+	ctx := context.Background()
+	job := ledgertest.ID(t, "job")
+	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, MaxUnits: maxUnits, Request: []byte(`{"render":"metered"}`)})
+	require.NoError(t, err)
+	tr, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	return tr
+}
+
+// requireSettled checks what a settlement recorded on the job: settled, at used units, with its
+// money rules' figures (rule 3: a settled job nets −used × unit price).
+func requireSettled(t *testing.T, j ledgerdb.Job, used int64) {
+	t.Helper()
+	require.True(t, j.IsSettled, "job %s is not settled", j.ID)
+	require.NotNil(t, j.UnitsUsed, "job %s", j.ID)
+	require.Equal(t, used, *j.UnitsUsed, "units used of job %s", j.ID)
+	require.NotNil(t, j.SettledAt, "job %s", j.ID)
+	require.Equal(t, used*j.UnitPrice, j.Charged(), "job %s", j.ID)
+	require.Equal(t, -used*j.UnitPrice, j.Net(), "job %s", j.ID)
+	require.Equal(t, (j.HeldUnits-used)*j.UnitPrice, j.Released(), "job %s", j.ID)
+}
+
+// TestPriceVersioning checks money rule 5 (amounts come from the job record, fixed at submission)
+// and rules 7 and 8 across a price change: a job keeps the version, unit price, hold and cost it
+// was submitted at; a job submitted after the change gets the new price; the same ID resubmitted
+// after the change answers the original job at its old price (with the kind's maximum of the
+// version it was submitted at, not today's); its charge, settlement and release move the old
+// price's amounts. Setting the same figures again answers AlreadyApplied and writes no version;
+// setting an older price again writes a new version.
+func TestPriceVersioning(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.OwnKind(t)
+	acct := ledgertest.Account(t, s, 10_000)
+
+	v1, outcome, err := s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 3, MaxUnits: 100, Memo: "launch price"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, outcome)
+	require.Equal(t, 1, v1.Version)
+	require.Equal(t, "launch price", v1.Memo)
+	require.Equal(t, int64(300), v1.Hold())
+
+	first := ledgerdb.Submission{JobID: ledgertest.ID(t, "first"), AccountID: acct, Kind: kind, Request: []byte(`{"render":"a"}`)}
+	tr, err := s.Submit(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, 1, tr.Job.PriceVersion)
+	require.Equal(t, int64(300), tr.Job.Cost)
+
+	v2, outcome, err := s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 5, MaxUnits: 50, Memo: "dearer, shorter"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, outcome)
+	require.Equal(t, 2, v2.Version)
+
+	second := ledgerdb.Submission{JobID: ledgertest.ID(t, "second"), AccountID: acct, Kind: kind, Request: []byte(`{"render":"b"}`)}
+	tr, err = s.Submit(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, 2, tr.Job.PriceVersion)
+	require.Equal(t, int64(5), tr.Job.UnitPrice)
+	require.Equal(t, int64(50), tr.Job.HeldUnits)
+	require.Equal(t, int64(250), tr.Job.Cost)
+
+	// The first job, resubmitted after the change, is the job it was: its price, not today's.
+	for name, sub := range map[string]ledgerdb.Submission{
+		"as first sent":                      first,
+		"naming the hold of its own version": {JobID: first.JobID, AccountID: acct, Kind: kind, MaxUnits: 100, Request: first.Request},
+	} {
+		again, err := s.Submit(ctx, sub)
+		require.NoError(t, err, name)
+		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, name)
+		require.Equal(t, 1, again.Job.PriceVersion, name)
+		require.Equal(t, int64(3), again.Job.UnitPrice, name)
+		require.Equal(t, int64(100), again.Job.HeldUnits, name)
+		require.Equal(t, int64(300), again.Job.Cost, name)
+	}
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: first.JobID, AccountID: acct, Kind: kind, MaxUnits: 50, Request: first.Request})
+	require.ErrorIs(t, err, ledgerdb.ErrConflict, "today's maximum holds other units than the job's")
+
+	charged, err := s.Charge(ctx, first.JobID)
+	require.NoError(t, err)
+	require.Equal(t, int64(10_000-300), charged.BalanceAfter)
+	settled, err := s.Settle(ctx, first.JobID, 1, ledgerdb.Units(10))
+	require.NoError(t, err)
+	requireSettled(t, settled.Job, 10)
+	ledgertest.RequireRowAmounts(t, s, first.JobID,
+		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 270})
+
+	// The same figures again write nothing, whatever the memo says.
+	same, outcome, err := s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 5, MaxUnits: 50, Memo: "said again"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, outcome)
+	require.Equal(t, 2, same.Version)
+	require.Equal(t, "dearer, shorter", same.Memo, "the answer is the version that stands")
+	history, err := s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Len(t, history, 2)
+
+	// Back to the launch price: a new version, not the old one again.
+	v3, outcome, err := s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 3, MaxUnits: 100})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, outcome)
+	require.Equal(t, 3, v3.Version)
+	current, err := s.CurrentPrice(ctx, kind)
+	require.NoError(t, err)
+	require.Equal(t, 3, current.Version)
+	history, err = s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2, 3}, []int{history[0].Version, history[1].Version, history[2].Version})
+	require.Equal(t, []int64{3, 5, 3}, []int64{history[0].UnitPrice, history[1].UnitPrice, history[2].UnitPrice})
+	list, err := s.Prices(ctx)
+	require.NoError(t, err)
+	found := false
+	for _, p := range list {
+		if p.Kind == kind {
+			found = true
+			require.Equal(t, 3, p.Version, "the price list shows each kind's latest version")
+		}
+	}
+	require.True(t, found, "kind %s is not on the price list", kind)
+
+	// The second job was submitted under version 2 and stays there.
+	job, err := s.Job(ctx, second.JobID)
+	require.NoError(t, err)
+	require.Equal(t, 2, job.PriceVersion)
+	require.Equal(t, int64(250), job.Cost)
+	ledgertest.RequireBalance(t, s, acct, 10_000-30)
+}
+
+// TestSetPriceConcurrently checks rule 8 for the price list: the same price set by many callers
+// at once writes exactly one version (one Applied, the rest AlreadyApplied), and different prices
+// set at once take the versions 1..n, each exactly once, with no gap.
+func TestSetPriceConcurrently(t *testing.T) {
+	const callers = 12
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+
+	kind := ledgertest.OwnKind(t)
+	outcomes := make([]ledgerdb.Outcome, callers)
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			_, outcomes[i], errs[i] = s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 2, MaxUnits: 30})
+		})
+	}
+	close(start)
+	wg.Wait()
+	applied := 0
+	for i := range callers {
+		require.NoError(t, errs[i])
+		if outcomes[i] == ledgerdb.Applied {
+			applied++
+		} else {
+			require.Equal(t, ledgerdb.AlreadyApplied, outcomes[i])
+		}
+	}
+	require.Equal(t, 1, applied, "outcomes %v", outcomes)
+	history, err := s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+
+	kind = ledgertest.OwnKind(t)
+	prices := make([]ledgerdb.Price, callers)
+	start = make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			prices[i], outcomes[i], errs[i] = s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: int64(i + 1), MaxUnits: 30})
+		})
+	}
+	close(start)
+	wg.Wait()
+	versions := map[int]int64{}
+	for i := range callers {
+		require.NoError(t, errs[i])
+		require.Equal(t, ledgerdb.Applied, outcomes[i])
+		_, dup := versions[prices[i].Version]
+		require.False(t, dup, "two prices took version %d", prices[i].Version)
+		versions[prices[i].Version] = prices[i].UnitPrice
+	}
+	history, err = s.PriceHistory(ctx, kind)
+	require.NoError(t, err)
+	require.Len(t, history, callers)
+	for i, p := range history {
+		require.Equal(t, i+1, p.Version)
+		require.Equal(t, versions[p.Version], p.UnitPrice)
+	}
+}
+
+// TestMeteredSettlement checks the settlement of a metered job's result (rules 2, 3, 5, 6 and 8):
+// its charge holds unit price × held units; a settle records units used = min(reported, held)
+// (nil: the whole hold) and writes one release row of (held − used) × unit price when that is
+// above zero, whose balance_after continues the account's chain; the job then nets −used × unit
+// price; a second settle, whatever usage it reports, answers AlreadyApplied with the recorded
+// units and writes nothing. The same holds for a late result after a refund: the refund is
+// reclaimed in full and the unused part released.
+func TestMeteredSettlement(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	const unitPrice, maxUnits = 3, 20
+	kind := ledgertest.Metered(t, s, unitPrice, maxUnits)
+	for _, c := range []struct {
+		name  string
+		usage *int64
+		used  int64
+	}{
+		{"within the hold", ledgerdb.Units(7), 7},
+		{"equal to the hold", ledgerdb.Units(maxUnits), maxUnits},
+		{"above the hold: capped", ledgerdb.Units(maxUnits + 1), maxUnits},
+		{"far above the hold: capped", ledgerdb.Units(math.MaxInt64), maxUnits},
+		{"zero: the whole hold returned", ledgerdb.Units(0), 0},
+		{"not reported: the whole hold billed", nil, maxUnits},
+	} {
+		for _, late := range []bool{false, true} {
+			name := c.name
+			if late {
+				name += ", late result after a refund"
+			}
+			t.Run(name, func(t *testing.T) {
+				const credits = 100
+				hold := int64(unitPrice * maxUnits)
+				released := (maxUnits - c.used) * unitPrice
+				acct := ledgertest.Account(t, s, credits)
+				charged := meteredCharged(t, s, acct, kind, 0)
+				job := charged.Job.ID
+				require.Equal(t, ledgerdb.UnitGPUSecond, charged.Job.Unit)
+				require.Equal(t, int64(maxUnits), charged.Job.HeldUnits)
+				require.Equal(t, hold, charged.Job.Cost)
+				require.Equal(t, credits-hold, charged.BalanceAfter, "the charge holds unit price × max units")
+				require.Equal(t, hold, charged.Job.Charged())
+				require.Zero(t, charged.Job.Released())
+				want := []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -hold}}
+				wantState := ledgerdb.StateDelivered
+				if late {
+					refunded, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+					require.NoError(t, err)
+					require.Equal(t, int64(credits), refunded.BalanceAfter)
+					want = append(want, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: hold}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -hold})
+					wantState = ledgerdb.StateRecovered
+				}
+				if released > 0 {
+					want = append(want, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: released})
+				}
+
+				tr, err := s.Settle(ctx, job, 2, c.usage)
+				require.NoError(t, err)
+				require.Equal(t, ledgerdb.Applied, tr.Outcome)
+				require.Equal(t, wantState, tr.Job.State)
+				requireSettled(t, tr.Job, c.used)
+				balance := credits - c.used*unitPrice
+				if released > 0 || late {
+					require.NotZero(t, tr.EntryID, "the settle wrote a row")
+					require.Equal(t, balance, tr.BalanceAfter)
+				} else {
+					require.Zero(t, tr.EntryID, "nothing to release, nothing written")
+				}
+				ledgertest.RequireRowAmounts(t, s, job, want...)
+
+				// The release row continues the account's chain: its balance_after is the row
+				// before it plus what it gives back.
+				h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
+				require.NoError(t, err)
+				last := h.Entries[len(h.Entries)-1]
+				if released > 0 {
+					require.Equal(t, ledgerdb.KindRelease, last.Kind)
+					require.Equal(t, tr.EntryID, last.ID)
+					require.Equal(t, h.Entries[len(h.Entries)-2].BalanceAfter+released, last.BalanceAfter)
+				}
+				require.Equal(t, balance, last.BalanceAfter)
+
+				// A second settle, with any usage, answers the recorded units and writes nothing.
+				for _, usage := range []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1), ledgerdb.Units(c.used), ledgerdb.Units(maxUnits * 2)} {
+					again, err := s.Settle(ctx, job, 3, usage)
+					require.NoError(t, err)
+					require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+					require.Zero(t, again.EntryID)
+					requireSettled(t, again.Job, c.used)
+					require.Equal(t, tr.Job.Attempts, again.Job.Attempts, "an answered repeat changes nothing")
+				}
+				// Nor does any other step move money on the settled job.
+				for _, op := range []func() (ledgerdb.Transition, error){
+					func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "late timeout", 4) },
+					func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
+					func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 4) },
+					func() (ledgerdb.Transition, error) { return s.Charge(ctx, job) },
+				} {
+					tr, err := op()
+					require.NoError(t, err)
+					require.Zero(t, tr.EntryID)
+				}
+				ledgertest.RequireRowAmounts(t, s, job, want...)
+				ledgertest.RequireBalance(t, s, acct, balance)
+
+				// A tombstone keeps the settlement and its money.
+				del, err := s.Delete(ctx, job)
+				require.NoError(t, err)
+				requireSettled(t, del.Job, c.used)
+				_, err = s.Settle(ctx, job, 3, ledgerdb.Units(0))
+				require.ErrorIs(t, err, ledgerdb.ErrGone)
+				ledgertest.RequireBalance(t, s, acct, balance)
+			})
+		}
+	}
+}
+
+// TestMeteredSmallerHold checks rule 5 for a client's own maximum: a job submitted with MaxUnits
+// below its kind's holds only those units (its cost is unit price × MaxUnits), usage is capped at
+// them, and the same ID resubmitted answers the job only when it asks for the same hold — the
+// fingerprint leaves MaxUnits out, so "the kind's maximum" and the same number named explicitly
+// are the same request, and another number is a conflict. A fixed-price kind holds one unit, so
+// naming MaxUnits 1 for it is the same request too.
+func TestMeteredSmallerHold(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 4, 25)
+	acct := ledgertest.Account(t, s, 1000)
+
+	small := ledgerdb.Submission{JobID: ledgertest.ID(t, "small"), AccountID: acct, Kind: kind, MaxUnits: 10, Request: []byte("x")}
+	tr, err := s.Submit(ctx, small)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), tr.Job.HeldUnits)
+	require.Equal(t, int64(40), tr.Job.Cost)
+	again, err := s.Submit(ctx, small)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	for _, other := range []int64{0, 9, 11, 25} {
+		sub := small
+		sub.MaxUnits = other
+		_, err := s.Submit(ctx, sub)
+		require.ErrorIs(t, err, ledgerdb.ErrConflict, "max units %d", other)
+	}
+	charged, err := s.Charge(ctx, small.JobID)
+	require.NoError(t, err)
+	require.Equal(t, int64(960), charged.BalanceAfter)
+	settled, err := s.Settle(ctx, small.JobID, 1, ledgerdb.Units(24))
+	require.NoError(t, err)
+	requireSettled(t, settled.Job, 10)
+	require.Zero(t, settled.EntryID, "capped at the client's maximum: nothing to release")
+	ledgertest.RequireRowAmounts(t, s, small.JobID, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -40})
+
+	whole := ledgerdb.Submission{JobID: ledgertest.ID(t, "whole"), AccountID: acct, Kind: kind, Request: []byte("y")}
+	tr, err = s.Submit(ctx, whole)
+	require.NoError(t, err)
+	require.Equal(t, int64(25), tr.Job.HeldUnits)
+	named := whole
+	named.MaxUnits = 25
+	again, err = s.Submit(ctx, named)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, "the kind's maximum named explicitly is the same hold")
+	named.MaxUnits = 24
+	_, err = s.Submit(ctx, named)
+	require.ErrorIs(t, err, ledgerdb.ErrConflict)
+
+	fixed := ledgerdb.Submission{JobID: ledgertest.ID(t, "fixed"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte("z")}
+	_, err = s.Submit(ctx, fixed)
+	require.NoError(t, err)
+	fixed.MaxUnits = 1
+	again, err = s.Submit(ctx, fixed)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, "a job sold whole holds one unit, named or not")
+	ledgertest.RequireBalance(t, s, acct, 960)
+}
+
+// TestMeteredSettlesAfterTheOldSteps checks rules 2, 3 and 8 for a priced job billed by the steps
+// of the original version, which know no usage — Deliver alone, or Reclaim alone: each settles
+// the job at its whole hold in its own transaction (a job sold whole at its one unit), writing no
+// release row, so the job nets −hold at once and no release can come later (the bounded balances
+// of docs/design.md). A later Settle, whatever usage it reports, answers AlreadyApplied with the
+// held units and writes nothing; so does the old step again. The Reclaim answers its reclaim row.
+func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	const unitPrice, maxUnits, hold = 2, 30, 60
+	kind := ledgertest.Metered(t, s, unitPrice, maxUnits)
+	acct := ledgertest.Account(t, s, 300)
+	usages := []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1), ledgerdb.Units(12), ledgerdb.Units(maxUnits), ledgerdb.Units(maxUnits * 3)}
+
+	// settleWritesNothing settles job again with every usage: AlreadyApplied, the units it was
+	// settled at, no row, nothing changed.
+	settleWritesNothing := func(job string, settled ledgerdb.Job, used int64) {
+		t.Helper()
+		for _, usage := range usages {
+			again, err := s.Settle(ctx, job, 5, usage)
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, "usage %s", fmtUnits(usage))
+			require.Zero(t, again.EntryID, "usage %s", fmtUnits(usage))
+			requireSettled(t, again.Job, used)
+			require.Equal(t, settled.State, again.Job.State)
+			require.Equal(t, settled.Attempts, again.Job.Attempts, "an answered repeat changes nothing")
+			require.Equal(t, settled.SettledAt, again.Job.SettledAt, "settled once")
+		}
+	}
+
+	delivered := meteredCharged(t, s, acct, kind, 0).Job.ID
+	ledgertest.RequireBalance(t, s, acct, 300-hold)
+	tr, err := s.Deliver(ctx, delivered, 1)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, ledgerdb.StateDelivered, tr.Job.State)
+	requireSettled(t, tr.Job, maxUnits)
+	require.Equal(t, int64(-hold), tr.Job.Net(), "delivered by the old step: the whole hold, at once")
+	require.Zero(t, tr.EntryID, "settled at the whole hold: nothing released")
+	again, err := s.Deliver(ctx, delivered, 2)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	requireSettled(t, again.Job, maxUnits)
+	settleWritesNothing(delivered, tr.Job, maxUnits)
+	ledgertest.RequireRowAmounts(t, s, delivered, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -hold})
+	ledgertest.RequireBalance(t, s, acct, 300-hold)
+
+	// A client's own smaller hold is the whole hold too.
+	small := meteredCharged(t, s, acct, kind, 10).Job.ID
+	tr, err = s.Deliver(ctx, small, 1)
+	require.NoError(t, err)
+	requireSettled(t, tr.Job, 10)
+	settleWritesNothing(small, tr.Job, 10)
+	ledgertest.RequireRowAmounts(t, s, small, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -20})
+	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
+
+	recovered := meteredCharged(t, s, acct, kind, 0).Job.ID
+	_, err = s.Refund(ctx, recovered, "timed out", 3)
+	require.NoError(t, err)
+	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
+	tr, err = s.Reclaim(ctx, recovered)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+	requireSettled(t, tr.Job, maxUnits)
+	require.NotZero(t, tr.EntryID, "the reclaim row")
+	require.Equal(t, int64(300-2*hold-20), tr.BalanceAfter)
+	again, err = s.Reclaim(ctx, recovered)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	require.Zero(t, again.EntryID)
+	requireSettled(t, again.Job, maxUnits)
+	settleWritesNothing(recovered, tr.Job, maxUnits)
+	ledgertest.RequireRowAmounts(t, s, recovered, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -hold},
+		ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: hold}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -hold})
+	ledgertest.RequireBalance(t, s, acct, 300-2*hold-20)
+
+	// A job sold whole: settled at its one unit by either old step.
+	fixed := ledgertest.ID(t, "fixed")
+	ledgertest.Charged(t, s, acct, fixed, 40, "x")
+	tr, err = s.Deliver(ctx, fixed, 1)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	requireSettled(t, tr.Job, 1)
+	require.Zero(t, tr.EntryID)
+	settleWritesNothing(fixed, tr.Job, 1)
+	ledgertest.RequireRows(t, s, fixed, 40, ledgerdb.KindCharge)
+
+	fixedLate := ledgertest.ID(t, "fixed-late")
+	ledgertest.Charged(t, s, acct, fixedLate, 40, "y")
+	_, err = s.Refund(ctx, fixedLate, "timed out", 3)
+	require.NoError(t, err)
+	tr, err = s.Reclaim(ctx, fixedLate)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	requireSettled(t, tr.Job, 1)
+	require.NotZero(t, tr.EntryID, "the reclaim row")
+	settleWritesNothing(fixedLate, tr.Job, 1)
+	ledgertest.RequireRows(t, s, fixedLate, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireBalance(t, s, acct, 300-2*hold-20-80)
+}
+
+// TestReclaimSettlesAtTheWholeHold checks rules 2, 3 and 6 for Store.Reclaim, the original
+// version's late-result step, on a refunded metered job: it answers Applied with the reclaim
+// row's entry and the balance after it (the row continues the account's chain), and the job
+// settled at its whole hold in the same transaction — no release row, the job netting −hold —
+// also when the refunded credits were spent meanwhile and the reclaim takes the balance below
+// zero (the debt rule), and for a job holding a smaller maximum of the client's own.
+func TestReclaimSettlesAtTheWholeHold(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	const unitPrice, maxUnits = 5, 20 // a hold of 100
+	kind := ledgertest.Metered(t, s, unitPrice, maxUnits)
+	for _, c := range []struct {
+		name     string
+		maxUnits int64
+		spend    int64 // credits spent on another job while the job stood refunded
+	}{
+		{"the kind's maximum", 0, 0},
+		{"a smaller hold of the client's own", 8, 0},
+		{"into debt", 0, 90},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			acct := ledgertest.Account(t, s, 100)
+			charged := meteredCharged(t, s, acct, kind, c.maxUnits)
+			job, held := charged.Job.ID, charged.Job.HeldUnits
+			hold := held * unitPrice
+			_, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+			require.NoError(t, err)
+			if c.spend > 0 {
+				ledgertest.Charged(t, s, acct, ledgertest.ID(t, "spent"), c.spend, "z")
+			}
+			balance := 100 - c.spend - hold
+
+			tr, err := s.Reclaim(ctx, job)
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.Applied, tr.Outcome)
+			require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+			requireSettled(t, tr.Job, held)
+			require.Equal(t, -hold, tr.Job.Net())
+			require.Equal(t, balance, tr.BalanceAfter)
+			h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
+			require.NoError(t, err)
+			last := h.Entries[len(h.Entries)-1]
+			require.Equal(t, tr.EntryID, last.ID, "the answer names the reclaim row, the last one written")
+			require.Equal(t, ledgerdb.KindReclaim, last.Kind)
+			require.Equal(t, -hold, last.Amount, "the reclaim is the whole hold")
+			require.Equal(t, balance, last.BalanceAfter)
+			require.Equal(t, h.Entries[len(h.Entries)-2].BalanceAfter-hold, last.BalanceAfter, "the chain continues")
+			ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -hold},
+				ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: hold}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -hold})
+			ledgertest.RequireBalance(t, s, acct, balance)
+		})
+	}
+}
+
+// TestUnpricedJobIsNeverSettled checks rules 2 and 3 for a job submitted with a cost before the
+// price list (no kind, no price): it has no units to settle, so Deliver, Reclaim and Settle leave
+// it unsettled — no units used, no release row — and it nets −cost once delivered or recovered; a
+// Settle after an old step answers AlreadyApplied and writes nothing. Such a job can no longer be
+// submitted, so the test writes one as the schema's owner inside a transaction it rolls back.
+func TestUnpricedJobIsNeverSettled(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 200)
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+
+	type answer struct {
+		outcome   string
+		entry     *int64
+		settled   bool
+		unitsUsed *int64
+	}
+	call := func(fn string, args ...any) answer {
+		t.Helper()
+		var a answer
+		require.NoError(t, tx.QueryRow(ctx, `SELECT outcome, entry_id, (job).is_settled, (job).units_used FROM `+fn, args...).
+			Scan(&a.outcome, &a.entry, &a.settled, &a.unitsUsed), fn)
+		require.False(t, a.settled, "%s settled a job without a price", fn)
+		require.Nil(t, a.unitsUsed, fn)
+		return a
+	}
+	unpriced := func() string {
+		t.Helper()
+		job := ledgertest.ID(t, "unpriced")
+		_, err := tx.Exec(ctx, `INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ($1, $2, 30, '\x00')`, job, acct)
+		require.NoError(t, err)
+		require.Equal(t, "applied", call(`ledger_charge($1, NULL)`, job).outcome)
+		return job
+	}
+	rows := func(job string) []string {
+		t.Helper()
+		r, err := tx.Query(ctx, `SELECT kind || ' ' || amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, job)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(r, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+
+	delivered := unpriced()
+	a := call(`ledger_deliver($1, 1)`, delivered)
+	require.Equal(t, "applied", a.outcome)
+	require.Nil(t, a.entry)
+	for _, usage := range []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(5)} {
+		a = call(`ledger_settle($1, 1, $2)`, delivered, usage)
+		require.Equal(t, "already_applied", a.outcome)
+		require.Nil(t, a.entry)
+	}
+	require.Equal(t, []string{"charge -30"}, rows(delivered))
+
+	recovered := unpriced()
+	require.Equal(t, "applied", call(`ledger_refund($1, 'timed out', 3)`, recovered).outcome)
+	a = call(`ledger_reclaim($1)`, recovered)
+	require.Equal(t, "applied", a.outcome)
+	require.NotNil(t, a.entry, "the reclaim row")
+	a = call(`ledger_settle($1, 3, 0)`, recovered)
+	require.Equal(t, "already_applied", a.outcome)
+	require.Nil(t, a.entry)
+	require.Equal(t, []string{"charge -30", "refund 30", "reclaim -30"}, rows(recovered))
+
+	// The one-step settle of an unpriced job: delivered or recovered, and never settled.
+	settled := unpriced()
+	a = call(`ledger_settle($1, 1, 0)`, settled)
+	require.Equal(t, "applied", a.outcome)
+	require.Nil(t, a.entry)
+	late := unpriced()
+	require.Equal(t, "applied", call(`ledger_refund($1, 'timed out', 3)`, late).outcome)
+	a = call(`ledger_settle($1, 3, 0)`, late)
+	require.Equal(t, "applied", a.outcome)
+	require.NotNil(t, a.entry, "the reclaim row")
+	require.Equal(t, []string{"charge -30", "refund 30", "reclaim -30"}, rows(late))
+
+	report, err := ledgerdb.AuditThrough(ctx, tx, acct)
+	require.NoError(t, err)
+	require.Empty(t, report.Violations)
+	require.Equal(t, int64(200-4*30), report.Balance)
+	require.NoError(t, tx.Rollback(ctx))
+	ledgertest.RequireBalance(t, s, acct, 200)
+}
+
+// TestFixedPriceReleasesNothing checks rule 3 for a kind sold by the job (unit "job"): it is sold
+// whole at a fixed price, so its result nets −price whatever usage the runner reports — "its
+// charge holds one unit and nothing is released" (ledgerdb.UnitJob): it is settled at its one
+// unit, and a report of zero units does not make the job free.
+func TestFixedPriceReleasesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 100)
+	for _, usage := range []*int64{nil, ledgerdb.Units(1), ledgerdb.Units(5), ledgerdb.Units(0)} {
+		for _, late := range []bool{false, true} {
+			job := ledgertest.ID(t, "fixed")
+			ledgertest.Charged(t, s, acct, job, 10, "x")
+			kinds := []ledgerdb.EntryKind{ledgerdb.KindCharge}
+			if late {
+				_, err := s.Refund(ctx, job, "timed out", 3)
+				require.NoError(t, err)
+				kinds = append(kinds, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+			}
+			tr, err := s.Settle(ctx, job, 1, usage)
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.Applied, tr.Outcome)
+			what := "no usage"
+			if usage != nil {
+				what = fmt.Sprintf("usage %d", *usage)
+			}
+			require.Equal(t, int64(-10), tr.Job.Net(), "a job sold whole, settled with %s (late: %v), nets its price", what, late)
+			requireSettled(t, tr.Job, 1)
+			ledgertest.RequireRows(t, s, job, 10, kinds...)
+		}
+	}
+	ledgertest.RequireBalance(t, s, acct, 100-8*10)
+}
+
+// TestMeteredDebtRule checks the debt rule of docs/design.md for a metered job: a late result
+// reclaims the refund in full — the whole hold, not the usage — even when the refunded credits
+// were spent meanwhile, so the balance goes below zero; the release then gives back the unused
+// part in a row of its own; the job nets −used × unit price (rule 3); while the balance is below
+// a job's cost no new job is charged; and a grant pays the debt first. Rule 6 holds throughout.
+func TestMeteredDebtRule(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 5, 20) // a hold of 100
+	acct := ledgertest.Account(t, s, 100)
+	late := meteredCharged(t, s, acct, kind, 0).Job.ID
+	_, err := s.Refund(ctx, late, "timed out after 3 attempts", 3)
+	require.NoError(t, err)
+
+	// The user spends the refunded credits on another job.
+	spent := ledgertest.ID(t, "spent")
+	ledgertest.Charged(t, s, acct, spent, 90, "y")
+	ledgertest.RequireBalance(t, s, acct, 10)
+
+	// The late result: the reclaim takes the whole hold back (10 − 100 = −90), the release gives
+	// back (20 − 16) × 5 = 20: −70.
+	tr, err := s.Settle(ctx, late, 4, ledgerdb.Units(16))
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+	requireSettled(t, tr.Job, 16)
+	require.Equal(t, int64(-70), tr.BalanceAfter)
+	h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
+	require.NoError(t, err)
+	n := len(h.Entries)
+	require.Equal(t, ledgerdb.KindReclaim, h.Entries[n-2].Kind)
+	require.Equal(t, int64(-100), h.Entries[n-2].Amount, "the reclaim is the whole hold, never shrunk")
+	require.Equal(t, int64(-90), h.Entries[n-2].BalanceAfter, "the reclaim is written in full below zero")
+	require.Equal(t, ledgerdb.KindRelease, h.Entries[n-1].Kind)
+	require.Equal(t, int64(20), h.Entries[n-1].Amount)
+	require.Equal(t, int64(-70), h.Entries[n-1].BalanceAfter)
+	ledgertest.RequireBalance(t, s, acct, -70)
+
+	// In debt, no new job is charged, metered or not.
+	for _, k := range []string{ledgertest.Fixed(t, s, 1), ledgertest.Metered(t, s, 1, 1)} {
+		next := ledgertest.ID(t, "next")
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Kind: k})
+		require.NoError(t, err)
+		_, err = s.Charge(ctx, next)
+		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, k)
+	}
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "pay-debt"})
+	require.NoError(t, err)
+	ledgertest.RequireBalance(t, s, acct, 30)
+}
+
+// TestMeteredBadInputWritesNothing checks that every malformed submission, settlement and result
+// report of a metered job gets a clear error and that nothing reaches the ledger (rules 5 and 6):
+// a kind with no price (ErrUnknownKind, no job row), a maximum of units above the kind's (an
+// error naming the kind's maximum, no job row), a negative or oversized maximum, and a negative
+// usage on Settle and on RecordResult (no row; the job unchanged) — also when the SQL functions
+// are called directly, past the Go validation.
+func TestMeteredBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 3, 20)
+	acct := ledgertest.Account(t, s, 1000)
+
+	noJob := func(id string) {
+		t.Helper()
+		_, err := s.Job(ctx, id)
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "job %s was written", id)
+	}
+	id := ledgertest.ID(t, "job")
+	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.OwnKind(t)})
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind)
+	noJob(id)
+
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, MaxUnits: 21})
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	var invalid *ledgerdb.InvalidInputError
+	require.ErrorAs(t, err, &invalid)
+	require.Equal(t, "max units", invalid.Field)
+	require.Contains(t, err.Error(), "at most 20", "the error names the kind's maximum")
+	noJob(id)
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), MaxUnits: 2})
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	require.Contains(t, err.Error(), "at most 1")
+	noJob(id)
+	for _, units := range []int64{-1, math.MinInt64, ledgerdb.MaxUnits + 1, math.MaxInt64} {
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, MaxUnits: units})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "max units %d", units)
+		noJob(id)
+	}
+	// Past the Go validation, the function itself refuses a hold of no units.
+	for _, units := range []int64{0, -5, 21} {
+		var outcome string
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT outcome FROM ledger_submit($1, $2, $3, $4, $5, $6)`,
+			id, acct, kind, units, []byte{1}, []byte("x")).Scan(&outcome))
+		require.Equal(t, "units_above_max", outcome, "max units %d", units)
+		noJob(id)
+	}
+
+	running := meteredCharged(t, s, acct, kind, 0).Job.ID
+	refunded := meteredCharged(t, s, acct, kind, 0).Job.ID
+	_, err = s.Refund(ctx, refunded, "timed out", 3)
+	require.NoError(t, err)
+	before := map[string]ledgerdb.Job{}
+	for _, job := range []string{running, refunded} {
+		before[job], err = s.Job(ctx, job)
+		require.NoError(t, err)
+		for _, units := range []int64{-1, math.MinInt64} {
+			_, err := s.Settle(ctx, job, 1, ledgerdb.Units(units))
+			require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "settle with usage %d", units)
+			require.Contains(t, err.Error(), "units used")
+			_, err = s.RecordResult(ctx, ledgerdb.ResultReport{JobID: job, Attempt: 1, OutputRef: "s3://out", UnitsUsed: ledgerdb.Units(units)})
+			require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "result with usage %d", units)
+		}
+		// The functions refuse it too: the settle raises invalid_parameter_value, the inbox's
+		// CHECK a violation, and each rolls back whole.
+		_, err = s.Pool().Exec(ctx, `SELECT ledger_settle($1, 1, -1)`, job)
+		requireSQLState(t, err, "22023")
+		_, err = s.Pool().Exec(ctx, `SELECT ledger_record_result($1, 1, 's3://out', NULL, -1)`, job)
+		requireSQLState(t, err, "23514")
+	}
+	_, err = s.Settle(ctx, ledgertest.ID(t, "never"), 1, ledgerdb.Units(-1))
+	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+
+	for _, job := range []string{running, refunded} {
+		after, err := s.Job(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, before[job], after, "job %s changed", job)
+		var reports int
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job).Scan(&reports))
+		require.Zero(t, reports)
+	}
+	ledgertest.RequireRows(t, s, running, 60, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, s, refunded, 60, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, s, acct, 1000-60)
+}
+
+func requireSQLState(t *testing.T, err error, code string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, code, pgErr.Code, pgErr.Message)
+}
+
+// TestBadPricesAreRefused checks the price list's input (rule 5: what a job costs comes from a
+// price that makes sense): a unit price of zero, below zero, above MaxAmount, or whose hold
+// (unit price × max units) is above MaxAmount; a kind sold by the job with a maximum other than
+// 1; a maximum of units below 1 or above ledgerdb.MaxUnits; an unknown unit; a kind name in
+// upper case, with other characters, starting with a digit or too long; a bad memo. Each is an
+// InvalidInputError naming the field, and no version is written. The database's constraints
+// refuse the same prices when the function is called directly. The largest allowed holds pass.
+func TestBadPricesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.OwnKind(t)
+	job, gpu := ledgerdb.UnitJob, ledgerdb.UnitGPUSecond
+	for name, c := range map[string]struct {
+		price ledgerdb.Price
+		field string
+	}{
+		"unit price zero":            {ledgerdb.Price{Unit: job, UnitPrice: 0, MaxUnits: 1}, "unit price"},
+		"unit price negative":        {ledgerdb.Price{Unit: gpu, UnitPrice: -1, MaxUnits: 10}, "unit price"},
+		"unit price min int64":       {ledgerdb.Price{Unit: job, UnitPrice: math.MinInt64, MaxUnits: 1}, "unit price"},
+		"unit price over the cap":    {ledgerdb.Price{Unit: job, UnitPrice: ledgerdb.MaxAmount + 1, MaxUnits: 1}, "unit price"},
+		"hold over the cap":          {ledgerdb.Price{Unit: gpu, UnitPrice: ledgerdb.MaxAmount/1000 + 1, MaxUnits: 1000}, "unit price"},
+		"hold overflows int64":       {ledgerdb.Price{Unit: gpu, UnitPrice: math.MaxInt64 / 2, MaxUnits: 3}, "unit price"},
+		"largest price, 2 units":     {ledgerdb.Price{Unit: gpu, UnitPrice: ledgerdb.MaxAmount, MaxUnits: 2}, "unit price"},
+		"job unit, 2 units":          {ledgerdb.Price{Unit: job, UnitPrice: 5, MaxUnits: 2}, "max units"},
+		"job unit, 0 units":          {ledgerdb.Price{Unit: job, UnitPrice: 5, MaxUnits: 0}, "max units"},
+		"gpu seconds, 0 units":       {ledgerdb.Price{Unit: gpu, UnitPrice: 5, MaxUnits: 0}, "max units"},
+		"gpu seconds, -1 units":      {ledgerdb.Price{Unit: gpu, UnitPrice: 5, MaxUnits: -1}, "max units"},
+		"gpu seconds, over MaxUnits": {ledgerdb.Price{Unit: gpu, UnitPrice: 1, MaxUnits: ledgerdb.MaxUnits + 1}, "max units"},
+		"unknown unit":               {ledgerdb.Price{Unit: "second", UnitPrice: 5, MaxUnits: 1}, "unit"},
+		"empty unit":                 {ledgerdb.Price{Unit: "", UnitPrice: 5, MaxUnits: 1}, "unit"},
+		"unit in upper case":         {ledgerdb.Price{Unit: "GPU_SECOND", UnitPrice: 5, MaxUnits: 1}, "unit"},
+		"memo with NUL":              {ledgerdb.Price{Unit: job, UnitPrice: 5, MaxUnits: 1, Memo: "a\x00b"}, "memo"},
+		"memo too long":              {ledgerdb.Price{Unit: job, UnitPrice: 5, MaxUnits: 1, Memo: strings.Repeat("m", ledgerdb.MaxTextLength+1)}, "memo"},
+		"memo not UTF-8":             {ledgerdb.Price{Unit: job, UnitPrice: 5, MaxUnits: 1, Memo: "bad\xff"}, "memo"},
+	} {
+		c.price.Kind = kind
+		_, _, err := s.SetPrice(ctx, c.price)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, name)
+		var invalid *ledgerdb.InvalidInputError
+		require.ErrorAs(t, err, &invalid, name)
+		require.Equal(t, c.field, invalid.Field, "%s: %v", name, err)
+	}
+	_, err := s.PriceHistory(ctx, kind)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no bad price was written")
+
+	for name, bad := range map[string]string{
+		"empty":             "",
+		"upper case":        "Render",
+		"all upper case":    "RENDER",
+		"space":             "render 4k",
+		"slash":             "render/4k",
+		"colon":             "render:4k",
+		"starts with digit": "4k-render",
+		"starts with dash":  "-render",
+		"starts with dot":   ".render",
+		"unicode":           "rénder",
+		"fullwidth":         "ｒender",
+		"newline":           "render\n",
+		"NUL":               "render\x00",
+		"too long":          strings.Repeat("a", 65),
+	} {
+		_, _, err := s.SetPrice(ctx, ledgerdb.Price{Kind: bad, Unit: job, UnitPrice: 5, MaxUnits: 1})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "kind %s", name)
+		require.ErrorContains(t, err, "kind", name)
+		_, err = s.CurrentPrice(ctx, bad)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "kind %s", name)
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: ledgertest.ID(t, "acct"), Kind: bad})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "kind %s", name)
+	}
+	require.NoError(t, ledgerdb.ValidateKind(strings.Repeat("a", 64)), "64 characters is the longest kind")
+
+	// The database refuses the same prices on its own, whoever calls the function.
+	for name, args := range map[string][]any{
+		"unit price zero":   {kind, "job", int64(0), int64(1)},
+		"hold over the cap": {kind, "gpu_second", ledgerdb.MaxAmount, int64(2)},
+		"job unit, 2 units": {kind, "job", int64(5), int64(2)},
+		"no units":          {kind, "gpu_second", int64(5), int64(0)},
+		"unknown unit":      {kind, "second", int64(5), int64(1)},
+		"upper case kind":   {"Render", "job", int64(5), int64(1)},
+		"unicode kind":      {"rénder", "job", int64(5), int64(1)},
+		"kind too long":     {strings.Repeat("a", 65), "job", int64(5), int64(1)},
+	} {
+		_, err := s.Pool().Exec(ctx, `SELECT ledger_set_price($1, $2, $3, $4, '')`, args...)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, name)
+		// A CHECK violation; a maximum of 0 units meets prices_hold_bounded's division first
+		// (division_by_zero), which refuses it all the same.
+		require.Contains(t, []string{"23514", "22012"}, pgErr.Code, "%s: %s", name, pgErr.Message)
+		require.True(t, ledgerdb.Permanent(err), name)
+	}
+	_, err = s.PriceHistory(ctx, kind)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no bad price was written")
+
+	// The largest holds allowed pass.
+	for _, p := range []ledgerdb.Price{
+		{Kind: ledgertest.OwnKind(t), Unit: job, UnitPrice: ledgerdb.MaxAmount, MaxUnits: 1},
+		{Kind: ledgertest.OwnKind(t), Unit: gpu, UnitPrice: ledgerdb.MaxAmount / ledgerdb.MaxUnits, MaxUnits: ledgerdb.MaxUnits},
+		{Kind: ledgertest.OwnKind(t), Unit: gpu, UnitPrice: ledgerdb.MaxAmount / 2, MaxUnits: 2},
+	} {
+		got, outcome, err := s.SetPrice(ctx, p)
+		require.NoError(t, err, "%+v", p)
+		require.Equal(t, ledgerdb.Applied, outcome)
+		require.LessOrEqual(t, got.Hold(), ledgerdb.MaxAmount)
+	}
+}
+
+// TestRecordResultCarriesUsage checks rule 8 at the report door for a metered job: a report
+// carries the units its work used; the same report again answers AlreadyApplied; a report of the
+// same attempt with another usage, or with a usage where the first had none, is a conflict and
+// changes nothing; the inbox hands the recorded usage on (UnappliedResults).
+func TestRecordResultCarriesUsage(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 1000)
+	job := meteredCharged(t, s, acct, ledgertest.Metered(t, s, 3, 20), 0).Job.ID
+
+	report := ledgerdb.ResultReport{JobID: job, Attempt: 1, OutputRef: "s3://out/1", UnitsUsed: ledgerdb.Units(13)}
+	rec, err := s.RecordResult(ctx, report)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, rec.Outcome)
+	rec, err = s.RecordResult(ctx, report)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, rec.Outcome)
+	for name, usage := range map[string]*int64{"another usage": ledgerdb.Units(14), "zero": ledgerdb.Units(0), "none": nil} {
+		other := report
+		other.UnitsUsed = usage
+		_, err := s.RecordResult(ctx, other)
+		require.ErrorIs(t, err, ledgerdb.ErrConflict, name)
+	}
+
+	unmetered := ledgerdb.ResultReport{JobID: job, Attempt: 2, OutputRef: "s3://out/2"}
+	_, err = s.RecordResult(ctx, unmetered)
+	require.NoError(t, err)
+	withUsage := unmetered
+	withUsage.UnitsUsed = ledgerdb.Units(5)
+	_, err = s.RecordResult(ctx, withUsage)
+	require.ErrorIs(t, err, ledgerdb.ErrConflict, "a usage where the first report had none")
+
+	pending, err := s.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+	byAttempt := map[int]*int64{}
+	for _, p := range pending {
+		byAttempt[p.Report.Attempt] = p.Report.UnitsUsed
+	}
+	require.NotNil(t, byAttempt[1])
+	require.Equal(t, int64(13), *byAttempt[1])
+	require.Nil(t, byAttempt[2])
+	ledgertest.RequireBalance(t, s, acct, 940)
+}
+
+// TestAuditCatchesBrokenRelease breaks the release's money rules inside owner transactions that
+// it rolls back, and checks that the audit (Store.Audit's replay, through the transaction) and
+// the snapshot the invariant checker reads (ReadLedgerSnapshot: JobTotals.Releases and EntrySum
+// against Job.WantsRows and Job.Net) both see each break: a second release row for one job
+// (rule 2 — the database refuses it outright, UNIQUE (job_id, kind)); a release row for a job
+// settled at its whole hold, by Settle or by the original version's Deliver (rule 2: a row its
+// settlement does not record; rule 3: its rows no longer sum to −used × unit price); a running
+// job delivered and settled at part of its hold (as a broken settle would) with a release of the
+// wrong amount (rule 3), with no release row at all (rules 2 and 3), or with a release row whose
+// balance_after breaks the account's chain (rule 6). After each rollback the account audits clean.
+func TestAuditCatchesBrokenRelease(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
+	kind := ledgertest.Metered(t, s, 3, 20) // a hold of 60
+	acct := ledgertest.Account(t, s, 1000)
+
+	released := meteredCharged(t, s, acct, kind, 0).Job.ID
+	_, err := s.Settle(ctx, released, 1, ledgerdb.Units(5)) // releases 45
+	require.NoError(t, err)
+	whole := meteredCharged(t, s, acct, kind, 0).Job.ID
+	_, err = s.Settle(ctx, whole, 1, nil) // releases nothing
+	require.NoError(t, err)
+	oldStep := meteredCharged(t, s, acct, kind, 0).Job.ID
+	delivered, err := s.Deliver(ctx, oldStep, 1) // the original step: settled at the whole hold
+	require.NoError(t, err)
+	requireSettled(t, delivered.Job, 20)
+	// A running job (no step has settled it) that the broken steps below deliver and settle.
+	running := meteredCharged(t, s, acct, kind, 0).Job.ID
+	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
+
+	// release appends a release row to the account as the functions do: the balance moves with
+	// it, so that the chain and rule 6 hold unless breakChain says otherwise.
+	release := func(tx pgx.Tx, job string, amount int64, breakChain bool) error {
+		skew := int64(0)
+		if breakChain {
+			skew = 1
+		}
+		_, err := tx.Exec(ctx, `WITH a AS (
+				UPDATE accounts SET balance = balance + $3 WHERE id = $1 RETURNING balance)
+			INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+			SELECT $1, $2, 'release', $3, a.balance + $4 FROM a`, acct, job, amount, skew)
+		return err
+	}
+	// settle delivers the running job and settles it at 10 units, writing no row: the first half
+	// of what ledger_settle does.
+	settle := func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', delivered_at = now(), is_settled = true, units_used = 10,
+			settled_at = now() WHERE id = $1 AND state = 'running'`, running)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("job %s: %d rows delivered and settled, want 1", running, tag.RowsAffected())
+		}
+		return err
+	}
+
+	for _, c := range []struct {
+		name    string
+		job     string
+		breakIt func(tx pgx.Tx) error
+		// rules are the rules the audit must report, as they appear in its sentences.
+		rules []string
+		// releases and net are what the snapshot must show for the job; chain, whether the
+		// account's chain breaks.
+		releases int
+		chain    bool
+	}{
+		{"a release for a job settled at its whole hold", whole,
+			func(tx pgx.Tx) error { return release(tx, whole, 30, false) }, []string{"(rule 2)", "(rule 3)"}, 1, false},
+		{"a release for a job the original step settled at its whole hold", oldStep,
+			func(tx pgx.Tx) error { return release(tx, oldStep, 30, false) }, []string{"(rule 2)", "(rule 3)"}, 1, false},
+		{"a release of the wrong amount", running,
+			func(tx pgx.Tx) error {
+				if err := settle(tx); err != nil {
+					return err
+				}
+				return release(tx, running, 31, false) // (20 − 10) × 3 = 30 is due
+			}, []string{"(rule 3)"}, 1, false},
+		{"a settled job missing its release", running,
+			settle, []string{"(rule 2)", "(rule 3)"}, 0, false},
+		{"a release that breaks the chain", running,
+			func(tx pgx.Tx) error {
+				if err := settle(tx); err != nil {
+					return err
+				}
+				return release(tx, running, 30, true)
+			}, []string{"balance_after"}, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := owner.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			require.NoError(t, c.breakIt(tx))
+
+			report, err := ledgerdb.AuditThrough(ctx, tx, acct)
+			require.NoError(t, err)
+			t.Logf("audit: %v", report.Violations)
+			require.Len(t, report.Violations, len(c.rules), "%v", report.Violations)
+			for i, rule := range c.rules {
+				require.Contains(t, report.Violations[i], rule)
+				require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: c.job}[c.chain])
+			}
+
+			snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, ledgerdb.SnapshotScope{AccountID: acct})
+			require.NoError(t, err)
+			var totals *ledgerdb.JobTotals
+			for i := range snap.Jobs {
+				if snap.Jobs[i].Job.ID == c.job {
+					totals = &snap.Jobs[i]
+				}
+			}
+			require.NotNil(t, totals)
+			require.Equal(t, c.releases, totals.Releases)
+			require.Len(t, snap.Accounts, 1)
+			if c.chain {
+				require.Equal(t, 1, snap.Accounts[0].ChainBreaks)
+				require.Equal(t, totals.Job.Net(), totals.EntrySum, "the job's own rows are sound")
+			} else {
+				require.Zero(t, snap.Accounts[0].ChainBreaks)
+				require.Equal(t, snap.Accounts[0].Balance, snap.Accounts[0].EntrySum)
+				broken := totals.Releases != totals.Job.WantsRows()[ledgerdb.KindRelease] || totals.EntrySum != totals.Job.Net()
+				require.True(t, broken, "the snapshot shows nothing wrong with job %s: %+v", c.job, totals)
+				if slices.Contains(c.rules, "(rule 2)") {
+					require.NotEqual(t, totals.Job.WantsRows()[ledgerdb.KindRelease], totals.Releases)
+				}
+				require.NotEqual(t, totals.Job.Net(), totals.EntrySum)
+			}
+			require.NoError(t, tx.Rollback(ctx))
+			ledgertest.RequireSound(t, s, acct)
+		})
+	}
+
+	// Rule 2, the second time: the database refuses a second release row for a job outright.
+	tx, err := owner.Begin(ctx)
+	require.NoError(t, err)
+	err = release(tx, released, 45, false)
+	require.NoError(t, tx.Rollback(ctx))
+	requireSQLState(t, err, "23505")
+	ledgertest.RequireRowAmounts(t, s, released,
+		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -60}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 45})
+	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
+}
+
+// TestReleaseKeepsTheBalanceBound checks the bounded balances of docs/design.md ("Job transitions
+// never raise the upper exposure") for the release: every account keeps its balance plus the
+// holds of its running jobs at most ledgerdb.MaxBalance, so that a refund, a reclaim — and a
+// release, which is never refused either — always fits. A release may only come in the step
+// that ends the job's running (Settle, with the delivery or the reclaim), whose hold the bound
+// counted; the original version's Deliver and Reclaim settle a priced job at its whole hold at
+// once. On each path — delivered or recovered by the old steps, settled by Settle while running
+// or after a refund — grants fill the account to the bound (the last ones refused), then Settle
+// reports zero units: the balance never passes MaxBalance, and after an old step the Settle
+// answers AlreadyApplied and writes nothing.
+//
+// A regression test: it failed while Deliver and Reclaim left a metered job unsettled — the job,
+// no longer running, left the bound while its hold stood, the grants filled the account to
+// MaxBalance, and the later Settle released 10^6 credits past it.
+func TestReleaseKeepsTheBalanceBound(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 1000, 1000) // a hold of 10^6
+	const hold = 1_000_000
+	for _, c := range []struct {
+		name string
+		// before takes the job where it stands before the grants.
+		before func(job string) error
+		// outcome is what the Settle answers; rows the job's rows at the end.
+		outcome ledgerdb.Outcome
+		rows    []ledgerdb.EntryKind
+	}{
+		{"delivered by the original step", func(job string) error {
+			_, err := s.Deliver(ctx, job, 1)
+			return err
+		}, ledgerdb.AlreadyApplied, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
+		{"recovered by the original step", func(job string) error {
+			if _, err := s.Refund(ctx, job, "timed out", 1); err != nil {
+				return err
+			}
+			_, err := s.Reclaim(ctx, job)
+			return err
+		}, ledgerdb.AlreadyApplied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
+		{"running, settled in one step", func(string) error { return nil },
+			ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRelease}},
+		{"refunded, its late result settled in one step", func(job string) error {
+			_, err := s.Refund(ctx, job, "timed out", 1)
+			return err
+		}, ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim, ledgerdb.KindRelease}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			acct := ledgertest.Account(t, s, hold)
+			job := meteredCharged(t, s, acct, kind, 0).Job.ID
+			require.NoError(t, c.before(job))
+
+			// Grants up to the bound, MaxAmount at a time; the ledger may refuse the last ones.
+			var wg sync.WaitGroup
+			for i := range ledgerdb.MaxBalance / ledgerdb.MaxAmount {
+				wg.Go(func() {
+					_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: ledgerdb.MaxAmount, Key: fmt.Sprintf("fill-%d", i)})
+					if err != nil && !errors.Is(err, ledgerdb.ErrBalanceOutOfRange) {
+						t.Errorf("grant %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			// Then exactly to the bound: the balance plus the hold of the job if it still runs.
+			j, err := s.Job(ctx, job)
+			require.NoError(t, err)
+			exposure, err := s.Balance(ctx, acct)
+			require.NoError(t, err)
+			if j.State == ledgerdb.StateRunning {
+				exposure += j.Cost
+			}
+			if room := ledgerdb.MaxBalance - exposure; room > 0 {
+				_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: room, Key: "top-up"})
+				require.NoError(t, err)
+			}
+			_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1, Key: "one-past"})
+			require.ErrorIs(t, err, ledgerdb.ErrBalanceOutOfRange, "the account is on the bound")
+
+			before, err := s.Balance(ctx, acct)
+			require.NoError(t, err)
+			tr, err := s.Settle(ctx, job, 1, ledgerdb.Units(0))
+			require.NoError(t, err)
+			require.Equal(t, c.outcome, tr.Outcome)
+			balance, err := s.Balance(ctx, acct)
+			require.NoError(t, err)
+			require.LessOrEqual(t, balance, ledgerdb.MaxBalance, "the release took the balance %d past the bound", balance-ledgerdb.MaxBalance)
+			if c.outcome == ledgerdb.AlreadyApplied {
+				requireSettled(t, tr.Job, 1000)
+				require.Zero(t, tr.EntryID)
+				require.Equal(t, before, balance, "nothing written")
+			} else {
+				requireSettled(t, tr.Job, 0)
+				require.Equal(t, ledgerdb.MaxBalance, balance, "the whole hold released, exactly onto the bound")
+			}
+			var kinds []ledgerdb.EntryKind
+			for _, r := range ledgertest.JobRows(t, s, job) {
+				kinds = append(kinds, r.Kind)
+			}
+			require.Equal(t, c.rows, kinds)
+			ledgertest.RequireSound(t, s, acct)
+		})
+	}
+}

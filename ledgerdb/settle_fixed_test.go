@@ -1,0 +1,42 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestFixedPriceIgnoresReportedUsage protects money rules 3 and 5 for a kind sold by the job: its
+// price is the whole price whatever usage a result reports. A runner (or a reporter) that says
+// the job used 0 units must not turn the price into a release: the job settles at its one unit,
+// with no release row, and nets −price — before and after a refund.
+func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Fixed(t, s, 40)
+	acct := ledgertest.Account(t, s, 100)
+	for _, refundFirst := range []bool{false, true} {
+		id := ledgertest.ID(t, "fixed")
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, Request: []byte("x")})
+		require.NoError(t, err)
+		_, err = s.Charge(ctx, id)
+		require.NoError(t, err)
+		want := []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -40}}
+		if refundFirst {
+			_, err = s.Refund(ctx, id, "timed out", 1)
+			require.NoError(t, err)
+			want = append(want, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: 40}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -40})
+		}
+		tr, err := s.Settle(ctx, id, 1, ledgerdb.Units(0))
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, tr.Outcome)
+		require.Equal(t, int64(40), tr.Job.Charged(), "refund first: %v", refundFirst)
+		require.Equal(t, int64(1), *tr.Job.UnitsUsed)
+		require.Equal(t, want, ledgertest.Rows(t, s, id))
+	}
+	ledgertest.RequireBalance(t, s, acct, 100-80)
+}
