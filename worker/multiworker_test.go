@@ -333,12 +333,16 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 // that job at once: the caller kills p next, and an attempt found late in its work could finish
 // on p before the kill (on a loaded machine, describing every job takes seconds). Running
 // attempts are not in the history yet; DescribeWorkflowExecution's pending activities name the
-// worker that holds each, and when it started.
+// worker that holds each, and when it started. Only jobs whose work succeeds count: a failing
+// attempt ends at once, and its retry may run and fail on p again before the kill.
 func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submitted []multiJob, p *workerProcess) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, j := range submitted {
+			if j.want != ledgerdb.StateDelivered {
+				continue
+			}
 			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
 			require.NoError(t, err)
 			for _, pa := range d.GetPendingActivities() {
