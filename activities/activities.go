@@ -17,20 +17,20 @@ type Ledger interface {
 	Submit(ctx context.Context, sub ledgerdb.Submission) (ledgerdb.Transition, error)
 	// ChargeMatching takes the job's recorded cost (submitting -> running) if the job was
 	// submitted with the request of fingerprint (any request when nil).
-	ChargeMatching(ctx context.Context, jobID string, fingerprint []byte) (ledgerdb.Transition, error)
+	ChargeMatching(ctx context.Context, job ledgerdb.JobKey, fingerprint []byte) (ledgerdb.Transition, error)
 	// Refund gives the recorded cost back (running -> refunded).
-	Refund(ctx context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error)
+	Refund(ctx context.Context, job ledgerdb.JobKey, reason string, attempts int) (ledgerdb.Transition, error)
 	// Reclaim takes a refunded job's cost again (refunded -> recovered); a no-op otherwise.
-	Reclaim(ctx context.Context, jobID string) (ledgerdb.Transition, error)
+	Reclaim(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.Transition, error)
 	// Deliver records that the work succeeded (running -> delivered); no money moves.
-	Deliver(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	Deliver(ctx context.Context, job ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error)
 	// Settle bills a result in one step: running -> delivered, or refunded -> recovered, and a
 	// priced job settled at unitsUsed (nil: the whole hold), its unused hold released.
-	Settle(ctx context.Context, jobID string, attempts int, unitsUsed *int64) (ledgerdb.Transition, error)
+	Settle(ctx context.Context, job ledgerdb.JobKey, attempts int, unitsUsed *int64) (ledgerdb.Transition, error)
 	// RecordAttempt records how many attempts the work has had.
-	RecordAttempt(ctx context.Context, jobID string, attempts int) (ledgerdb.Transition, error)
+	RecordAttempt(ctx context.Context, job ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error)
 	// RaiseAlarm records that the database refused one of the job's steps for good.
-	RaiseAlarm(ctx context.Context, jobID, step, message string) (ledgerdb.Outcome, error)
+	RaiseAlarm(ctx context.Context, job ledgerdb.JobKey, step, message string) (ledgerdb.Outcome, error)
 }
 
 // Activities are jobbill's Temporal activities. Register one value with the worker; the workflow
@@ -140,8 +140,8 @@ func (in SubmitInput) Submission() ledgerdb.Submission {
 // ChargeInput names the job to charge. There is no amount: the ledger charges the job's recorded
 // cost (money rule 5).
 type ChargeInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 	// Fingerprint, when set, is the fingerprint of the request the workflow runs
 	// (ledgerdb.Submission.Fingerprint): a job submitted with another request is not charged.
 	Fingerprint []byte `json:",omitempty"`
@@ -149,8 +149,8 @@ type ChargeInput struct {
 
 // RefundInput names the job to refund and says why. There is no amount (money rule 5).
 type RefundInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 	// Reason is kept on the job row and shown to the user, e.g. "timed out after 3 attempts".
 	Reason string
 	// Attempts is how many attempts the work had.
@@ -159,14 +159,14 @@ type RefundInput struct {
 
 // ReclaimInput names the job whose refund is taken back. There is no amount (money rule 5).
 type ReclaimInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 }
 
 // DeliverInput names the job whose work succeeded.
 type DeliverInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 	// Attempts is the attempt that produced the result.
 	Attempts int
 }
@@ -174,8 +174,8 @@ type DeliverInput struct {
 // SettleInput names the job whose result landed, and what its work used. There is no amount: the
 // ledger bills the usage at the job's recorded price, capped at its hold (money rule 5).
 type SettleInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 	// Attempt is the attempt that produced the result.
 	Attempt int
 	// UnitsUsed is the usage the result reported; nil when it said none (the whole hold).
@@ -184,8 +184,8 @@ type SettleInput struct {
 
 // AlarmInput says which of a job's ledger steps the database refused for good, and how.
 type AlarmInput struct {
-	// JobID is the client's job ID.
-	JobID string
+	// Job names the job: its account and its ID.
+	Job ledgerdb.JobKey
 	// Step is the refused step: charge, refund or settle.
 	Step string
 	// Message is the refusal.
@@ -236,37 +236,37 @@ func (a *Activities) Submit(ctx context.Context, in SubmitInput) (LedgerResult, 
 // a deleted ID, an unknown job, another request under the ID) is a non-retryable error; a repeat
 // answers AlreadyApplied.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
-	return a.call("charge", func() (ledgerdb.Transition, error) { return a.Ledger.ChargeMatching(ctx, in.JobID, in.Fingerprint) })
+	return a.call("charge", func() (ledgerdb.Transition, error) { return a.Ledger.ChargeMatching(ctx, in.Job, in.Fingerprint) })
 }
 
 // Refund gives a running job's recorded cost back because its work failed for good or timed out.
 // A repeat answers AlreadyApplied; a job that was delivered meanwhile answers NotApplied.
 func (a *Activities) Refund(ctx context.Context, in RefundInput) (LedgerResult, error) {
-	return a.call("refund", func() (ledgerdb.Transition, error) { return a.Ledger.Refund(ctx, in.JobID, in.Reason, in.Attempts) })
+	return a.call("refund", func() (ledgerdb.Transition, error) { return a.Ledger.Refund(ctx, in.Job, in.Reason, in.Attempts) })
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all. The success path
 // calls it unconditionally: on a job that was never refunded it answers NotApplied.
 func (a *Activities) Reclaim(ctx context.Context, in ReclaimInput) (LedgerResult, error) {
-	return a.call("reclaim", func() (ledgerdb.Transition, error) { return a.Ledger.Reclaim(ctx, in.JobID) })
+	return a.call("reclaim", func() (ledgerdb.Transition, error) { return a.Ledger.Reclaim(ctx, in.Job) })
 }
 
 // Deliver records that a running job's work succeeded; no money moves. On a recovered job it
 // answers AlreadyApplied.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult, error) {
-	return a.call("deliver", func() (ledgerdb.Transition, error) { return a.Ledger.Deliver(ctx, in.JobID, in.Attempts) })
+	return a.call("deliver", func() (ledgerdb.Transition, error) { return a.Ledger.Deliver(ctx, in.Job, in.Attempts) })
 }
 
 // Settle bills the job's result in one step: a running job is delivered, a refunded one recovered
 // (its refund reclaimed). A repeat answers AlreadyApplied.
 func (a *Activities) Settle(ctx context.Context, in SettleInput) (LedgerResult, error) {
-	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.JobID, in.Attempt, in.UnitsUsed) })
+	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.Job, in.Attempt, in.UnitsUsed) })
 }
 
 // RaiseAlarm records that the database refused one of the job's steps for good, once per job and
 // step, and counts it. It is the loud end of a step no retry can write.
 func (a *Activities) RaiseAlarm(ctx context.Context, in AlarmInput) error {
-	outcome, err := a.Ledger.RaiseAlarm(ctx, in.JobID, in.Step, in.Message)
+	outcome, err := a.Ledger.RaiseAlarm(ctx, in.Job, in.Step, in.Message)
 	if err != nil {
 		return err
 	}

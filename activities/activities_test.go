@@ -24,6 +24,9 @@ import (
 // The production ledger must satisfy the activities' interface.
 var _ activities.Ledger = (*ledgerdb.Store)(nil)
 
+// acmeJob names the job id of the account acme, which every job of these tests belongs to.
+func acmeJob(id string) ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: "acme", JobID: id} }
+
 // runnerFunc adapts a function to activities.Runner.
 type runnerFunc func(ctx context.Context, req activities.WorkRequest) (activities.WorkResult, error)
 
@@ -66,13 +69,13 @@ func appError(t *testing.T, err error, errType string, nonRetryable bool) *tempo
 func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 10)
-	ledger.AddPlaceholder("too-dear", "acme", "fixed-40")
-	ledger.AddPlaceholder("burnt", "acme", "fixed-5")
-	_, err := ledger.Charge(context.Background(), "burnt")
+	ledger.AddPlaceholder(acmeJob("too-dear"), "fixed-40")
+	ledger.AddPlaceholder(acmeJob("burnt"), "fixed-5")
+	_, err := ledger.Charge(context.Background(), acmeJob("burnt"))
 	require.NoError(t, err)
-	_, err = ledger.Deliver(context.Background(), "burnt", 1)
+	_, err = ledger.Deliver(context.Background(), acmeJob("burnt"), 1)
 	require.NoError(t, err)
-	require.NoError(t, ledger.Delete("burnt"))
+	require.NoError(t, ledger.Delete(acmeJob("burnt")))
 	var a *activities.Activities
 
 	for _, tc := range []struct {
@@ -87,7 +90,7 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 	} {
 		t.Run(tc.errType, func(t *testing.T) {
 			env := newEnv(t, ledger, nil)
-			_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: tc.jobID})
+			_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{Job: acmeJob(tc.jobID)})
 			appErr := appError(t, err, tc.errType, true)
 			var res activities.LedgerResult
 			require.NoError(t, appErr.Details(&res), "the refusal carries the job's state")
@@ -95,7 +98,7 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 			assert.Equal(t, tc.money, res.MoneyState)
 		})
 	}
-	assert.Empty(t, ledger.Entries("too-dear"), "a refused charge writes nothing")
+	assert.Empty(t, ledger.Entries(acmeJob("too-dear")), "a refused charge writes nothing")
 	assert.Equal(t, int64(10-5), ledger.Balance("acme"))
 	require.NoError(t, ledger.Audit())
 }
@@ -106,23 +109,23 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 func TestLedgerFailuresStayRetryable(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-1", "acme", "fixed-40")
+	ledger.AddPlaceholder(acmeJob("render-1"), "fixed-40")
 	ledger.LoseAnswers(activitiestest.OpCharge, 1)
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
-	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-1"})
+	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{Job: acmeJob("render-1")})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.False(t, appErr.NonRetryable(), "a lost answer must be retried")
 
-	val, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-1"})
+	val, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{Job: acmeJob("render-1")})
 	require.NoError(t, err)
 	var res activities.LedgerResult
 	require.NoError(t, val.Get(&res))
 	assert.Equal(t, ledgerdb.AlreadyApplied, res.Outcome)
 	assert.Equal(t, ledgerdb.StateRunning, res.State)
-	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-1"))
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(acmeJob("render-1")))
 	assert.Equal(t, int64(60), ledger.Balance("acme"))
 }
 
@@ -148,13 +151,13 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ledger := pricedLedger()
 			ledger.Grant("acme", 100)
-			ledger.AddPlaceholder("render-1", "acme", "fixed-40")
-			_, err := ledger.Charge(context.Background(), "render-1")
+			ledger.AddPlaceholder(acmeJob("render-1"), "fixed-40")
+			_, err := ledger.Charge(context.Background(), acmeJob("render-1"))
 			require.NoError(t, err)
 			ledger.RefuseForGood(activitiestest.OpRefund, tc.err)
 			env := newEnv(t, ledger, nil)
 			var a *activities.Activities
-			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{JobID: "render-1", Reason: "timed out", Attempts: 3})
+			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{Job: acmeJob("render-1"), Reason: "timed out", Attempts: 3})
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
 			if tc.errType != "" {
@@ -171,7 +174,7 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-2", "acme", "fixed-40")
+	ledger.AddPlaceholder(acmeJob("render-2"), "fixed-40")
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
@@ -184,27 +187,27 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 		return res
 	}
 
-	charge := run(a.Charge, activities.ChargeInput{JobID: "render-2"})
+	charge := run(a.Charge, activities.ChargeInput{Job: acmeJob("render-2")})
 	assert.Equal(t, activities.LedgerResult{Outcome: ledgerdb.Applied, State: ledgerdb.StateRunning,
 		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, Charged: 40,
 		EntryID: charge.EntryID, BalanceAfter: 60}, charge)
 
-	refund := run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "timed out after 3 attempts", Attempts: 3})
+	refund := run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: "timed out after 3 attempts", Attempts: 3})
 	assert.Equal(t, ledgerdb.Applied, refund.Outcome)
 	assert.Equal(t, ledgerdb.StateRefunded, refund.State)
 	assert.Equal(t, "timed out after 3 attempts", refund.Reason)
 	assert.Equal(t, int64(100), refund.BalanceAfter)
-	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "again", Attempts: 3}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: "again", Attempts: 3}).Outcome)
 
-	reclaim := run(a.Reclaim, activities.ReclaimInput{JobID: "render-2"})
+	reclaim := run(a.Reclaim, activities.ReclaimInput{Job: acmeJob("render-2")})
 	assert.Equal(t, ledgerdb.Applied, reclaim.Outcome)
 	assert.Equal(t, ledgerdb.StateRecovered, reclaim.State)
 	assert.Equal(t, ledgerdb.MoneyCharged, reclaim.MoneyState)
-	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Reclaim, activities.ReclaimInput{JobID: "render-2"}).Outcome)
-	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Deliver, activities.DeliverInput{JobID: "render-2", Attempts: 3}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Reclaim, activities.ReclaimInput{Job: acmeJob("render-2")}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Deliver, activities.DeliverInput{Job: acmeJob("render-2"), Attempts: 3}).Outcome)
 
-	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds("render-2"))
-	assert.Equal(t, int64(-40), ledger.Net("render-2"))
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds(acmeJob("render-2")))
+	assert.Equal(t, int64(-40), ledger.Net(acmeJob("render-2")))
 	require.NoError(t, ledger.Audit())
 }
 
@@ -213,19 +216,19 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-3", "acme", "fixed-40")
+	ledger.AddPlaceholder(acmeJob("render-3"), "fixed-40")
 	env := newEnv(t, ledger, nil)
 	var a *activities.Activities
 
-	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{JobID: "render-3"})
+	_, err := env.ExecuteActivity(a.Charge, activities.ChargeInput{Job: acmeJob("render-3")})
 	require.NoError(t, err)
-	val, err := env.ExecuteActivity(a.Reclaim, activities.ReclaimInput{JobID: "render-3"})
+	val, err := env.ExecuteActivity(a.Reclaim, activities.ReclaimInput{Job: acmeJob("render-3")})
 	require.NoError(t, err)
 	var res activities.LedgerResult
 	require.NoError(t, val.Get(&res))
 	assert.Equal(t, ledgerdb.NotApplied, res.Outcome)
 	assert.Equal(t, ledgerdb.StateRunning, res.State)
-	assert.Equal(t, int64(-40), ledger.Net("render-3"))
+	assert.Equal(t, int64(-40), ledger.Net(acmeJob("render-3")))
 }
 
 // TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (money rule 3 via
@@ -234,8 +237,8 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder("render-4", "acme", "fixed-40")
-	_, err := ledger.Charge(context.Background(), "render-4")
+	ledger.AddPlaceholder(acmeJob("render-4"), "fixed-40")
+	_, err := ledger.Charge(context.Background(), acmeJob("render-4"))
 	require.NoError(t, err)
 	runner := &activities.SimulatedRunner{Duration: 5 * time.Millisecond}
 	env := newEnv(t, ledger, runner)
@@ -250,7 +253,7 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	})
 	var a *activities.Activities
 
-	val, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-4", InputRef: "s3://in/render-4"})
+	val, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-4", AccountID: "acme", InputRef: "s3://in/render-4"})
 	require.NoError(t, err)
 	var res activities.WorkResult
 	require.NoError(t, val.Get(&res))
@@ -260,9 +263,9 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	mu.Lock()
 	assert.Contains(t, beats, 1)
 	mu.Unlock()
-	job, _ := ledger.Job("render-4")
+	job, _ := ledger.Job(acmeJob("render-4"))
 	assert.Equal(t, 1, job.Attempts)
-	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-4"), "running the work moves no money")
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(acmeJob("render-4")), "running the work moves no money")
 }
 
 // TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says
@@ -283,7 +286,7 @@ func TestRunWorkFailures(t *testing.T) {
 			env := newEnv(t, ledger, runnerFunc(func(context.Context, activities.WorkRequest) (activities.WorkResult, error) {
 				return activities.WorkResult{}, tc.runErr
 			}))
-			_, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-5"})
+			_, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-5", AccountID: "acme"})
 			appErr := appError(t, err, tc.errType, tc.nonRetryable)
 			var f activities.WorkFailure
 			require.NoError(t, appErr.Details(&f))
@@ -301,15 +304,15 @@ func TestSimulatedRunnerFinishesAfterTheTimeout(t *testing.T) {
 	runner := &activities.SimulatedRunner{
 		LateAttempt: 2,
 		LateBy:      20 * time.Millisecond,
-		Reporter: activities.LateResultReporterFunc(func(_ context.Context, jobID string, res activities.WorkResult) error {
-			assert.Equal(t, "render-6", jobID)
+		Reporter: activities.LateResultReporterFunc(func(_ context.Context, job ledgerdb.JobKey, res activities.WorkResult) error {
+			assert.Equal(t, acmeJob("render-6"), job, "the late result names the job and its account")
 			reported <- res
 			return nil
 		}),
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err := runner.Run(ctx, activities.WorkRequest{JobID: "render-6", Attempt: attempt})
+		_, err := runner.Run(ctx, activities.WorkRequest{JobID: "render-6", AccountID: "acme", Attempt: attempt})
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded, "attempt %d must time out", attempt)
 	}
@@ -327,7 +330,7 @@ func TestSimulatedRunnerFinishesAfterTheTimeout(t *testing.T) {
 	}
 
 	// Attempts after LateAttempt behave normally.
-	res, err := runner.Run(context.Background(), activities.WorkRequest{JobID: "render-6", Attempt: 3})
+	res, err := runner.Run(context.Background(), activities.WorkRequest{JobID: "render-6", AccountID: "acme", Attempt: 3})
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Attempt)
 }

@@ -6,7 +6,7 @@
 // pointer:
 //
 //	var a *activities.Activities
-//	err := workflow.ExecuteActivity(ctx, a.Charge, activities.ChargeInput{JobID: id}).Get(ctx, &res)
+//	err := workflow.ExecuteActivity(ctx, a.Charge, activities.ChargeInput{Job: key}).Get(ctx, &res)
 //
 // # Money
 //

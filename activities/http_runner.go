@@ -11,13 +11,17 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 )
 
 // HTTPRunner runs the work on a GPU service over HTTP. The service's contract:
 //
-//  1. Start: POST {BaseURL}/v1/runs with {"job_id", "attempt", "input_ref"} answers 200 or 201
-//     with {"run_id"}. The service must treat (job_id, attempt) as an idempotency key: a repeated
-//     POST (the runner's own retry after a lost answer) answers the same run, never a second one.
+//  1. Start: POST {BaseURL}/v1/runs with {"account_id", "job_id", "attempt", "input_ref"} answers
+//     200 or 201 with {"run_id"}. Job IDs belong to their account, so the service must treat
+//     (account_id, job_id, attempt) as an idempotency key: a repeated POST (the runner's own
+//     retry after a lost answer) answers the same run, never a second one. A late report names
+//     the job by both too.
 //  2. Poll: GET {BaseURL}/v1/runs/{run_id} answers {"status": "running" | "succeeded" | "failed",
 //     "output_ref", "finished_at", "units_used", "error", "permanent"}. "units_used" on a success
 //     is what the run used, in units of the job's kind (GPU-seconds for a metered kind), a whole
@@ -49,21 +53,22 @@ const lateReportTimeout = time.Minute
 
 // reportLate hands a result to the reporter in the background: the attempt is over, and its
 // context with it.
-func (r *HTTPRunner) reportLate(ctx context.Context, jobID string, res WorkResult) {
+func (r *HTTPRunner) reportLate(ctx context.Context, job ledgerdb.JobKey, res WorkResult) {
 	if r.Reporter == nil {
 		return
 	}
 	go func() {
 		reportCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateReportTimeout)
 		defer cancel()
-		_ = r.Reporter.ReportLateResult(reportCtx, jobID, res)
+		_ = r.Reporter.ReportLateResult(reportCtx, job, res)
 	}()
 }
 
 type httpRunRequest struct {
-	JobID    string `json:"job_id"`
-	Attempt  int    `json:"attempt"`
-	InputRef string `json:"input_ref"`
+	AccountID string `json:"account_id"`
+	JobID     string `json:"job_id"`
+	Attempt   int    `json:"attempt"`
+	InputRef  string `json:"input_ref"`
 }
 
 type httpRunStarted struct {
@@ -86,7 +91,7 @@ var errTransient = errors.New("transient answer from the GPU service")
 // remote run when ctx is done first.
 func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, error) {
 	var started httpRunStarted
-	body, err := json.Marshal(httpRunRequest{JobID: req.JobID, Attempt: req.Attempt, InputRef: req.InputRef})
+	body, err := json.Marshal(httpRunRequest{AccountID: req.AccountID, JobID: req.JobID, Attempt: req.Attempt, InputRef: req.InputRef})
 	if err != nil {
 		return WorkResult{}, err
 	}
@@ -116,7 +121,7 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 			// (the ledger reclaims once however often it hears of it).
 			res := WorkResult{Attempt: req.Attempt, OutputRef: state.OutputRef, FinishedAt: state.FinishedAt, UnitsUsed: state.UnitsUsed}
 			if ctx.Err() != nil {
-				r.reportLate(ctx, req.JobID, res)
+				r.reportLate(ctx, req.Job(), res)
 			}
 			return res, nil
 		case ctx.Err() != nil:

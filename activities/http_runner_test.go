@@ -19,13 +19,23 @@ import (
 
 // fakeGPUService plays the GPU service of HTTPRunner's contract on a real HTTP server: each run
 // answers the scripted statuses in turn (then stays on the last), and the service records what
-// the runner asked for.
+// the runner asked for. Like a real service it keys a run by (account_id, job_id, attempt): job
+// IDs belong to their account, so a start that names no account is refused.
 type fakeGPUService struct {
 	mu        sync.Mutex
 	script    []string // "running", "succeeded", "succeeded:<units used>", "failed", "failed-permanent", "503"
 	runs      map[string]int
+	starts    []fakeRunStart
 	polls     int
 	cancelled []string
+}
+
+// fakeRunStart is a start request as the service read it.
+type fakeRunStart struct {
+	AccountID string `json:"account_id"`
+	JobID     string `json:"job_id"`
+	Attempt   int    `json:"attempt"`
+	InputRef  string `json:"input_ref"`
 }
 
 func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -33,15 +43,13 @@ func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/runs":
-		var req struct {
-			JobID   string `json:"job_id"`
-			Attempt int    `json:"attempt"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.JobID == "" {
+		var req fakeRunStart
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.JobID == "" || req.AccountID == "" {
 			http.Error(w, "bad run request", http.StatusBadRequest)
 			return
 		}
-		id := fmt.Sprintf("%s.%d", req.JobID, req.Attempt)
+		f.starts = append(f.starts, req)
+		id := fmt.Sprintf("%s/%s.%d", req.AccountID, req.JobID, req.Attempt)
 		f.runs[id]++
 		_ = json.NewEncoder(w).Encode(map[string]string{"run_id": id})
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/runs/"):
@@ -73,12 +81,18 @@ func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func runAgainst(t *testing.T, ctx context.Context, script ...string) (*fakeGPUService, activities.WorkResult, error) {
 	t.Helper()
+	svc, r := newFakeGPUService(t, script...)
+	res, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", AccountID: "acme", Attempt: 2, InputRef: "s3://in/1"})
+	return svc, res, err
+}
+
+// newFakeGPUService serves a fake GPU service playing script, and a runner pointed at it.
+func newFakeGPUService(t *testing.T, script ...string) (*fakeGPUService, *activities.HTTPRunner) {
+	t.Helper()
 	svc := &fakeGPUService{script: script, runs: map[string]int{}}
 	srv := httptest.NewServer(svc)
 	t.Cleanup(srv.Close)
-	r := &activities.HTTPRunner{BaseURL: srv.URL, PollInterval: time.Millisecond}
-	res, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", Attempt: 2, InputRef: "s3://in/1"})
-	return svc, res, err
+	return svc, &activities.HTTPRunner{BaseURL: srv.URL, PollInterval: time.Millisecond}
 }
 
 // TestHTTPRunnerContract checks the runner against a GPU service on a real HTTP server: it polls
@@ -90,7 +104,7 @@ func TestHTTPRunnerContract(t *testing.T) {
 		svc, res, err := runAgainst(t, ctx, "running", "503", "running", "succeeded")
 		require.NoError(t, err)
 		require.Equal(t, activities.WorkResult{Attempt: 2, OutputRef: "s3://out/1", FinishedAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}, res)
-		require.Equal(t, map[string]int{"render-1.2": 1}, svc.runs)
+		require.Equal(t, map[string]int{"acme/render-1.2": 1}, svc.runs)
 		require.Equal(t, 4, svc.polls)
 	})
 	t.Run("a success carries the units the run used", func(t *testing.T) {
@@ -129,6 +143,26 @@ func TestHTTPRunnerContract(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		svc.mu.Lock()
 		defer svc.mu.Unlock()
-		require.Equal(t, []string{"render-1.2"}, svc.cancelled)
+		require.Equal(t, []string{"acme/render-1.2"}, svc.cancelled)
 	})
+}
+
+// TestHTTPRunnerStartNamesTheAccount checks that the start request carries the job's account
+// (account_id) beside its ID: job IDs belong to their account, so the GPU service can only key a
+// run — its idempotency key, and the result it reports late — by both. Two accounts' jobs of the
+// same ID and attempt start two runs, each under its own account, never one shared run.
+func TestHTTPRunnerStartNamesTheAccount(t *testing.T) {
+	ctx := context.Background()
+	svc, r := newFakeGPUService(t, "succeeded")
+	for _, account := range []string{"acme", "globex"} {
+		_, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", AccountID: account, Attempt: 1, InputRef: "s3://in/" + account})
+		require.NoError(t, err, account)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	require.Equal(t, []fakeRunStart{
+		{AccountID: "acme", JobID: "render-1", Attempt: 1, InputRef: "s3://in/acme"},
+		{AccountID: "globex", JobID: "render-1", Attempt: 1, InputRef: "s3://in/globex"},
+	}, svc.starts)
+	require.Equal(t, map[string]int{"acme/render-1.1": 1, "globex/render-1.1": 1}, svc.runs, "one run per account")
 }

@@ -73,7 +73,7 @@ type ReconcileResult struct {
 type Healer interface {
 	// Resume finishes a placeholder whose workflow never started, or rejects it when no workflow
 	// can ever charge it, and answers the job's state after it.
-	Resume(ctx context.Context, jobID string) (ledgerdb.State, ledgerdb.RejectReason, error)
+	Resume(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.State, ledgerdb.RejectReason, error)
 	// HealRunning heals the running jobs among jobs whose workflow has closed, and says how many
 	// it healed, and which it could not.
 	HealRunning(ctx context.Context, jobs []ledgerdb.Job) (healed int, failures []string, err error)
@@ -134,12 +134,12 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 		return out, err
 	}
 	for _, u := range results {
-		heartbeat(u.Report.JobID)
+		heartbeat(u.Report.Key.String())
 		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
 		err := r.Healer.ApplyRecordedResult(jobCtx, u)
 		cancel()
 		if err != nil {
-			fail(fmt.Sprintf("%s (result of attempt %d)", u.Report.JobID, u.Report.Attempt), err)
+			fail(fmt.Sprintf("%s (result of attempt %d)", u.Report.Key, u.Report.Attempt), err)
 		} else {
 			out.ResultsApplied++
 		}
@@ -170,7 +170,7 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	for _, job := range jobs {
 		heartbeat(job.ID)
 		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
-		state, reject, err := r.Healer.Resume(jobCtx, job.ID)
+		state, reject, err := r.Healer.Resume(jobCtx, job.Key())
 		cancel()
 		switch {
 		case err != nil:

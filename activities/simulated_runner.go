@@ -190,7 +190,7 @@ func (s *SimulatedRunner) finishLate(ctx context.Context, req WorkRequest, sc Sc
 			s.logger().Warn("late result with no reporter; dropped", "job_id", req.JobID, "attempt", req.Attempt)
 			return
 		}
-		if err := s.Reporter.ReportLateResult(reportCtx, req.JobID, res); err != nil {
+		if err := s.Reporter.ReportLateResult(reportCtx, req.Job(), res); err != nil {
 			s.logger().Error("reporting a late result failed", "job_id", req.JobID, "attempt", req.Attempt, "error", err)
 		}
 	})

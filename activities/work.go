@@ -3,16 +3,21 @@ package activities
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 )
 
 // WorkRequest is one attempt of a job's GPU work.
 type WorkRequest struct {
 	// JobID is the client's job ID.
 	JobID string
+	// AccountID is the job's account: job IDs belong to their account.
+	AccountID string
 	// Attempt is the attempt number over the job's whole life, from 1. RunWork sets it to
 	// PriorAttempts plus Temporal's attempt counter, so callers leave it zero.
 	Attempt int
@@ -22,6 +27,22 @@ type WorkRequest struct {
 	PriorAttempts int
 	// InputRef points at the job's input (a URL, an object key); the work reads it from there.
 	InputRef string
+}
+
+// Job names the job whose work this is.
+func (r WorkRequest) Job() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: r.AccountID, JobID: r.JobID}
+}
+
+// accountOfWorkflowID reads the account from a job's workflow ID, "job/<account>/<job>"
+// (workflows.JobWorkflowID, which this package cannot import); "" for any other ID.
+func accountOfWorkflowID(workflowID string) string {
+	rest, ok := strings.CutPrefix(workflowID, "job/")
+	if !ok {
+		return ""
+	}
+	account, _, _ := strings.Cut(rest, "/")
+	return account
 }
 
 // WorkResult is what a finished attempt produced.
@@ -51,16 +72,16 @@ type Runner interface {
 // signalling the job's workflow with the result, or, if the workflow has closed, with a guarded
 // reclaim of its own.
 type LateResultReporter interface {
-	// ReportLateResult settles a result of jobID that arrived after its attempt was given up.
-	ReportLateResult(ctx context.Context, jobID string, result WorkResult) error
+	// ReportLateResult settles a result of the job that arrived after its attempt was given up.
+	ReportLateResult(ctx context.Context, job ledgerdb.JobKey, result WorkResult) error
 }
 
 // LateResultReporterFunc adapts a function to [LateResultReporter].
-type LateResultReporterFunc func(ctx context.Context, jobID string, result WorkResult) error
+type LateResultReporterFunc func(ctx context.Context, job ledgerdb.JobKey, result WorkResult) error
 
 // ReportLateResult calls f.
-func (f LateResultReporterFunc) ReportLateResult(ctx context.Context, jobID string, result WorkResult) error {
-	return f(ctx, jobID, result)
+func (f LateResultReporterFunc) ReportLateResult(ctx context.Context, job ledgerdb.JobKey, result WorkResult) error {
+	return f(ctx, job, result)
 }
 
 // ErrWorkPermanent, wrapped by a Runner's error, says that no retry can make the work succeed
@@ -87,9 +108,13 @@ const defaultHeartbeatEvery = 10 * time.Second
 func (a *Activities) RunWork(ctx context.Context, req WorkRequest) (WorkResult, error) {
 	info := activity.GetInfo(ctx)
 	req.Attempt = req.PriorAttempts + int(info.Attempt)
+	if req.AccountID == "" {
+		// Scheduled by a release that did not carry the account yet: the workflow ID names it.
+		req.AccountID = accountOfWorkflowID(info.WorkflowExecution.ID)
+	}
 	logger := activity.GetLogger(ctx)
-	if _, err := a.Ledger.RecordAttempt(ctx, req.JobID, req.Attempt); err != nil {
-		logger.Warn("Recording the attempt failed; running the work anyway.", "JobID", req.JobID, "Attempt", req.Attempt, "Error", err)
+	if _, err := a.Ledger.RecordAttempt(ctx, req.Job(), req.Attempt); err != nil {
+		logger.Warn("Recording the attempt failed; running the work anyway.", "Job", req.Job().String(), "Attempt", req.Attempt, "Error", err)
 	}
 
 	every := defaultHeartbeatEvery

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 )
 
 // blockingRunner ignores everything but its context, like a GPU call in flight.
@@ -136,7 +138,7 @@ func TestSimulatedRunnerReportsUsage(t *testing.T) {
 	// late finish, rounded up.
 	for ref, want := range map[string]int64{"sim:late:1+used:90": 90, "sim:late:1": 1} {
 		reported := make(chan WorkResult, 1)
-		late := &SimulatedRunner{LateBy: 5 * time.Millisecond, Reporter: LateResultReporterFunc(func(_ context.Context, _ string, res WorkResult) error {
+		late := &SimulatedRunner{LateBy: 5 * time.Millisecond, Reporter: LateResultReporterFunc(func(_ context.Context, _ ledgerdb.JobKey, res WorkResult) error {
 			reported <- res
 			return nil
 		})}
@@ -174,5 +176,22 @@ func TestSimulatedScenarios(t *testing.T) {
 	defer cancel()
 	if _, err := r.Run(hangCtx, WorkRequest{JobID: "j", Attempt: 1, InputRef: "sim:hang"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("sim:hang ended with %v; want the deadline", err)
+	}
+}
+
+// TestAccountOfWorkflowID checks the fallback of a RunWork scheduled before the work request
+// carried its account: the account is read back from the job's workflow ID, so the attempt is
+// recorded on the right account's job (and never on another tenant's of the same ID).
+func TestAccountOfWorkflowID(t *testing.T) {
+	for id, want := range map[string]string{
+		"job/acme/render-1":  "acme",
+		"job/acme/":          "acme",
+		"late-result/acme/x": "",
+		"render-1":           "",
+		"job/":               "",
+	} {
+		if got := accountOfWorkflowID(id); got != want {
+			t.Errorf("accountOfWorkflowID(%q) = %q, want %q", id, got, want)
+		}
 	}
 }

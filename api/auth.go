@@ -20,6 +20,18 @@ type principal struct {
 // may reports whether the principal may act for the account.
 func (p *principal) may(accountID string) bool { return p.admin || p.accounts[accountID] }
 
+// onlyAccount is the one account a key of a single account acts for; "" for an admin key or a
+// key of several accounts, which must name the account of each job request.
+func (p *principal) onlyAccount() string {
+	if p.admin || len(p.accounts) != 1 {
+		return ""
+	}
+	for a := range p.accounts {
+		return a
+	}
+	return ""
+}
+
 // keyring checks bearer keys in constant time.
 type keyring struct {
 	// digests are the SHA-256 of each secret: comparing fixed-length digests keeps the

@@ -29,15 +29,14 @@
 //
 // Callers send "Authorization: Bearer <key>". Each configured key is scoped to a list of accounts
 // or is an admin key (every account, grants and redrives). No key or an unknown key is 401; a key
-// acting outside its scope is 403; in both cases nothing is written. A job belongs to the account
-// it was submitted for.
+// acting outside its scope is 403; in both cases nothing is written.
 //
-// A key for account A asking about a job of account B gets 403 "forbidden", not 404. In this API
-// 404 means "this ID never reached us; you were not charged; resubmit it", and a client that
-// follows the submission rules resubmits on a 404: answering 404 for a job that exists would be a lie about
-// money and invite a resubmission. The 403 says only that the ID is taken — which a submission
-// under that ID would reveal anyway (409), since job IDs are one namespace — and nothing of
-// B's job: not its account, state, kind, price or money.
+// Job IDs belong to their account: two accounts may use the same ID and get two jobs. The job
+// routes act for the account of the account_id query parameter, which a key of one account may
+// leave out. A key naming an account it may not act for gets exactly the answer of an ID that
+// never arrived — 404 not_received — and that answer is true: in the accounts the key acts for,
+// the ID never arrived, and a resubmission creates the caller's own job, never touching the other
+// tenant's. So no answer (403, 409, 410) tells one tenant that another's ID exists.
 //
 // The document openapi.yaml beside this file describes every route; tests keep it equal to the
 // routes, to the status codes each one can answer, and to the fields of each body and answer.

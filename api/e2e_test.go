@@ -31,6 +31,7 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
 )
 
 // env is the process's worker, on a task queue of its own, and the clients the tests share.
@@ -152,11 +153,12 @@ func (e *env) kinds(t *testing.T, account, jobID string) []ledgerdb.EntryKind {
 	return out
 }
 
-func (e *env) wait(t *testing.T, jobID string, states ...ledgerdb.State) {
+// wait waits until the account's job reaches one of the states.
+func (e *env) wait(t *testing.T, account, jobID string, states ...ledgerdb.State) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	_, err := e.Jobs.Wait(ctx, jobID, states...)
+	_, err := e.Jobs.Wait(ctx, ledgerdb.JobKey{AccountID: account, JobID: jobID}, states...)
 	require.NoError(t, err)
 }
 
@@ -211,12 +213,15 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Equal(t, 422, a.code, a.raw)
 	require.Equal(t, "unknown_account", a.str("code"))
 
-	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent"), key, nil)
+	// The key acts for two accounts, so its job requests name the account (job IDs belong to
+	// their account).
+	inAcct := "?account_id=" + acct
+	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent")+inAcct, key, nil)
 	require.Equal(t, 404, a.code, a.raw)
 	require.Equal(t, jobs.NotReceivedMessage, a.str("message"))
 	require.Equal(t, "not_charged", a.str("money_state"))
 
-	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
+	a = call(t, base, "GET", "/v1/jobs/"+id+inAcct, key, nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "running", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
@@ -229,9 +234,9 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Empty(t, e.kinds(t, acct, poor))
 	require.Equal(t, int64(60), e.balance(t, acct))
 	// Settle the hanging job so its workflow ends.
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result"+inAcct, key, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, id, ledgerdb.StateDelivered)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
@@ -260,8 +265,10 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 
 	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://x"})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, hang, ledgerdb.StateDelivered)
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/redrive", admin, nil)
+	e.wait(t, acct, hang, ledgerdb.StateDelivered)
+	// The admin key acts for every account, so it names the job's.
+	inAcct := "?account_id=" + acct
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, nil)
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "not_dead_lettered", a.str("code"))
 
@@ -275,12 +282,12 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	require.Equal(t, "charged", a.str("money_state"))
 	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://late"})
 	require.Equal(t, 410, a.code, a.raw)
-	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive", admin, map[string]any{"by": "ops"}).code)
+	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, map[string]any{"by": "ops"}).code)
 
-	e.wait(t, fail, ledgerdb.StateRefunded)
-	a = call(t, base, "POST", "/v1/jobs/"+fail+"/redrive", admin, map[string]any{"by": "ops", "note": "GPU pool fixed"})
+	e.wait(t, acct, fail, ledgerdb.StateRefunded)
+	a = call(t, base, "POST", "/v1/jobs/"+fail+"/redrive"+inAcct, admin, map[string]any{"by": "ops", "note": "GPU pool fixed"})
 	require.Equal(t, 202, a.code, a.raw)
-	require.Equal(t, 404, call(t, base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive", admin, nil).code)
+	require.Equal(t, 404, call(t, base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive"+inAcct, admin, nil).code)
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, hang))
 	ledgertest.RequireSound(t, e.Store, acct)
@@ -331,9 +338,12 @@ func TestDeletionStory(t *testing.T) {
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestCrossAccountRefused checks account isolation: with a key for account A, every read, write,
-// report, redrive, top-up and submission touching account B or B's job is refused with 403, says
-// nothing of B's job, and writes nothing (B's ledger rows and job are unchanged: rules 1 and 6).
+// TestCrossAccountRefused checks account isolation: with a key for account A, every read,
+// redrive, top-up and submission touching account B is refused with 403, and every read, delete
+// and report of B's job — naming B's account or not — is answered exactly as a job ID that never
+// arrived (404 not_received): job IDs belong to their account, so B's job does not exist for A's
+// key. No answer says anything of B's job, and nothing is written (B's ledger rows and job are
+// unchanged: rules 1 and 6). B's job ID under A's own account is a job of A's, charged to A once.
 func TestCrossAccountRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -342,20 +352,39 @@ func TestCrossAccountRefused(t *testing.T) {
 	base := e.serve(t, []config.APIKey{{Key: keyA, Accounts: []string{acctA}}, {Key: keyB, Accounts: []string{acctB}}}, nil)
 	jobB := ledgertest.ID(t, "job-b")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, e.fixed(t, 37), "sim:ok")).code)
-	e.wait(t, jobB, ledgerdb.StateDelivered)
+	e.wait(t, acctB, jobB, ledgerdb.StateDelivered)
 	rowsBefore := e.rows(t, acctB)
-	before, err := e.Jobs.Status(context.Background(), jobB)
+	before, err := e.Jobs.Status(context.Background(), ledgerdb.JobKey{AccountID: acctB, JobID: jobB})
 	require.NoError(t, err)
+
+	// B's job on the job routes: the answer of an unknown ID, byte for byte. (This rule changed
+	// when job IDs came to belong to their account: these were 403 forbidden, which told A that
+	// B had a job of that ID.)
+	unknown := call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent"), keyA, nil)
+	require.Equal(t, 404, unknown.code, unknown.raw)
+	require.Equal(t, "not_received", unknown.str("code"))
+	for _, account := range []string{"?account_id=" + acctB, ""} {
+		for _, tc := range []struct {
+			method, path string
+			body         any
+		}{
+			{"GET", "/v1/jobs/" + jobB + account, nil},
+			{"DELETE", "/v1/jobs/" + jobB + account, nil},
+			{"POST", "/v1/jobs/" + jobB + "/result" + account, map[string]any{"attempt": 1}},
+		} {
+			a := call(t, base, tc.method, tc.path, keyA, tc.body)
+			require.Equal(t, unknown.code, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
+			require.Equal(t, unknown.raw, a.raw, "%s %s must tell nothing an unknown ID does not", tc.method, tc.path)
+		}
+	}
 
 	newJobForB := ledgertest.ID(t, "job-for-b")
 	for _, tc := range []struct {
 		method, path string
 		body         any
 	}{
-		{"GET", "/v1/jobs/" + jobB, nil},
-		{"DELETE", "/v1/jobs/" + jobB, nil},
-		{"POST", "/v1/jobs/" + jobB + "/result", map[string]any{"attempt": 1}},
-		{"POST", "/v1/jobs/" + jobB + "/redrive", nil},
+		// Redrive needs an admin key: refused before any job is looked at.
+		{"POST", "/v1/jobs/" + jobB + "/redrive?account_id=" + acctB, nil},
 		{"GET", "/v1/accounts/" + acctB, nil},
 		{"GET", "/v1/accounts/" + acctB + "/ledger", nil},
 		{"POST", "/v1/accounts/" + acctB + "/grants", map[string]any{"amount": 1000, "key": "steal"}},
@@ -368,18 +397,24 @@ func TestCrossAccountRefused(t *testing.T) {
 		require.NotContains(t, a.raw, "37")
 		require.Empty(t, a.str("money_state"))
 	}
-	// B's ID under A's own account: the ID is taken (409), and nothing of B's job is told.
+	// B's ID under A's own account is a job of A's own, charged to A. (This rule changed when job
+	// IDs came to belong to their account: it was a 409, the ID taken by B's job.)
 	a := call(t, base, "POST", "/v1/jobs", keyA, job(jobB, acctA, e.fixed(t, 5), "sim:ok"))
-	require.Equal(t, 409, a.code, a.raw)
-	require.Empty(t, a.str("money_state"))
-	require.Empty(t, a.str("state"))
+	require.Equal(t, 201, a.code, a.raw)
+	require.Equal(t, "false", a.str("duplicate"))
+	require.Equal(t, acctA, a.str("status", "account_id"))
+	require.Equal(t, "5", a.str("status", "held"))
+	require.NotContains(t, a.raw, acctB)
+	e.wait(t, acctA, jobB, ledgerdb.StateDelivered)
 
 	require.Equal(t, rowsBefore, e.rows(t, acctB))
-	after, err := e.Jobs.Status(context.Background(), jobB)
+	after, err := e.Jobs.Status(context.Background(), ledgerdb.JobKey{AccountID: acctB, JobID: jobB})
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+newJobForB, keyB, nil).code, "the refused submission wrote nothing")
-	require.Empty(t, e.rows(t, acctA)[1:], "A has only its initial grant")
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acctA, jobB), "A paid for its own job, once")
+	require.Len(t, e.rows(t, acctA), 2, "A has its initial grant and its own job's charge")
+	require.Equal(t, int64(95), e.balance(t, acctA))
 	ledgertest.RequireSound(t, e.Store, acctA, acctB)
 }
 
@@ -465,14 +500,16 @@ func TestBadInputRefused(t *testing.T) {
 		}
 	}
 	require.Equal(t, "body_too_large", call(t, base, "POST", "/v1/jobs", key, `{"input_ref":"`+strings.Repeat("x", 5000)+`"}`).str("code"))
-	for _, path := range []string{"/v1/jobs/bad%20id", "/v1/jobs/" + strings.Repeat("a", 129), "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0",
+	// The admin key names the job's account, so that the job paths are refused for their IDs alone.
+	inAcct := "?account_id=" + acct
+	for _, path := range []string{"/v1/jobs/bad%20id" + inAcct, "/v1/jobs/" + strings.Repeat("a", 129) + inAcct, "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0",
 		"/v1/accounts/" + acct + "/ledger?after=-1", "/v1/prices/Render", "/v1/prices/" + strings.Repeat("a", 65)} {
 		require.Equal(t, 400, call(t, base, "GET", path, key, nil).code, path)
 	}
 	for _, body := range []string{`{"amount":0,"key":"k"}`, `{"amount":-5,"key":"k"}`, `{"amount":5}`, `{"amount":5,"key":"k","extra":1}`} {
 		require.Equal(t, 400, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", key, body).code, body)
 	}
-	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code, "nothing was written")
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id+inAcct, key, nil).code, "nothing was written")
 	require.Len(t, e.rows(t, acct), 1)
 }
 
@@ -525,7 +562,9 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 		o.Jobs, o.Config.RequestTimeout = idle, 1500*time.Millisecond
 	})
 	id := ledgertest.ID(t, "job-slow")
-	t.Cleanup(func() { _ = e.Client.TerminateWorkflow(context.Background(), id, "", "test over") })
+	t.Cleanup(func() {
+		_ = e.Client.TerminateWorkflow(context.Background(), workflows.JobWorkflowID(acct, id), "", "test over")
+	})
 	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, e.fixed(t, 10), "sim:ok"))
 	require.Equal(t, 202, a.code, a.raw)
 	require.Equal(t, "submitting", a.str("status", "state"))

@@ -57,7 +57,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	case isMaxUnitsError(err):
 		return 0, nil, fieldError(err, "max_units")
 	case errors.Is(err, ledgerdb.ErrGone), errors.Is(err, ledgerdb.ErrConflict):
-		return 0, nil, s.aboutExisting(job.ID, p, fromDomain(err))
+		return 0, nil, s.aboutExisting(job.Key(), fromDomain(err))
 	case errors.Is(err, ledgerdb.ErrInvalidInput):
 		return 0, nil, err
 	}
@@ -65,12 +65,12 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	// the ledger, which is the record, with a little time of its own.
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	st, readErr := s.opts.Jobs.Status(readCtx, job.ID)
+	st, readErr := s.opts.Jobs.Status(readCtx, job.Key())
 	switch {
 	case errors.Is(readErr, ledgerdb.ErrJobNotFound):
 		return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
 			"Not received by the server — you were not charged. Retry the same request with the same ID.").withMoney(ledgerdb.MoneyNotCharged)
-	case readErr != nil || !p.may(st.AccountID):
+	case readErr != nil:
 		return 0, nil, err
 	case st.State != ledgerdb.StateSubmitting:
 		return http.StatusOK, jobs.Submission{Status: st, Duplicate: true}, nil
@@ -82,32 +82,53 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		"Received, but the job could not be started yet; you were not charged. Retry the same request with the same ID.").withJob(st)
 }
 
-// aboutExisting completes a 409 or 410 for an ID that exists: the state of the job and its money
-// are told only to a key that may act for the job's account.
-func (s *Server) aboutExisting(jobID string, p *principal, e *apiError) *apiError {
+// aboutExisting completes a 409 or 410 for an ID that exists in the caller's account with the
+// state of the job and its money. (The submission was checked against the key first: a job ID
+// names a job of the caller's account only.)
+func (s *Server) aboutExisting(key ledgerdb.JobKey, e *apiError) *apiError {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if st, err := s.opts.Jobs.Status(ctx, jobID); err == nil && p.may(st.AccountID) {
+	if st, err := s.opts.Jobs.Status(ctx, key); err == nil {
 		e.withJob(st)
 	}
 	return e
 }
 
-// ownJob reads the job of the path and checks that the key may act for its account: 404 when
-// the ID never reached the ledger, 403 when it belongs to another account (see the package doc).
-func (s *Server) ownJob(r *http.Request, p *principal) (jobs.Status, error) {
+// jobKey is the job a request names: the path's job ID in the account the request acts for — the
+// account_id query parameter, which a key of one account may leave out. Job IDs belong to their
+// account, so a key that may not act for the account it names is answered exactly as for a job
+// that was never submitted: another tenant's IDs do not exist for it, and their existence is
+// not told by a 403.
+func (s *Server) jobKey(r *http.Request, p *principal) (ledgerdb.JobKey, error) {
 	id, err := pathID(r, "job ID")
 	if err != nil {
-		return jobs.Status{}, err
+		return ledgerdb.JobKey{}, err
 	}
-	st, err := s.opts.Jobs.Status(r.Context(), id)
+	account := r.URL.Query().Get("account_id")
+	if account == "" {
+		account = p.onlyAccount()
+		if account == "" {
+			return ledgerdb.JobKey{}, badRequest("Query parameter \"account_id\" is required with this key: job IDs belong to their account")
+		}
+	}
+	if err := ledgerdb.ValidateID("account ID", account); err != nil {
+		return ledgerdb.JobKey{}, err
+	}
+	key := ledgerdb.JobKey{AccountID: account, JobID: id}
+	if !p.may(account) {
+		return ledgerdb.JobKey{}, fmt.Errorf("job %s: %w", key, ledgerdb.ErrJobNotFound)
+	}
+	return key, nil
+}
+
+// ownJob reads the job of the path in the caller's account: 404 when the ID never reached the
+// ledger in that account (or names another tenant's account; see jobKey).
+func (s *Server) ownJob(r *http.Request, p *principal) (jobs.Status, error) {
+	key, err := s.jobKey(r, p)
 	if err != nil {
 		return jobs.Status{}, err
 	}
-	if !p.may(st.AccountID) {
-		return jobs.Status{}, forbidden()
-	}
-	return st, nil
+	return s.opts.Jobs.Status(r.Context(), key)
 }
 
 // gone is the 410 of a deleted job of the caller, with the money state it kept.
@@ -134,9 +155,9 @@ func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request, p *principal)
 	if err != nil {
 		return 0, nil, err
 	}
-	deleted, err := s.opts.Jobs.Delete(r.Context(), st.JobID)
+	deleted, err := s.opts.Jobs.Delete(r.Context(), st.Key())
 	if errors.Is(err, ledgerdb.ErrJobActive) {
-		if current, readErr := s.opts.Jobs.Status(r.Context(), st.JobID); readErr == nil {
+		if current, readErr := s.opts.Jobs.Status(r.Context(), st.Key()); readErr == nil {
 			st = current
 		}
 		return 0, nil, newError(http.StatusConflict, "job_active", fmt.Sprintf(
@@ -169,7 +190,7 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	if st.State == ledgerdb.StateDeleted {
 		return 0, nil, gone(st)
 	}
-	report, err := s.opts.Jobs.ReportResult(r.Context(), st.JobID, res)
+	report, err := s.opts.Jobs.ReportResult(r.Context(), st.Key(), res)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -202,7 +223,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if st.State == ledgerdb.StateDeleted {
 		return 0, nil, gone(st)
 	}
-	redriven, err := s.opts.Jobs.Redrive(r.Context(), st.JobID, req.By, req.Note)
+	redriven, err := s.opts.Jobs.Redrive(r.Context(), st.Key(), req.By, req.Note)
 	if errors.Is(err, jobs.ErrNotDeadLettered) {
 		return 0, nil, newError(http.StatusConflict, "not_dead_lettered",
 			fmt.Sprintf("Only a refunded (dead-lettered) job can be re-driven; this one is %s. Nothing was changed.", redriven.State)).withJob(redriven)

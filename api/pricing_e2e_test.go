@@ -35,11 +35,12 @@ func (e *env) jobRows(t *testing.T, account, jobID string) []ledgertest.Row {
 	return out
 }
 
-// resultReports counts the results recorded for a job: a refused report must record none.
-func (e *env) resultReports(t *testing.T, jobID string) int {
+// resultReports counts the results recorded for the account's job: a refused report must record
+// none.
+func (e *env) resultReports(t *testing.T, account, jobID string) int {
 	var n int
 	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
-		`SELECT count(*) FROM result_reports WHERE job_id = $1`, jobID).Scan(&n))
+		`SELECT count(*) FROM result_reports WHERE job_id = $1`, ledgerdb.JobKey{AccountID: account, JobID: jobID}.String()).Scan(&n))
 	return n
 }
 
@@ -136,7 +137,7 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -200}}, e.jobRows(t, acct, id))
 	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 100})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, id, ledgerdb.StateDelivered)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	ledgertest.RequireBalance(t, e.Store, acct, 800)
 }
 
@@ -182,7 +183,7 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 		{capped, "300", "600", "0", []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -600}}},
 		{silent, "300", "600", "0", []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -600}}},
 	} {
-		e.wait(t, tc.id, ledgerdb.StateDelivered)
+		e.wait(t, acct, tc.id, ledgerdb.StateDelivered)
 		a := call(t, base, "GET", "/v1/jobs/"+tc.id, key, nil)
 		require.Equal(t, 200, a.code, a.raw)
 		require.Equal(t, tc.unitsUsed, a.str("units_used"), tc.id)
@@ -233,7 +234,7 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 			require.Contains(t, a.str("message"), `"units_used"`, name)
 		}
 	}
-	require.Zero(t, e.resultReports(t, id), "no result was recorded")
+	require.Zero(t, e.resultReports(t, acct, id), "no result was recorded")
 	a := call(t, base, "GET", "/v1/jobs/"+id, key, nil)
 	require.Equal(t, "running", a.str("state"))
 	require.Equal(t, "300", a.str("charged"))
@@ -241,7 +242,7 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 
 	a = call(t, base, "POST", path, key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, id, ledgerdb.StateDelivered)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -300}, {Kind: ledgerdb.KindRelease, Amount: 300}}, e.jobRows(t, acct, id))
 	ledgertest.RequireBalance(t, e.Store, acct, 1000)
 }
@@ -261,7 +262,7 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 
 	a := call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, id, ledgerdb.StateDelivered)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
 	require.Equal(t, "40", a.str("charged"), a.raw)
 	require.Equal(t, "0", a.str("released"))
@@ -341,7 +342,7 @@ func TestPriceRoutes(t *testing.T) {
 
 	for _, id := range []string{before, after} {
 		require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
-		e.wait(t, id, ledgerdb.StateDelivered)
+		e.wait(t, acct, id, ledgerdb.StateDelivered)
 	}
 	require.Equal(t, "40", call(t, base, "GET", "/v1/jobs/"+before, key, nil).str("charged"), "the price it was submitted at")
 	require.Equal(t, "70", call(t, base, "GET", "/v1/jobs/"+after, key, nil).str("charged"))

@@ -61,23 +61,24 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 
 	before := scrape(t, addr)
 	account := ledgertest.Account(t, store, 100)
-	job := func(name, input string, cost int64) string {
-		id := ledgertest.ID(t, name)
-		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, cost), InputRef: input})
+	job := func(name, input string, cost int64) ledgerdb.JobKey {
+		j := jobs.Job{ID: ledgertest.ID(t, name), AccountID: account, Kind: ledgertest.Fixed(t, store, cost), InputRef: input}
+		_, err := st.Submit(ctx, j)
 		if cost <= 100 {
 			require.NoError(t, err)
 		} else {
 			require.True(t, errors.Is(err, ledgerdb.ErrInsufficientCredits), "%v", err)
 		}
-		return id
+		return j.Key()
 	}
 	delivered := job("ok", "sim:ok", 30)
 	failed := job("fail", "sim:fail", 30)
 	job("rejected", "sim:ok", 1000)
 	// Metered by the GPU-second at 1 credit, holding 20: it uses 8, and 12 go back.
-	metered := ledgertest.ID(t, "metered")
-	_, err = st.Submit(ctx, jobs.Job{ID: metered, AccountID: account, Kind: ledgertest.Metered(t, store, 1, 20), InputRef: "sim:ok+used:8"})
+	meteredJob := jobs.Job{ID: ledgertest.ID(t, "metered"), AccountID: account, Kind: ledgertest.Metered(t, store, 1, 20), InputRef: "sim:ok+used:8"}
+	_, err = st.Submit(ctx, meteredJob)
 	require.NoError(t, err)
+	metered := meteredJob.Key()
 	_, err = st.Wait(ctx, delivered, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, metered, ledgerdb.StateDelivered)
@@ -87,7 +88,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 
 	// The late-result window is a second: once the workflow has closed, the result goes to the fallback.
 	require.Eventually(t, func() bool {
-		d, err := tc.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, failed), "")
+		d, err := tc.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, failed.JobID), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
 	}, 30*time.Second, 200*time.Millisecond)
 	report, err := st.ReportResult(ctx, failed, activities.WorkResult{Attempt: 2, OutputRef: "late", FinishedAt: time.Now()})

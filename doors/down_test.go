@@ -32,12 +32,12 @@ type inboxRow struct {
 	appliedVia *string
 }
 
-func (e *env) inbox(t *testing.T, jobID string, attempt int) inboxRow {
+func (e *env) inbox(t *testing.T, key ledgerdb.JobKey, attempt int) inboxRow {
 	t.Helper()
 	var r inboxRow
 	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
-		`SELECT applied_at, applied_via FROM result_reports WHERE job_id = $1 AND attempt = $2`, jobID, attempt).
-		Scan(&r.appliedAt, &r.appliedVia), "the result of attempt %d of %s is not in the inbox", attempt, jobID)
+		`SELECT applied_at, applied_via FROM result_reports WHERE job_id = $1 AND attempt = $2`, key.String(), attempt).
+		Scan(&r.appliedAt, &r.appliedVia), "the result of attempt %d of %s is not in the inbox", attempt, key)
 	return r
 }
 
@@ -65,22 +65,23 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "down")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := workflows.JobWorkflowID(acct, id)
 	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
-	e.waitAttempt(t, id, 1)
+	e.waitAttempt(t, key, 1)
 
 	srv.Stop()
 	_, err = e.cli.run(ctx, "workflow", "describe", "--workflow-id", workflowID, "--command-timeout", "3s")
 	require.Error(t, err, "Temporal is down")
 	reportCtx, cancelReport := context.WithTimeout(ctx, 5*time.Second)
-	report, err := e.Jobs.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	report, err := e.Jobs.ReportResult(reportCtx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
 	cancelReport()
 	require.NoError(t, err, "a report while Temporal is down is recorded, not refused")
 	require.Equal(t, jobs.PathRecorded, report.Path, report.Message)
-	require.Nil(t, e.inbox(t, id, 1).appliedAt, "recorded, not applied yet")
-	job, err := e.Store.Job(ctx, id)
+	require.Nil(t, e.inbox(t, key, 1).appliedAt, "recorded, not applied yet")
+	job, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, job.State)
 
@@ -98,12 +99,12 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	require.Contains(t, []ledgerdb.State{ledgerdb.StateDelivered, ledgerdb.StateRecovered}, final.State, "%+v", final)
 	require.Equal(t, "s3://out/"+id, final.OutputRef)
 	if final.State == ledgerdb.StateDelivered {
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	} else {
 		// Every attempt timed out while the result waited: refunded, then reclaimed once.
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	}
-	applied := e.inbox(t, id, 1)
+	applied := e.inbox(t, key, 1)
 	require.NotNil(t, applied.appliedAt, "the pass applied the recorded result")
 	require.NotNil(t, applied.appliedVia)
 	require.Contains(t, []string{ledgerdb.AppliedBySignal, ledgerdb.AppliedByFallback}, *applied.appliedVia)

@@ -111,15 +111,26 @@ func newCLI(t *testing.T, cfg config.Config) cli {
 // run runs `temporal args…` with the address and namespace, ignoring any CLI configuration file or
 // TEMPORAL_* variable of the machine, and answers its standard output; the error carries its
 // standard error.
+//
+// "Workflow is busy" is the server shedding load (a resource-exhausted answer, common on a loaded
+// dev server while many signals reach one workflow): an operator types the command again, and so
+// does this, a few times, before failing.
 func (c cli) run(ctx context.Context, args ...string) (string, error) {
 	args = append(args, "--address", c.address, "--namespace", c.namespace, "--disable-config-file", "--disable-config-env")
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	for try := 1; ; try++ {
+		cmd := exec.CommandContext(ctx, c.bin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err == nil {
+			return stdout.String(), nil
+		}
+		if strings.Contains(stderr.String(), "Workflow is busy") && try < 5 && ctx.Err() == nil {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+			continue
+		}
 		return stdout.String(), fmt.Errorf("temporal %s: %w\n%s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), nil
 }
 
 // must runs the CLI and fails the test if it fails.
@@ -231,25 +242,25 @@ func (e *env) awaitClosed(t *testing.T, workflowID string) workflows.JobStatus {
 
 // waitLedger polls the ledger (never the job service's Status, which heals) until the job reaches
 // state, and returns it.
-func (e *env) waitLedger(t *testing.T, jobID string, state ledgerdb.State) ledgerdb.Job {
+func (e *env) waitLedger(t *testing.T, key ledgerdb.JobKey, state ledgerdb.State) ledgerdb.Job {
 	t.Helper()
 	var job ledgerdb.Job
 	require.Eventually(t, func() bool {
 		var err error
-		job, err = e.Store.Job(context.Background(), jobID)
+		job, err = e.Store.Job(context.Background(), key)
 		return err == nil && job.State == state
-	}, waitLimit, 50*time.Millisecond, "job %s never reached %s in the ledger (last seen %s)", jobID, state, job.State)
+	}, waitLimit, 50*time.Millisecond, "job %s never reached %s in the ledger (last seen %s)", key, state, job.State)
 	return job
 }
 
 // waitAttempt waits until the ledger has recorded that the job's work started attempt n: only then
 // is the job truly running, and a result of that attempt possible.
-func (e *env) waitAttempt(t *testing.T, jobID string, n int) {
+func (e *env) waitAttempt(t *testing.T, key ledgerdb.JobKey, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		job, err := e.Store.Job(context.Background(), jobID)
+		job, err := e.Store.Job(context.Background(), key)
 		return err == nil && job.Attempts >= n
-	}, waitLimit, 50*time.Millisecond, "job %s never started attempt %d", jobID, n)
+	}, waitLimit, 50*time.Millisecond, "job %s never started attempt %d", key, n)
 }
 
 // waitClosedInVisibility waits until visibility no longer lists the workflow as running:

@@ -76,19 +76,21 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 
 	t.Run("running", func(t *testing.T) {
 		id := jobID(t, p, "running")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 		workflowID := e.submitHanging(t, id, acct, 40)
 		h, point := e.reset(t, workflowID, "--type", "FirstWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
 		require.Greater(t, charge.eventID, point, "the reset run ran its charge step again")
 		require.Equal(t, ledgerdb.AlreadyApplied, charge.result.Outcome, "the ledger's guard refused a second charge")
 		require.Equal(t, ledgerdb.StateRunning, charge.result.State)
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 
-		e.deliverHanging(t, id, workflowID, 40)
+		e.deliverHanging(t, key, workflowID, 40)
 	})
 
 	t.Run("refunded", func(t *testing.T) {
 		id := jobID(t, p, "refunded")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 		workflowID := e.submitFailing(t, id, acct, 30)
 		h, point := e.reset(t, workflowID, "--type", "FirstWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
@@ -98,7 +100,7 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 		status := e.cli.queryStatus(t, workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
 		require.True(t, status.DeadLettered)
-		ledgertest.RequireRows(t, e.Store, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	})
 
 	ledgertest.RequireBalance(t, e.Store, acct, 200-40)
@@ -121,6 +123,7 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 
 	t.Run("LastWorkflowTask", func(t *testing.T) {
 		id := jobID(t, p, "last")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 		workflowID := e.submitHanging(t, id, acct, 40)
 		// An ignored signal is the workflow task after the charge that the reset goes back to.
 		require.NoError(t, e.cli.signal(ctx, workflowID, `{"Attempt":0,"OutputRef":"s3://not-an-attempt"}`))
@@ -134,13 +137,14 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 		require.Less(t, charge.eventID, point, "the charge is replayed from before the reset point, not run again")
 		require.Equal(t, ledgerdb.Applied, charge.result.Outcome)
 		require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredSignals, "the reset run replayed the ignored signal")
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 
-		e.deliverHanging(t, id, workflowID, 40)
+		e.deliverHanging(t, key, workflowID, 40)
 	})
 
 	t.Run("event-id", func(t *testing.T) {
 		id := jobID(t, p, "event")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 		workflowID := e.submitFailing(t, id, acct, 30)
 
 		var (
@@ -178,8 +182,8 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRefunded, rerun[0].result.State)
 		status := e.cli.queryStatus(t, workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
-		ledgertest.RequireRows(t, e.Store, id, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
-		require.Equal(t, ledgerdb.StateRefunded, e.waitLedger(t, id, ledgerdb.StateRefunded).State)
+		ledgertest.RequireRows(t, e.Store, key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		require.Equal(t, ledgerdb.StateRefunded, e.waitLedger(t, key, ledgerdb.StateRefunded).State)
 	})
 
 	ledgertest.RequireBalance(t, e.Store, acct, 200-40)

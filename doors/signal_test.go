@@ -33,6 +33,7 @@ func TestCLIBadResultSignals(t *testing.T) {
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "bad")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := e.submitHanging(t, id, acct, 40)
 
 	bad := []struct {
@@ -70,10 +71,10 @@ func TestCLIBadResultSignals(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRunning, status.State, "the job goes on")
 	require.Contains(t, status.LastIgnored, "no payload", "the last one is the one without a payload")
 	require.Empty(t, status.OutputRef)
-	job, err := e.Store.Job(ctx, id)
+	job, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, job.State)
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 
 	require.NoError(t, e.cli.signal(ctx, workflowID, validResult))
 	final := e.awaitClosed(t, workflowID)
@@ -81,7 +82,7 @@ func TestCLIBadResultSignals(t *testing.T) {
 	require.Equal(t, "s3://ok", final.OutputRef)
 	require.Equal(t, len(bad), final.IgnoredSignals)
 	require.Equal(t, final, e.cli.queryStatus(t, workflowID), "the closed run answers the query as it ended")
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	e.requireAudit(t, p)
 }
@@ -97,6 +98,7 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "twice")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := workflows.JobWorkflowID(acct, id)
 
 	cfg := workertest.Config("doors-twice")
@@ -128,7 +130,7 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	require.Equal(t, 1, final.IgnoredResults, "%+v", final)
 	require.Zero(t, final.IgnoredSignals, "both payloads were valid")
 	require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredResults)
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	(&env{Env: w, cli: e.cli}).requireAudit(t, p)
 }

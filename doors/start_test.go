@@ -62,37 +62,40 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 
 	t.Run("delivered", func(t *testing.T) {
 		id := jobID(t, p, "direct")
-		_, err := e.Store.Job(ctx, id)
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+		_, err := e.Store.Job(ctx, key)
 		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no placeholder before the start")
 		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
-		job, err := e.Store.Job(ctx, id)
+		job, err := e.Store.Job(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, job.State)
 		require.Equal(t, int64(40), job.Cost)
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 
 		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 		require.NoError(t, err)
 		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
 		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
-		ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	})
 
 	t.Run("unknown account", func(t *testing.T) {
 		id := jobID(t, p, "nobody")
 		nobody := ledgertest.ID(t, "acct-never-opened")
+		key := ledgerdb.JobKey{AccountID: nobody, JobID: id}
 		final := e.awaitClosed(t, e.startDirectly(t, id, nobody, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
 		require.Equal(t, "the account does not exist", final.Reason)
-		_, err := e.Store.Job(ctx, id)
+		_, err := e.Store.Job(ctx, key)
 		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
-		ledgertest.RequireRows(t, e.Store, id, 40)
+		ledgertest.RequireRows(t, e.Store, key, 40)
 	})
 
 	t.Run("another request's placeholder", func(t *testing.T) {
 		id := jobID(t, p, "taken")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 		owner := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
 		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(owner.InputRef)})
 		require.NoError(t, err)
@@ -100,20 +103,20 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
 		require.Contains(t, final.Reason, "different request")
-		job, err := e.Store.Job(ctx, id)
+		job, err := e.Store.Job(ctx, key)
 		require.NoError(t, err)
 		require.False(t, job.IsCharged, "the other request's run charged nothing")
-		ledgertest.RequireRows(t, e.Store, id, 40)
+		ledgertest.RequireRows(t, e.Store, key, 40)
 
 		// The placeholder's own submission finds its workflow ID used up by a run that ended
 		// before charging: it is told at once that the ID can never be charged.
 		_, err = e.Jobs.Submit(ctx, owner)
 		require.ErrorIs(t, err, ledgerdb.ErrRejected)
-		job, err = e.Store.Job(ctx, id)
+		job, err = e.Store.Job(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRejected, job.State)
 		require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
-		ledgertest.RequireRows(t, e.Store, id, 40)
+		ledgertest.RequireRows(t, e.Store, key, 40)
 	})
 
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
@@ -134,26 +137,28 @@ func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 
 	priced := jobID(t, p, "priced-by-caller")
+	pricedKey := ledgerdb.JobKey{AccountID: acct, JobID: priced}
 	input := fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Kind":%q,"Cost":1,"Work":{"InputRef":"sim:ok"}}`,
 		priced, acct, ledgertest.Fixed(t, e.Store, 40))
 	final := e.awaitClosed(t, e.startDirectlyWith(t, priced, acct, input))
 	require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 	require.Contains(t, final.Reason, "prices are set by the server")
-	_, err := e.Store.Job(ctx, priced)
+	_, err := e.Store.Job(ctx, pricedKey)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
 
 	metered := jobID(t, p, "metered")
+	meteredKey := ledgerdb.JobKey{AccountID: acct, JobID: metered}
 	kind := ledgertest.Metered(t, e.Store, 2, 30)
 	final = e.awaitClosed(t, e.startDirectly(t, metered, acct, kind, "sim:ok+used:12"))
 	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 	require.Equal(t, int64(24), final.Charged)
 	require.Equal(t, int64(36), final.Released)
-	job, err := e.Store.Job(ctx, metered)
+	job, err := e.Store.Job(ctx, meteredKey)
 	require.NoError(t, err)
 	require.Equal(t, int64(60), job.Cost, "the hold: 30 GPU-seconds at 2 credits")
 	require.Equal(t, int64(12), *job.UnitsUsed)
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -60}, {Kind: ledgerdb.KindRelease, Amount: 36}},
-		ledgertest.Rows(t, e.Store, metered))
+		ledgertest.Rows(t, e.Store, meteredKey))
 	ledgertest.RequireBalance(t, e.Store, acct, 200-24)
 	e.requireAudit(t, p)
 }
@@ -175,6 +180,7 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 		}
 		t.Run(tag, func(t *testing.T) {
 			id := jobID(t, p, tag)
+			key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 			workflowID := workflows.JobWorkflowID(acct, id)
 			e.cli.must(t, "workflow", "start", "--type", "SomeoneElses", "--task-queue", "nobody-polls",
 				"--workflow-id", workflowID, "--input", `{"theirs":true}`)
@@ -196,7 +202,7 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
 			require.Equal(t, ledgerdb.MoneyNotCharged, sub.Status.MoneyState)
 			require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
-			ledgertest.RequireRows(t, e.Store, id, 40)
+			ledgertest.RequireRows(t, e.Store, key, 40)
 
 			// The foreign workflow is untouched: still theirs, running or closed as it was.
 			d, err := e.Client.DescribeWorkflow(testContext(t), workflowID, "")

@@ -22,7 +22,7 @@ func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	sub, err := e.JobsWith(hangPolicy()).Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
-	e.waitAttempt(t, id, 1)
+	e.waitAttempt(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, 1)
 	return workflows.JobWorkflowID(acct, id)
 }
 
@@ -32,19 +32,19 @@ func (e *env) submitFailing(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
 	_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
-	e.waitLedger(t, id, ledgerdb.StateRefunded)
+	e.waitLedger(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, ledgerdb.StateRefunded)
 	return workflows.JobWorkflowID(acct, id)
 }
 
 // deliverHanging reports the result of a hanging job's first attempt through the job service's
 // report door and checks that its workflow closes delivered with its one charge (money rule 2).
-func (e *env) deliverHanging(t *testing.T, id, workflowID string, cost int64) {
+func (e *env) deliverHanging(t *testing.T, key ledgerdb.JobKey, workflowID string, cost int64) {
 	t.Helper()
-	_, err := e.Jobs.ReportResult(testContext(t), id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	_, err := e.Jobs.ReportResult(testContext(t), key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + key.JobID})
 	require.NoError(t, err)
 	final := e.awaitClosed(t, workflowID)
 	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge)
 }
 
 // TestCLITerminateIsHealedThenRecovered checks money rule 3 at `temporal workflow terminate` (the
@@ -61,19 +61,20 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	read, pass := jobID(t, p, "read"), jobID(t, p, "pass")
+	readKey, passKey := ledgerdb.JobKey{AccountID: acct, JobID: read}, ledgerdb.JobKey{AccountID: acct, JobID: pass}
 	readWF := e.submitHanging(t, read, acct, 40)
 	passWF := e.submitHanging(t, pass, acct, 30)
 
 	e.cli.must(t, "workflow", "terminate", "--workflow-id", readWF, "--reason", "wrong input file")
 	e.cli.must(t, "workflow", "terminate", "--workflow-id", passWF, "--reason", "GPU pool drained")
-	for _, id := range []string{read, pass} {
-		job, err := e.Store.Job(ctx, id)
+	for _, key := range []ledgerdb.JobKey{readKey, passKey} {
+		job, err := e.Store.Job(ctx, key)
 		require.NoError(t, err)
-		require.Equal(t, ledgerdb.StateRunning, job.State, "the ledger still says running: nobody has healed %s yet", id)
+		require.Equal(t, ledgerdb.StateRunning, job.State, "the ledger still says running: nobody has healed %s yet", key)
 	}
 
 	// The read heals: its answer never describes a job as running when no workflow runs it.
-	status, err := e.Jobs.Status(ctx, read)
+	status, err := e.Jobs.Status(ctx, readKey)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
@@ -82,37 +83,38 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	state, runStatus := e.latestBillingState(t, readWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the heal run tells the truth")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, runStatus, "the heal run listens for a late result")
-	ledgertest.RequireRows(t, e.Store, read, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, readKey, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 
 	// The other job is healed by the reconcile pass alone.
 	e.waitClosedInVisibility(t, passWF)
 	out := e.reconcilePass(t, acct)
 	require.Equal(t, 1, out.Healed, "%+v", out)
-	job, err := e.Store.Job(ctx, pass)
+	job, err := e.Store.Job(ctx, passKey)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
 	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
 	state, _ = e.latestBillingState(t, passWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state)
-	ledgertest.RequireRows(t, e.Store, pass, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, passKey, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	require.Zero(t, e.reconcilePass(t, acct).Healed, "a healed job is refunded, not running: a second pass does nothing")
 
 	// The work was delivered after all: each result reclaims its job's refund, once.
 	for _, j := range []struct {
-		id, workflowID string
-		cost           int64
-	}{{read, readWF, 40}, {pass, passWF, 30}} {
-		report, err := e.Jobs.ReportResult(ctx, j.id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + j.id})
+		key        ledgerdb.JobKey
+		workflowID string
+		cost       int64
+	}{{readKey, readWF, 40}, {passKey, passWF, 30}} {
+		report, err := e.Jobs.ReportResult(ctx, j.key, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + j.key.JobID})
 		require.NoError(t, err)
 		require.Contains(t, []string{jobs.PathSignal, jobs.PathFallback}, report.Path)
-		require.Equal(t, ledgerdb.StateRecovered, e.waitLedger(t, j.id, ledgerdb.StateRecovered).State)
+		require.Equal(t, ledgerdb.StateRecovered, e.waitLedger(t, j.key, ledgerdb.StateRecovered).State)
 		final := e.awaitClosed(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "%+v", final)
 		state, runStatus := e.latestBillingState(t, j.workflowID)
 		require.Equal(t, string(ledgerdb.StateRecovered), state)
 		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, runStatus)
-		ledgertest.RequireRows(t, e.Store, j.id, j.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireRows(t, e.Store, j.key, j.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	}
 	ledgertest.RequireBalance(t, e.Store, acct, 200-40-30)
 	e.requireAudit(t, p)
@@ -127,10 +129,11 @@ func TestCLICancelRefunds(t *testing.T) {
 	p := prefix(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := jobID(t, p, "cancel")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := e.submitHanging(t, id, acct, 40)
 
 	e.cli.must(t, "workflow", "cancel", "--workflow-id", workflowID)
-	job := e.waitLedger(t, id, ledgerdb.StateRefunded)
+	job := e.waitLedger(t, key, ledgerdb.StateRefunded)
 	require.Equal(t, "stopped by an operator: cancelled", job.RefundReason)
 	require.Eventually(t, func() bool {
 		_, s := e.latestBillingState(t, workflowID)
@@ -138,12 +141,12 @@ func TestCLICancelRefunds(t *testing.T) {
 	}, waitLimit, 100*time.Millisecond, "the run never closed as cancelled")
 	state, _ := e.latestBillingState(t, workflowID)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the cancelled run closed telling the truth")
-	status, err := e.Jobs.Status(testContext(t), id)
+	status, err := e.Jobs.Status(testContext(t), key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "a refunded job needs no heal")
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
 
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	e.requireAudit(t, p)
 }

@@ -146,15 +146,15 @@ func TestCleanJobsPass(t *testing.T) {
 	p := prefix("clean")
 	const cost = 40
 
-	submit := func(st *jobs.Service, name, account, input string, want error) string {
-		id := p + name
-		_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: account, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: input})
+	submit := func(st *jobs.Service, name, account, input string, want error) ledgerdb.JobKey {
+		job := jobs.Job{ID: p + name, AccountID: account, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: input}
+		_, err := st.Submit(ctx, job)
 		if want == nil {
-			require.NoError(t, err, id)
+			require.NoError(t, err, job.ID)
 		} else {
-			require.ErrorIs(t, err, want, id)
+			require.ErrorIs(t, err, want, job.ID)
 		}
-		return id
+		return job.Key()
 	}
 	delivered := submit(st, "delivered", acct, "sim:ok", nil)
 	submit(st, "rejected", poor, "sim:ok", ledgerdb.ErrInsufficientCredits)
@@ -167,16 +167,16 @@ func TestCleanJobsPass(t *testing.T) {
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: longWindow})
 	open := submit(openJobs, "open", acct, "sim:fail", nil)
 
-	for _, id := range []string{delivered, deleted} {
-		_, err := st.Wait(ctx, id, ledgerdb.StateDelivered)
+	for _, key := range []ledgerdb.JobKey{delivered, deleted} {
+		_, err := st.Wait(ctx, key, ledgerdb.StateDelivered)
 		require.NoError(t, err)
 	}
 	_, err := st.Delete(ctx, deleted)
 	require.NoError(t, err)
-	for _, id := range []string{refunded, recovered} {
-		_, err := st.Wait(ctx, id, ledgerdb.StateRefunded)
+	for _, key := range []ledgerdb.JobKey{refunded, recovered} {
+		_, err := st.Wait(ctx, key, ledgerdb.StateRefunded)
 		require.NoError(t, err)
-		require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil), "the refunded workflow %s closes after its window", id)
+		require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, key.JobID), "").Get(ctx, nil), "the refunded workflow %s closes after its window", key)
 	}
 	rep, err := st.ReportResult(ctx, recovered, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestCleanJobsPass(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRecovered, rep.Status.State)
 	_, err = st.Wait(ctx, open, ledgerdb.StateRefunded)
 	require.NoError(t, err)
-	e.waitBillingState(t, workflows.JobWorkflowID(acct, open), ledgerdb.StateRefunded)
+	e.waitBillingState(t, workflows.JobWorkflowID(acct, open.JobID), ledgerdb.StateRefunded)
 
 	report := e.check(t, p)
 	requireOK(t, report)
@@ -210,7 +210,7 @@ func TestCleanJobsPass(t *testing.T) {
 	// Leave nothing open behind: the late result recovers the last job.
 	_, err = st.ReportResult(ctx, open, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
-	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, open), "").Get(ctx, nil))
+	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, open.JobID), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
 }
 
@@ -327,7 +327,7 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	healed, err := e.jobService().Heal(ctx, charged.Job)
 	require.NoError(t, err)
 	require.True(t, healed)
-	job, err := e.Store.Job(ctx, id)
+	job, err := e.Store.Job(ctx, charged.Job.Key())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
 	require.Equal(t, "the job's workflow is gone without settling it", job.RefundReason)
@@ -387,18 +387,19 @@ func TestBillingStateMismatch(t *testing.T) {
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
 	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 20), InputRef: "sim:fail"})
 	require.NoError(t, err)
-	_, err = st.Wait(ctx, id, ledgerdb.StateRefunded)
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err = st.Wait(ctx, key, ledgerdb.StateRefunded)
 	require.NoError(t, err)
 	e.waitBillingState(t, workflows.JobWorkflowID(acct, id), ledgerdb.StateRefunded)
 	requireOK(t, e.check(t, p))
 
-	_, err = e.Store.Reclaim(ctx, id)
+	_, err = e.Store.Reclaim(ctx, key)
 	require.NoError(t, err)
 	v := requireOnly(t, e.check(t, p), invariants.KindBillingStateMismatch, id)
 	require.Contains(t, v.Message, "BillingState refunded, but the ledger says recovered")
 	ledgertest.RequireSound(t, e.Store, acct)
 
-	rep, err := st.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
+	rep, err := st.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "sim://late", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	require.Equal(t, "signal", rep.Path)
 	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil))
@@ -427,7 +428,8 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	_, err = tx.Exec(ctx, `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
 		VALUES ($1, 'grant', 7, 999, 'invariants-test')`, acct)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now() WHERE id = $1`, id)
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now() WHERE id = $1`,
+		ledgerdb.JobKey{AccountID: acct, JobID: id}.String())
 	require.NoError(t, err)
 	snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, scope)
 	require.NoError(t, err)

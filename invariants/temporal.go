@@ -51,14 +51,14 @@ type temporalCheck struct {
 	report *Report
 	// runs is the latest run of every MeteredJob workflow in scope, by workflow ID.
 	runs map[string]workflowRun
-	// jobs is the snapshot's jobs by ID.
-	jobs map[string]ledgerdb.Job
+	// jobs is the snapshot's jobs by key.
+	jobs map[ledgerdb.JobKey]ledgerdb.Job
 }
 
 func (c *temporalCheck) run(ctx context.Context) error {
-	c.jobs = map[string]ledgerdb.Job{}
+	c.jobs = map[ledgerdb.JobKey]ledgerdb.Job{}
 	for _, t := range c.snap.Jobs {
-		c.jobs[t.Job.ID] = t.Job
+		c.jobs[t.Job.Key()] = t.Job
 	}
 	if err := c.listRuns(ctx); err != nil {
 		return err
@@ -97,13 +97,14 @@ func (c *temporalCheck) visibilityQuery() string {
 // workflowIDOf is the workflow ID of a job's MeteredJob.
 func workflowIDOf(j ledgerdb.Job) string { return workflows.JobWorkflowID(j.AccountID, j.ID) }
 
-// jobIDOf is the job ID a MeteredJob's workflow ID names (a run of the original version used the
-// job ID itself).
-func jobIDOf(workflowID string) string {
-	if _, jobID, ok := workflows.ParseJobWorkflowID(workflowID); ok {
-		return jobID
+// jobKeyOf is the job a MeteredJob's run belongs to: the account and job ID its workflow ID names
+// (a run of the original version used the bare job ID, its account in the AccountID search
+// attribute).
+func jobKeyOf(r workflowRun) ledgerdb.JobKey {
+	if accountID, jobID, ok := workflows.ParseJobWorkflowID(r.id); ok {
+		return ledgerdb.JobKey{AccountID: accountID, JobID: jobID}
 	}
-	return workflowID
+	return ledgerdb.JobKey{AccountID: r.accountID, JobID: r.id}
 }
 
 // listRuns pages through visibility and keeps one run per workflow ID: the open one if any
@@ -121,7 +122,7 @@ func (c *temporalCheck) listRuns(ctx context.Context) error {
 		}
 		for _, e := range resp.GetExecutions() {
 			r := runOf(e)
-			if !strings.HasPrefix(jobIDOf(r.id), c.opts.JobIDPrefix) {
+			if !strings.HasPrefix(jobKeyOf(r).JobID, c.opts.JobIDPrefix) {
 				continue
 			}
 			if prev, ok := c.runs[r.id]; ok && (prev.open() || (!r.open() && prev.start.After(r.start))) {
@@ -327,13 +328,13 @@ func (c *temporalCheck) checkUnappliedResults(context.Context) error {
 // movement names a job the ledger knows.
 func (c *temporalCheck) checkWorkflowsWithoutJob(ctx context.Context) error {
 	for id, r := range c.runs {
-		jobID := jobIDOf(id)
-		if _, ok := c.jobs[jobID]; ok || !r.open() || c.snap.AsOf.Sub(r.start) < c.opts.Grace {
+		key := jobKeyOf(r)
+		if _, ok := c.jobs[key]; ok || !r.open() || c.snap.AsOf.Sub(r.start) < c.opts.Grace {
 			continue
 		}
 		// Not in the snapshot: submitted after it, or outside its scope (another account's job
 		// with the prefix, say). Only a job the ledger does not have at all is a violation.
-		_, err := c.opts.Ledger.Job(ctx, jobID)
+		_, err := c.opts.Ledger.Job(ctx, key)
 		switch {
 		case err == nil:
 			continue
@@ -341,7 +342,7 @@ func (c *temporalCheck) checkWorkflowsWithoutJob(ctx context.Context) error {
 		default:
 			return err
 		}
-		c.report.add(Violation{Kind: KindWorkflowWithoutJob, JobID: jobID, AccountID: r.accountID,
+		c.report.add(Violation{Kind: KindWorkflowWithoutJob, JobID: key.JobID, AccountID: key.AccountID,
 			Message: fmt.Sprintf("workflow %s (run %s) has been open for %s for a job the ledger never saw: its first step writes the job's placeholder, so no worker has run it (is one polling its task queue?).",
 				id, r.runID, roundAge(c.snap.AsOf.Sub(r.start)))})
 	}
@@ -399,8 +400,8 @@ func (c *temporalCheck) checkBillingStates(ctx context.Context) error {
 		job ledgerdb.Job
 	}
 	var suspects []suspect
-	for id, r := range c.runs {
-		j, ok := c.jobs[jobIDOf(id)]
+	for _, r := range c.runs {
+		j, ok := c.jobs[jobKeyOf(r)]
 		if ok && r.open() && !agrees(r.billingState, j) {
 			suspects = append(suspects, suspect{run: r, job: j})
 		}
@@ -422,7 +423,7 @@ func (c *temporalCheck) checkBillingStates(ctx context.Context) error {
 			if !found || !r.open() {
 				continue
 			}
-			j, err := c.opts.Ledger.Job(ctx, s.job.ID)
+			j, err := c.opts.Ledger.Job(ctx, s.job.Key())
 			if err != nil {
 				return err
 			}

@@ -36,19 +36,20 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	const cost = 40
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
-	e.waitAttempt(t, id, 1)
+	e.waitAttempt(t, key, 1)
 	workflowID := workflows.JobWorkflowID(acct, id)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "wrong input file"))
 
-	status, err := e.Jobs.Status(ctx, id)
+	status, err := e.Jobs.Status(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
 	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Reason)
 	require.Contains(t, status.Message, "40 credits were refunded")
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	d, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
 	require.NoError(t, err)
@@ -56,24 +57,24 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	state, _ := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the job's latest run tells the truth")
 
-	report, err := e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + id})
+	report, err := e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + id})
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathSignal, report.Path)
 	final := e.awaitClosed(t, workflowID)
 	require.Equal(t, ledgerdb.StateRecovered, final.State)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.recordHistory(t, "healed", workflowID)
 }
 
 // waitAttempt waits until the ledger has recorded that the job's work started attempt n: only then
 // can a result of that attempt exist.
-func (e *e2eEnv) waitAttempt(t *testing.T, jobID string, n int) {
+func (e *e2eEnv) waitAttempt(t *testing.T, key ledgerdb.JobKey, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		job, err := e.Store.Job(context.Background(), jobID)
+		job, err := e.Store.Job(context.Background(), key)
 		return err == nil && job.Attempts >= n
-	}, waitLimit, 50*time.Millisecond, "job %s never started attempt %d", jobID, n)
+	}, waitLimit, 50*time.Millisecond, "job %s never started attempt %d", key, n)
 }
 
 // TestE2EReconcileHealsTerminatedJob protects money rule 3 without anyone reading the job: the
@@ -85,18 +86,19 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
 
 	pass := reconcilePass(t, e, acct)
 	require.Equal(t, 1, pass.Healed)
-	job, err := e.Store.Job(ctx, id)
+	job, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
 	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
 	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }
 
@@ -127,7 +129,7 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
 		require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
 		require.Contains(t, sub.Status.Message, "new ID")
-		ledgertest.RequireRows(t, e.Store, id, 40)
+		ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, 40)
 	}
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }
@@ -143,6 +145,7 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "orphan")
 	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
+	key := job.Key()
 	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(job.InputRef)})
 	require.NoError(t, err)
 	workflowID := workflows.JobWorkflowID(acct, id)
@@ -151,7 +154,7 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "operator"))
 
-	status, err := e.Jobs.Resume(ctx, id)
+	status, err := e.Jobs.Resume(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRejected, status.State)
 	require.Equal(t, string(ledgerdb.RejectWorkflowEnded), status.Reason)
@@ -163,7 +166,7 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	_, err = e.Jobs.Submit(ctx, job)
 	require.ErrorIs(t, err, ledgerdb.ErrRejected)
 	require.NotErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-	ledgertest.RequireRows(t, e.Store, id, 40)
+	ledgertest.RequireRows(t, e.Store, key, 40)
 	ledgertest.RequireBalance(t, e.Store, acct, 300)
 }
 
@@ -177,9 +180,10 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "down")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
-	_, err = e.Jobs.Wait(ctx, id, ledgerdb.StateRunning)
+	_, err = e.Jobs.Wait(ctx, key, ledgerdb.StateRunning)
 	require.NoError(t, err)
 
 	// A client whose server never answers stands for Temporal being down.
@@ -189,7 +193,7 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
 		Namespace: e.Config.Temporal.Namespace})
 	reportCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	report, err := unreachable.ReportResult(reportCtx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	report, err := unreachable.ReportResult(reportCtx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
 	cancel()
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathRecorded, report.Path)
@@ -212,7 +216,7 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	pending, err = e.Store.UnappliedResults(ctx, 0, 10, acct)
 	require.NoError(t, err)
 	require.Empty(t, pending)
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
 }
 
@@ -225,6 +229,7 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "bad")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	for _, bad := range []activities.WorkResult{
@@ -234,20 +239,20 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 		{Attempt: 1},
 		{Attempt: 1, OutputRef: "s3://x\u202egnp"},
 	} {
-		_, err := e.Jobs.ReportResult(ctx, id, bad)
+		_, err := e.Jobs.ReportResult(ctx, key, bad)
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "%+v", bad)
 	}
 	var recorded int
-	require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, id).Scan(&recorded))
+	require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, key.String()).Scan(&recorded))
 	require.Zero(t, recorded)
-	status, err := e.Jobs.Status(ctx, id)
+	status, err := e.Jobs.Status(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, status.State)
 
-	_, err = e.Jobs.ReportResult(ctx, id, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
+	_, err = e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 }
 
 // TestE2EHealLeavesAJobItsRunSettled protects the heal from a race: a status read that found the
@@ -260,9 +265,10 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 	ctx := testContext(t)
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "settled")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 	require.NoError(t, err)
-	stale, err := e.Store.Job(ctx, id)
+	stale, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, stale.State, "%+v", sub)
 	workflowID := workflows.JobWorkflowID(acct, id)
@@ -275,5 +281,5 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.GetCount(), "no heal run was started")
-	ledgertest.RequireRows(t, e.Store, id, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 }

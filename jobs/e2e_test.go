@@ -87,9 +87,9 @@ func (e *e2eEnv) awaitClosed(t *testing.T, workflowID string) workflows.JobStatu
 }
 
 // waitState polls the ledger until the job reaches state.
-func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, jobID string, state ledgerdb.State) jobs.Status {
+func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, key ledgerdb.JobKey, state ledgerdb.State) jobs.Status {
 	t.Helper()
-	status, err := st.Wait(testContext(t), jobID, state)
+	status, err := st.Wait(testContext(t), key, state)
 	require.NoError(t, err)
 	return status
 }
@@ -106,7 +106,7 @@ func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, str
 	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	return st, acct, id
 }
 
@@ -197,6 +197,9 @@ type story struct {
 	err      error
 }
 
+// key names the story's job.
+func (s *story) key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: s.acct, JobID: s.id} }
+
 // submitStory opens an account with 200 credits and submits a job to it, of a kind sold by the
 // job at cost credits.
 func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input string) *story {
@@ -238,7 +241,7 @@ func TestE2EStories(t *testing.T) {
 	if d.err == nil {
 		var wg sync.WaitGroup
 		for i := range dReports {
-			wg.Go(func() { dReports[i], dErrs[i] = e.Jobs.ReportResult(testContext(t), d.id, dResult) })
+			wg.Go(func() { dReports[i], dErrs[i] = e.Jobs.ReportResult(testContext(t), d.key(), dResult) })
 		}
 		wg.Wait()
 	}
@@ -255,11 +258,11 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateDelivered, final.State)
 		require.Equal(t, 1, final.Attempts)
 		require.False(t, final.DeadLettered)
-		status, err := e.Jobs.Status(testContext(t), a.id)
+		status, err := e.Jobs.Status(testContext(t), a.key())
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, status.State)
 		require.Equal(t, 1, status.Attempts)
-		ledgertest.RequireRows(t, e.Store, a.id, a.cost, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, a.key(), a.cost, ledgerdb.KindCharge)
 		ledgertest.RequireBalance(t, e.Store, a.acct, 200-a.cost)
 		e.requireVisible(t, jobQuery(a.id, a.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 		e.recordHistory(t, "a-first-try", workflows.JobWorkflowID(a.acct, a.id))
@@ -278,7 +281,7 @@ func TestE2EStories(t *testing.T) {
 		require.False(t, final.DeadLettered)
 		require.Equal(t, "timed out after 3 attempts", final.Reason)
 		require.Equal(t, fmt.Sprintf("sim://%s/attempt-3", b.id), final.OutputRef)
-		ledgertest.RequireRows(t, e.Store, b.id, b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		ledgertest.RequireRows(t, e.Store, b.key(), b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 		ledgertest.RequireBalance(t, e.Store, b.acct, 200-b.cost)
 		e.requireVisible(t, jobQuery(b.id, b.acct, ledgerdb.StateRecovered, "DeadLettered = false"))
 		e.recordHistory(t, "b-late-recovered", workflows.JobWorkflowID(b.acct, b.id))
@@ -293,12 +296,12 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, ledgerdb.StateRefunded, final.State)
 		require.True(t, final.DeadLettered)
 		require.Equal(t, 3, final.Attempts)
-		status, err := e.Jobs.Status(testContext(t), c.id)
+		status, err := e.Jobs.Status(testContext(t), c.key())
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRefunded, status.State)
 		require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
 		require.Contains(t, status.Reason, "after 3 attempts")
-		ledgertest.RequireRows(t, e.Store, c.id, c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, c.key(), c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 		ledgertest.RequireBalance(t, e.Store, c.acct, 200)
 		e.requireVisible(t, jobQuery(c.id, c.acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
 		e.recordHistory(t, "c-dead-lettered", workflows.JobWorkflowID(c.acct, c.id))
@@ -325,7 +328,7 @@ func TestE2EStories(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, final.IgnoredResults+fallbacks, "exactly one of the two reports changes nothing")
-		ledgertest.RequireRows(t, e.Store, d.id, d.cost, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, d.key(), d.cost, ledgerdb.KindCharge)
 		ledgertest.RequireBalance(t, e.Store, d.acct, 200-d.cost)
 		e.requireVisible(t, jobQuery(d.id, d.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 		e.recordHistory(t, "d-result-twice", workflows.JobWorkflowID(d.acct, d.id))
@@ -341,7 +344,7 @@ func TestE2EStories(t *testing.T) {
 
 		final := e.awaitClosed(t, workflows.JobWorkflowID(eStory.acct, eStory.id))
 		require.Equal(t, ledgerdb.StateRejected, final.State)
-		ledgertest.RequireRows(t, e.Store, eStory.id, eStory.cost)
+		ledgertest.RequireRows(t, e.Store, eStory.key(), eStory.cost)
 		ledgertest.RequireBalance(t, e.Store, eStory.acct, 200)
 		e.requireVisible(t, jobQuery(eStory.id, eStory.acct, ledgerdb.StateRejected, "DeadLettered = false"))
 		e.recordHistory(t, "e-rejected", workflows.JobWorkflowID(eStory.acct, eStory.id))
@@ -357,14 +360,14 @@ func TestE2EStories(t *testing.T) {
 		final := e.awaitClosed(t, workflows.JobWorkflowID(f.acct, f.id))
 		require.Equal(t, ledgerdb.StateDelivered, final.State)
 		require.Equal(t, int64(74), final.Charged)
-		status, err := e.Jobs.Status(testContext(t), f.id)
+		status, err := e.Jobs.Status(testContext(t), f.key())
 		require.NoError(t, err)
 		require.Equal(t, int64(37), *status.UnitsUsed)
 		require.Equal(t, int64(74), status.Charged)
 		require.Equal(t, int64(46), status.Released)
 		require.Contains(t, status.Message, "74 of 120 held credits charged; 46 returned")
 		require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -120}, {Kind: ledgerdb.KindRelease, Amount: 46}},
-			ledgertest.Rows(t, e.Store, f.id))
+			ledgertest.Rows(t, e.Store, f.key()))
 		ledgertest.RequireBalance(t, e.Store, f.acct, 200-74)
 		e.recordHistory(t, "f-metered", workflows.JobWorkflowID(f.acct, f.id))
 	})
@@ -381,7 +384,7 @@ func TestE2EStories(t *testing.T) {
 		require.Equal(t, []ledgertest.Row{
 			{Kind: ledgerdb.KindCharge, Amount: -120}, {Kind: ledgerdb.KindRefund, Amount: 120},
 			{Kind: ledgerdb.KindReclaim, Amount: -120}, {Kind: ledgerdb.KindRelease, Amount: 70},
-		}, ledgertest.Rows(t, e.Store, g.id))
+		}, ledgertest.Rows(t, e.Store, g.key()))
 		ledgertest.RequireBalance(t, e.Store, g.acct, 200-50)
 		e.recordHistory(t, "g-metered-late", workflows.JobWorkflowID(g.acct, g.id))
 	})
@@ -397,6 +400,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
 	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok"}
+	key := job.Key()
 
 	// Two submissions of a fresh ID race each other, as a client's retry would.
 	subs := make([]jobs.Submission, 2)
@@ -428,22 +432,22 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, late.Duplicate)
 	require.Equal(t, ledgerdb.StateDelivered, late.Status.State)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 
-	deleted, err := e.Jobs.Delete(testContext(t), id)
+	deleted, err := e.Jobs.Delete(testContext(t), key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
 	require.Equal(t, ledgerdb.MoneyCharged, deleted.MoneyState, "a tombstone keeps the money as it was")
 	_, err = e.Jobs.Submit(testContext(t), job)
 	require.ErrorIs(t, err, ledgerdb.ErrGone)
-	status, err := e.Jobs.Status(testContext(t), id)
+	status, err := e.Jobs.Status(testContext(t), key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDeleted, status.State)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 
-	_, err = e.Jobs.Status(testContext(t), ledgertest.ID(t, "never"))
+	_, err = e.Jobs.Status(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")})
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "an ID that never reached us is not found: nothing charged")
 }
 
@@ -456,25 +460,26 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	e := newEnv(t)
 	const cost = 40
 	st, acct, id := e.refundedAndClosed(t, cost)
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	e.recordHistory(t, "refunded-then-closed", workflows.JobWorkflowID(acct, id))
 
 	res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()}
-	report, err := st.ReportResult(testContext(t), id, res)
+	report, err := st.ReportResult(testContext(t), key, res)
 	require.NoError(t, err)
 	require.Equal(t, "fallback", report.Path)
 	require.Equal(t, ledgerdb.Applied, report.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
 	require.Equal(t, ledgerdb.MoneyCharged, report.Status.MoneyState)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(acct, id))
 
 	// The same report again is recognised by the ledger's inbox: nothing changes.
-	again, err := st.ReportResult(testContext(t), id, res)
+	again, err := st.ReportResult(testContext(t), key, res)
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathAlreadyApplied, again.Path)
 	require.Equal(t, ledgerdb.StateRecovered, again.Status.State)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(acct, id)))
 }
@@ -488,6 +493,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	const cost = 40
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	// Three attempts fail; the fourth, the redrive's, succeeds. The window only has to outlast
 	// the test's redrive, and keeps a failing test short.
 	p := e2ePolicy()
@@ -495,10 +501,10 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	st := e.JobsWith(p)
 	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
 	require.NoError(t, err)
-	e.waitState(t, st, id, ledgerdb.StateRefunded)
+	e.waitState(t, st, key, ledgerdb.StateRefunded)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Running'"))
 
-	status, err := st.Redrive(testContext(t), id, "e2e", "GPU pool fixed")
+	status, err := st.Redrive(testContext(t), key, "e2e", "GPU pool fixed")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "Redrive answers the job as it was when asked")
 
@@ -508,7 +514,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 		"the redrive's first attempt must be the job's attempt 4 (sim:ok-on-attempt:4), not attempt 1 again")
 	require.Equal(t, 4, final.Attempts)
 	require.False(t, final.DeadLettered)
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRecovered, "DeadLettered = false"))
 	e.recordHistory(t, "redrive-open", workflows.JobWorkflowID(acct, id))
@@ -524,14 +530,15 @@ func TestE2ERedriveAfterClose(t *testing.T) {
 	e := newEnv(t)
 	const cost = 40
 	st, acct, id := e.refundedAndClosed(t, cost)
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 
-	_, err := st.Redrive(testContext(t), id, "e2e", "after the window")
+	_, err := st.Redrive(testContext(t), key, "e2e", "after the window")
 	require.NoError(t, err)
 	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRefunded, final.State,
 		"the redrive must run the job's own input (sim:fail), which fails again")
-	ledgertest.RequireRows(t, e.Store, id, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
 	e.recordHistory(t, "redrive-after-close", workflows.JobWorkflowID(acct, id))

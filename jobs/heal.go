@@ -29,8 +29,8 @@ import (
 // Status reads a job as the user should see it. A job ID that never reached the ledger is
 // [ledgerdb.ErrJobNotFound] — nothing was charged; a deleted job answers its tombstone (State
 // deleted) with its money state kept. A running job whose workflow has closed is healed first.
-func (s *Service) Status(ctx context.Context, jobID string) (Status, error) {
-	job, err := s.opts.Ledger.Job(ctx, jobID)
+func (s *Service) Status(ctx context.Context, key ledgerdb.JobKey) (Status, error) {
+	job, err := s.opts.Ledger.Job(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
@@ -47,7 +47,7 @@ func (s *Service) current(ctx context.Context, job ledgerdb.Job) (Status, error)
 	if err != nil || !healed {
 		return s.statusOf(job), nil
 	}
-	job, err = s.opts.Ledger.Job(ctx, job.ID)
+	job, err = s.opts.Ledger.Job(ctx, job.Key())
 	if err != nil {
 		return Status{}, err
 	}
@@ -82,7 +82,7 @@ func (s *Service) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 	}
 	// The job was read before its workflow was described: a run that settled the job and closed
 	// in between left nothing to heal. Read after the describe, the ledger tells.
-	current, err := s.opts.Ledger.Job(ctx, job.ID)
+	current, err := s.opts.Ledger.Job(ctx, job.Key())
 	if err != nil || current.State != ledgerdb.StateRunning {
 		return false, err
 	}

@@ -24,15 +24,16 @@ import (
 // reconcileGrace is the tests' grace: short, so that a placeholder ages past it in a test.
 const reconcileGrace = time.Second
 
-// writePlaceholder writes a job's placeholder and nothing else, as a crashed submitter would.
-func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) string {
+// writePlaceholder writes a job's placeholder and nothing else, as a crashed submitter would, and
+// answers the job's key.
+func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) ledgerdb.JobKey {
 	t.Helper()
-	id := ledgertest.ID(t, "job")
-	_, err := env.Store.Submit(context.Background(), ledgerdb.Submission{
-		JobID: id, AccountID: accountID, Kind: ledgertest.Fixed(t, env.Store, cost), Request: []byte("sim:ok"),
-	})
+	sub := ledgerdb.Submission{
+		JobID: ledgertest.ID(t, "job"), AccountID: accountID, Kind: ledgertest.Fixed(t, env.Store, cost), Request: []byte("sim:ok"),
+	}
+	_, err := env.Store.Submit(context.Background(), sub)
 	require.NoError(t, err)
-	return id
+	return sub.Key()
 }
 
 // reconcilePass runs one Reconcile workflow over the account's placeholders and returns its counts.
@@ -52,11 +53,11 @@ func reconcilePass(t *testing.T, env *e2eEnv, accountID string) activities.Recon
 }
 
 // chargeRows counts the job's charge rows in the ledger.
-func chargeRows(t *testing.T, env *e2eEnv, jobID string) int {
+func chargeRows(t *testing.T, env *e2eEnv, key ledgerdb.JobKey) int {
 	t.Helper()
 	var n int
 	require.NoError(t, env.Store.Pool().QueryRow(context.Background(),
-		`SELECT count(*) FROM ledger_entries WHERE job_id = $1 AND kind = 'charge'`, jobID).Scan(&n))
+		`SELECT count(*) FROM ledger_entries WHERE job_id = $1 AND kind = 'charge'`, key.String()).Scan(&n))
 	return n
 }
 
@@ -85,7 +86,7 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	job, err := env.Store.Job(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateSubmitting, job.State)
-	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, fresh), "")
+	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, fresh.JobID), "")
 	require.Error(t, err, "a placeholder within its grace must not get a workflow")
 
 	// The fresh one now ages past the grace; a second pass heals it and leaves the first alone,
@@ -143,10 +144,10 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	// A workflow under the job's ID on a queue no worker polls never reaches its charge; an
 	// operator terminates it.
 	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.JobWorkflowID(account, orphan), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
-	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan, AccountID: account, Kind: ledgertest.Fixed(t, env.Store, 40)})
+		ID: workflows.JobWorkflowID(account, orphan.JobID), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
+	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan.JobID, AccountID: account, Kind: ledgertest.Fixed(t, env.Store, 40)})
 	require.NoError(t, err)
-	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan), "", "test: closed before charging"))
+	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan.JobID), "", "test: closed before charging"))
 	time.Sleep(reconcileGrace)
 
 	out := reconcilePass(t, env, account)

@@ -54,13 +54,13 @@ type ResultReport struct {
 // has started, an empty or unprintable output reference, a negative usage
 // ([ledgerdb.ErrInvalidInput]). A job never charged is [ledgerdb.ErrNotStarted]; another output or
 // usage for an attempt already reported is [ledgerdb.ErrConflict].
-func (s *Service) ReportResult(ctx context.Context, jobID string, result activities.WorkResult) (ResultReport, error) {
-	report := ledgerdb.ResultReport{JobID: jobID, Attempt: result.Attempt, OutputRef: result.OutputRef,
+func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result activities.WorkResult) (ResultReport, error) {
+	report := ledgerdb.ResultReport{Key: key, Attempt: result.Attempt, OutputRef: result.OutputRef,
 		FinishedAt: result.FinishedAt, UnitsUsed: result.UnitsUsed}
 	if err := report.Validate(); err != nil {
 		return ResultReport{}, err
 	}
-	job, err := s.opts.Ledger.Job(ctx, jobID)
+	job, err := s.opts.Ledger.Job(ctx, key)
 	if err != nil {
 		return ResultReport{}, err
 	}
@@ -88,7 +88,7 @@ func (s *Service) ReportResult(ctx context.Context, jobID string, result activit
 // ApplyRecordedResult hands on a result that was recorded but not applied (its reporter could
 // not reach Temporal): the reconcile pass calls it, with the same path a report takes.
 func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error {
-	job, err := s.opts.Ledger.Job(ctx, u.Report.JobID)
+	job, err := s.opts.Ledger.Job(ctx, u.Report.Key)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedR
 func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.ResultReport) (ResultReport, error) {
 	if job.State == ledgerdb.StateDeleted {
 		// A deleted job's result is discarded; its money stays as it was.
-		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedSettled); err != nil {
+		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedSettled); err != nil {
 			return ResultReport{}, err
 		}
 		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
@@ -113,7 +113,7 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 	var notFound *serviceerror.NotFound
 	switch {
 	case err == nil:
-		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
+		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
 			return ResultReport{}, err
 		}
 		return ResultReport{Path: PathSignal, Status: s.statusOf(job),
@@ -141,10 +141,10 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.ResultAfterClose(out.Outcome)
 	}
-	if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.JobID, r.Attempt, ledgerdb.AppliedByFallback); err != nil {
+	if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedByFallback); err != nil {
 		return ResultReport{}, err
 	}
-	current, err := s.opts.Ledger.Job(ctx, job.ID)
+	current, err := s.opts.Ledger.Job(ctx, job.Key())
 	if err != nil {
 		return ResultReport{}, err
 	}
@@ -152,7 +152,7 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 }
 
 // ReportLateResult lets the job service serve as the simulated runner's [activities.LateResultReporter].
-func (s *Service) ReportLateResult(ctx context.Context, jobID string, result activities.WorkResult) error {
-	_, err := s.ReportResult(ctx, jobID, result)
+func (s *Service) ReportLateResult(ctx context.Context, key ledgerdb.JobKey, result activities.WorkResult) error {
+	_, err := s.ReportResult(ctx, key, result)
 	return err
 }

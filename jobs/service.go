@@ -65,8 +65,9 @@ func New(opts Options) *Service {
 
 // Job is a client's request to run a paid job.
 type Job struct {
-	// ID is the client-generated job ID. The same ID is the same job, forever: a retry of a
-	// submission must reuse it.
+	// ID is the client-generated job ID. The same ID in the same account is the same job,
+	// forever: a retry of a submission must reuse it. IDs belong to their account: another
+	// account's job of the same ID is another job.
 	ID string
 	// AccountID is the paying account.
 	AccountID string
@@ -79,6 +80,9 @@ type Job struct {
 	// InputRef points at the job's input. For the simulated runner it may name a scenario ("sim:late:3").
 	InputRef string
 }
+
+// Key names the job: its account and its ID.
+func (j Job) Key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: j.AccountID, JobID: j.ID} }
 
 // submission is the ledger's submission of the job.
 func (j Job) submission() ledgerdb.Submission {
@@ -142,12 +146,12 @@ func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledger
 	if reject != "" {
 		// The guard in ledger_reject_orphan rejects the job only if it is still uncharged: a
 		// charge that committed just before the workflow closed is left standing (and healed).
-		if _, err := s.opts.Ledger.RejectOrphan(ctx, job.ID, reject); err != nil {
+		if _, err := s.opts.Ledger.RejectOrphan(ctx, job.Key(), reject); err != nil {
 			return ledgerdb.Job{}, err
 		}
 	}
 	// Whatever the workflow answered, the ledger is the record; read the job as it now stands.
-	return s.opts.Ledger.Job(ctx, job.ID)
+	return s.opts.Ledger.Job(ctx, job.Key())
 }
 
 // Errors of startAndAwaitCharge that say no workflow will ever charge the placeholder.
@@ -255,23 +259,23 @@ func jobSearchAttributes(accountID string, state ledgerdb.State) temporal.Search
 // ever being charged twice, and restarting it would run work an operator may have stopped on
 // purpose. Resume rejects such a job instead (nothing charged), and one whose workflow ID is held
 // by another program's workflow, so that its user is told where their money stands.
-func (s *Service) Resume(ctx context.Context, jobID string) (Status, error) {
-	job, err := s.opts.Ledger.Job(ctx, jobID)
+func (s *Service) Resume(ctx context.Context, key ledgerdb.JobKey) (Status, error) {
+	job, err := s.opts.Ledger.Job(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
 	if job.State != ledgerdb.StateSubmitting {
 		return s.statusOf(job), nil
 	}
-	request, err := s.opts.Ledger.JobRequest(ctx, jobID)
+	request, err := s.opts.Ledger.JobRequest(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
 	if len(request) == 0 {
 		// Running the work on no input would charge for work that never saw the job's input.
-		return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger; it cannot be resumed", jobID)
+		return s.statusOf(job), fmt.Errorf("job %s: its input is not known to the ledger; it cannot be resumed", key)
 	}
-	resumed := Job{ID: jobID, AccountID: job.AccountID, Kind: job.Kind, InputRef: string(request)}
+	resumed := Job{ID: job.ID, AccountID: job.AccountID, Kind: job.Kind, InputRef: string(request)}
 	if job.HeldUnits > 0 {
 		resumed.MaxUnits = job.HeldUnits
 	}
@@ -286,7 +290,7 @@ func (s *Service) Resume(ctx context.Context, jobID string) (Status, error) {
 // charged, and the ID can never be charged.
 func chargeError(job ledgerdb.Job) error {
 	if job.State == ledgerdb.StateRejected {
-		return &ledgerdb.RejectedError{JobID: job.ID, Reason: job.RejectReason}
+		return &ledgerdb.RejectedError{Job: job.Key(), Reason: job.RejectReason}
 	}
 	return nil
 }
@@ -294,8 +298,8 @@ func chargeError(job ledgerdb.Job) error {
 // Delete turns a settled job into a tombstone: its ID can never be submitted or charged again,
 // and its money stays as it was. A job still submitting or running is refused with
 // [ledgerdb.ErrJobActive].
-func (s *Service) Delete(ctx context.Context, jobID string) (Status, error) {
-	t, err := s.opts.Ledger.Delete(ctx, jobID)
+func (s *Service) Delete(ctx context.Context, key ledgerdb.JobKey) (Status, error) {
+	t, err := s.opts.Ledger.Delete(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
@@ -307,19 +311,19 @@ var ErrNotDeadLettered = errors.New("only a refunded (dead-lettered) job can be 
 
 // Redrive runs a dead-lettered job's work again under the same guards: if it succeeds, the
 // refund is reclaimed and the job is recovered. by names who asked, for the timeline.
-func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, error) {
+func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note string) (Status, error) {
 	req := workflows.RedriveRequest{By: by, Note: note}
 	if err := req.Validate(); err != nil {
 		return Status{}, &ledgerdb.InvalidInputError{Field: "redrive request", Reason: err.Error()}
 	}
-	job, err := s.opts.Ledger.Job(ctx, jobID)
+	job, err := s.opts.Ledger.Job(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
 	if job.State != ledgerdb.StateRefunded {
-		return s.statusOf(job), fmt.Errorf("job %q is %s: %w", jobID, job.State, ErrNotDeadLettered)
+		return s.statusOf(job), fmt.Errorf("job %s is %s: %w", key, job.State, ErrNotDeadLettered)
 	}
-	workflowID := workflows.JobWorkflowID(job.AccountID, jobID)
+	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
 	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalRedrive, req)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
@@ -334,7 +338,7 @@ func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 		if in.Work.InputRef == "" {
 			// A job from before the ledger kept requests: running it on no input would charge
 			// again (on success) for work that never saw the job's input.
-			return s.statusOf(job), fmt.Errorf("job %q: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", jobID)
+			return s.statusOf(job), fmt.Errorf("job %s: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", key)
 		}
 		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, workflowID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
 			ID:                       workflowID,
@@ -346,7 +350,7 @@ func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 		}, workflows.MeteredJob, in)
 	}
 	if err != nil {
-		return Status{}, fmt.Errorf("job %q: redrive: %w", jobID, err)
+		return Status{}, fmt.Errorf("job %s: redrive: %w", key, err)
 	}
 	return s.statusOf(job), nil
 }
@@ -357,7 +361,7 @@ func (s *Service) Redrive(ctx context.Context, jobID, by, note string) (Status, 
 // history may be gone) and this service's policy. It carries no amount: the run charges — or
 // finds charged — the ledger's own record.
 func (s *Service) inputOf(ctx context.Context, job ledgerdb.Job) (workflows.JobInput, error) {
-	request, err := s.opts.Ledger.JobRequest(ctx, job.ID)
+	request, err := s.opts.Ledger.JobRequest(ctx, job.Key())
 	if err != nil {
 		return workflows.JobInput{}, err
 	}
@@ -383,11 +387,11 @@ func (s *Service) WorkflowURL(workflowID string) string {
 const pollEvery = 200 * time.Millisecond
 
 // Wait polls the ledger until the job reaches one of the states, or ctx ends.
-func (s *Service) Wait(ctx context.Context, jobID string, states ...ledgerdb.State) (Status, error) {
+func (s *Service) Wait(ctx context.Context, key ledgerdb.JobKey, states ...ledgerdb.State) (Status, error) {
 	ticker := time.NewTicker(pollEvery)
 	defer ticker.Stop()
 	for {
-		st, err := s.Status(ctx, jobID)
+		st, err := s.Status(ctx, key)
 		if err != nil {
 			return st, err
 		}
@@ -398,7 +402,7 @@ func (s *Service) Wait(ctx context.Context, jobID string, states ...ledgerdb.Sta
 		}
 		select {
 		case <-ctx.Done():
-			return st, fmt.Errorf("job %q still %s: %w", jobID, st.State, ctx.Err())
+			return st, fmt.Errorf("job %s still %s: %w", key, st.State, ctx.Err())
 		case <-ticker.C:
 		}
 	}

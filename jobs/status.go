@@ -45,6 +45,11 @@ type Status struct {
 	WorkflowURL string `json:"workflow_url,omitempty"`
 }
 
+// Key names the job: its account and its ID.
+func (st Status) Key() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: st.AccountID, JobID: st.JobID}
+}
+
 func (s *Service) statusOf(job ledgerdb.Job) Status {
 	st := Status{
 		JobID:        job.ID,

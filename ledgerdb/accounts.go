@@ -147,7 +147,7 @@ func (s *Store) History(ctx context.Context, accountID string, page HistoryPage)
 	}
 	// One row more than asked tells whether another page follows.
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, account_id, coalesce(job_id, ''), kind, amount, balance_after,
+		SELECT id, account_id, coalesce(split_part(job_id, '/', 2), ''), kind, amount, balance_after,
 		       coalesce(idempotency_key, ''), coalesce(memo, ''), created_at
 		FROM ledger_entries
 		WHERE account_id = $1 AND id > $2

@@ -12,7 +12,7 @@ import (
 // a refund or settlement that cannot be written needs a person, not a retry loop. A job with an
 // alarm is reported by the invariant checker until the step it names has been written.
 type Alarm struct {
-	// JobID is the job.
+	// JobID is the job's own ID (its account is AccountID).
 	JobID string
 	// AccountID is the job's account.
 	AccountID string
@@ -26,8 +26,8 @@ type Alarm struct {
 
 // RaiseAlarm records an alarm for a job's step, once per job and step (a repeat answers
 // AlreadyApplied and keeps the first message).
-func (s *Store) RaiseAlarm(ctx context.Context, jobID, step, message string) (Outcome, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) RaiseAlarm(ctx context.Context, key JobKey, step, message string) (Outcome, error) {
+	if err := key.Validate(); err != nil {
 		return "", err
 	}
 	if err := ValidateID("alarm step", step); err != nil {
@@ -36,12 +36,12 @@ func (s *Store) RaiseAlarm(ctx context.Context, jobID, step, message string) (Ou
 	message = ClipText(message)
 	var outcome string
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome) },
-		`SELECT ledger_raise_alarm($1, $2, $3)`, jobID, step, message)
+		`SELECT ledger_raise_alarm($1, $2, $3)`, key.String(), step, message)
 	if err != nil {
-		return "", fmt.Errorf("job %q: raising an alarm: %w", jobID, err)
+		return "", fmt.Errorf("job %s: raising an alarm: %w", key, err)
 	}
 	if outcome == "not_found" {
-		return "", fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
+		return "", fmt.Errorf("job %s: %w", key, ErrJobNotFound)
 	}
 	return Outcome(outcome), nil
 }
@@ -52,7 +52,7 @@ func (s *Store) Alarms(ctx context.Context, limit int, accountIDs ...string) ([]
 	if limit <= 0 || limit > MaxPlaceholders {
 		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT a.job_id, j.account_id, a.step, a.message, a.raised_at
+	rows, err := s.pool.Query(ctx, `SELECT split_part(a.job_id, '/', 2), j.account_id, a.step, a.message, a.raised_at
 		FROM ledger_alarms a JOIN jobs j ON j.id = a.job_id
 		WHERE cardinality($2::text[]) = 0 OR j.account_id = ANY ($2::text[])
 		ORDER BY a.id LIMIT $1`, limit, accountIDs)

@@ -56,6 +56,9 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 
+	// The rows are grouped by the job key as stored, not the job's own ID, so that a row naming
+	// another account's job of the same ID is told apart (and reported below), not added to this
+	// account's job.
 	rows, err := tx.Query(ctx, `
 		SELECT id, account_id, coalesce(job_id, ''), kind, amount, balance_after,
 		       coalesce(idempotency_key, ''), coalesce(memo, ''), created_at
@@ -103,8 +106,8 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 	}
 	r.Jobs = len(jobs)
 	for _, j := range jobs {
-		jr := byJob[j.ID]
-		delete(byJob, j.ID)
+		jr := byJob[j.Key().String()]
+		delete(byJob, j.Key().String())
 		if jr == nil {
 			jr = &jobRows{kinds: map[EntryKind]int{}}
 		}
@@ -117,8 +120,8 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 			r.violation("job %q (%s, hold %d): rows sum to %d, its state and settlement say %d (rule 3)", j.ID, j.State, j.Cost, jr.net, j.Net())
 		}
 	}
-	for jobID := range byJob {
-		r.violation("job %q has ledger rows on this account but belongs to another account or none", jobID)
+	for key := range byJob {
+		r.violation("job %q has ledger rows on this account but belongs to another account or none", key)
 	}
 	return nil
 }

@@ -133,9 +133,10 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, onTime))
 
-	late := ledgertest.ID(t, "late")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: late, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte("x")})
+	lateSub := ledgerdb.Submission{JobID: ledgertest.ID(t, "late"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte("x")}
+	_, err = s.Submit(ctx, lateSub)
 	require.NoError(t, err)
+	late := lateSub.Key()
 	_, err = s.Charge(ctx, late)
 	require.NoError(t, err)
 	_, err = s.Refund(ctx, late, "timed out after 3 attempts", 3)
@@ -168,9 +169,10 @@ func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 	acct := ledgertest.Account(t, s, 10_000)
 	outcomes := map[ledgerdb.State]int{}
 	for i := range 60 {
-		job := ledgertest.ID(t, fmt.Sprintf("race-%d", i))
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 10), Request: []byte("x")})
+		sub := ledgerdb.Submission{JobID: ledgertest.ID(t, fmt.Sprintf("race-%d", i)), AccountID: acct, Kind: ledgertest.Fixed(t, s, 10), Request: []byte("x")}
+		_, err := s.Submit(ctx, sub)
 		require.NoError(t, err)
+		job := sub.Key()
 		_, err = s.Charge(ctx, job)
 		require.NoError(t, err)
 		start := make(chan struct{})
@@ -219,12 +221,12 @@ func TestChargeChecksTheRequestItBills(t *testing.T) {
 
 	other := sub
 	other.Request = []byte("s3://in/mine")
-	tr, err := s.ChargeMatching(ctx, sub.JobID, other.Fingerprint())
+	tr, err := s.ChargeMatching(ctx, sub.Key(), other.Fingerprint())
 	require.ErrorIs(t, err, ledgerdb.ErrConflict)
 	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
-	require.Empty(t, entries(t, s, sub.JobID))
+	require.Empty(t, entries(t, s, sub.Key()))
 
-	tr, err = s.ChargeMatching(ctx, sub.JobID, sub.Fingerprint())
+	tr, err = s.ChargeMatching(ctx, sub.Key(), sub.Fingerprint())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	ledgertest.RequireBalance(t, s, acct, 60)
@@ -242,9 +244,10 @@ func TestRejectReasonsAreHonest(t *testing.T) {
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 
 	for _, reason := range []ledgerdb.RejectReason{ledgerdb.RejectWorkflowEnded, ledgerdb.RejectWorkflowIDTaken} {
-		job := ledgertest.ID(t, "orphan")
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 5), Request: []byte("x")})
+		sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "orphan"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 5), Request: []byte("x")}
+		_, err := s.Submit(ctx, sub)
 		require.NoError(t, err)
+		job := sub.Key()
 		tr, err := s.RejectOrphan(ctx, job, reason)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, tr.Outcome)
@@ -274,7 +277,7 @@ func TestResultInboxRecordsOnce(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct, job := submitted(t, s, 100, 40)
-	report := ledgerdb.ResultReport{JobID: job, Attempt: 1, OutputRef: "s3://out/1", FinishedAt: time.Now().UTC()}
+	report := ledgerdb.ResultReport{Key: job, Attempt: 1, OutputRef: "s3://out/1", FinishedAt: time.Now().UTC()}
 
 	_, err := s.RecordResult(ctx, report)
 	require.ErrorIs(t, err, ledgerdb.ErrNotStarted, "a placeholder has no work to deliver")
@@ -298,6 +301,7 @@ func TestResultInboxRecordsOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	require.Equal(t, report.OutputRef, pending[0].Report.OutputRef)
+	require.Equal(t, job, pending[0].Report.Key, "the pending result names its job and so its account")
 	outcome, err := s.MarkResultApplied(ctx, job, 1, ledgerdb.AppliedBySignal)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, outcome)
@@ -312,21 +316,22 @@ func TestResultInboxRecordsOnce(t *testing.T) {
 	require.NotNil(t, rec.AppliedAt, "a repeat learns the result was taken")
 
 	for name, bad := range map[string]ledgerdb.ResultReport{
-		"attempt 0":        {JobID: job, Attempt: 0, OutputRef: "s3://x"},
-		"negative attempt": {JobID: job, Attempt: -1, OutputRef: "s3://x"},
-		"no output":        {JobID: job, Attempt: 2},
-		"NUL in output":    {JobID: job, Attempt: 2, OutputRef: "s3://x\x00"},
-		"bidi override":    {JobID: job, Attempt: 2, OutputRef: "s3://x\u202e"},
-		"invalid job ID":   {JobID: "no/slashes", Attempt: 2, OutputRef: "s3://x"},
-		"oversized output": {JobID: job, Attempt: 2, OutputRef: string(make([]byte, ledgerdb.MaxOutputRefLength+1))},
+		"attempt 0":        {Key: job, Attempt: 0, OutputRef: "s3://x"},
+		"negative attempt": {Key: job, Attempt: -1, OutputRef: "s3://x"},
+		"no output":        {Key: job, Attempt: 2},
+		"NUL in output":    {Key: job, Attempt: 2, OutputRef: "s3://x\x00"},
+		"bidi override":    {Key: job, Attempt: 2, OutputRef: "s3://x\u202e"},
+		"invalid job ID":   {Key: ledgerdb.JobKey{AccountID: acct, JobID: "no/slashes"}, Attempt: 2, OutputRef: "s3://x"},
+		"no account":       {Key: ledgerdb.JobKey{JobID: job.JobID}, Attempt: 2, OutputRef: "s3://x"},
+		"oversized output": {Key: job, Attempt: 2, OutputRef: string(make([]byte, ledgerdb.MaxOutputRefLength+1))},
 	} {
 		_, err := s.RecordResult(ctx, bad)
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, name)
 	}
-	_, err = s.RecordResult(ctx, ledgerdb.ResultReport{JobID: ledgertest.ID(t, "never"), Attempt: 1, OutputRef: "s3://x"})
+	_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")}, Attempt: 1, OutputRef: "s3://x"})
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
 	var rows int
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job).Scan(&rows))
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job.String()).Scan(&rows))
 	require.Equal(t, 1, rows, "bad input and repeats wrote nothing")
 	ledgertest.RequireBalance(t, s, acct, 60)
 }
@@ -343,11 +348,13 @@ func TestAlarmsAreRecordedOnce(t *testing.T) {
 	outcome, err = s.RaiseAlarm(ctx, job, "refund", "again")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, outcome)
-	_, err = s.RaiseAlarm(ctx, ledgertest.ID(t, "never"), "refund", "x")
+	_, err = s.RaiseAlarm(ctx, ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")}, "refund", "x")
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
 	alarms, err := s.Alarms(ctx, 10, acct)
 	require.NoError(t, err)
 	require.Len(t, alarms, 1)
 	require.Equal(t, "refund", alarms[0].Step)
+	require.Equal(t, job.JobID, alarms[0].JobID, "an alarm names the client's job ID")
+	require.Equal(t, acct, alarms[0].AccountID)
 	require.Equal(t, "amount out of range  and more", alarms[0].Message, "control characters are clipped")
 }

@@ -48,14 +48,14 @@ var (
 // and the ID can never be charged. It matches [ErrRejected] with errors.Is, and
 // [ErrInsufficientCredits] too when that was the reason.
 type RejectedError struct {
-	// JobID is the rejected job.
-	JobID string
+	// Job is the rejected job.
+	Job JobKey
 	// Reason says why it was rejected.
 	Reason RejectReason
 }
 
 func (e *RejectedError) Error() string {
-	return fmt.Sprintf("job %q was rejected (%s); its ID can never be charged", e.JobID, e.Reason.Describe())
+	return fmt.Sprintf("job %q was rejected (%s); its ID can never be charged", e.Job.JobID, e.Reason.Describe())
 }
 
 // Unwrap lets errors.Is match ErrRejected, and ErrInsufficientCredits for that reason.

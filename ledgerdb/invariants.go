@@ -124,7 +124,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		WITH scoped AS (
 			SELECT a.id, a.balance, a.awaiting_reclaim FROM accounts a
 			WHERE CASE WHEN $1 <> '' THEN a.id = $1
-			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, $2))
+			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, a.id || '/' || $2))
 			           ELSE true END
 		), chained AS (
 			SELECT e.account_id, e.id, e.amount, e.balance_after,
@@ -168,7 +168,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       (SELECT count(*) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
 		       (SELECT min(r.received_at) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
-		WHERE ($1 = '' OR j.account_id = $1) AND ($2 = '' OR starts_with(j.id, $2))
+		WHERE ($1 = '' OR j.account_id = $1) AND ($2 = '' OR starts_with(j.id, j.account_id || '/' || $2))
 		GROUP BY j.id
 		ORDER BY j.id`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {

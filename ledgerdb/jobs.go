@@ -13,7 +13,7 @@ import (
 
 // Submission is a client's request to run a paid job.
 type Submission struct {
-	// JobID is the client-generated ID: the same ID is the same job, forever.
+	// JobID is the client-generated ID: the same ID in the same account is the same job, forever.
 	JobID string
 	// AccountID is the account that will pay.
 	AccountID string
@@ -30,12 +30,12 @@ type Submission struct {
 	Request []byte
 }
 
+// Key names the submitted job.
+func (s Submission) Key() JobKey { return JobKey{AccountID: s.AccountID, JobID: s.JobID} }
+
 // Validate checks a submission before anything is written.
 func (s Submission) Validate() error {
-	if err := ValidateID("job ID", s.JobID); err != nil {
-		return err
-	}
-	if err := ValidateID("account ID", s.AccountID); err != nil {
+	if err := s.Key().Validate(); err != nil {
 		return err
 	}
 	if err := ValidateKind(s.Kind); err != nil {
@@ -119,7 +119,7 @@ func (r *jobRow) job() Job {
 		return Job{}
 	}
 	return Job{
-		ID: r.ID, AccountID: r.AccountID, Cost: r.Cost, State: State(r.State),
+		ID: jobIDOfKey(r.ID), AccountID: r.AccountID, Cost: r.Cost, State: State(r.State),
 		StateBeforeDelete: State(deref(r.StateBeforeDelete)),
 		IsCharged:         r.IsCharged, IsRefunded: r.IsRefunded, IsReclaimed: r.IsReclaimed,
 		Attempts:     int(r.Attempts),
@@ -162,7 +162,7 @@ var answers = map[string]struct {
 
 // call runs one of the schema's job functions (one round trip, one transaction) and decodes its
 // answer into a Transition, or the error of a refusal, naming the job.
-func (s *Store) call(ctx context.Context, jobID, function string, args ...any) (Transition, error) {
+func (s *Store) call(ctx context.Context, key JobKey, function string, args ...any) (Transition, error) {
 	var (
 		code         string
 		entryID      *int64
@@ -171,18 +171,18 @@ func (s *Store) call(ctx context.Context, jobID, function string, args ...any) (
 	)
 	scan := func(r pgx.Row) error { return r.Scan(&code, &entryID, &balanceAfter, &row) }
 	if err := s.queryRow(ctx, scan, `SELECT outcome, entry_id, balance_after, job FROM `+function, args...); err != nil {
-		return Transition{}, fmt.Errorf("job %q: %w", jobID, err)
+		return Transition{}, fmt.Errorf("job %s: %w", key, err)
 	}
 	a, known := answers[code]
 	if !known {
-		return Transition{}, fmt.Errorf("job %q: the ledger answered %q, which this code does not know", jobID, code)
+		return Transition{}, fmt.Errorf("job %s: the ledger answered %q, which this code does not know", key, code)
 	}
 	t := Transition{Outcome: a.outcome, Job: row.job(), EntryID: deref(entryID), BalanceAfter: deref(balanceAfter)}
 	switch {
 	case code == "rejected":
-		return t, &RejectedError{JobID: jobID, Reason: t.Job.RejectReason}
+		return t, &RejectedError{Job: key, Reason: t.Job.RejectReason}
 	case a.err != nil:
-		return t, fmt.Errorf("job %q: %w", jobID, a.err)
+		return t, fmt.Errorf("job %s: %w", key, a.err)
 	}
 	return t, nil
 }
@@ -200,8 +200,8 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) 
 	if sub.MaxUnits > 0 {
 		maxUnits = &sub.MaxUnits
 	}
-	t, err := s.call(ctx, sub.JobID, `ledger_submit($1, $2, $3, $4, $5, $6)`,
-		sub.JobID, sub.AccountID, sub.Kind, maxUnits, sub.Fingerprint(), sub.Request)
+	t, err := s.call(ctx, sub.Key(), `ledger_submit($1, $2, $3, $4, $5, $6)`,
+		sub.Key().String(), sub.AccountID, sub.Kind, maxUnits, sub.Fingerprint(), sub.Request)
 	if errors.Is(err, errUnitsAboveMax) {
 		price, perr := s.CurrentPrice(ctx, sub.Kind)
 		if perr != nil {
@@ -219,8 +219,8 @@ var errUnitsAboveMax = errors.New("max units above the kind's maximum")
 // Charge takes a submitted job's recorded cost from its account (submitting -> running). When the
 // account cannot pay, the job becomes rejected, nothing is charged, and the error is
 // [ErrInsufficientCredits] (also on every later call); the Transition still shows the job.
-func (s *Store) Charge(ctx context.Context, jobID string) (Transition, error) {
-	return s.ChargeMatching(ctx, jobID, nil)
+func (s *Store) Charge(ctx context.Context, key JobKey) (Transition, error) {
+	return s.ChargeMatching(ctx, key, nil)
 }
 
 // ChargeMatching is [Store.Charge] for a job that must have been submitted with the request of
@@ -230,18 +230,18 @@ func (s *Store) Charge(ctx context.Context, jobID string) (Transition, error) {
 //
 // A job rejected now or before is a [*RejectedError] saying why; it matches [ErrRejected], and
 // [ErrInsufficientCredits] when that was the reason.
-func (s *Store) ChargeMatching(ctx context.Context, jobID string, fingerprint []byte) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) ChargeMatching(ctx context.Context, key JobKey, fingerprint []byte) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, jobID, `ledger_charge($1, $2)`, jobID, fingerprint)
+	return s.call(ctx, key, `ledger_charge($1, $2)`, key.String(), fingerprint)
 }
 
 // Refund gives a running job's recorded cost back (running -> refunded) because its work failed
 // for good or timed out; reason says why, attempts how many attempts the work had. A refunded or
 // recovered job answers AlreadyApplied; a job that was never charged or was delivered, NotApplied.
-func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) Refund(ctx context.Context, key JobKey, reason string, attempts int) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
 	if err := validateText("refund reason", reason); err != nil {
@@ -250,7 +250,7 @@ func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) 
 	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, jobID, `ledger_refund($1, $2, $3)`, jobID, reason, int32(attempts))
+	return s.call(ctx, key, `ledger_refund($1, $2, $3)`, key.String(), reason, int32(attempts))
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all (refunded ->
@@ -258,11 +258,11 @@ func (s *Store) Refund(ctx context.Context, jobID, reason string, attempts int) 
 // released ([Store.Settle] knows the usage). The original workflow's success path calls it
 // unconditionally: on a job that was never refunded it answers NotApplied and writes nothing. The
 // account may go below zero; see the debt rule of docs/design.md.
-func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) Reclaim(ctx context.Context, key JobKey) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, jobID, `ledger_reclaim($1)`, jobID)
+	return s.call(ctx, key, `ledger_reclaim($1)`, key.String())
 }
 
 // Settle bills a job's result in one transaction, whatever happened before it landed: a running
@@ -272,78 +272,78 @@ func (s *Store) Reclaim(ctx context.Context, jobID string) (Transition, error) {
 // one release row. attempts is the attempt that produced the result. A settled job answers
 // AlreadyApplied with the units it was settled at; a job never charged, NotApplied; a negative
 // usage is an [*InvalidInputError], with nothing written.
-func (s *Store) Settle(ctx context.Context, jobID string, attempts int, unitsUsed *int64) (Transition, error) {
+func (s *Store) Settle(ctx context.Context, key JobKey, attempts int, unitsUsed *int64) (Transition, error) {
 	if err := ValidateUnitsUsed(unitsUsed); err != nil {
 		return Transition{}, err
 	}
-	if err := ValidateID("job ID", jobID); err != nil {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
 	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, jobID, `ledger_settle($1, $2, $3)`, jobID, int32(attempts), unitsUsed)
+	return s.call(ctx, key, `ledger_settle($1, $2, $3)`, key.String(), int32(attempts), unitsUsed)
 }
 
 // Deliver records that a running job's work succeeded (running -> delivered), for a caller that
 // knows no usage: a priced job is settled at its whole hold, and no money moves ([Store.Settle]
 // knows the usage). A delivered or recovered job answers AlreadyApplied; a refunded one
 // NotApplied (reclaim it).
-func (s *Store) Deliver(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	return s.callWithAttempts(ctx, jobID, attempts, `ledger_deliver($1, $2)`)
+func (s *Store) Deliver(ctx context.Context, key JobKey, attempts int) (Transition, error) {
+	return s.callWithAttempts(ctx, key, attempts, `ledger_deliver($1, $2)`)
 }
 
 // RecordAttempt records that the work of a running or refunded job has had attempts attempts.
 // The count only grows: a smaller or equal count answers AlreadyApplied.
-func (s *Store) RecordAttempt(ctx context.Context, jobID string, attempts int) (Transition, error) {
-	return s.callWithAttempts(ctx, jobID, attempts, `ledger_record_attempt($1, $2)`)
+func (s *Store) RecordAttempt(ctx context.Context, key JobKey, attempts int) (Transition, error) {
+	return s.callWithAttempts(ctx, key, attempts, `ledger_record_attempt($1, $2)`)
 }
 
 // Delete turns a settled job (rejected, delivered, refunded or recovered) into a tombstone: its ID
 // can never be submitted or charged again, and its money stays as it was. A job that is
 // submitting or running is refused with [ErrJobActive].
-func (s *Store) Delete(ctx context.Context, jobID string) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) Delete(ctx context.Context, key JobKey) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
 	// Deleting a tombstone again answers AlreadyApplied: it is a repeat of the same request.
-	t, err := s.call(ctx, jobID, `ledger_delete($1)`, jobID)
+	t, err := s.call(ctx, key, `ledger_delete($1)`, key.String())
 	if err == nil && t.Outcome == NotApplied {
-		err = fmt.Errorf("job %q is %s: %w", jobID, t.Job.State, ErrJobActive)
+		err = fmt.Errorf("job %s is %s: %w", key, t.Job.State, ErrJobActive)
 	}
 	return t, err
 }
 
 // Job reads a job's row. A job that was never submitted is [ErrJobNotFound]; a deleted job is
 // returned as its tombstone (State deleted), without error.
-func (s *Store) Job(ctx context.Context, jobID string) (Job, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) Job(ctx context.Context, key JobKey) (Job, error) {
+	if err := key.Validate(); err != nil {
 		return Job{}, err
 	}
 	var row *jobRow
-	err := s.pool.QueryRow(ctx, `SELECT j FROM jobs j WHERE j.id = $1`, jobID).Scan(&row)
+	err := s.pool.QueryRow(ctx, `SELECT j FROM jobs j WHERE j.id = $1`, key.String()).Scan(&row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Job{}, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
+		return Job{}, fmt.Errorf("job %s: %w", key, ErrJobNotFound)
 	}
 	if err != nil {
-		return Job{}, fmt.Errorf("job %q: %w", jobID, translateError(err))
+		return Job{}, fmt.Errorf("job %s: %w", key, translateError(err))
 	}
 	return row.job(), nil
 }
 
 // JobRequest is the request a job was submitted with ([Submission.Request]), kept so that its work
 // can run again (a redrive) after Temporal has forgotten the job's workflow.
-func (s *Store) JobRequest(ctx context.Context, jobID string) ([]byte, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) JobRequest(ctx context.Context, key JobKey) ([]byte, error) {
+	if err := key.Validate(); err != nil {
 		return nil, err
 	}
 	var request []byte
-	err := s.pool.QueryRow(ctx, `SELECT request FROM job_requests WHERE job_id = $1`, jobID).Scan(&request)
+	err := s.pool.QueryRow(ctx, `SELECT request FROM job_requests WHERE job_id = $1`, key.String()).Scan(&request)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("job %q: %w", jobID, ErrJobNotFound)
+		return nil, fmt.Errorf("job %s: %w", key, ErrJobNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("job %q: %w", jobID, translateError(err))
+		return nil, fmt.Errorf("job %s: %w", key, translateError(err))
 	}
 	return request, nil
 }
@@ -362,12 +362,12 @@ func ValidateAttemptCount(attempts int) error {
 
 // callWithAttempts validates a job ID and an attempt count, then calls fn (a ledger function
 // taking both) as [Store.call] does.
-func (s *Store) callWithAttempts(ctx context.Context, jobID string, attempts int, fn string) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) callWithAttempts(ctx context.Context, key JobKey, attempts int, fn string) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
 	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, jobID, fn, jobID, int32(attempts))
+	return s.call(ctx, key, fn, key.String(), int32(attempts))
 }

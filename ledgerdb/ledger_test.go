@@ -13,22 +13,23 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// submitted opens an account with credits and writes a placeholder job costing cost on it.
-func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID, jobID string) {
+// submitted opens an account with credits and writes a placeholder job costing cost on it,
+// answering the account and the job's key.
+func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID string, job ledgerdb.JobKey) {
 	t.Helper()
 	accountID = ledgertest.Account(t, s, credits)
-	jobID = ledgertest.ID(t, "job")
-	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: jobID, AccountID: accountID, Kind: ledgertest.Fixed(t, s, cost), Request: []byte(`{"model":"x"}`)})
+	job = ledgerdb.JobKey{AccountID: accountID, JobID: ledgertest.ID(t, "job")}
+	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: job.JobID, AccountID: accountID, Kind: ledgertest.Fixed(t, s, cost), Request: []byte(`{"model":"x"}`)})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
-	return accountID, jobID
+	return accountID, job
 }
 
 // entries returns the job's ledger rows by kind, straight from the table.
-func entries(t *testing.T, s *ledgerdb.Store, jobID string) map[ledgerdb.EntryKind]int64 {
+func entries(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) map[ledgerdb.EntryKind]int64 {
 	t.Helper()
-	rows, err := s.Pool().Query(context.Background(), `SELECT kind, amount FROM ledger_entries WHERE job_id = $1`, jobID)
+	rows, err := s.Pool().Query(context.Background(), `SELECT kind, amount FROM ledger_entries WHERE job_id = $1`, job.String())
 	require.NoError(t, err)
 	defer rows.Close()
 	got := map[ledgerdb.EntryKind]int64{}
@@ -37,7 +38,7 @@ func entries(t *testing.T, s *ledgerdb.Store, jobID string) map[ledgerdb.EntryKi
 		var amount int64
 		require.NoError(t, rows.Scan(&kind, &amount))
 		_, dup := got[ledgerdb.EntryKind(kind)]
-		require.False(t, dup, "two %s rows for job %s", kind, jobID)
+		require.False(t, dup, "two %s rows for job %s", kind, job)
 		got[ledgerdb.EntryKind(kind)] = amount
 	}
 	require.NoError(t, rows.Err())
@@ -228,7 +229,7 @@ func TestStateMachineEdges(t *testing.T) {
 			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 
 			// Rule 7: the ID can never be submitted or charged again, nor can money move on it.
-			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
+			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Charge(ctx, job)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
@@ -251,24 +252,31 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct, job := submitted(t, s, 100, 40)
-	sub := ledgerdb.Submission{JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)}
+	sub := ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)}
 
 	again, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
-	require.Equal(t, job, again.Job.ID)
+	require.Equal(t, job, again.Job.Key())
 
 	for name, changed := range map[string]ledgerdb.Submission{
-		"kind": {JobID: job, AccountID: acct, Kind: ledgertest.Fixed(t, s, 41), Request: sub.Request},
+		"kind": {JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 41), Request: sub.Request},
 		// A job sold whole holds one unit: asking for two is another request. (Naming the one
 		// unit it holds is the same request: see below.)
-		"max units": {JobID: job, AccountID: acct, Kind: sub.Kind, MaxUnits: 2, Request: sub.Request},
-		"request":   {JobID: job, AccountID: acct, Kind: sub.Kind, Request: []byte(`{"model":"y"}`)},
-		"account":   {JobID: job, AccountID: ledgertest.Account(t, s, 0), Kind: sub.Kind, Request: sub.Request},
+		"max units": {JobID: job.JobID, AccountID: acct, Kind: sub.Kind, MaxUnits: 2, Request: sub.Request},
+		"request":   {JobID: job.JobID, AccountID: acct, Kind: sub.Kind, Request: []byte(`{"model":"y"}`)},
 	} {
 		_, err := s.Submit(ctx, changed)
 		require.ErrorIs(t, err, ledgerdb.ErrConflict, name)
 	}
+	// Job IDs belong to their account: the same ID from another account is another job, not a
+	// conflicting request for this one.
+	elsewhere := sub
+	elsewhere.AccountID = ledgertest.Account(t, s, 0)
+	theirs, err := s.Submit(ctx, elsewhere)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, theirs.Outcome)
+	require.Equal(t, elsewhere.Key(), theirs.Job.Key())
 	named := sub
 	named.MaxUnits = 1
 	again, err = s.Submit(ctx, named)
@@ -304,10 +312,10 @@ func TestReclaimDebtRule(t *testing.T) {
 	require.NoError(t, err)
 
 	// The user spends the refunded credits on another job.
-	spent := ledgertest.ID(t, "job")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: spent, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30)})
+	spent := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 30)}
+	_, err = s.Submit(ctx, spent)
 	require.NoError(t, err)
-	_, err = s.Charge(ctx, spent)
+	_, err = s.Charge(ctx, spent.Key())
 	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 10)
 
@@ -319,10 +327,10 @@ func TestReclaimDebtRule(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, -30)
 
 	// While in debt, no new job can be charged.
-	next := ledgertest.ID(t, "job")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Kind: ledgertest.Fixed(t, s, 1)})
+	next := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 1)}
+	_, err = s.Submit(ctx, next)
 	require.NoError(t, err)
-	_, err = s.Charge(ctx, next)
+	_, err = s.Charge(ctx, next.Key())
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 
 	// A grant pays the debt first.
@@ -410,16 +418,16 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, stmt := range []string{
-		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job + `'`,
-		`DELETE FROM ledger_entries WHERE job_id = '` + job + `'`,
+		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job.String() + `'`,
+		`DELETE FROM ledger_entries WHERE job_id = '` + job.String() + `'`,
 		`TRUNCATE ledger_entries`,
 		`TRUNCATE jobs CASCADE`,
-		`DELETE FROM jobs WHERE id = '` + job + `'`,
+		`DELETE FROM jobs WHERE id = '` + job.String() + `'`,
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
-		`UPDATE jobs SET cost = 1 WHERE id = '` + job + `'`,
-		`UPDATE jobs SET is_charged = false, state = 'submitting' WHERE id = '` + job + `'`,
-		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job + `'`,
-		`DELETE FROM job_requests WHERE job_id = '` + job + `'`,
+		`UPDATE jobs SET cost = 1 WHERE id = '` + job.String() + `'`,
+		`UPDATE jobs SET is_charged = false, state = 'submitting' WHERE id = '` + job.String() + `'`,
+		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job.String() + `'`,
+		`DELETE FROM job_requests WHERE job_id = '` + job.String() + `'`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the guard cannot damage the shared test database.
@@ -442,7 +450,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := ledgertest.Account(t, s, 100)
-	goodJob := ledgertest.ID(t, "job")
+	good := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
 
 	badIDs := map[string]string{
 		"empty":        "",
@@ -459,18 +467,20 @@ func TestBadInputWritesNothing(t *testing.T) {
 		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40)})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "job ID %s", name)
 		require.Contains(t, err.Error(), "job ID", name)
-		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: id, Kind: ledgertest.Fixed(t, s, 40)})
+		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: good.JobID, AccountID: id, Kind: ledgertest.Fixed(t, s, 40)})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "account ID %s", name)
-		_, err = s.Charge(ctx, id)
+		_, err = s.Charge(ctx, ledgerdb.JobKey{AccountID: acct, JobID: id})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "charge %s", name)
+		_, err = s.Charge(ctx, ledgerdb.JobKey{AccountID: id, JobID: good.JobID})
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "charge in account %s", name)
 		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1, Key: id})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "grant key %s", name)
 		_, err = s.OpenAccount(ctx, id)
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "open account %s", name)
 	}
-	// The longest allowed ID is fine.
+	// The longest allowed IDs are fine, in both parts of a key.
 	longest := strings.Repeat("b", ledgerdb.MaxIDLength)
-	_, err := s.Job(ctx, longest)
+	_, err := s.Job(ctx, ledgerdb.JobKey{AccountID: longest, JobID: longest})
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
 
 	for name, amount := range map[string]int64{
@@ -488,28 +498,28 @@ func TestBadInputWritesNothing(t *testing.T) {
 		_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: "bad-adjustment"})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "adjustment %d", amount)
 	}
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: make([]byte, ledgerdb.MaxRequestLength+1)})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: good.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: make([]byte, ledgerdb.MaxRequestLength+1)})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	require.ErrorContains(t, err, "request")
-	_, err = s.Refund(ctx, goodJob, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
+	_, err = s.Refund(ctx, good, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
-	_, err = s.Refund(ctx, goodJob, "bad\xffutf8", 1)
+	_, err = s.Refund(ctx, good, "bad\xffutf8", 1)
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
-	_, err = s.Deliver(ctx, goodJob, -1)
+	_, err = s.Deliver(ctx, good, -1)
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	_, err = s.History(ctx, acct, ledgerdb.HistoryPage{Limit: 1001})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 
 	// Unknown job and unknown account are their own errors, not invalid input.
-	_, err = s.Charge(ctx, goodJob)
+	_, err = s.Charge(ctx, good)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: goodJob, AccountID: ledgertest.ID(t, "nobody"), Kind: ledgertest.Fixed(t, s, 40)})
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: good.JobID, AccountID: ledgertest.ID(t, "nobody"), Kind: ledgertest.Fixed(t, s, 40)})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 	_, err = s.Balance(ctx, ledgertest.ID(t, "nobody"))
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 
 	// Nothing was written: the job never existed, and the account holds only its initial grant.
-	_, err = s.Job(ctx, goodJob)
+	_, err = s.Job(ctx, good)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound)
 	h, err := s.History(ctx, acct, ledgerdb.HistoryPage{})
 	require.NoError(t, err)

@@ -32,14 +32,14 @@ func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit
 // workflow ID is held by a workflow that is not its metered job. Only a job still submitting and
 // never charged is rejected: a charged job answers NotApplied and is left as it is, and a rejected
 // one answers AlreadyApplied.
-func (s *Store) RejectOrphan(ctx context.Context, jobID string, reason RejectReason) (Transition, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) RejectOrphan(ctx context.Context, key JobKey, reason RejectReason) (Transition, error) {
+	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
 	if reason != RejectWorkflowEnded && reason != RejectWorkflowIDTaken {
 		return Transition{}, &InvalidInputError{Field: "reject reason", Reason: fmt.Sprintf("%q is not a reason to reject an orphan", reason)}
 	}
-	return s.call(ctx, jobID, `ledger_reject_orphan($1, $2)`, jobID, string(reason))
+	return s.call(ctx, key, `ledger_reject_orphan($1, $2)`, key.String(), string(reason))
 }
 
 // RunningJobs lists jobs that are charged and unsettled (state running) and were charged more than

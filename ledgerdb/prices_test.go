@@ -27,10 +27,10 @@ import (
 func meteredCharged(t *testing.T, s *ledgerdb.Store, acct, kind string, maxUnits int64) ledgerdb.Transition {
 	t.Helper()
 	ctx := context.Background()
-	job := ledgertest.ID(t, "job")
-	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, MaxUnits: maxUnits, Request: []byte(`{"render":"metered"}`)})
+	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: kind, MaxUnits: maxUnits, Request: []byte(`{"render":"metered"}`)}
+	_, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
-	tr, err := s.Charge(ctx, job)
+	tr, err := s.Charge(ctx, sub.Key())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	return tr
@@ -105,13 +105,13 @@ func TestPriceVersioning(t *testing.T) {
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: first.JobID, AccountID: acct, Kind: kind, MaxUnits: 50, Request: first.Request})
 	require.ErrorIs(t, err, ledgerdb.ErrConflict, "today's maximum holds other units than the job's")
 
-	charged, err := s.Charge(ctx, first.JobID)
+	charged, err := s.Charge(ctx, first.Key())
 	require.NoError(t, err)
 	require.Equal(t, int64(10_000-300), charged.BalanceAfter)
-	settled, err := s.Settle(ctx, first.JobID, 1, ledgerdb.Units(10))
+	settled, err := s.Settle(ctx, first.Key(), 1, ledgerdb.Units(10))
 	require.NoError(t, err)
 	requireSettled(t, settled.Job, 10)
-	ledgertest.RequireRowAmounts(t, s, first.JobID,
+	ledgertest.RequireRowAmounts(t, s, first.Key(),
 		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 270})
 
 	// The same figures again write nothing, whatever the memo says.
@@ -148,7 +148,7 @@ func TestPriceVersioning(t *testing.T) {
 	require.True(t, found, "kind %s is not on the price list", kind)
 
 	// The second job was submitted under version 2 and stays there.
-	job, err := s.Job(ctx, second.JobID)
+	job, err := s.Job(ctx, second.Key())
 	require.NoError(t, err)
 	require.Equal(t, 2, job.PriceVersion)
 	require.Equal(t, int64(250), job.Cost)
@@ -253,7 +253,7 @@ func TestMeteredSettlement(t *testing.T) {
 				released := (maxUnits - c.used) * unitPrice
 				acct := ledgertest.Account(t, s, credits)
 				charged := meteredCharged(t, s, acct, kind, 0)
-				job := charged.Job.ID
+				job := charged.Job.Key()
 				require.Equal(t, ledgerdb.UnitGPUSecond, charged.Job.Unit)
 				require.Equal(t, int64(maxUnits), charged.Job.HeldUnits)
 				require.Equal(t, hold, charged.Job.Cost)
@@ -360,14 +360,14 @@ func TestMeteredSmallerHold(t *testing.T) {
 		_, err := s.Submit(ctx, sub)
 		require.ErrorIs(t, err, ledgerdb.ErrConflict, "max units %d", other)
 	}
-	charged, err := s.Charge(ctx, small.JobID)
+	charged, err := s.Charge(ctx, small.Key())
 	require.NoError(t, err)
 	require.Equal(t, int64(960), charged.BalanceAfter)
-	settled, err := s.Settle(ctx, small.JobID, 1, ledgerdb.Units(24))
+	settled, err := s.Settle(ctx, small.Key(), 1, ledgerdb.Units(24))
 	require.NoError(t, err)
 	requireSettled(t, settled.Job, 10)
 	require.Zero(t, settled.EntryID, "capped at the client's maximum: nothing to release")
-	ledgertest.RequireRowAmounts(t, s, small.JobID, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -40})
+	ledgertest.RequireRowAmounts(t, s, small.Key(), ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -40})
 
 	whole := ledgerdb.Submission{JobID: ledgertest.ID(t, "whole"), AccountID: acct, Kind: kind, Request: []byte("y")}
 	tr, err = s.Submit(ctx, whole)
@@ -408,7 +408,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 
 	// settleWritesNothing settles job again with every usage: AlreadyApplied, the units it was
 	// settled at, no row, nothing changed.
-	settleWritesNothing := func(job string, settled ledgerdb.Job, used int64) {
+	settleWritesNothing := func(job ledgerdb.JobKey, settled ledgerdb.Job, used int64) {
 		t.Helper()
 		for _, usage := range usages {
 			again, err := s.Settle(ctx, job, 5, usage)
@@ -422,7 +422,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 		}
 	}
 
-	delivered := meteredCharged(t, s, acct, kind, 0).Job.ID
+	delivered := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	ledgertest.RequireBalance(t, s, acct, 300-hold)
 	tr, err := s.Deliver(ctx, delivered, 1)
 	require.NoError(t, err)
@@ -440,7 +440,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 300-hold)
 
 	// A client's own smaller hold is the whole hold too.
-	small := meteredCharged(t, s, acct, kind, 10).Job.ID
+	small := meteredCharged(t, s, acct, kind, 10).Job.Key()
 	tr, err = s.Deliver(ctx, small, 1)
 	require.NoError(t, err)
 	requireSettled(t, tr.Job, 10)
@@ -448,7 +448,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireRowAmounts(t, s, small, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -20})
 	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
 
-	recovered := meteredCharged(t, s, acct, kind, 0).Job.ID
+	recovered := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	_, err = s.Refund(ctx, recovered, "timed out", 3)
 	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
@@ -470,8 +470,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 300-2*hold-20)
 
 	// A job sold whole: settled at its one unit by either old step.
-	fixed := ledgertest.ID(t, "fixed")
-	ledgertest.Charged(t, s, acct, fixed, 40, "x")
+	fixed := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed"), 40, "x").Job.Key()
 	tr, err = s.Deliver(ctx, fixed, 1)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
@@ -480,8 +479,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	settleWritesNothing(fixed, tr.Job, 1)
 	ledgertest.RequireRows(t, s, fixed, 40, ledgerdb.KindCharge)
 
-	fixedLate := ledgertest.ID(t, "fixed-late")
-	ledgertest.Charged(t, s, acct, fixedLate, 40, "y")
+	fixedLate := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed-late"), 40, "y").Job.Key()
 	_, err = s.Refund(ctx, fixedLate, "timed out", 3)
 	require.NoError(t, err)
 	tr, err = s.Reclaim(ctx, fixedLate)
@@ -517,7 +515,7 @@ func TestReclaimSettlesAtTheWholeHold(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			acct := ledgertest.Account(t, s, 100)
 			charged := meteredCharged(t, s, acct, kind, c.maxUnits)
-			job, held := charged.Job.ID, charged.Job.HeldUnits
+			job, held := charged.Job.Key(), charged.Job.HeldUnits
 			hold := held * unitPrice
 			_, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
 			require.NoError(t, err)
@@ -578,7 +576,7 @@ func TestUnpricedJobIsNeverSettled(t *testing.T) {
 	}
 	unpriced := func() string {
 		t.Helper()
-		job := ledgertest.ID(t, "unpriced")
+		job := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "unpriced")}.String()
 		_, err := tx.Exec(ctx, `INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ($1, $2, 30, '\x00')`, job, acct)
 		require.NoError(t, err)
 		require.Equal(t, "applied", call(`ledger_charge($1, NULL)`, job).outcome)
@@ -644,8 +642,7 @@ func TestFixedPriceReleasesNothing(t *testing.T) {
 	acct := ledgertest.Account(t, s, 100)
 	for _, usage := range []*int64{nil, ledgerdb.Units(1), ledgerdb.Units(5), ledgerdb.Units(0)} {
 		for _, late := range []bool{false, true} {
-			job := ledgertest.ID(t, "fixed")
-			ledgertest.Charged(t, s, acct, job, 10, "x")
+			job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed"), 10, "x").Job.Key()
 			kinds := []ledgerdb.EntryKind{ledgerdb.KindCharge}
 			if late {
 				_, err := s.Refund(ctx, job, "timed out", 3)
@@ -677,7 +674,7 @@ func TestMeteredDebtRule(t *testing.T) {
 	s := ledgertest.Store(t)
 	kind := ledgertest.Metered(t, s, 5, 20) // a hold of 100
 	acct := ledgertest.Account(t, s, 100)
-	late := meteredCharged(t, s, acct, kind, 0).Job.ID
+	late := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	_, err := s.Refund(ctx, late, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
 
@@ -707,10 +704,10 @@ func TestMeteredDebtRule(t *testing.T) {
 
 	// In debt, no new job is charged, metered or not.
 	for _, k := range []string{ledgertest.Fixed(t, s, 1), ledgertest.Metered(t, s, 1, 1)} {
-		next := ledgertest.ID(t, "next")
-		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: next, AccountID: acct, Kind: k})
+		next := ledgerdb.Submission{JobID: ledgertest.ID(t, "next"), AccountID: acct, Kind: k}
+		_, err = s.Submit(ctx, next)
 		require.NoError(t, err)
-		_, err = s.Charge(ctx, next)
+		_, err = s.Charge(ctx, next.Key())
 		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, k)
 	}
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "pay-debt"})
@@ -730,15 +727,16 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 	kind := ledgertest.Metered(t, s, 3, 20)
 	acct := ledgertest.Account(t, s, 1000)
 
-	noJob := func(id string) {
+	noJob := func(key ledgerdb.JobKey) {
 		t.Helper()
-		_, err := s.Job(ctx, id)
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "job %s was written", id)
+		_, err := s.Job(ctx, key)
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "job %s was written", key)
 	}
-	id := ledgertest.ID(t, "job")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+	id := key.JobID
 	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.OwnKind(t)})
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind)
-	noJob(id)
+	noJob(key)
 
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, MaxUnits: 21})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
@@ -746,56 +744,56 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 	require.ErrorAs(t, err, &invalid)
 	require.Equal(t, "max units", invalid.Field)
 	require.Contains(t, err.Error(), "at most 20", "the error names the kind's maximum")
-	noJob(id)
+	noJob(key)
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), MaxUnits: 2})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	require.Contains(t, err.Error(), "at most 1")
-	noJob(id)
+	noJob(key)
 	for _, units := range []int64{-1, math.MinInt64, ledgerdb.MaxUnits + 1, math.MaxInt64} {
 		_, err = s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, MaxUnits: units})
 		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "max units %d", units)
-		noJob(id)
+		noJob(key)
 	}
 	// Past the Go validation, the function itself refuses a hold of no units.
 	for _, units := range []int64{0, -5, 21} {
 		var outcome string
 		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT outcome FROM ledger_submit($1, $2, $3, $4, $5, $6)`,
-			id, acct, kind, units, []byte{1}, []byte("x")).Scan(&outcome))
+			key.String(), acct, kind, units, []byte{1}, []byte("x")).Scan(&outcome))
 		require.Equal(t, "units_above_max", outcome, "max units %d", units)
-		noJob(id)
+		noJob(key)
 	}
 
-	running := meteredCharged(t, s, acct, kind, 0).Job.ID
-	refunded := meteredCharged(t, s, acct, kind, 0).Job.ID
+	running := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	refunded := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	_, err = s.Refund(ctx, refunded, "timed out", 3)
 	require.NoError(t, err)
-	before := map[string]ledgerdb.Job{}
-	for _, job := range []string{running, refunded} {
+	before := map[ledgerdb.JobKey]ledgerdb.Job{}
+	for _, job := range []ledgerdb.JobKey{running, refunded} {
 		before[job], err = s.Job(ctx, job)
 		require.NoError(t, err)
 		for _, units := range []int64{-1, math.MinInt64} {
 			_, err := s.Settle(ctx, job, 1, ledgerdb.Units(units))
 			require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "settle with usage %d", units)
 			require.Contains(t, err.Error(), "units used")
-			_, err = s.RecordResult(ctx, ledgerdb.ResultReport{JobID: job, Attempt: 1, OutputRef: "s3://out", UnitsUsed: ledgerdb.Units(units)})
+			_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: job, Attempt: 1, OutputRef: "s3://out", UnitsUsed: ledgerdb.Units(units)})
 			require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "result with usage %d", units)
 		}
 		// The functions refuse it too: the settle raises invalid_parameter_value, the inbox's
 		// CHECK a violation, and each rolls back whole.
-		_, err = s.Pool().Exec(ctx, `SELECT ledger_settle($1, 1, -1)`, job)
+		_, err = s.Pool().Exec(ctx, `SELECT ledger_settle($1, 1, -1)`, job.String())
 		requireSQLState(t, err, "22023")
-		_, err = s.Pool().Exec(ctx, `SELECT ledger_record_result($1, 1, 's3://out', NULL, -1)`, job)
+		_, err = s.Pool().Exec(ctx, `SELECT ledger_record_result($1, 1, 's3://out', NULL, -1)`, job.String())
 		requireSQLState(t, err, "23514")
 	}
-	_, err = s.Settle(ctx, ledgertest.ID(t, "never"), 1, ledgerdb.Units(-1))
+	_, err = s.Settle(ctx, ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")}, 1, ledgerdb.Units(-1))
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 
-	for _, job := range []string{running, refunded} {
+	for _, job := range []ledgerdb.JobKey{running, refunded} {
 		after, err := s.Job(ctx, job)
 		require.NoError(t, err)
 		require.Equal(t, before[job], after, "job %s changed", job)
 		var reports int
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job).Scan(&reports))
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, job.String()).Scan(&reports))
 		require.Zero(t, reports)
 	}
 	ledgertest.RequireRows(t, s, running, 60, ledgerdb.KindCharge)
@@ -924,9 +922,9 @@ func TestRecordResultCarriesUsage(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := ledgertest.Account(t, s, 1000)
-	job := meteredCharged(t, s, acct, ledgertest.Metered(t, s, 3, 20), 0).Job.ID
+	job := meteredCharged(t, s, acct, ledgertest.Metered(t, s, 3, 20), 0).Job.Key()
 
-	report := ledgerdb.ResultReport{JobID: job, Attempt: 1, OutputRef: "s3://out/1", UnitsUsed: ledgerdb.Units(13)}
+	report := ledgerdb.ResultReport{Key: job, Attempt: 1, OutputRef: "s3://out/1", UnitsUsed: ledgerdb.Units(13)}
 	rec, err := s.RecordResult(ctx, report)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, rec.Outcome)
@@ -940,7 +938,7 @@ func TestRecordResultCarriesUsage(t *testing.T) {
 		require.ErrorIs(t, err, ledgerdb.ErrConflict, name)
 	}
 
-	unmetered := ledgerdb.ResultReport{JobID: job, Attempt: 2, OutputRef: "s3://out/2"}
+	unmetered := ledgerdb.ResultReport{Key: job, Attempt: 2, OutputRef: "s3://out/2"}
 	_, err = s.RecordResult(ctx, unmetered)
 	require.NoError(t, err)
 	withUsage := unmetered
@@ -978,23 +976,23 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 	kind := ledgertest.Metered(t, s, 3, 20) // a hold of 60
 	acct := ledgertest.Account(t, s, 1000)
 
-	released := meteredCharged(t, s, acct, kind, 0).Job.ID
+	released := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	_, err := s.Settle(ctx, released, 1, ledgerdb.Units(5)) // releases 45
 	require.NoError(t, err)
-	whole := meteredCharged(t, s, acct, kind, 0).Job.ID
+	whole := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	_, err = s.Settle(ctx, whole, 1, nil) // releases nothing
 	require.NoError(t, err)
-	oldStep := meteredCharged(t, s, acct, kind, 0).Job.ID
+	oldStep := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	delivered, err := s.Deliver(ctx, oldStep, 1) // the original step: settled at the whole hold
 	require.NoError(t, err)
 	requireSettled(t, delivered.Job, 20)
 	// A running job (no step has settled it) that the broken steps below deliver and settle.
-	running := meteredCharged(t, s, acct, kind, 0).Job.ID
+	running := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
 
 	// release appends a release row to the account as the functions do: the balance moves with
 	// it, so that the chain and rule 6 hold unless breakChain says otherwise.
-	release := func(tx pgx.Tx, job string, amount int64, breakChain bool) error {
+	release := func(tx pgx.Tx, job ledgerdb.JobKey, amount int64, breakChain bool) error {
 		skew := int64(0)
 		if breakChain {
 			skew = 1
@@ -1002,14 +1000,14 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 		_, err := tx.Exec(ctx, `WITH a AS (
 				UPDATE accounts SET balance = balance + $3 WHERE id = $1 RETURNING balance)
 			INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
-			SELECT $1, $2, 'release', $3, a.balance + $4 FROM a`, acct, job, amount, skew)
+			SELECT $1, $2, 'release', $3, a.balance + $4 FROM a`, acct, job.String(), amount, skew)
 		return err
 	}
 	// settle delivers the running job and settles it at 10 units, writing no row: the first half
 	// of what ledger_settle does.
 	settle := func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', delivered_at = now(), is_settled = true, units_used = 10,
-			settled_at = now() WHERE id = $1 AND state = 'running'`, running)
+			settled_at = now() WHERE id = $1 AND state = 'running'`, running.String())
 		if err == nil && tag.RowsAffected() != 1 {
 			err = fmt.Errorf("job %s: %d rows delivered and settled, want 1", running, tag.RowsAffected())
 		}
@@ -1018,7 +1016,7 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 
 	for _, c := range []struct {
 		name    string
-		job     string
+		job     ledgerdb.JobKey
 		breakIt func(tx pgx.Tx) error
 		// rules are the rules the audit must report, as they appear in its sentences.
 		rules []string
@@ -1060,14 +1058,14 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 			require.Len(t, report.Violations, len(c.rules), "%v", report.Violations)
 			for i, rule := range c.rules {
 				require.Contains(t, report.Violations[i], rule)
-				require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: c.job}[c.chain])
+				require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: c.job.JobID}[c.chain])
 			}
 
 			snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, ledgerdb.SnapshotScope{AccountID: acct})
 			require.NoError(t, err)
 			var totals *ledgerdb.JobTotals
 			for i := range snap.Jobs {
-				if snap.Jobs[i].Job.ID == c.job {
+				if snap.Jobs[i].Job.Key() == c.job {
 					totals = &snap.Jobs[i]
 				}
 			}
@@ -1125,25 +1123,25 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		// before takes the job where it stands before the grants.
-		before func(job string) error
+		before func(job ledgerdb.JobKey) error
 		// outcome is what the Settle answers; rows the job's rows at the end.
 		outcome ledgerdb.Outcome
 		rows    []ledgerdb.EntryKind
 	}{
-		{"delivered by the original step", func(job string) error {
+		{"delivered by the original step", func(job ledgerdb.JobKey) error {
 			_, err := s.Deliver(ctx, job, 1)
 			return err
 		}, ledgerdb.AlreadyApplied, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
-		{"recovered by the original step", func(job string) error {
+		{"recovered by the original step", func(job ledgerdb.JobKey) error {
 			if _, err := s.Refund(ctx, job, "timed out", 1); err != nil {
 				return err
 			}
 			_, err := s.Reclaim(ctx, job)
 			return err
 		}, ledgerdb.AlreadyApplied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}},
-		{"running, settled in one step", func(string) error { return nil },
+		{"running, settled in one step", func(ledgerdb.JobKey) error { return nil },
 			ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRelease}},
-		{"refunded, its late result settled in one step", func(job string) error {
+		{"refunded, its late result settled in one step", func(job ledgerdb.JobKey) error {
 			_, err := s.Refund(ctx, job, "timed out", 1)
 			return err
 		}, ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim, ledgerdb.KindRelease}},
@@ -1151,7 +1149,7 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			acct := ledgertest.Account(t, s, hold)
-			job := meteredCharged(t, s, acct, kind, 0).Job.ID
+			job := meteredCharged(t, s, acct, kind, 0).Job.Key()
 			require.NoError(t, c.before(job))
 
 			// Grants up to the bound, MaxAmount at a time; the ledger may refuse the last ones.
@@ -1197,7 +1195,7 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 				require.Equal(t, ledgerdb.MaxBalance, balance, "the whole hold released, exactly onto the bound")
 			}
 			var kinds []ledgerdb.EntryKind
-			for _, r := range ledgertest.JobRows(t, s, job) {
+			for _, r := range ledgertest.Rows(t, s, job) {
 				kinds = append(kinds, r.Kind)
 			}
 			require.Equal(t, c.rows, kinds)

@@ -41,8 +41,8 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 
 	for _, stmt := range []string{
 		// Rule 1: ledger rows are never changed or removed.
-		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job + `'`,
-		`DELETE FROM ledger_entries WHERE job_id = '` + job + `'`,
+		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job.String() + `'`,
+		`DELETE FROM ledger_entries WHERE job_id = '` + job.String() + `'`,
 		`TRUNCATE ledger_entries`,
 		// Rules 2, 4, 6: a row or a balance written outside the guarded functions.
 		`INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
@@ -50,10 +50,10 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 		`UPDATE accounts SET balance = 1000000 WHERE id = '` + acct + `'`,
 		`INSERT INTO accounts (id) VALUES ('` + ledgertest.ID(t, "forged") + `')`,
 		// Rules 5 and 7: a job's record and its ID.
-		`UPDATE jobs SET state = 'delivered' WHERE id = '` + job + `'`,
-		`INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ('` + ledgertest.ID(t, "forged") + `', '` + acct + `', 1, '\x00')`,
-		`DELETE FROM jobs WHERE id = '` + job + `'`,
-		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job + `'`,
+		`UPDATE jobs SET state = 'delivered' WHERE id = '` + job.String() + `'`,
+		`INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ('` + acct + `/` + ledgertest.ID(t, "forged") + `', '` + acct + `', 1, '\x00')`,
+		`DELETE FROM jobs WHERE id = '` + job.String() + `'`,
+		`UPDATE job_requests SET request = 'other input' WHERE job_id = '` + job.String() + `'`,
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
 		`TRUNCATE jobs CASCADE`,
 		`TRUNCATE accounts CASCADE`,
@@ -103,12 +103,12 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -10, Key: "correction"})
 	require.NoError(t, err)
 
-	submit := func() string {
-		id := ledgertest.ID(t, "job")
-		tr, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte(`{}`)})
+	submit := func() ledgerdb.JobKey {
+		sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte(`{}`)}
+		tr, err := s.Submit(ctx, sub)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, tr.Outcome)
-		return id
+		return sub.Key()
 	}
 	apply := func(tr ledgerdb.Transition, err error) {
 		t.Helper()
@@ -249,8 +249,8 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	requireAppRole(t, s)
 	kind := ledgertest.Metered(t, s, 3, 20)
 	acct := ledgertest.Account(t, s, 1000)
-	job := ledgertest.ID(t, "job")
-	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, Request: []byte("x")})
+	job := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, job)
 	require.NoError(t, err)
@@ -264,16 +264,16 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 		`UPDATE prices SET unit_price = 1 WHERE kind = ` + q(kind),
 		`DELETE FROM prices WHERE kind = ` + q(kind),
 		`TRUNCATE prices CASCADE`,
-		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 1)) + ` WHERE id = ` + q(job),
-		`UPDATE jobs SET price_version = price_version + 1 WHERE id = ` + q(job),
-		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job),
-		`UPDATE jobs SET unit_price = 1 WHERE id = ` + q(job),
-		`UPDATE jobs SET held_units = 1 WHERE id = ` + q(job),
-		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job),
-		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job),
+		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 1)) + ` WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET price_version = price_version + 1 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET unit_price = 1 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET held_units = 1 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
 		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
-			VALUES (` + q(acct) + `, ` + q(job) + `, 'release', 60, 1000)`,
-		`SELECT ledger_release(j, 0, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job),
+			VALUES (` + q(acct) + `, ` + q(job.String()) + `, 'release', 60, 1000)`,
+		`SELECT ledger_release(j, 0, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job.String()),
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the grants cannot damage the shared test database.
@@ -323,8 +323,8 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	_, _, err = s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 4, MaxUnits: 20})
 	require.NoError(t, err)
 	acct := ledgertest.Account(t, s, 1000)
-	job := ledgertest.ID(t, "job")
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job, AccountID: acct, Kind: kind, Request: []byte("x")})
+	job := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, job)
 	require.NoError(t, err)
@@ -337,14 +337,14 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 		`UPDATE prices SET memo = 'rewritten' WHERE kind = ` + q(kind),
 		`DELETE FROM prices WHERE kind = ` + q(kind) + ` AND version = 2`,
 		`TRUNCATE prices CASCADE`,
-		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 80)) + `, price_version = 1, unit = 'job', unit_price = 80, held_units = 1 WHERE id = ` + q(job),
-		`UPDATE jobs SET price_version = 1, unit_price = 3, cost = 60 WHERE id = ` + q(job),
-		`UPDATE jobs SET unit_price = 1, cost = 20 WHERE id = ` + q(job),
-		`UPDATE jobs SET held_units = 10, cost = 40 WHERE id = ` + q(job),
-		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job),
-		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job),
-		`UPDATE jobs SET units_used = 0 WHERE id = ` + q(job),
-		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job),
+		`UPDATE jobs SET kind = ` + q(ledgertest.Fixed(t, s, 80)) + `, price_version = 1, unit = 'job', unit_price = 80, held_units = 1 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET price_version = 1, unit_price = 3, cost = 60 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET unit_price = 1, cost = 20 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET held_units = 10, cost = 40 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET unit = 'job' WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET units_used = 0 WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
 	} {
 		tx, err := owner.Begin(ctx)
 		require.NoError(t, err)

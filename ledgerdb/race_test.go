@@ -163,22 +163,22 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	if _, err := store.Submit(ctx, sub); err != nil {
 		return fail("submit: %v", err)
 	}
-	_, err := store.Charge(ctx, sub.JobID)
+	_, err := store.Charge(ctx, sub.Key())
 	if fate == ledgerdb.StateRejected && !errors.Is(err, ledgerdb.ErrInsufficientCredits) ||
 		fate != ledgerdb.StateRejected && err != nil {
 		return fail("charge: %v", err)
 	}
 	switch fate {
 	case ledgerdb.StateDelivered:
-		if _, err := store.Deliver(ctx, sub.JobID, 1); err != nil {
+		if _, err := store.Deliver(ctx, sub.Key(), 1); err != nil {
 			return fail("deliver: %v", err)
 		}
 	case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
-		if _, err := store.Refund(ctx, sub.JobID, "timed out after 3 attempts", 3); err != nil {
+		if _, err := store.Refund(ctx, sub.Key(), "timed out after 3 attempts", 3); err != nil {
 			return fail("refund: %v", err)
 		}
 		if fate == ledgerdb.StateRecovered {
-			if _, err := store.Reclaim(ctx, sub.JobID); err != nil {
+			if _, err := store.Reclaim(ctx, sub.Key()); err != nil {
 				return fail("reclaim: %v", err)
 			}
 		}
@@ -193,7 +193,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 		wg.Go(func() {
 			<-start
 			time.Sleep(p.jitter[d])
-			tr, err := store.Delete(ctx, sub.JobID)
+			tr, err := store.Delete(ctx, sub.Key())
 			if err == nil {
 				deleted.Store(true)
 			}
@@ -207,11 +207,11 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 		<-start
 		for range maxLoop {
 			afterDelete := deleted.Load()
-			tr, err := store.Reclaim(ctx, sub.JobID)
+			tr, err := store.Reclaim(ctx, sub.Key())
 			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "reclaim",
 				afterDelete: afterDelete, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
 			deliverAfter := deleted.Load()
-			tr, err = store.Deliver(ctx, sub.JobID, 4)
+			tr, err = store.Deliver(ctx, sub.Key(), 4)
 			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "deliver",
 				afterDelete: deliverAfter, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
 			if afterDelete || ctx.Err() != nil {
@@ -234,7 +234,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 				answers[r] = append(answers[r], raceAnswer{who: who, call: "submit", afterDelete: afterDelete,
 					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
 				chargeAfter := deleted.Load()
-				tr, err = store.Charge(ctx, sub.JobID)
+				tr, err = store.Charge(ctx, sub.Key())
 				answers[r] = append(answers[r], raceAnswer{who: who, call: "charge", afterDelete: chargeAfter,
 					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
 				if afterDelete || ctx.Err() != nil {
@@ -331,14 +331,14 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	if deletedAs != fate {
 		fail("the applied delete says the job was %q, want %q", deletedAs, fate)
 	}
-	job, err := store.Job(ctx, sub.JobID)
+	job, err := store.Job(ctx, sub.Key())
 	if err != nil || job.State != ledgerdb.StateDeleted || job.StateBeforeDelete != fate {
 		fail("read back as (%s, before delete %s, %v), want a tombstone of %s", job.State, job.StateBeforeDelete, err, fate)
 	}
 	if _, err := store.Submit(ctx, sub); !errors.Is(err, ledgerdb.ErrGone) {
 		fail("submit after the race: %v, want ErrGone", err)
 	}
-	if _, err := store.Charge(ctx, sub.JobID); !errors.Is(err, ledgerdb.ErrGone) {
+	if _, err := store.Charge(ctx, sub.Key()); !errors.Is(err, ledgerdb.ErrGone) {
 		fail("charge after the race: %v, want ErrGone", err)
 	}
 	want := map[ledgerdb.EntryKind][]int64{}
@@ -351,7 +351,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	if fate == ledgerdb.StateRecovered {
 		want[ledgerdb.KindReclaim] = []int64{-job.Cost}
 	}
-	got, err := raceRowsOfJob(ctx, store, sub.JobID)
+	got, err := raceRowsOfJob(ctx, store, sub.Key())
 	if err != nil {
 		return fail("reading rows: %v", err)
 	}
@@ -362,8 +362,8 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 }
 
 // raceRowsOfJob reads a job's charge, refund and reclaim amounts straight from ledger_entries.
-func raceRowsOfJob(ctx context.Context, store *ledgerdb.Store, jobID string) (map[ledgerdb.EntryKind][]int64, error) {
-	rows, err := store.Pool().Query(ctx, `SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+func raceRowsOfJob(ctx context.Context, store *ledgerdb.Store, job ledgerdb.JobKey) (map[ledgerdb.EntryKind][]int64, error) {
+	rows, err := store.Pool().Query(ctx, `SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, job.String())
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +411,7 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 			// Same request, another kind: the kind is part of what the ID means.
 			bodies[1] = ledgerdb.Submission{JobID: id, AccountID: account, Kind: ledgertest.Fixed(t, store, 41), Request: bodies[0].Request}
 		}
+		key := bodies[0].Key()
 		where := fmt.Sprintf("round %d, job %s", round, id)
 
 		type answer struct {
@@ -460,7 +461,7 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 
 		var fingerprint []byte
 		var cost int64
-		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT request_fingerprint, cost FROM jobs WHERE id = $1`, id).
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT request_fingerprint, cost FROM jobs WHERE id = $1`, key.String()).
 			Scan(&fingerprint, &cost))
 		require.Equal(t, bodies[winner].Fingerprint(), fingerprint, "%s: the stored request is not the winner's", where)
 		require.Equal(t, map[int]int64{0: 40, 1: 40 + int64(round%2)}[winner], cost, where)
@@ -475,7 +476,7 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 		for g := range goroutines {
 			wg.Go(func() {
 				<-start
-				tr, err := store.Charge(ctx, id)
+				tr, err := store.Charge(ctx, key)
 				charges[g] = charged{outcome: tr.Outcome, entryID: tr.EntryID, err: err}
 			})
 		}
@@ -493,7 +494,7 @@ func TestConcurrentSubmitSameID(t *testing.T) {
 			require.Zero(t, c.entryID, "%s: charge %d wrote a row", where, g)
 		}
 		require.Equal(t, 1, applied, "%s: charges answered %+v", where, charges)
-		rows := stormRowsByJob(t, store, []string{id})[id]
+		rows := stormRowsByJob(t, store, []ledgerdb.JobKey{key})[key]
 		require.Equal(t, map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-cost}}, rows, where)
 		balance -= cost
 	}
@@ -523,15 +524,20 @@ type meteredRaceResult struct {
 	errs    []error
 }
 
+// key names the round's job.
+func (r meteredRaceRound) key() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: r.account, JobID: r.job}
+}
+
 func setUpMeteredRace(ctx context.Context, store *ledgerdb.Store, r meteredRaceRound) error {
 	if _, err := store.Submit(ctx, ledgerdb.Submission{JobID: r.job, AccountID: r.account, Kind: r.kind, Request: []byte("x")}); err != nil {
 		return err
 	}
-	if _, err := store.Charge(ctx, r.job); err != nil {
+	if _, err := store.Charge(ctx, r.key()); err != nil {
 		return err
 	}
 	if r.refunded {
-		_, err := store.Refund(ctx, r.job, "timed out after 3 attempts", 3)
+		_, err := store.Refund(ctx, r.key(), "timed out after 3 attempts", 3)
 		return err
 	}
 	return nil
@@ -558,13 +564,13 @@ func raceMetered(ctx context.Context, store *ledgerdb.Store, rounds []meteredRac
 				for k, usage := range r.usages {
 					racers.Go(func() {
 						<-start
-						res.settles[k], res.errs[k] = store.Settle(ctx, r.job, 2, usage)
+						res.settles[k], res.errs[k] = store.Settle(ctx, r.key(), 2, usage)
 					})
 				}
 				if r.refund {
 					racers.Go(func() {
 						<-start
-						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.job, "stopped by an operator: terminated", 1)
+						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.key(), "stopped by an operator: terminated", 1)
 					})
 				}
 				close(start)
@@ -688,10 +694,10 @@ func TestSettleRaceDifferentUsages(t *testing.T) {
 		if released := (maxUnits - used) * unitPrice; released > 0 {
 			want[ledgerdb.KindRelease] = []int64{released}
 		}
-		got, err := raceRowsOfJob(ctx, store, r.job)
+		got, err := raceRowsOfJob(ctx, store, r.key())
 		require.NoError(t, err)
 		require.Equal(t, want, got, r.where)
-		job, err := store.Job(ctx, r.job)
+		job, err := store.Job(ctx, r.key())
 		require.NoError(t, err)
 		require.Equal(t, wantState, job.State, r.where)
 		requireSettled(t, job, used)
@@ -759,7 +765,7 @@ func TestMeteredSettleRacesRefund(t *testing.T) {
 		if u := r.usages[winner]; u != nil {
 			used = min(*u, maxUnits)
 		}
-		job, err := store.Job(ctx, r.job)
+		job, err := store.Job(ctx, r.key())
 		require.NoError(t, err)
 		requireSettled(t, job, used)
 		hold := int64(unitPrice * maxUnits)
@@ -778,13 +784,13 @@ func TestMeteredSettleRacesRefund(t *testing.T) {
 		if released := (maxUnits - used) * unitPrice; released > 0 {
 			want[ledgerdb.KindRelease] = []int64{released}
 		}
-		got, err := raceRowsOfJob(ctx, store, r.job)
+		got, err := raceRowsOfJob(ctx, store, r.key())
 		require.NoError(t, err)
 		require.Equal(t, want, got, r.where)
 		wantBalance -= used * unitPrice
 
 		// A later report of the result changes nothing.
-		again, err := store.Settle(ctx, r.job, 3, ledgerdb.Units(0))
+		again, err := store.Settle(ctx, r.key(), 3, ledgerdb.Units(0))
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, r.where)
 		requireSettled(t, again.Job, used)

@@ -37,8 +37,9 @@ const (
 
 // TestRandomizedSequences drives thousands of seeded random event sequences (submit, charge,
 // timeout->refund, late success->reclaim, deliver, settle with a usage, re-drive, delete,
-// resubmission with the same or another body, kind or hold, grants, and duplicates of any of
-// them) against an in-test model of what each call must answer, on jobs of kinds sold by the job
+// resubmission with the same or another body, kind or hold, the same ID from another account
+// (another job: job IDs belong to their account, and this one is left untouched), grants, and
+// duplicates of any of them) against an in-test model of what each call must answer, on jobs of kinds sold by the job
 // and of metered kinds (several unit prices and maxima, some jobs holding a smaller maximum of
 // their own), and after every step checks money rules 2, 3, 5, 6, 7 and 8: at most one row per
 // kind per job, exactly the ones the model expects — charge −hold, refund +hold, reclaim −hold,
@@ -163,7 +164,7 @@ func TestRandomizedSequences(t *testing.T) {
 		for _, k := range []string{
 			"charge:applied", "charge:insufficient", "charge:refused-while-in-debt", "reclaim:applied",
 			"reclaim:into-debt", "refund:applied", "debt-story", "deliver:applied", "delete:applied", "delete:active",
-			"submit:conflict", "submit:gone", "submit:unknown-account", "charge:gone", "submit:already", "redrive:recovered",
+			"submit:conflict", "submit:gone", "submit:unknown-account", "submit:other-account", "charge:gone", "submit:already", "redrive:recovered",
 			"grant:conflict", "ghost:not-found",
 			"deliver:metered-whole", "reclaim:metered-whole", "deliver:fixed-one", "reclaim:fixed-one",
 			"settle:delivered", "settle:recovered", "settle:after-old-steps", "settle:again", "settle:not-charged",
@@ -203,6 +204,11 @@ type rndPricing struct {
 // rndJob is the model of one job: what the ledger must hold for it.
 type rndJob struct {
 	id string
+	// key names the job in the sequence's account.
+	key ledgerdb.JobKey
+	// twin says the other account has submitted a job under the same ID: its own job, which
+	// this one never sees (job IDs belong to their account).
+	twin bool
 	// kind is the job's kind; metered says it is one of rndPricing.metered (at index meteredAt),
 	// else it is sold by the job at cost.
 	kind      string
@@ -243,8 +249,9 @@ func (j *rndJob) released() int64 {
 }
 
 // rndSubmitVariants are the bodies a submission may carry, by variant number: the job's own,
-// then ones that differ in each part of the fingerprint, the job's own hold named explicitly
-// (the same request), another hold, and a kind with no price.
+// then ones that differ in each part of the fingerprint, the job's own body from the other
+// account (another job: job IDs belong to their account), from an account that does not exist,
+// the job's own hold named explicitly (the same request), another hold, and a kind with no price.
 var rndSubmitVariants = [...]string{"same body", "other request", "other kind", "other account", "unknown account",
 	"same hold named", "other hold", "unknown kind"}
 
@@ -291,7 +298,7 @@ type rndSequence struct {
 	initial int64
 	balance int64
 	jobs    []*rndJob
-	ghost   string
+	ghost   ledgerdb.JobKey
 	// other is an existing account shared by all sequences, nobody an account that never exists:
 	// submissions under them carry another fingerprint.
 	other, nobody string
@@ -313,7 +320,7 @@ func newRndSequence(store *ledgerdb.Store, prefix, other string, pricing rndPric
 		account:  fmt.Sprintf("%s-s%d", prefix, index),
 		grants:   map[int]int64{},
 		coverage: map[string]int{},
-		ghost:    fmt.Sprintf("%s-s%d-ghost", prefix, index),
+		ghost:    ledgerdb.JobKey{AccountID: fmt.Sprintf("%s-s%d", prefix, index), JobID: fmt.Sprintf("%s-s%d-ghost", prefix, index)},
 		other:    other,
 		nobody:   fmt.Sprintf("%s-s%d-nobody", prefix, index),
 		pricing:  pricing,
@@ -341,6 +348,7 @@ func newRndSequence(store *ledgerdb.Store, prefix, other string, pricing rndPric
 			id:      fmt.Sprintf("%s-s%d-j%d", prefix, index, k),
 			request: fmt.Appendf(nil, `{"render":"seq-%d-job-%d"}`, index, k),
 		}
+		j.key = ledgerdb.JobKey{AccountID: s.account, JobID: j.id}
 		if rng.IntN(2) == 0 {
 			// Metered: the kind's maximum, or (one job in three) a smaller one of its own.
 			j.metered, j.meteredAt = true, rng.IntN(len(pricing.metered))
@@ -458,7 +466,7 @@ func (s *rndSequence) run(ctx context.Context) error {
 		if err := s.charge(ctx, j); err != nil {
 			return err
 		}
-		got, err := s.store.Job(ctx, j.id)
+		got, err := s.store.Job(ctx, j.key)
 		if err != nil {
 			return s.failf("reading tombstone %s: %v", j.id, err)
 		}
@@ -668,6 +676,9 @@ func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
 }
 
 func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error {
+	if variant == 3 {
+		return s.submitTwin(ctx, j)
+	}
 	canonical := ledgerdb.Submission{JobID: j.id, AccountID: s.account, Kind: j.kind, MaxUnits: j.maxUnits, Request: j.request}
 	sub := canonical
 	switch variant {
@@ -679,8 +690,6 @@ func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error 
 		} else {
 			sub.Kind = s.pricing.fixed[j.cost+1]
 		}
-	case 3:
-		sub.AccountID = s.other
 	case 4:
 		sub.AccountID = s.nobody
 	case 5:
@@ -697,8 +706,9 @@ func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error 
 	}
 	var want rndWant
 	switch {
-	case !j.exists && variant == 4:
-		// Nothing may be written for an account that does not exist, not even the placeholder.
+	case variant == 4:
+		// Nothing may be written for an account that does not exist, not even the placeholder;
+		// the ID there is that account's, so whatever this job's state, the answer is the same.
 		want.err = ledgerdb.ErrUnknownAccount
 		s.coverage["submit:unknown-account"]++
 	case !j.exists && variant == 7:
@@ -752,6 +762,26 @@ func (s *rndSequence) submit(ctx context.Context, j *rndJob, variant int) error 
 	return s.moved("submit", j, tr, false)
 }
 
+// submitTwin submits the job's ID, with the job's own body, from the other account. Job IDs
+// belong to their account, so that is another job: written once (Applied, then AlreadyApplied)
+// whatever this job's state — even deleted, or never submitted — with nothing charged, and this
+// job left as it stands (check reads it back after the step).
+func (s *rndSequence) submitTwin(ctx context.Context, j *rndJob) error {
+	sub := ledgerdb.Submission{JobID: j.id, AccountID: s.other, Kind: j.kind, MaxUnits: j.maxUnits, Request: j.request}
+	want := ledgerdb.Applied
+	if j.twin {
+		want = ledgerdb.AlreadyApplied
+	}
+	tr, err := s.store.Submit(ctx, sub)
+	if err != nil || tr.Outcome != want || tr.Job.Key() != sub.Key() || tr.Job.State != ledgerdb.StateSubmitting || tr.EntryID != 0 {
+		return s.failf("submit %s from the other account: answered (%q, job %q of %q, %s, entry %d, %v), the model says %q for that account's own job",
+			j.id, tr.Outcome, tr.Job.ID, tr.Job.AccountID, tr.Job.State, tr.EntryID, err, want)
+	}
+	j.twin = true
+	s.coverage["submit:other-account"]++
+	return nil
+}
+
 func (s *rndSequence) charge(ctx context.Context, j *rndJob) error {
 	var want rndWant
 	money := false
@@ -780,7 +810,7 @@ func (s *rndSequence) charge(ctx context.Context, j *rndJob) error {
 			s.coverage["charge:refused-while-in-debt"]++
 		}
 	}
-	tr, err := s.store.Charge(ctx, j.id)
+	tr, err := s.store.Charge(ctx, j.key)
 	if e := s.answer("charge", j, want, tr, err); e != nil {
 		return e
 	}
@@ -808,7 +838,7 @@ func (s *rndSequence) refund(ctx context.Context, j *rndJob, attempts int) error
 	default:
 		want.outcome = ledgerdb.NotApplied
 	}
-	tr, err := s.store.Refund(ctx, j.id, reason, attempts)
+	tr, err := s.store.Refund(ctx, j.key, reason, attempts)
 	if e := s.answer("refund", j, want, tr, err); e != nil {
 		return e
 	}
@@ -838,7 +868,7 @@ func (s *rndSequence) reclaim(ctx context.Context, j *rndJob) error {
 	default:
 		want.outcome = ledgerdb.NotApplied
 	}
-	tr, err := s.store.Reclaim(ctx, j.id)
+	tr, err := s.store.Reclaim(ctx, j.key)
 	if e := s.answer("reclaim", j, want, tr, err); e != nil {
 		return e
 	}
@@ -865,7 +895,7 @@ func (s *rndSequence) deliver(ctx context.Context, j *rndJob, attempts int) erro
 	default:
 		want.outcome = ledgerdb.NotApplied
 	}
-	tr, err := s.store.Deliver(ctx, j.id, attempts)
+	tr, err := s.store.Deliver(ctx, j.key, attempts)
 	if e := s.answer("deliver", j, want, tr, err); e != nil {
 		return e
 	}
@@ -928,7 +958,7 @@ func (s *rndSequence) settle(ctx context.Context, j *rndJob, attempts int, usage
 		want.outcome = ledgerdb.NotApplied
 		s.coverage["settle:not-charged"]++
 	}
-	tr, err := s.store.Settle(ctx, j.id, attempts, usage)
+	tr, err := s.store.Settle(ctx, j.key, attempts, usage)
 	if want.err == ledgerdb.ErrInvalidInput {
 		if !errors.Is(err, want.err) || tr.EntryID != 0 {
 			return s.failf("settle %s with usage %d: answered (%q, entry %d, %v), the model says error %v", j.id, *usage, tr.Outcome, tr.EntryID, err, want.err)
@@ -998,7 +1028,7 @@ func (s *rndSequence) recordAttempt(ctx context.Context, j *rndJob, attempts int
 	default:
 		want.outcome = ledgerdb.NotApplied
 	}
-	tr, err := s.store.RecordAttempt(ctx, j.id, attempts)
+	tr, err := s.store.RecordAttempt(ctx, j.key, attempts)
 	if e := s.answer("record attempt", j, want, tr, err); e != nil {
 		return e
 	}
@@ -1021,7 +1051,7 @@ func (s *rndSequence) delete(ctx context.Context, j *rndJob) error {
 		m.StateBeforeDelete, m.State = m.State, ledgerdb.StateDeleted
 		s.coverage["delete:applied"]++
 	}
-	tr, err := s.store.Delete(ctx, j.id)
+	tr, err := s.store.Delete(ctx, j.key)
 	if e := s.answer("delete", j, want, tr, err); e != nil {
 		return e
 	}
@@ -1096,25 +1126,27 @@ func (s *rndSequence) check(ctx context.Context) error {
 		       coalesce(e.kind, ''), coalesce(e.amount, 0)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE j.account_id = $1 OR j.id = $2
-		ORDER BY j.id, e.id`, s.account, s.ghost)
+		ORDER BY j.id, e.id`, s.account, s.ghost.String())
 	if err != nil {
 		return s.failf("reading the account's rows: %v", err)
 	}
 	for rows.Next() {
 		var j ledgerdb.Job
-		var kind string
+		var stored, kind string
 		var amount int64
-		if err := rows.Scan(&j.ID, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded,
+		if err := rows.Scan(&stored, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded,
 			&j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
 			&j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt,
 			&j.Kind, &j.PriceVersion, &j.Unit, &j.UnitPrice, &j.HeldUnits, &j.UnitsUsed, &j.IsSettled, &j.SettledAt, &kind, &amount); err != nil {
 			rows.Close()
 			return s.failf("reading the account's rows: %v", err)
 		}
-		jr := byID[j.ID]
+		// The table holds the key; the model, like the API, names the job by its own ID.
+		_, j.ID, _ = strings.Cut(stored, "/")
+		jr := byID[stored]
 		if jr == nil {
 			jr = &jobRows{job: j, kinds: map[string][]int64{}}
-			byID[j.ID] = jr
+			byID[stored] = jr
 		}
 		if kind != "" {
 			jr.kinds[kind] = append(jr.kinds[kind], amount)
@@ -1125,8 +1157,8 @@ func (s *rndSequence) check(ctx context.Context) error {
 	}
 	existing := 0
 	for _, j := range s.jobs {
-		jr := byID[j.id]
-		delete(byID, j.id)
+		jr := byID[j.key.String()]
+		delete(byID, j.key.String())
 		if !j.exists {
 			if jr != nil {
 				return s.failf("job %s was never accepted but has a row (state %s, rows %v)", j.id, jr.job.State, jr.kinds)

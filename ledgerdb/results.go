@@ -22,8 +22,8 @@ const MaxOutputRefLength = 2048
 // It never carries an amount: the ledger bills the job's recorded price (money rule 5); the only
 // number it carries is the usage, which the settlement caps at the job's hold.
 type ResultReport struct {
-	// JobID is the job whose result landed.
-	JobID string
+	// Key names the job whose result landed.
+	Key JobKey
 	// Attempt is the attempt that produced it, from 1.
 	Attempt int
 	// OutputRef points at the job's output.
@@ -39,7 +39,7 @@ type ResultReport struct {
 // an output reference that is present, not too long, valid UTF-8 and free of control characters,
 // and a usage, if any, that is not negative.
 func (r ResultReport) Validate() error {
-	if err := ValidateID("job ID", r.JobID); err != nil {
+	if err := r.Key.Validate(); err != nil {
 		return err
 	}
 	if err := ValidateAttempt(r.Attempt); err != nil {
@@ -129,9 +129,9 @@ func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResul
 	)
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome, &state, &receivedAt, &rec.AppliedAt) },
 		`SELECT outcome, job_state, received_at, applied_at FROM ledger_record_result($1, $2, $3, $4, $5)`,
-		r.JobID, int32(r.Attempt), r.OutputRef, finished, r.UnitsUsed)
+		r.Key.String(), int32(r.Attempt), r.OutputRef, finished, r.UnitsUsed)
 	if err != nil {
-		return RecordedResult{}, fmt.Errorf("job %q: recording the result of attempt %d: %w", r.JobID, r.Attempt, err)
+		return RecordedResult{}, fmt.Errorf("job %s: recording the result of attempt %d: %w", r.Key, r.Attempt, err)
 	}
 	rec.JobState, rec.ReceivedAt = State(deref(state)), deref(receivedAt)
 	switch outcome {
@@ -139,15 +139,15 @@ func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResul
 		rec.Outcome = Outcome(outcome)
 		return rec, nil
 	case "conflict":
-		return rec, fmt.Errorf("job %q: attempt %d was reported before with another output or usage: %w", r.JobID, r.Attempt, ErrConflict)
+		return rec, fmt.Errorf("job %s: attempt %d was reported before with another output or usage: %w", r.Key, r.Attempt, ErrConflict)
 	case "not_started":
-		return rec, fmt.Errorf("job %q is %s: %w", r.JobID, rec.JobState, ErrNotStarted)
+		return rec, fmt.Errorf("job %s is %s: %w", r.Key, rec.JobState, ErrNotStarted)
 	case "gone":
-		return rec, fmt.Errorf("job %q: %w", r.JobID, ErrGone)
+		return rec, fmt.Errorf("job %s: %w", r.Key, ErrGone)
 	case "not_found":
-		return rec, fmt.Errorf("job %q: %w", r.JobID, ErrJobNotFound)
+		return rec, fmt.Errorf("job %s: %w", r.Key, ErrJobNotFound)
 	}
-	return rec, fmt.Errorf("job %q: unexpected answer %q recording a result", r.JobID, outcome)
+	return rec, fmt.Errorf("job %s: unexpected answer %q recording a result", r.Key, outcome)
 }
 
 // How a recorded result reached the money: the values of [Store.MarkResultApplied]'s via.
@@ -163,8 +163,8 @@ const (
 
 // MarkResultApplied records that a recorded result was taken (via is one of AppliedBySignal,
 // AppliedByFallback, AppliedSettled), once: a second call answers AlreadyApplied.
-func (s *Store) MarkResultApplied(ctx context.Context, jobID string, attempt int, via string) (Outcome, error) {
-	if err := ValidateID("job ID", jobID); err != nil {
+func (s *Store) MarkResultApplied(ctx context.Context, key JobKey, attempt int, via string) (Outcome, error) {
+	if err := key.Validate(); err != nil {
 		return "", err
 	}
 	if err := ValidateAttempt(attempt); err != nil {
@@ -177,22 +177,20 @@ func (s *Store) MarkResultApplied(ctx context.Context, jobID string, attempt int
 	}
 	var outcome string
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome) },
-		`SELECT ledger_mark_result_applied($1, $2, $3)`, jobID, int32(attempt), via)
+		`SELECT ledger_mark_result_applied($1, $2, $3)`, key.String(), int32(attempt), via)
 	if err != nil {
-		return "", fmt.Errorf("job %q: marking the result of attempt %d applied: %w", jobID, attempt, err)
+		return "", fmt.Errorf("job %s: marking the result of attempt %d applied: %w", key, attempt, err)
 	}
 	if outcome == "not_found" {
-		return "", fmt.Errorf("job %q, attempt %d: no such recorded result: %w", jobID, attempt, ErrJobNotFound)
+		return "", fmt.Errorf("job %s, attempt %d: no such recorded result: %w", key, attempt, ErrJobNotFound)
 	}
 	return Outcome(outcome), nil
 }
 
 // UnappliedResult is a recorded report that no workflow has taken yet.
 type UnappliedResult struct {
-	// Report is what was reported.
+	// Report is what was reported, naming the job and so its account.
 	Report ResultReport
-	// AccountID is the job's account.
-	AccountID string
 	// ReceivedAt is when it was recorded.
 	ReceivedAt time.Time
 }
@@ -207,7 +205,7 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 	if limit <= 0 || limit > MaxPlaceholders {
 		return nil, &InvalidInputError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be between 1 and %d", limit, MaxPlaceholders)}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.units_used, r.received_at, j.account_id
+	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.units_used, r.received_at
 		FROM result_reports r JOIN jobs j ON j.id = r.job_id
 		WHERE r.applied_at IS NULL AND r.received_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
@@ -218,10 +216,15 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 	results, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnappliedResult, error) {
 		var (
 			u        UnappliedResult
+			key      string
 			attempt  int32
 			finished *time.Time
 		)
-		err := row.Scan(&u.Report.JobID, &attempt, &u.Report.OutputRef, &finished, &u.Report.UnitsUsed, &u.ReceivedAt, &u.AccountID)
+		if err := row.Scan(&key, &attempt, &u.Report.OutputRef, &finished, &u.Report.UnitsUsed, &u.ReceivedAt); err != nil {
+			return u, err
+		}
+		var err error
+		u.Report.Key, err = keyOf(key)
 		u.Report.Attempt, u.Report.FinishedAt = int(attempt), deref(finished)
 		return u, err
 	})

@@ -20,8 +20,8 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	kind := ledgertest.Fixed(t, s, 40)
 	acct := ledgertest.Account(t, s, 100)
 	for _, refundFirst := range []bool{false, true} {
-		id := ledgertest.ID(t, "fixed")
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: kind, Request: []byte("x")})
+		id := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "fixed")}
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: id.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
 		require.NoError(t, err)
 		_, err = s.Charge(ctx, id)
 		require.NoError(t, err)

@@ -94,11 +94,12 @@ func TestDuplicateStorm(t *testing.T) {
 	prefix := ledgertest.ID(t, "storm")
 	type stormJob struct {
 		id, account string
+		key         ledgerdb.JobKey
 		cost        int64
 		fate        stormFate
 	}
 	jobs := make([]stormJob, jobCount)
-	ids := make([]string, jobCount)
+	keys := make([]ledgerdb.JobKey, jobCount)
 	for i := range jobs {
 		jobs[i] = stormJob{
 			id:      fmt.Sprintf("%s-%04d", prefix, i),
@@ -106,7 +107,8 @@ func TestDuplicateStorm(t *testing.T) {
 			cost:    1 + rng.Int64N(500),
 			fate:    stormFate(rng.IntN(4)),
 		}
-		ids[i] = jobs[i].id
+		jobs[i].key = ledgerdb.JobKey{AccountID: jobs[i].account, JobID: jobs[i].id}
+		keys[i] = jobs[i].key
 	}
 
 	call := func(c stormCall) stormResult {
@@ -117,13 +119,13 @@ func TestDuplicateStorm(t *testing.T) {
 		case stormSubmit:
 			tr, err = store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: ledgertest.Fixed(t, store, j.cost), Request: []byte(`{"render":"storm"}`)})
 		case stormCharge:
-			tr, err = store.Charge(ctx, j.id)
+			tr, err = store.Charge(ctx, j.key)
 		case stormRefund:
-			tr, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+			tr, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3)
 		case stormReclaim:
-			tr, err = store.Reclaim(ctx, j.id)
+			tr, err = store.Reclaim(ctx, j.key)
 		case stormDeliver:
-			tr, err = store.Deliver(ctx, j.id, 1)
+			tr, err = store.Deliver(ctx, j.key, 1)
 		case stormGrant:
 			var p ledgerdb.Posting
 			p, err = store.Grant(ctx, ledgerdb.Credit{AccountID: j.account, Amount: stormGrantAmount, Key: "grant-" + j.id})
@@ -289,9 +291,9 @@ func TestDuplicateStorm(t *testing.T) {
 	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
 
 	// The rows themselves, straight from the table, not through the package under test.
-	rows := stormRowsByJob(t, store, ids)
+	rows := stormRowsByJob(t, store, keys)
 	states := map[string]ledgerdb.State{}
-	stateRows, err := store.Pool().Query(ctx, `SELECT id, state FROM jobs WHERE id = ANY($1)`, ids)
+	stateRows, err := store.Pool().Query(ctx, `SELECT id, state FROM jobs WHERE id = ANY($1)`, keyStrings(keys))
 	require.NoError(t, err)
 	for stateRows.Next() {
 		var id, state string
@@ -318,7 +320,7 @@ func TestDuplicateStorm(t *testing.T) {
 			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = j.cost, -j.cost
 			wantState = ledgerdb.StateRecovered
 		}
-		got := rows[j.id]
+		got := rows[j.key]
 		for _, kind := range []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim} {
 			amounts := got[kind]
 			wantAmount, wanted := want[kind]
@@ -332,8 +334,8 @@ func TestDuplicateStorm(t *testing.T) {
 				wantBalance[j.account] += wantAmount
 			}
 		}
-		if states[j.id] != wantState {
-			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.id], wantState))
+		if states[j.key.String()] != wantState {
+			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.key.String()], wantState))
 		}
 	}
 	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
@@ -348,23 +350,37 @@ func TestDuplicateStorm(t *testing.T) {
 		calls, jobCount, accountCount, contestedRefunded, contestedDelivered)
 }
 
+// keyStrings is the keys as the ledger stores them.
+func keyStrings(keys []ledgerdb.JobKey) []string {
+	stored := make([]string, len(keys))
+	for i, k := range keys {
+		stored[i] = k.String()
+	}
+	return stored
+}
+
 // stormRowsByJob reads the amounts of every charge, refund and reclaim row of the given jobs
 // straight from ledger_entries.
-func stormRowsByJob(t *testing.T, store *ledgerdb.Store, jobIDs []string) map[string]map[ledgerdb.EntryKind][]int64 {
+func stormRowsByJob(t *testing.T, store *ledgerdb.Store, jobs []ledgerdb.JobKey) map[ledgerdb.JobKey]map[ledgerdb.EntryKind][]int64 {
 	t.Helper()
+	keys := map[string]ledgerdb.JobKey{}
+	for _, job := range jobs {
+		keys[job.String()] = job
+	}
 	rows, err := store.Pool().Query(t.Context(),
-		`SELECT job_id, kind, amount FROM ledger_entries WHERE job_id = ANY($1) ORDER BY id`, jobIDs)
+		`SELECT job_id, kind, amount FROM ledger_entries WHERE job_id = ANY($1) ORDER BY id`, keyStrings(jobs))
 	require.NoError(t, err)
 	defer rows.Close()
-	byJob := map[string]map[ledgerdb.EntryKind][]int64{}
+	byJob := map[ledgerdb.JobKey]map[ledgerdb.EntryKind][]int64{}
 	for rows.Next() {
-		var jobID, kind string
+		var stored, kind string
 		var amount int64
-		require.NoError(t, rows.Scan(&jobID, &kind, &amount))
-		if byJob[jobID] == nil {
-			byJob[jobID] = map[ledgerdb.EntryKind][]int64{}
+		require.NoError(t, rows.Scan(&stored, &kind, &amount))
+		job := keys[stored]
+		if byJob[job] == nil {
+			byJob[job] = map[ledgerdb.EntryKind][]int64{}
 		}
-		byJob[jobID][ledgerdb.EntryKind(kind)] = append(byJob[jobID][ledgerdb.EntryKind(kind)], amount)
+		byJob[job][ledgerdb.EntryKind(kind)] = append(byJob[job][ledgerdb.EntryKind(kind)], amount)
 	}
 	require.NoError(t, rows.Err())
 	return byJob
@@ -392,11 +408,12 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	defer cancel()
 	account := ledgertest.Account(t, store, covered*cost)
 	prefix := ledgertest.ID(t, "overdraw")
-	ids := make([]string, jobCount+fresh)
+	ids := make([]ledgerdb.JobKey, jobCount+fresh)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
-		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: ids[i], AccountID: account, Kind: ledgertest.Fixed(t, store, cost)})
+		sub := ledgerdb.Submission{JobID: fmt.Sprintf("%s-%02d", prefix, i), AccountID: account, Kind: ledgertest.Fixed(t, store, cost)}
+		_, err := store.Submit(ctx, sub)
 		require.NoError(t, err)
+		ids[i] = sub.Key()
 	}
 
 	type answer struct {
@@ -506,9 +523,10 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 		`SELECT coalesce(min(balance_after), 0) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, account).Scan(&lowest))
 	require.GreaterOrEqual(t, lowest, int64(0), "a charge overdrew the account")
 	if balance < 0 {
-		_, err := store.Submit(ctx, ledgerdb.Submission{JobID: prefix + "-in-debt", AccountID: account, Kind: ledgertest.Fixed(t, store, 1)})
+		inDebt := ledgerdb.Submission{JobID: prefix + "-in-debt", AccountID: account, Kind: ledgertest.Fixed(t, store, 1)}
+		_, err := store.Submit(ctx, inDebt)
 		require.NoError(t, err)
-		_, err = store.Charge(ctx, prefix+"-in-debt")
+		_, err = store.Charge(ctx, inDebt.Key())
 		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits, "a negative balance refuses every charge")
 	}
 	ledgertest.RequireSound(t, store, account)
@@ -567,6 +585,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 	)
 	type stormJob struct {
 		id, account string
+		key         ledgerdb.JobKey
 		price       ledgerdb.Price
 		held        int64
 		maxUnits    int64
@@ -574,10 +593,11 @@ func TestMeteredSettleStorm(t *testing.T) {
 		usages      []*int64 // the usages its reports and settles carry
 	}
 	jobs := make([]stormJob, jobCount)
-	ids := make([]string, jobCount)
+	keys := make([]ledgerdb.JobKey, jobCount)
 	for i := range jobs {
 		p := kinds[rng.IntN(len(kinds))]
 		j := stormJob{id: fmt.Sprintf("%s-%04d", prefix, i), account: accounts[i%accountCount], price: p, held: p.MaxUnits, before: before(rng.IntN(4))}
+		j.key = ledgerdb.JobKey{AccountID: j.account, JobID: j.id}
 		if rng.IntN(3) == 0 {
 			j.maxUnits = 1 + rng.Int64N(p.MaxUnits)
 			j.held = j.maxUnits
@@ -586,7 +606,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 		candidates := []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1 + rng.Int64N(j.held)), ledgerdb.Units(j.held), ledgerdb.Units(j.held + 1 + rng.Int64N(100))}
 		rng.Shuffle(len(candidates), func(a, b int) { candidates[a], candidates[b] = candidates[b], candidates[a] })
 		j.usages = candidates[:3]
-		jobs[i], ids[i] = j, j.id
+		jobs[i], keys[i] = j, j.key
 	}
 
 	// Set-up, concurrently: submit and charge every job, and take it where it stands before its
@@ -614,18 +634,18 @@ func TestMeteredSettleStorm(t *testing.T) {
 		if _, err := store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: j.price.Kind, MaxUnits: j.maxUnits, Request: []byte("storm")}); err != nil {
 			return err
 		}
-		if _, err := store.Charge(ctx, j.id); err != nil {
+		if _, err := store.Charge(ctx, j.key); err != nil {
 			return err
 		}
 		var err error
 		switch j.before {
 		case refunded:
-			_, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+			_, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3)
 		case deliveredByOldStep:
-			_, err = store.Deliver(ctx, j.id, 1)
+			_, err = store.Deliver(ctx, j.key, 1)
 		case recoveredByOldStep:
-			if _, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3); err == nil {
-				_, err = store.Reclaim(ctx, j.id)
+			if _, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3); err == nil {
+				_, err = store.Reclaim(ctx, j.key)
 			}
 		}
 		return err
@@ -662,9 +682,9 @@ func TestMeteredSettleStorm(t *testing.T) {
 		a := answer{call: c}
 		j := jobs[c.job]
 		if c.settle {
-			a.tr, a.err = store.Settle(ctx, j.id, 2, c.usage)
+			a.tr, a.err = store.Settle(ctx, j.key, 2, c.usage)
 		} else {
-			a.rec, a.err = store.RecordResult(ctx, ledgerdb.ResultReport{JobID: j.id, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
+			a.rec, a.err = store.RecordResult(ctx, ledgerdb.ResultReport{Key: j.key, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
 		}
 		answers[i] = a
 		return nil
@@ -740,7 +760,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 
 	// The inbox holds one report per job, with the winner's usage.
 	inbox := map[string]*int64{}
-	rows, err := store.Pool().Query(ctx, `SELECT job_id, units_used FROM result_reports WHERE job_id = ANY($1)`, ids)
+	rows, err := store.Pool().Query(ctx, `SELECT job_id, units_used FROM result_reports WHERE job_id = ANY($1)`, keyStrings(keys))
 	require.NoError(t, err)
 	for rows.Next() {
 		var id string
@@ -753,15 +773,15 @@ func TestMeteredSettleStorm(t *testing.T) {
 	require.NoError(t, rows.Err())
 
 	// The rows, straight from the table.
-	byJob := stormRowsByJob(t, store, ids)
+	byJob := stormRowsByJob(t, store, keys)
 	wantBalance := map[string]int64{}
 	for _, a := range accounts {
 		wantBalance[a] = grant
 	}
 	var releases, settledRefunded, oldSteps int
 	for i, j := range jobs {
-		if !sameUsage(inbox[j.id], reportedAs[i]) {
-			problems = append(problems, fmt.Sprintf("job %s: the inbox holds usage %v, the winning report said %v", j.id, inbox[j.id], reportedAs[i]))
+		if !sameUsage(inbox[j.key.String()], reportedAs[i]) {
+			problems = append(problems, fmt.Sprintf("job %s: the inbox holds usage %v, the winning report said %v", j.id, inbox[j.key.String()], reportedAs[i]))
 		}
 		hold := j.held * j.price.UnitPrice
 		used := used(i)
@@ -779,7 +799,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 			want[ledgerdb.KindRelease] = []int64{released}
 			releases++
 		}
-		if got := byJob[j.id]; !reflect.DeepEqual(got, want) {
+		if got := byJob[j.key]; !reflect.DeepEqual(got, want) {
 			problems = append(problems, fmt.Sprintf("job %s (hold %d, used %d): rows %v, want %v", j.id, hold, used, got, want))
 		}
 		wantBalance[j.account] -= used * j.price.UnitPrice

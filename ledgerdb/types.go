@@ -51,9 +51,9 @@ func (s State) MoneyState() MoneyState {
 
 // Job is a job's row: who pays, what it costs, where it stands, and its guard flags.
 type Job struct {
-	// ID is the client-generated job ID; it is also the job's workflow ID.
+	// ID is the client-generated job ID, unique within its account.
 	ID string
-	// AccountID is the account that pays for the job.
+	// AccountID is the account the job belongs to, which pays for it.
 	AccountID string
 	// Cost is what the job's charge holds, in credits, fixed at submission: its unit price times
 	// its held units. Every charge, refund and reclaim moves exactly this amount.
@@ -89,6 +89,9 @@ type Job struct {
 	IsSettled bool
 	SettledAt *time.Time
 }
+
+// Key names the job: its account and its ID.
+func (j Job) Key() JobKey { return JobKey{AccountID: j.AccountID, JobID: j.ID} }
 
 // Charged is what the job costs its account as it stands: the whole hold while it is charged
 // and unsettled, the units used × unit price once settled, 0 when it is not charged.

@@ -36,15 +36,17 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// multiPolicy settles a job in seconds: 2 attempts of at most 6 s, 200 ms apart. The heartbeat
-// timeout, 2 s, is how soon an attempt on a killed worker is taken for dead and retried on the
-// other; the work heartbeats every third of it, so a live attempt never misses it. A refunded job
-// closes 1 s after its refund.
+// multiPolicy settles a job in seconds: 2 attempts of at most 12 s, 200 ms apart. The heartbeat
+// timeout, 4 s, is how soon an attempt on a killed worker is taken for dead and retried on the
+// other; the work heartbeats every third of it, so a live attempt never misses it, even on a
+// loaded machine (at 2 s, a 3 s attempt of a succeeding job timed out there and was refunded). A
+// refunded job closes 1 s after its refund.
 func multiPolicy() workflows.Policy {
 	p := workertest.QuickPolicy()
 	p.InitialInterval = 200 * time.Millisecond
 	p.MaximumAttempts = 2
-	p.StartToClose = 6 * time.Second
+	p.StartToClose = 12 * time.Second
+	p.HeartbeatTimeout = 4 * time.Second
 	p.LateResultWindow = time.Second
 	return p
 }
@@ -135,6 +137,9 @@ type multiJob struct {
 	cost        int64
 	want        ledgerdb.State
 }
+
+// key names the job.
+func (j multiJob) key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: j.account, JobID: j.id} }
 
 // workflowID is the job's workflow ID.
 func (j multiJob) workflowID() string { return workflows.JobWorkflowID(j.account, j.id) }
@@ -280,7 +285,7 @@ func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, store *ledg
 func waitSettled(ctx context.Context, t *testing.T, st *jobs.Service, submitted []multiJob) {
 	t.Helper()
 	for _, j := range submitted {
-		s, err := st.Wait(ctx, j.id, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
+		s, err := st.Wait(ctx, j.key(), ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
 		require.NoError(t, err)
 		require.Equal(t, j.want, s.State, "job %s", j.id)
 	}

@@ -48,8 +48,8 @@ func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Ser
 // healer lets the reconcile pass heal through the job service.
 type healer struct{ st *jobs.Service }
 
-func (h healer) Resume(ctx context.Context, jobID string) (ledgerdb.State, ledgerdb.RejectReason, error) {
-	status, err := h.st.Resume(ctx, jobID)
+func (h healer) Resume(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.State, ledgerdb.RejectReason, error) {
+	status, err := h.st.Resume(ctx, job)
 	return status.State, ledgerdb.RejectReason(status.Reason), err
 }
 

@@ -112,9 +112,9 @@ func TestCancelledRunRefundsAsStoppedByAnOperator(t *testing.T) {
 // refund. A second heal run refunds nothing more.
 func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	h := newHarness(t, "healed", 100, succeed)
-	_, err := h.ledger.Charge(context.Background(), "healed")
+	_, err := h.ledger.Charge(context.Background(), h.key())
 	require.NoError(t, err)
-	_, err = h.ledger.RecordAttempt(context.Background(), "healed", 1)
+	_, err = h.ledger.RecordAttempt(context.Background(), h.key(), 1)
 	require.NoError(t, err)
 	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 1, OutputRef: "s3://late"})
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
@@ -128,7 +128,7 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 
 	assert.Equal(t, recovered, status.State)
 	assert.Equal(t, 0, h.workCallCount(), "a heal run never runs the work again")
-	job, _ := h.ledger.Job(h.jobID)
+	job, _ := h.ledger.Job(h.key())
 	assert.Equal(t, "stopped by an operator: terminated (bad input)", job.RefundReason)
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, refunded, recovered}, []bool{false, true, false})
@@ -158,8 +158,8 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 
 	direct := run(t, ledger, input("direct", "s3://in/direct"))
 	assert.Equal(t, delivered, direct.State)
-	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("direct"))
-	assert.Equal(t, 1, countCalls(ledger, activitiestest.OpSubmit, "direct"))
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(jobOf("direct")))
+	assert.Equal(t, 1, countCalls(ledger, activitiestest.OpSubmit, jobOf("direct")))
 
 	// Another request already holds the ID: nothing is charged for this run.
 	_, err := ledger.Submit(context.Background(), ledgerdb.Submission{JobID: "taken", AccountID: account, Kind: kind, Request: []byte("s3://in/theirs")})
@@ -167,7 +167,7 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	conflict := run(t, ledger, input("taken", "s3://in/mine"))
 	assert.Equal(t, rejected, conflict.State)
 	assert.Contains(t, conflict.Reason, "different request")
-	assert.Empty(t, ledger.Kinds("taken"))
+	assert.Empty(t, ledger.Kinds(jobOf("taken")))
 
 	unknown := input("nobody", "s3://in/x")
 	unknown.AccountID = "no-such-account"
@@ -186,17 +186,17 @@ func TestLedgerRefusalRaisesAnAlarm(t *testing.T) {
 
 	assert.Equal(t, running, status.State, "the refund was not written")
 	assert.Contains(t, status.Alarm, "refund refused by the ledger")
-	msg, raised := h.ledger.Alarm("alarm", "refund")
+	msg, raised := h.ledger.Alarm(h.key(), "refund")
 	assert.True(t, raised, "an alarm was raised")
 	assert.Contains(t, msg, "amount out of range")
-	assert.Equal(t, 1, countCalls(h.ledger, activitiestest.OpRefund, "alarm"), "a refusal for good is not retried")
+	assert.Equal(t, 1, countCalls(h.ledger, activitiestest.OpRefund, h.key()), "a refusal for good is not retried")
 }
 
-// countCalls counts the calls of op for jobID.
-func countCalls(ledger *activitiestest.MemoryLedger, op, jobID string) int {
+// countCalls counts the calls of op for the job.
+func countCalls(ledger *activitiestest.MemoryLedger, op string, job ledgerdb.JobKey) int {
 	n := 0
 	for _, c := range ledger.Calls() {
-		if c.Op == op && c.JobID == jobID {
+		if c.Op == op && c.Job == job {
 			n++
 		}
 	}

@@ -26,13 +26,19 @@ func LateResultWorkflowID(accountID, jobID string) string {
 type LateResultInput struct {
 	// JobID is the job whose result landed.
 	JobID string
-	// AccountID is the job's account, for the AccountID search attribute.
+	// AccountID is the job's account: job IDs belong to their account. It also sets the
+	// AccountID search attribute.
 	AccountID string
 	// Cost is what the job's charge holds, as the ledger recorded it, for the summary only; the
 	// ledger reclaims its own record.
 	Cost int64
 	// Result is the result that landed.
 	Result ResultSignal
+}
+
+// Job names the job whose result landed.
+func (in LateResultInput) Job() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: in.AccountID, JobID: in.JobID}
 }
 
 // StaticSummary is the fallback's one-line summary in the UI's workflow list.
@@ -71,9 +77,9 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 	if workflow.GetVersion(ctx, lateResultVersionID, lateResultOriginal, lateResultSettles) == lateResultOriginal {
 		res, err = ledgerStep(ctx,
 			fmt.Sprintf("reclaim %d credits: the result of attempt %d landed after the workflow closed", in.Cost, in.Result.Attempt),
-			a.Reclaim, activities.ReclaimInput{JobID: in.JobID})
+			a.Reclaim, activities.ReclaimInput{Job: in.Job()})
 	} else {
-		report := ledgerdb.ResultReport{JobID: in.JobID, Attempt: in.Result.Attempt, OutputRef: in.Result.OutputRef, UnitsUsed: in.Result.UnitsUsed}
+		report := ledgerdb.ResultReport{Key: in.Job(), Attempt: in.Result.Attempt, OutputRef: in.Result.OutputRef, UnitsUsed: in.Result.UnitsUsed}
 		if problem := report.Validate(); problem != nil {
 			// No payload fails a run: a result the ledger would refuse is not billed.
 			out.Outcome, out.Message = ledgerdb.NotApplied, "The result was refused: "+problem.Error()
@@ -81,11 +87,11 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 		}
 		res, err = ledgerStep(ctx,
 			fmt.Sprintf("settle the result of attempt %d: it landed after the workflow closed", in.Result.Attempt),
-			a.Settle, activities.SettleInput{JobID: in.JobID, Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed})
+			a.Settle, activities.SettleInput{Job: in.Job(), Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed})
 		if refusedForGood(err) {
 			message := ledgerdb.ClipText(err.Error())
 			if _, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the settle", a.RaiseAlarm,
-				activities.AlarmInput{JobID: in.JobID, Step: "settle", Message: message}); alarmErr != nil {
+				activities.AlarmInput{Job: in.Job(), Step: "settle", Message: message}); alarmErr != nil {
 				workflow.GetLogger(ctx).Error("Raising an alarm failed.", "Error", alarmErr)
 			}
 			out.Outcome, out.Message = ledgerdb.NotApplied, "ALARM: the ledger refused to settle the result: "+message

@@ -46,8 +46,8 @@ func TestMeteredJobIsSettledAtItsUsage(t *testing.T) {
 			if tc.release > 0 {
 				kinds = append(kinds, ledgerdb.KindRelease)
 			}
-			assert.Equal(t, kinds, h.ledger.Kinds("metered"))
-			assert.Equal(t, -tc.charged, h.ledger.Net("metered"))
+			assert.Equal(t, kinds, h.ledger.Kinds(h.key()))
+			assert.Equal(t, -tc.charged, h.ledger.Net(h.key()))
 			assert.Equal(t, 100-tc.charged, h.ledger.Balance(account))
 		})
 	}
@@ -68,13 +68,13 @@ func TestMeteredLateResultReclaimsThenSettles(t *testing.T) {
 	require.Equal(t, recovered, status.State)
 	assert.Equal(t, 1, status.IgnoredSignals, "the negative usage was refused")
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim, ledgerdb.KindRelease},
-		h.ledger.Kinds("metered-late"))
-	entries := h.ledger.Entries("metered-late")
+		h.ledger.Kinds(h.key()))
+	entries := h.ledger.Entries(h.key())
 	assert.Equal(t, []int64{-60, 60, -60, 42}, []int64{entries[0].Amount, entries[1].Amount, entries[2].Amount, entries[3].Amount},
 		"charge, refund and reclaim move the hold; the release returns (30 − 9) × 2")
-	assert.Equal(t, int64(-18), h.ledger.Net("metered-late"))
+	assert.Equal(t, int64(-18), h.ledger.Net(h.key()))
 	assert.Equal(t, int64(18), status.Charged)
-	job, _ := h.ledger.Job("metered-late")
+	job, _ := h.ledger.Job(h.key())
 	require.NotNil(t, job.UnitsUsed)
 	assert.Equal(t, int64(9), *job.UnitsUsed)
 }

@@ -31,7 +31,8 @@ type JobInput struct {
 	// ledger never moved it (money rule 5), and a run of the current version refuses an input
 	// that carries one: prices are set by the server.
 	Cost int64 `json:",omitempty"`
-	// Work says what to run; JobID and Attempt are filled in by the workflow and the activity.
+	// Work says what to run; the job's IDs and Attempt are filled in by the workflow and the
+	// activity.
 	Work activities.WorkRequest
 	// Policy is how the work is retried and how long a late result is awaited; zero fields take
 	// the defaults of [DefaultPolicy].
@@ -49,6 +50,11 @@ type HealRequest struct {
 	Reason string
 	// PreviousRunID is the run that ended unsettled.
 	PreviousRunID string
+}
+
+// Job names the job: its account and its ID.
+func (in JobInput) Job() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: in.AccountID, JobID: in.JobID}
 }
 
 // Validate says why a run of the current version cannot bill this input under workflowID, or

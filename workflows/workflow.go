@@ -219,7 +219,7 @@ func (j *meteredJob) charge(ctx workflow.Context) (activities.LedgerResult, erro
 		summary = fmt.Sprintf("charge the hold of a %s job", j.kindName())
 	}
 	if j.original() || (j.priced() && j.in.Kind == "") {
-		return ledgerStep(ctx, summary, a.Charge, activities.ChargeInput{JobID: j.in.JobID})
+		return ledgerStep(ctx, summary, a.Charge, activities.ChargeInput{Job: j.in.Job()})
 	}
 	submit := activities.SubmitInput{JobID: j.in.JobID, AccountID: j.in.AccountID, Kind: j.in.Kind, MaxUnits: j.in.MaxUnits, InputRef: j.in.Work.InputRef}
 	fingerprint := submit.Submission().Fingerprint()
@@ -228,7 +228,7 @@ func (j *meteredJob) charge(ctx workflow.Context) (activities.LedgerResult, erro
 		// placeholder can no longer be written: the ledger takes no amount from a caller.)
 		fingerprint = ledgerdb.CostFingerprint(j.in.AccountID, j.in.Cost, []byte(j.in.Work.InputRef))
 	}
-	input := activities.ChargeInput{JobID: j.in.JobID, Fingerprint: fingerprint}
+	input := activities.ChargeInput{Job: j.in.Job(), Fingerprint: fingerprint}
 	charge, err := ledgerStep(ctx, summary, a.Charge, input)
 	if errorType(err) != activities.ErrorTypeJobNotFound {
 		return charge, err
@@ -252,7 +252,7 @@ func (j *meteredJob) refuse(ctx workflow.Context, reason string) {
 func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) error {
 	j.status.Attempts = max(j.status.Attempts, attempts)
 	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.held, reason),
-		a.Refund, activities.RefundInput{JobID: j.in.JobID, Reason: reason, Attempts: attempts})
+		a.Refund, activities.RefundInput{Job: j.in.Job(), Reason: reason, Attempts: attempts})
 	if err != nil {
 		return j.stepFailed(ctx, "refund", err)
 	}
@@ -303,7 +303,7 @@ func (j *meteredJob) stepFailed(ctx workflow.Context, step string, err error) er
 	j.status.Alarm = fmt.Sprintf("%s refused by the ledger: %s", step, message)
 	j.decideCharge(j.status.State, j.status.MoneyState, j.status.Alarm)
 	_, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the "+step, a.RaiseAlarm,
-		activities.AlarmInput{JobID: j.in.JobID, Step: step, Message: message})
+		activities.AlarmInput{Job: j.in.Job(), Step: step, Message: message})
 	if alarmErr != nil {
 		workflow.GetLogger(ctx).Error("Raising an alarm failed.", "Step", step, "Error", alarmErr)
 	}
@@ -326,7 +326,7 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 	workCtx = workflow.WithActivityOptions(workCtx,
 		p.WorkActivityOptions(fmt.Sprintf("run the work: up to %d attempts, %s each", p.MaximumAttempts, p.StartToClose)))
 	req := j.in.Work
-	req.JobID, req.Attempt, req.PriorAttempts = j.in.JobID, 0, j.status.Attempts
+	req.JobID, req.AccountID, req.Attempt, req.PriorAttempts = j.in.JobID, j.in.AccountID, 0, j.status.Attempts
 	work := workflow.ExecuteActivity(workCtx, a.RunWork, req)
 
 	out := workOutcome{lastAttempt: int32(req.PriorAttempts) + p.MaximumAttempts}
@@ -370,17 +370,17 @@ func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 		if j.status.State == ledgerdb.StateRefunded {
 			reclaimSummary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.held, res.Attempt)
 		}
-		if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{JobID: j.in.JobID}); err != nil {
+		if _, err := ledgerStep(ctx, reclaimSummary, a.Reclaim, activities.ReclaimInput{Job: j.in.Job()}); err != nil {
 			return j.stepFailed(ctx, "reclaim", err)
 		}
 		settled, err = ledgerStep(ctx, fmt.Sprintf("deliver the result of attempt %d", res.Attempt),
-			a.Deliver, activities.DeliverInput{JobID: j.in.JobID, Attempts: res.Attempt})
+			a.Deliver, activities.DeliverInput{Job: j.in.Job(), Attempts: res.Attempt})
 	} else {
 		summary := fmt.Sprintf("deliver the result of attempt %d", res.Attempt)
 		if j.status.State == ledgerdb.StateRefunded {
 			summary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.held, res.Attempt)
 		}
-		input := activities.SettleInput{JobID: j.in.JobID, Attempt: res.Attempt}
+		input := activities.SettleInput{Job: j.in.Job(), Attempt: res.Attempt}
 		if j.priced() {
 			input.UnitsUsed = res.UnitsUsed
 			summary += ", settle " + usageText(res.UnitsUsed)

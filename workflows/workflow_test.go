@@ -36,6 +36,9 @@ const (
 	gpuMax   = 30
 )
 
+// jobOf names the account's job id in the ledger: job IDs belong to their account.
+func jobOf(id string) ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: account, JobID: id} }
+
 // newLedger is an in-memory ledger with the tests' price list.
 func newLedger() *activitiestest.MemoryLedger {
 	ledger := activitiestest.NewMemoryLedger()
@@ -62,11 +65,12 @@ type workFunc func(ctx context.Context, req activities.WorkRequest, call int) (a
 // harness runs one job's workflow over the real activities, an in-memory ledger with the
 // ledger's guards, and a mocked work activity.
 type harness struct {
-	t      *testing.T
-	jobID  string
-	kind   string
-	env    *testsuite.TestWorkflowEnvironment
-	ledger *activitiestest.MemoryLedger
+	t         *testing.T
+	jobID     string
+	accountID string
+	kind      string
+	env       *testsuite.TestWorkflowEnvironment
+	ledger    *activitiestest.MemoryLedger
 
 	mu           sync.Mutex
 	workCalls    int
@@ -86,7 +90,7 @@ func newHarnessOf(t *testing.T, jobKind, jobID string, balance int64, work workF
 	t.Helper()
 	ledger := newLedger()
 	ledger.Grant(account, balance)
-	ledger.AddPlaceholder(jobID, account, jobKind)
+	ledger.AddPlaceholder(jobOf(jobID), jobKind)
 	h := harnessOver(t, ledger, account, jobID, work)
 	h.kind = jobKind
 	return h
@@ -95,7 +99,7 @@ func newHarnessOf(t *testing.T, jobKind, jobID string, balance int64, work workF
 // harnessOver runs the workflow of accountID's job jobID over ledger, as it stands.
 func harnessOver(t *testing.T, ledger *activitiestest.MemoryLedger, accountID, jobID string, work workFunc) *harness {
 	t.Helper()
-	h := &harness{t: t, jobID: jobID, kind: kind, ledger: ledger}
+	h := &harness{t: t, jobID: jobID, accountID: accountID, kind: kind, ledger: ledger}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(activitiestest.Logger(t))
 	h.env = suite.NewTestWorkflowEnvironment()
@@ -131,6 +135,11 @@ func harnessOver(t *testing.T, ledger *activitiestest.MemoryLedger, accountID, j
 	return h
 }
 
+// key names the harness's job in the ledger.
+func (h *harness) key() ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: h.accountID, JobID: h.jobID}
+}
+
 // signalAt sends a signal after d of workflow time.
 func (h *harness) signalAt(d time.Duration, name string, payload any) {
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(name, payload) }, d)
@@ -141,7 +150,7 @@ func (h *harness) run() workflows.JobStatus {
 	h.t.Helper()
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
 		JobID:     h.jobID,
-		AccountID: account,
+		AccountID: h.accountID,
 		Kind:      h.kind,
 		Work:      activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID},
 		Policy:    testPolicy,
@@ -160,12 +169,12 @@ func (h *harness) runCancelled() ledgerdb.Job {
 	h.t.Helper()
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Millisecond)
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
-		JobID: h.jobID, AccountID: account, Kind: kind,
+		JobID: h.jobID, AccountID: h.accountID, Kind: kind,
 		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
 	})
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.ledger.Audit(), "money rules 2 and 6")
-	job, ok := h.ledger.Job(h.jobID)
+	job, ok := h.ledger.Job(h.key())
 	require.True(h.t, ok)
 	return job
 }
@@ -173,7 +182,7 @@ func (h *harness) runCancelled() ledgerdb.Job {
 // assertLedger checks the job's rows, its net (money rule 3) and the account's balance.
 func (h *harness) assertLedger(balance int64, kinds ...ledgerdb.EntryKind) {
 	h.t.Helper()
-	assert.Equal(h.t, kinds, h.ledger.Kinds(h.jobID), "ledger rows")
+	assert.Equal(h.t, kinds, h.ledger.Kinds(h.key()), "ledger rows")
 	var net int64
 	for _, k := range kinds {
 		switch k {
@@ -183,8 +192,8 @@ func (h *harness) assertLedger(balance int64, kinds ...ledgerdb.EntryKind) {
 			net += cost
 		}
 	}
-	assert.Equal(h.t, net, h.ledger.Net(h.jobID), "net effect")
-	assert.Equal(h.t, balance, h.ledger.Balance(account), "balance")
+	assert.Equal(h.t, net, h.ledger.Net(h.key()), "net effect")
+	assert.Equal(h.t, balance, h.ledger.Balance(h.accountID), "balance")
 }
 
 // assertStates checks the BillingState and DeadLettered values upserted, in order, and that
@@ -196,7 +205,7 @@ func (h *harness) assertStates(states []ledgerdb.State, deadLettered []bool) {
 	assert.Equal(h.t, states, h.states, "BillingState upserts")
 	assert.Equal(h.t, deadLettered, h.deadLettered, "DeadLettered upserts")
 	for _, acct := range h.accountIDs {
-		assert.Equal(h.t, account, acct, "AccountID upsert")
+		assert.Equal(h.t, h.accountID, acct, "AccountID upsert")
 	}
 }
 
@@ -259,8 +268,38 @@ func TestSuccessOnFirstTry(t *testing.T) {
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge)
 	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
-	job, _ := h.ledger.Job("story-a")
+	job, _ := h.ledger.Job(h.key())
 	assert.Equal(t, delivered, job.State)
+}
+
+// TestSameJobIDInTwoAccounts protects money rules 3 and 6 now that job IDs belong to their
+// account: two accounts' jobs of the same ID run as two workflows (under two workflow IDs) on one
+// ledger, and each bills its own job from its own account — one delivered (net −cost), the other
+// timed out and refunded (net 0) — with every attempt of the work naming its account (the GPU
+// service keys a run by it), and neither touching the other's rows.
+func TestSameJobIDInTwoAccounts(t *testing.T) {
+	const other = "globex"
+	require.NotEqual(t, workflows.JobWorkflowID(account, "render-1"), workflows.JobWorkflowID(other, "render-1"))
+	ledger := newLedger()
+	ledger.Grant(account, 100)
+	ledger.Grant(other, 50)
+	ledger.AddPlaceholder(jobOf("render-1"), kind)
+	ledger.AddPlaceholder(ledgerdb.JobKey{AccountID: other, JobID: "render-1"}, kind)
+	ofAccount := func(acct string, work workFunc) workFunc {
+		return func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
+			assert.Equal(t, acct, req.AccountID, "the work names the job's account")
+			return work(ctx, req, call)
+		}
+	}
+	ours := harnessOver(t, ledger, account, "render-1", ofAccount(account, succeed))
+	theirs := harnessOver(t, ledger, other, "render-1", ofAccount(other, timeOut))
+
+	assert.Equal(t, delivered, ours.run().State)
+	assert.Equal(t, refunded, theirs.run().State)
+	ours.assertLedger(60, ledgerdb.KindCharge)
+	theirs.assertLedger(50, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ours.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
+	theirs.assertStates([]ledgerdb.State{submitting, running, refunded}, []bool{false, false, true})
 }
 
 // TestSuccessOnRetry protects money rules 2 and 3 across retries: failed attempts are retried
@@ -279,7 +318,7 @@ func TestSuccessOnRetry(t *testing.T) {
 	assert.Equal(t, 3, h.workCallCount())
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge)
-	job, _ := h.ledger.Job("retry-ok")
+	job, _ := h.ledger.Job(h.key())
 	assert.Equal(t, 3, job.Attempts)
 }
 
@@ -299,7 +338,7 @@ func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 		assert.True(t, st.DeadLettered)
 		assert.Equal(t, 3, st.Attempts)
 		assert.Equal(t, "timed out after 3 attempts", st.Reason)
-		assert.Equal(t, int64(0), h.ledger.Net("story-b"), "refunded: net 0")
+		assert.Equal(t, int64(0), h.ledger.Net(h.key()), "refunded: net 0")
 	}, 5*time.Minute)
 	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"})
 	status := h.run()
@@ -312,7 +351,7 @@ func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
-	job, _ := h.ledger.Job("story-b")
+	job, _ := h.ledger.Job(h.key())
 	assert.Equal(t, "timed out after 3 attempts", job.RefundReason)
 	assert.Equal(t, 3, job.Attempts)
 }
@@ -398,7 +437,7 @@ func TestResultAfterDeadLettering(t *testing.T) {
 	assert.Equal(t, 1, h.workCallCount(), "a permanent failure is not retried")
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	job, _ := h.ledger.Job("after-dlq")
+	job, _ := h.ledger.Job(h.key())
 	assert.Equal(t, "failed for good after 1 attempt: input unreadable", job.RefundReason)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
 }
@@ -443,7 +482,7 @@ func TestRedriveThatFailsStaysRefunded(t *testing.T) {
 // workflow ends as deleted, without error, and the money stays refunded.
 func TestDeletedWhileDeadLettered(t *testing.T) {
 	h := newHarness(t, "deleted", 100, timeOut)
-	h.env.RegisterDelayedCallback(func() { require.NoError(t, h.ledger.Delete("deleted")) }, 5*time.Minute)
+	h.env.RegisterDelayedCallback(func() { require.NoError(t, h.ledger.Delete(h.key())) }, 5*time.Minute)
 	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"})
 	status := h.run()
 
@@ -623,7 +662,7 @@ func TestLateResultFallback(t *testing.T) {
 		env.RegisterWorkflow(workflows.LateResult)
 		env.RegisterActivity(&activities.Activities{Ledger: ledger})
 		env.ExecuteWorkflow(workflows.LateResult, workflows.LateResultInput{
-			JobID: jobID, Cost: cost, Result: workflows.ResultSignal{Attempt: 3, OutputRef: "out"},
+			JobID: jobID, AccountID: account, Cost: cost, Result: workflows.ResultSignal{Attempt: 3, OutputRef: "out"},
 		})
 		require.True(t, env.IsWorkflowCompleted())
 		require.NoError(t, env.GetWorkflowError())
@@ -636,24 +675,24 @@ func TestLateResultFallback(t *testing.T) {
 	ledger := newLedger()
 	ledger.Grant(account, 200)
 	for _, id := range []string{"refunded", "delivered", "deleted", "left-running"} {
-		ledger.AddPlaceholder(id, account, kind)
-		_, err := ledger.Charge(ctx, id)
+		ledger.AddPlaceholder(jobOf(id), kind)
+		_, err := ledger.Charge(ctx, jobOf(id))
 		require.NoError(t, err)
 	}
-	_, err := ledger.Refund(ctx, "refunded", "timed out after 3 attempts", 3)
+	_, err := ledger.Refund(ctx, jobOf("refunded"), "timed out after 3 attempts", 3)
 	require.NoError(t, err)
-	_, err = ledger.Deliver(ctx, "delivered", 1)
+	_, err = ledger.Deliver(ctx, jobOf("delivered"), 1)
 	require.NoError(t, err)
-	_, err = ledger.Refund(ctx, "deleted", "timed out", 3)
+	_, err = ledger.Refund(ctx, jobOf("deleted"), "timed out", 3)
 	require.NoError(t, err)
-	require.NoError(t, ledger.Delete("deleted"))
+	require.NoError(t, ledger.Delete(jobOf("deleted")))
 
 	first := run(t, ledger, "refunded")
 	require.Equal(t, ledgerdb.Applied, first.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, first.State)
 	second := run(t, ledger, "refunded")
 	require.Equal(t, ledgerdb.AlreadyApplied, second.Outcome)
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds("refunded"))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds(jobOf("refunded")))
 
 	delivered := run(t, ledger, "delivered")
 	require.Equal(t, ledgerdb.AlreadyApplied, delivered.Outcome)
@@ -664,11 +703,11 @@ func TestLateResultFallback(t *testing.T) {
 	leftRunning := run(t, ledger, "left-running")
 	require.Equal(t, ledgerdb.Applied, leftRunning.Outcome)
 	require.Equal(t, ledgerdb.StateDelivered, leftRunning.State)
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("left-running"))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(jobOf("left-running")))
 
 	deleted := run(t, ledger, "deleted")
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds("deleted"))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds(jobOf("deleted")))
 	require.Equal(t, int64(200-3*cost), ledger.Balance(account))
 }
 

@@ -30,13 +30,13 @@ type ledger interface {
 	// price puts one of the tests' shared prices on the price list and returns its kind.
 	price(t *testing.T, p ledgerdb.Price) string
 	// remove deletes a settled job (a tombstone).
-	remove(jobID string) error
+	remove(job ledgerdb.JobKey) error
 	// balance reads an account's balance.
 	balance(accountID string) int64
 	// rows reads a job's ledger rows, oldest first.
-	rows(t *testing.T, jobID string) []ledgertest.Row
-	// exists says whether the ledger holds a job under the ID.
-	exists(t *testing.T, jobID string) bool
+	rows(t *testing.T, job ledgerdb.JobKey) []ledgertest.Row
+	// exists says whether the ledger holds a job under the key.
+	exists(t *testing.T, job ledgerdb.JobKey) bool
 	// audit checks money rules 2, 3 and 6 on the account.
 	audit(t *testing.T, accountID string)
 }
@@ -52,17 +52,17 @@ func (m memory) price(_ *testing.T, p ledgerdb.Price) string {
 	m.SetPrice(p)
 	return p.Kind
 }
-func (m memory) remove(jobID string) error    { return m.Delete(jobID) }
-func (m memory) balance(account string) int64 { return m.Balance(account) }
-func (m memory) rows(_ *testing.T, jobID string) []ledgertest.Row {
+func (m memory) remove(job ledgerdb.JobKey) error { return m.Delete(job) }
+func (m memory) balance(account string) int64     { return m.Balance(account) }
+func (m memory) rows(_ *testing.T, job ledgerdb.JobKey) []ledgertest.Row {
 	rows := []ledgertest.Row{}
-	for _, e := range m.Entries(jobID) {
+	for _, e := range m.Entries(job) {
 		rows = append(rows, ledgertest.Row{Kind: e.Kind, Amount: e.Amount})
 	}
 	return rows
 }
-func (m memory) exists(_ *testing.T, jobID string) bool {
-	_, ok := m.Job(jobID)
+func (m memory) exists(_ *testing.T, job ledgerdb.JobKey) bool {
+	_, ok := m.Job(job)
 	return ok
 }
 func (m memory) audit(t *testing.T, _ string) { require.NoError(t, m.Audit()) }
@@ -78,8 +78,8 @@ func (p postgres) price(t *testing.T, price ledgerdb.Price) string {
 	}
 	return ledgertest.Metered(t, p.Store, price.UnitPrice, price.MaxUnits)
 }
-func (p postgres) remove(jobID string) error {
-	_, err := p.Delete(context.Background(), jobID)
+func (p postgres) remove(job ledgerdb.JobKey) error {
+	_, err := p.Delete(context.Background(), job)
 	return err
 }
 func (p postgres) balance(account string) int64 {
@@ -89,11 +89,11 @@ func (p postgres) balance(account string) int64 {
 	}
 	return b
 }
-func (p postgres) rows(t *testing.T, jobID string) []ledgertest.Row {
-	return ledgertest.JobRows(t, p.Store, jobID)
+func (p postgres) rows(t *testing.T, job ledgerdb.JobKey) []ledgertest.Row {
+	return ledgertest.Rows(t, p.Store, job)
 }
-func (p postgres) exists(t *testing.T, jobID string) bool {
-	_, err := p.Job(context.Background(), jobID)
+func (p postgres) exists(t *testing.T, job ledgerdb.JobKey) bool {
+	_, err := p.Job(context.Background(), job)
 	if errors.Is(err, ledgerdb.ErrJobNotFound) {
 		return false
 	}
@@ -401,8 +401,9 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 	}
 	kind := l.price(t, price)
 	unpriced := ledgertest.OwnKind(t)
-	job := ledgertest.ID(t, "job")
-	sub := ledgerdb.Submission{JobID: job, AccountID: account, Kind: kind, MaxUnits: c.maxUnits, Request: []byte("s3://in/" + job)}
+	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: account, Kind: kind, MaxUnits: c.maxUnits}
+	sub.Request = []byte("s3://in/" + sub.JobID)
+	job := sub.Key()
 	other := sub
 	other.Request = []byte("s3://in/other")
 	_, err := l.Submit(ctx, sub)
@@ -411,7 +412,7 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		var (
 			tr    ledgerdb.Transition
 			err   error
-			fresh string
+			fresh ledgerdb.JobKey
 		)
 		switch s.op {
 		case "submit":
@@ -423,11 +424,11 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 			named.MaxUnits = int64(s.arg)
 			tr, err = l.Submit(ctx, named)
 		case "submit-unknown-kind":
-			fresh = ledgertest.ID(t, "job")
-			tr, err = l.Submit(ctx, ledgerdb.Submission{JobID: fresh, AccountID: account, Kind: unpriced, Request: sub.Request})
+			fresh = ledgerdb.JobKey{AccountID: account, JobID: ledgertest.ID(t, "job")}
+			tr, err = l.Submit(ctx, ledgerdb.Submission{JobID: fresh.JobID, AccountID: account, Kind: unpriced, Request: sub.Request})
 		case "submit-above-max":
-			fresh = ledgertest.ID(t, "job")
-			tr, err = l.Submit(ctx, ledgerdb.Submission{JobID: fresh, AccountID: account, Kind: kind, MaxUnits: price.MaxUnits + 1, Request: sub.Request})
+			fresh = ledgerdb.JobKey{AccountID: account, JobID: ledgertest.ID(t, "job")}
+			tr, err = l.Submit(ctx, ledgerdb.Submission{JobID: fresh.JobID, AccountID: account, Kind: kind, MaxUnits: price.MaxUnits + 1, Request: sub.Request})
 		case "charge":
 			tr, err = l.ChargeMatching(ctx, job, sub.Fingerprint())
 		case "charge-other":
@@ -441,9 +442,9 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		case "settle":
 			tr, err = l.Settle(ctx, job, s.arg, s.units)
 		case "spend":
-			spent := ledgertest.ID(t, "spent")
-			if _, err = l.Submit(ctx, ledgerdb.Submission{JobID: spent, AccountID: account, Kind: kind, Request: []byte("spent")}); err == nil {
-				tr, err = l.ChargeMatching(ctx, spent, nil)
+			spent := ledgerdb.Submission{JobID: ledgertest.ID(t, "spent"), AccountID: account, Kind: kind, Request: []byte("spent")}
+			if _, err = l.Submit(ctx, spent); err == nil {
+				tr, err = l.ChargeMatching(ctx, spent.Key(), nil)
 			}
 		case "attempt":
 			tr, err = l.RecordAttempt(ctx, job, s.arg)
@@ -466,7 +467,7 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		if s.errText != "" {
 			require.ErrorContains(t, err, s.errText, at)
 		}
-		if fresh != "" {
+		if fresh != (ledgerdb.JobKey{}) {
 			require.False(t, l.exists(t, fresh), "%s: the refused submission wrote job %s", at, fresh)
 			require.Zero(t, tr.Job.ID, at)
 		}
@@ -497,4 +498,95 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		require.True(t, slices.Equal(c.rows, got), "rows of job %s: got %v, want %v", job, got, c.rows)
 	}
 	l.audit(t, account)
+}
+
+// TestBothLedgersKeepJobIDsPerAccount runs one story on the in-memory ledger and on the real
+// store and requires both to tell it alike: job IDs belong to their account. Two accounts submit
+// the same job ID, each with a body and a kind of its own, and each gets its own job (Applied
+// twice, no conflict); one is charged, refunded and recovered by its late result while the other
+// is settled on time at its usage, each with exactly its own rows and its own balance (rules 2,
+// 3, 5 and 6); an alarm of one is not the other's; deleting one burns the ID in its account only
+// (rule 7). A third account, which never submitted the ID, reaches neither job: every call
+// through its key answers ErrJobNotFound and writes nothing.
+func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
+	store := ledgertest.Store(t)
+	for impl, open := range map[string]func() ledger{
+		"memory":   func() ledger { return memory{activitiestest.NewMemoryLedger()} },
+		"postgres": func() ledger { return postgres{store} },
+	} {
+		t.Run(impl, func(t *testing.T) {
+			ctx := context.Background()
+			l := open()
+			fixed, metered := l.price(t, fixedPrice), l.price(t, meteredPrice)
+			a, b, stranger := l.fund(t, credits), l.fund(t, credits), l.fund(t, credits)
+			id := ledgertest.ID(t, "job")
+			ofA := ledgerdb.Submission{JobID: id, AccountID: a, Kind: fixed, Request: []byte("s3://in/a")}
+			ofB := ledgerdb.Submission{JobID: id, AccountID: b, Kind: metered, Request: []byte("s3://in/b")}
+			jobA, jobB := ofA.Key(), ofB.Key()
+			theirs := ledgerdb.JobKey{AccountID: stranger, JobID: id}
+
+			step := func(at string, tr ledgerdb.Transition, err error, outcome ledgerdb.Outcome, state ledgerdb.State) {
+				t.Helper()
+				require.NoError(t, err, at)
+				require.Equal(t, outcome, tr.Outcome, at)
+				require.Equal(t, state, tr.Job.State, at)
+			}
+			for _, sub := range []ledgerdb.Submission{ofA, ofB} {
+				tr, err := l.Submit(ctx, sub)
+				step("submit in "+sub.AccountID, tr, err, ledgerdb.Applied, ledgerdb.StateSubmitting)
+				require.Equal(t, sub.Key(), tr.Job.Key())
+			}
+			tr, err := l.ChargeMatching(ctx, jobA, ofA.Fingerprint())
+			step("charge A", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
+			tr, err = l.ChargeMatching(ctx, jobB, ofB.Fingerprint())
+			step("charge B", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
+			tr, err = l.Refund(ctx, jobA, "timed out", 3)
+			step("refund A", tr, err, ledgerdb.Applied, ledgerdb.StateRefunded)
+			tr, err = l.RecordAttempt(ctx, jobB, 2)
+			step("B runs on", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
+			tr, err = l.Settle(ctx, jobA, 3, nil)
+			step("A's late result", tr, err, ledgerdb.Applied, ledgerdb.StateRecovered)
+			tr, err = l.Settle(ctx, jobB, 2, units(3))
+			step("B's result", tr, err, ledgerdb.Applied, ledgerdb.StateDelivered)
+			for _, job := range []ledgerdb.JobKey{jobA, jobB} {
+				outcome, err := l.RaiseAlarm(ctx, job, "settle", "refused")
+				require.NoError(t, err)
+				require.Equal(t, ledgerdb.Applied, outcome, "the alarm of %s is its own", job)
+			}
+
+			// The stranger's key reaches neither job, and writes nothing.
+			for name, call := range map[string]func() error{
+				"charge":  func() error { _, err := l.ChargeMatching(ctx, theirs, ofA.Fingerprint()); return err },
+				"refund":  func() error { _, err := l.Refund(ctx, theirs, "timed out", 3); return err },
+				"reclaim": func() error { _, err := l.Reclaim(ctx, theirs); return err },
+				"deliver": func() error { _, err := l.Deliver(ctx, theirs, 3); return err },
+				"settle":  func() error { _, err := l.Settle(ctx, theirs, 3, units(0)); return err },
+				"attempt": func() error { _, err := l.RecordAttempt(ctx, theirs, 4); return err },
+				"alarm":   func() error { _, err := l.RaiseAlarm(ctx, theirs, "refund", "forged"); return err },
+				"delete":  func() error { return l.remove(theirs) },
+			} {
+				require.ErrorIs(t, call(), ledgerdb.ErrJobNotFound, "%s through the stranger's key", name)
+			}
+			require.False(t, l.exists(t, theirs))
+			require.Empty(t, l.rows(t, theirs))
+
+			require.Equal(t, []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRefund, 40), row(ledgerdb.KindReclaim, -40)}, l.rows(t, jobA))
+			require.Equal(t, []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRelease, 28)}, l.rows(t, jobB))
+			require.Equal(t, int64(60), l.balance(a))
+			require.Equal(t, int64(88), l.balance(b))
+			require.Equal(t, int64(credits), l.balance(stranger))
+
+			// Deleting A's job burns the ID in A alone.
+			require.NoError(t, l.remove(jobA))
+			_, err = l.Submit(ctx, ofA)
+			require.ErrorIs(t, err, ledgerdb.ErrGone)
+			tr, err = l.Submit(ctx, ofB)
+			step("B's job after A's delete", tr, err, ledgerdb.AlreadyApplied, ledgerdb.StateDelivered)
+			tr, err = l.Settle(ctx, jobB, 2, nil)
+			step("B settled again", tr, err, ledgerdb.AlreadyApplied, ledgerdb.StateDelivered)
+			for _, acct := range []string{a, b, stranger} {
+				l.audit(t, acct)
+			}
+		})
+	}
 }

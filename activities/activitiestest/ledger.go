@@ -1,7 +1,9 @@
 // Package activitiestest provides an in-memory [activities.Ledger] for tests of the activities,
 // the workflow and the job service. It follows the guards of ledgerdb's SQL functions (one flag from
 // false to true, a WHERE on the current state) closely enough that a test can check the money
-// rules, and it can lose an answer after committing, as a dropped connection does.
+// rules, and it can lose an answer after committing, as a dropped connection does. Like the real
+// ledger it names a job by its [ledgerdb.JobKey]: job IDs belong to their account, so two accounts
+// may hold jobs of the same ID, and neither is reachable through the other's key.
 package activitiestest
 
 import (
@@ -39,8 +41,8 @@ var ErrAnswerLost = errors.New("connection lost after commit")
 type Call struct {
 	// Op is the method called (OpCharge, ...).
 	Op string
-	// JobID is the job it named.
-	JobID string
+	// Job is the job it named.
+	Job ledgerdb.JobKey
 	// Reason and Attempts are the Refund/Deliver/RecordAttempt arguments, if any.
 	Reason   string
 	Attempts int
@@ -54,21 +56,27 @@ type Call struct {
 type MemoryLedger struct {
 	mu           sync.Mutex
 	balances     map[string]int64
-	jobs         map[string]*ledgerdb.Job
-	fingerprints map[string][]byte
+	jobs         map[ledgerdb.JobKey]*ledgerdb.Job
+	fingerprints map[ledgerdb.JobKey][]byte
 	entries      []ledgerdb.Entry
 	calls        []Call
 	lose         map[string]int
 	refuse       map[string]error
-	alarms       map[string]string
+	alarms       map[alarmKey]string
 	// prices holds every version of each kind's price, oldest first.
 	prices map[string][]ledgerdb.Price
 }
 
+// alarmKey names one alarm: a job's step (ledger_alarms_one_per_step).
+type alarmKey struct {
+	job  ledgerdb.JobKey
+	step string
+}
+
 // NewMemoryLedger returns an empty ledger.
 func NewMemoryLedger() *MemoryLedger {
-	return &MemoryLedger{balances: map[string]int64{}, jobs: map[string]*ledgerdb.Job{}, fingerprints: map[string][]byte{},
-		lose: map[string]int{}, refuse: map[string]error{}, alarms: map[string]string{}, prices: map[string][]ledgerdb.Price{}}
+	return &MemoryLedger{balances: map[string]int64{}, jobs: map[ledgerdb.JobKey]*ledgerdb.Job{}, fingerprints: map[ledgerdb.JobKey][]byte{},
+		lose: map[string]int{}, refuse: map[string]error{}, alarms: map[alarmKey]string{}, prices: map[string][]ledgerdb.Price{}}
 }
 
 // SetPrice puts p on the price list as the kind's latest version: jobs submitted after it are
@@ -96,25 +104,26 @@ func (m *MemoryLedger) Grant(accountID string, amount int64) {
 	m.append(accountID, "", ledgerdb.KindGrant, amount)
 }
 
-// AddPlaceholder writes a job's placeholder (state submitting) at its kind's current price, as the
-// job service does before the workflow, for a request whose fingerprint is any.
-func (m *MemoryLedger) AddPlaceholder(jobID, accountID, kind string) {
+// AddPlaceholder writes the placeholder (state submitting) of the job key names, in its account,
+// at its kind's current price, as the job service does before the workflow, for a request whose
+// fingerprint is any.
+func (m *MemoryLedger) AddPlaceholder(key ledgerdb.JobKey, kind string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.balances[accountID]; !ok {
-		m.balances[accountID] = 0
+	if _, ok := m.balances[key.AccountID]; !ok {
+		m.balances[key.AccountID] = 0
 	}
 	price, _ := m.currentPrice(kind)
-	m.jobs[jobID] = placeholder(jobID, accountID, price, 0)
+	m.jobs[key] = placeholder(key, price, 0)
 }
 
 // placeholder is a submitting job at price, holding maxUnits units (0: the price's maximum).
-func placeholder(jobID, accountID string, price ledgerdb.Price, maxUnits int64) *ledgerdb.Job {
+func placeholder(key ledgerdb.JobKey, price ledgerdb.Price, maxUnits int64) *ledgerdb.Job {
 	held := price.MaxUnits
 	if maxUnits > 0 {
 		held = maxUnits
 	}
-	return &ledgerdb.Job{ID: jobID, AccountID: accountID, State: ledgerdb.StateSubmitting,
+	return &ledgerdb.Job{ID: key.JobID, AccountID: key.AccountID, State: ledgerdb.StateSubmitting,
 		Kind: price.Kind, PriceVersion: price.Version, Unit: price.Unit, UnitPrice: price.UnitPrice,
 		HeldUnits: held, Cost: price.UnitPrice * held}
 }
@@ -128,18 +137,18 @@ func (m *MemoryLedger) RefuseForGood(op string, err error) {
 }
 
 // Alarm is the message of the alarm raised for a job's step, if any.
-func (m *MemoryLedger) Alarm(jobID, step string) (string, bool) {
+func (m *MemoryLedger) Alarm(key ledgerdb.JobKey, step string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	msg, ok := m.alarms[jobID+"/"+step]
+	msg, ok := m.alarms[alarmKey{key, step}]
 	return msg, ok
 }
 
 // Delete turns a settled job into a tombstone, as ledgerdb's Delete does.
-func (m *MemoryLedger) Delete(jobID string) error {
+func (m *MemoryLedger) Delete(key ledgerdb.JobKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[jobID]
+	j, ok := m.jobs[key]
 	if !ok {
 		return ledgerdb.ErrJobNotFound
 	}
@@ -161,23 +170,24 @@ func (m *MemoryLedger) LoseAnswers(op string, n int) {
 }
 
 // Job returns a copy of the job's row.
-func (m *MemoryLedger) Job(jobID string) (ledgerdb.Job, bool) {
+func (m *MemoryLedger) Job(key ledgerdb.JobKey) (ledgerdb.Job, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[jobID]
+	j, ok := m.jobs[key]
 	if !ok {
 		return ledgerdb.Job{}, false
 	}
 	return *j, true
 }
 
-// Entries returns the ledger rows of a job, oldest first.
-func (m *MemoryLedger) Entries(jobID string) []ledgerdb.Entry {
+// Entries returns the ledger rows of a job, oldest first. A job's rows are on its own account,
+// and name it by its ID, as the real ledger's reads do.
+func (m *MemoryLedger) Entries(key ledgerdb.JobKey) []ledgerdb.Entry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []ledgerdb.Entry
 	for _, e := range m.entries {
-		if e.JobID == jobID {
+		if e.AccountID == key.AccountID && e.JobID == key.JobID {
 			out = append(out, e)
 		}
 	}
@@ -185,9 +195,9 @@ func (m *MemoryLedger) Entries(jobID string) []ledgerdb.Entry {
 }
 
 // Kinds returns the kinds of a job's ledger rows, oldest first.
-func (m *MemoryLedger) Kinds(jobID string) []ledgerdb.EntryKind {
+func (m *MemoryLedger) Kinds(key ledgerdb.JobKey) []ledgerdb.EntryKind {
 	var kinds []ledgerdb.EntryKind
-	for _, e := range m.Entries(jobID) {
+	for _, e := range m.Entries(key) {
 		kinds = append(kinds, e.Kind)
 	}
 	return kinds
@@ -195,9 +205,9 @@ func (m *MemoryLedger) Kinds(jobID string) []ledgerdb.EntryKind {
 
 // Net is the sum of a job's ledger rows (money rule 3: −(units used × unit price) once settled,
 // 0 when not charged).
-func (m *MemoryLedger) Net(jobID string) int64 {
+func (m *MemoryLedger) Net(key ledgerdb.JobKey) int64 {
 	var sum int64
-	for _, e := range m.Entries(jobID) {
+	for _, e := range m.Entries(key) {
 		sum += e.Amount
 	}
 	return sum
@@ -217,28 +227,33 @@ func (m *MemoryLedger) Audit() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sums := map[string]int64{}
-	rows := map[string]map[ledgerdb.EntryKind]int{}
-	nets := map[string]int64{}
+	rows := map[ledgerdb.JobKey]map[ledgerdb.EntryKind]int{}
+	nets := map[ledgerdb.JobKey]int64{}
 	for _, e := range m.entries {
 		sums[e.AccountID] += e.Amount
 		if e.JobID == "" {
 			continue
 		}
-		if rows[e.JobID] == nil {
-			rows[e.JobID] = map[ledgerdb.EntryKind]int{}
+		key := ledgerdb.JobKey{AccountID: e.AccountID, JobID: e.JobID}
+		if rows[key] == nil {
+			rows[key] = map[ledgerdb.EntryKind]int{}
 		}
-		rows[e.JobID][e.Kind]++
-		nets[e.JobID] += e.Amount
+		rows[key][e.Kind]++
+		nets[key] += e.Amount
 	}
-	for id, j := range m.jobs {
+	for key, j := range m.jobs {
 		for kind, want := range j.WantsRows() {
-			if rows[id][kind] != want {
-				return fmt.Errorf("job %q has %d %s rows, its flags say %d", id, rows[id][kind], kind, want)
+			if rows[key][kind] != want {
+				return fmt.Errorf("job %s has %d %s rows, its flags say %d", key, rows[key][kind], kind, want)
 			}
 		}
-		if nets[id] != j.Net() {
-			return fmt.Errorf("job %q: rows sum to %d, its state and settlement say %d", id, nets[id], j.Net())
+		if nets[key] != j.Net() {
+			return fmt.Errorf("job %s: rows sum to %d, its state and settlement say %d", key, nets[key], j.Net())
 		}
+		delete(rows, key)
+	}
+	for key := range rows {
+		return fmt.Errorf("job %s has ledger rows but no job row", key)
 	}
 	for acct, bal := range m.balances {
 		if sums[acct] != bal {
@@ -272,33 +287,34 @@ func (m *MemoryLedger) CallCount(op string) int {
 func (m *MemoryLedger) Submit(_ context.Context, sub ledgerdb.Submission) (ledgerdb.Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := Call{Op: OpSubmit, JobID: sub.JobID}
+	key := sub.Key()
+	c := Call{Op: OpSubmit, Job: key}
 	t, err := func() (ledgerdb.Transition, error) {
 		if err := sub.Validate(); err != nil {
 			return ledgerdb.Transition{}, err
 		}
-		j, ok := m.jobs[sub.JobID]
+		j, ok := m.jobs[key]
 		price, priced := m.currentPrice(sub.Kind)
 		switch {
 		case ok:
 		case !m.hasAccount(sub.AccountID):
-			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownAccount)
+			return ledgerdb.Transition{}, fmt.Errorf("job %s: %w", key, ledgerdb.ErrUnknownAccount)
 		case !priced:
-			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrUnknownKind)
+			return ledgerdb.Transition{}, fmt.Errorf("job %s: %w", key, ledgerdb.ErrUnknownKind)
 		case sub.MaxUnits > price.MaxUnits:
 			return ledgerdb.Transition{}, &ledgerdb.InvalidInputError{Field: "max units", Reason: fmt.Sprintf("is %d; a %s job holds at most %d", sub.MaxUnits, sub.Kind, price.MaxUnits)}
 		default:
-			j = placeholder(sub.JobID, sub.AccountID, price, sub.MaxUnits)
-			m.jobs[sub.JobID], m.fingerprints[sub.JobID] = j, sub.Fingerprint()
+			j = placeholder(key, price, sub.MaxUnits)
+			m.jobs[key], m.fingerprints[key] = j, sub.Fingerprint()
 			return m.answer(ledgerdb.Applied, j, 0), nil
 		}
 		switch {
 		case j.State == ledgerdb.StateDeleted:
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrGone)
-		case m.fingerprints[sub.JobID] != nil && !bytes.Equal(m.fingerprints[sub.JobID], sub.Fingerprint()),
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", key, ledgerdb.ErrGone)
+		case m.fingerprints[key] != nil && !bytes.Equal(m.fingerprints[key], sub.Fingerprint()),
 			j.Kind != "" && sub.MaxUnits != 0 && sub.MaxUnits != j.HeldUnits,
 			j.Kind != "" && sub.MaxUnits == 0 && m.prices[j.Kind][j.PriceVersion-1].MaxUnits != j.HeldUnits:
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", sub.JobID, ledgerdb.ErrConflict)
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", key, ledgerdb.ErrConflict)
 		}
 		return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
 	}()
@@ -308,25 +324,25 @@ func (m *MemoryLedger) Submit(_ context.Context, sub ledgerdb.Submission) (ledge
 }
 
 // Charge follows ledger_charge for any request.
-func (m *MemoryLedger) Charge(ctx context.Context, jobID string) (ledgerdb.Transition, error) {
-	return m.ChargeMatching(ctx, jobID, nil)
+func (m *MemoryLedger) Charge(ctx context.Context, key ledgerdb.JobKey) (ledgerdb.Transition, error) {
+	return m.ChargeMatching(ctx, key, nil)
 }
 
 // ChargeMatching follows ledger_charge: takes the recorded cost (submitting -> running) or rejects
 // the job when the account cannot pay; a job submitted with another request than fingerprint's is
 // a conflict (a placeholder added without a fingerprint matches any).
-func (m *MemoryLedger) ChargeMatching(_ context.Context, jobID string, fingerprint []byte) (ledgerdb.Transition, error) {
-	return m.do(Call{Op: OpCharge, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) ChargeMatching(_ context.Context, key ledgerdb.JobKey, fingerprint []byte) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpCharge, Job: key}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		switch {
-		case fingerprint != nil && m.fingerprints[jobID] != nil && !bytes.Equal(fingerprint, m.fingerprints[jobID]):
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", jobID, ledgerdb.ErrConflict)
+		case fingerprint != nil && m.fingerprints[key] != nil && !bytes.Equal(fingerprint, m.fingerprints[key]):
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", key, ledgerdb.ErrConflict)
 		case j.State == ledgerdb.StateRejected:
-			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{JobID: j.ID, Reason: j.RejectReason}
+			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{Job: key, Reason: j.RejectReason}
 		case j.IsCharged:
 			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
 		case m.balances[j.AccountID] < j.Cost:
 			j.State, j.RejectReason = ledgerdb.StateRejected, ledgerdb.RejectInsufficientCredits
-			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{JobID: j.ID, Reason: j.RejectReason}
+			return m.answer(ledgerdb.NotApplied, j, 0), &ledgerdb.RejectedError{Job: key, Reason: j.RejectReason}
 		}
 		j.State, j.IsCharged = ledgerdb.StateRunning, true
 		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindCharge, -j.Cost)), nil
@@ -334,11 +350,11 @@ func (m *MemoryLedger) ChargeMatching(_ context.Context, jobID string, fingerpri
 }
 
 // Refund follows ledger_refund: running -> refunded, giving the recorded cost back.
-func (m *MemoryLedger) Refund(_ context.Context, jobID, reason string, attempts int) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) Refund(_ context.Context, key ledgerdb.JobKey, reason string, attempts int) (ledgerdb.Transition, error) {
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
-	return m.do(Call{Op: OpRefund, JobID: jobID, Reason: reason, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpRefund, Job: key, Reason: reason, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning || !j.IsCharged || j.IsRefunded {
 			return m.unmatched(j, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
 		}
@@ -350,8 +366,8 @@ func (m *MemoryLedger) Refund(_ context.Context, jobID, reason string, attempts 
 
 // Reclaim follows ledger_reclaim: refunded -> recovered, taking the recorded cost again, and a
 // priced job settled at its whole hold (nothing released: the caller knows no usage).
-func (m *MemoryLedger) Reclaim(_ context.Context, jobID string) (ledgerdb.Transition, error) {
-	return m.do(Call{Op: OpReclaim, JobID: jobID}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) Reclaim(_ context.Context, key ledgerdb.JobKey) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpReclaim, Job: key}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRefunded || !j.IsRefunded || j.IsReclaimed {
 			return m.unmatched(j, ledgerdb.StateRecovered)
 		}
@@ -362,11 +378,11 @@ func (m *MemoryLedger) Reclaim(_ context.Context, jobID string) (ledgerdb.Transi
 
 // Deliver follows ledger_deliver: running -> delivered, and a priced job settled at its whole
 // hold (nothing released: the caller knows no usage).
-func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) Deliver(_ context.Context, key ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error) {
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
-	return m.do(Call{Op: OpDeliver, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpDeliver, Job: key, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning {
 			return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
 		}
@@ -380,14 +396,14 @@ func (m *MemoryLedger) Deliver(_ context.Context, jobID string, attempts int) (l
 // reclaimed), and a priced job settled at unitsUsed (capped at its hold; nil for the whole hold)
 // with its unused hold released, in one step. Bad input is refused before the job is read, as
 // the store validates it before it calls the database.
-func (m *MemoryLedger) Settle(_ context.Context, jobID string, attempts int, unitsUsed *int64) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) Settle(_ context.Context, key ledgerdb.JobKey, attempts int, unitsUsed *int64) (ledgerdb.Transition, error) {
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
 	if err := ledgerdb.ValidateUnitsUsed(unitsUsed); err != nil {
 		return ledgerdb.Transition{}, err
 	}
-	return m.do(Call{Op: OpSettle, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpSettle, Job: key, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		switch {
 		case j.State == ledgerdb.StateRunning:
 			j.State = ledgerdb.StateDelivered
@@ -420,23 +436,23 @@ func (m *MemoryLedger) release(j *ledgerdb.Job, unitsUsed *int64, entryID int64)
 }
 
 // RaiseAlarm follows ledger_raise_alarm: once per job and step.
-func (m *MemoryLedger) RaiseAlarm(_ context.Context, jobID, step, message string) (ledgerdb.Outcome, error) {
-	t, err := m.do(Call{Op: OpRaiseAlarm, JobID: jobID, Reason: message}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
-		if _, ok := m.alarms[jobID+"/"+step]; ok {
+func (m *MemoryLedger) RaiseAlarm(_ context.Context, key ledgerdb.JobKey, step, message string) (ledgerdb.Outcome, error) {
+	t, err := m.do(Call{Op: OpRaiseAlarm, Job: key, Reason: message}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+		if _, ok := m.alarms[alarmKey{key, step}]; ok {
 			return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
 		}
-		m.alarms[jobID+"/"+step] = message
+		m.alarms[alarmKey{key, step}] = message
 		return m.answer(ledgerdb.Applied, j, 0), nil
 	})
 	return t.Outcome, err
 }
 
 // RecordAttempt follows ledger_record_attempt: the count of a running or refunded job only grows.
-func (m *MemoryLedger) RecordAttempt(_ context.Context, jobID string, attempts int) (ledgerdb.Transition, error) {
+func (m *MemoryLedger) RecordAttempt(_ context.Context, key ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error) {
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
-	return m.do(Call{Op: OpRecordAttempt, JobID: jobID, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+	return m.do(Call{Op: OpRecordAttempt, Job: key, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning && j.State != ledgerdb.StateRefunded {
 			return m.answer(ledgerdb.NotApplied, j, 0), nil
 		}
@@ -448,28 +464,32 @@ func (m *MemoryLedger) RecordAttempt(_ context.Context, jobID string, attempts i
 	})
 }
 
-// do runs one guarded operation under the lock: the shared not-found and deleted answers, the
-// operation itself, an answer lost after commit, and the call record.
+// do runs one guarded operation under the lock: the key's validation (the store refuses a bad
+// key before it reaches the database), the shared not-found and deleted answers, the operation
+// itself, an answer lost after commit, and the call record.
 func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, err := func() (ledgerdb.Transition, error) {
-		if err := m.refuse[c.Op]; err != nil {
-			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, err)
+		if err := c.Job.Validate(); err != nil {
+			return ledgerdb.Transition{}, err
 		}
-		j, ok := m.jobs[c.JobID]
+		if err := m.refuse[c.Op]; err != nil {
+			return ledgerdb.Transition{}, fmt.Errorf("job %s: %w", c.Job, err)
+		}
+		j, ok := m.jobs[c.Job]
 		switch {
 		case !ok:
-			return ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, ledgerdb.ErrJobNotFound)
+			return ledgerdb.Transition{}, fmt.Errorf("job %s: %w", c.Job, ledgerdb.ErrJobNotFound)
 		case j.State == ledgerdb.StateDeleted:
-			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %q: %w", c.JobID, ledgerdb.ErrGone)
+			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", c.Job, ledgerdb.ErrGone)
 		}
 		return op(j)
 	}()
 	c.Outcome, c.Err = t.Outcome, err
 	if err == nil && m.lose[c.Op] > 0 {
 		m.lose[c.Op]--
-		t, c.Err = ledgerdb.Transition{}, fmt.Errorf("job %q: %w", c.JobID, ErrAnswerLost)
+		t, c.Err = ledgerdb.Transition{}, fmt.Errorf("job %s: %w", c.Job, ErrAnswerLost)
 		err = c.Err
 	}
 	m.calls = append(m.calls, c)

@@ -48,17 +48,15 @@ func newDeadLetterCommand() *cobra.Command {
 					return fmt.Errorf("listing dead letters: %w", err)
 				}
 				for _, e := range resp.Executions {
-					jobID := e.GetExecution().GetWorkflowId()
-					if _, id, ok := workflows.ParseJobWorkflowID(jobID); ok {
-						jobID = id
+					workflowID := e.GetExecution().GetWorkflowId()
+					accountID, jobID, ok := workflows.ParseJobWorkflowID(workflowID)
+					if !ok || seen[workflowID] {
+						continue // not a job's workflow, or an earlier run of a re-driven job
 					}
-					if seen[jobID] {
-						continue // an earlier run of a re-driven job
-					}
-					seen[jobID] = true
+					seen[workflowID] = true
 					// A closed run keeps the search attributes it closed with; the ledger says
 					// whether a late result or a redrive has recovered the job since.
-					job, err := ledger.Job(cmd.Context(), jobID)
+					job, err := ledger.Job(cmd.Context(), ledgerdb.JobKey{AccountID: accountID, JobID: jobID})
 					if errors.Is(err, ledgerdb.ErrJobNotFound) {
 						// Another ledger's job in the same namespace (the tests' database, say).
 						foreign++
@@ -88,7 +86,7 @@ func newDeadLetterCommand() *cobra.Command {
 			if foreign > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "(%d dead-lettered workflows in this namespace belong to jobs this ledger does not know)\n", foreign)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "re-drive one with: jobbill job redrive JOB_ID\n")
+			fmt.Fprintf(cmd.OutOrStdout(), "re-drive one with: jobbill job redrive JOB_ID --account ACCOUNT\n")
 			return nil
 		}),
 	}

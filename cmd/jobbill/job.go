@@ -73,6 +73,21 @@ sim:ok+used:137.`,
 	return cmd
 }
 
+// jobArg is the job a command names: its JOB_ID argument in the account of --account. Job IDs
+// belong to their account, so both are needed.
+func jobArg(account string, args []string) (ledgerdb.JobKey, error) {
+	key := ledgerdb.JobKey{AccountID: account, JobID: args[0]}
+	if account == "" {
+		return key, errors.New("--account is required: job IDs belong to their account; nothing was done")
+	}
+	return key, key.Validate()
+}
+
+// addAccountFlag adds --account, the account a job command's JOB_ID belongs to.
+func addAccountFlag(cmd *cobra.Command, account *string) {
+	cmd.Flags().StringVar(account, "account", "", "the account the job belongs to (required: job IDs belong to their account)")
+}
+
 // unknownKindError is the refusal of a kind with no price — or of a number where the kind goes,
 // which is how a cost was given before prices were set by the server.
 func unknownKindError(kind string) error {
@@ -80,31 +95,42 @@ func unknownKindError(kind string) error {
 }
 
 func newJobStatusCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status JOB_ID",
-		Short: "Print a job's state, the state of the user's money and a sentence for the user",
-		Args:  cobra.ExactArgs(1),
-		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-			status, err := st.Status(cmd.Context(), args[0])
-			if errors.Is(err, ledgerdb.ErrJobNotFound) {
-				return fmt.Errorf("job %q: %s", args[0], jobs.NotReceivedMessage)
-			}
+	var account string
+	cmd := &cobra.Command{
+		Use:     "status JOB_ID --account ACCOUNT",
+		Short:   "Print a job's state, the state of the user's money and a sentence for the user",
+		Example: `  jobbill job status render-1 --account acme`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := jobArg(account, args)
 			if err != nil {
 				return err
 			}
-			return cli.PrintJSON(cmd, status)
-		}),
+			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
+				status, err := st.Status(cmd.Context(), key)
+				if errors.Is(err, ledgerdb.ErrJobNotFound) {
+					return fmt.Errorf("job %q of %s: %s", key.JobID, key.AccountID, jobs.NotReceivedMessage)
+				}
+				if err != nil {
+					return err
+				}
+				return cli.PrintJSON(cmd, status)
+			})(cmd, args)
+		},
 	}
+	addAccountFlag(cmd, &account)
+	return cmd
 }
 
 func newJobReportCommand() *cobra.Command {
 	var (
+		account   string
 		attempt   int
 		outputRef string
 		unitsUsed int64
 	)
 	cmd := &cobra.Command{
-		Use:   "report JOB_ID --attempt N --output REF [--units-used N]",
+		Use:   "report JOB_ID --account ACCOUNT --attempt N --output REF [--units-used N]",
 		Short: "Report that a job's result landed (late results included), with its usage; never charges twice",
 		Long: `Records the result in the ledger first, then hands it to the job's workflow (or, when that has
 closed, to the late-result fallback). When Temporal cannot be reached the result stays recorded and
@@ -113,9 +139,13 @@ charged units × unit price, capped at its hold, the rest of the hold released; 
 whole hold is charged. A kind sold by the job costs its price whatever its usage. An attempt below
 1 or beyond the attempts the job has started, an empty output, or a negative usage is refused with
 nothing written.`,
-		Example: `  jobbill job report tr-1 --attempt 1 --output s3://results/tr-1 --units-used 137`,
+		Example: `  jobbill job report tr-1 --account acme --attempt 1 --output s3://results/tr-1 --units-used 137`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := jobArg(account, args)
+			if err != nil {
+				return err
+			}
 			withUsage := cmd.Flags().Changed("units-used")
 			if withUsage && unitsUsed < 0 {
 				return fmt.Errorf("--units-used is %d; it must not be negative; nothing was written", unitsUsed)
@@ -127,7 +157,7 @@ nothing written.`,
 					// sold by the job costs its price whatever a result says it used.
 					result.UnitsUsed = &unitsUsed
 				}
-				report, err := st.ReportResult(cmd.Context(), args[0], result)
+				report, err := st.ReportResult(cmd.Context(), key, result)
 				if err != nil {
 					return err
 				}
@@ -135,6 +165,7 @@ nothing written.`,
 			})(cmd, args)
 		},
 	}
+	addAccountFlag(cmd, &account)
 	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
 	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is (required)")
 	cmd.Flags().Int64Var(&unitsUsed, "units-used", 0, "the units of the job's kind the work used (GPU-seconds for a metered kind); the whole hold is charged without it")
@@ -143,34 +174,50 @@ nothing written.`,
 }
 
 func newJobDeleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete JOB_ID",
+	var account string
+	cmd := &cobra.Command{
+		Use:   "delete JOB_ID --account ACCOUNT",
 		Short: "Delete a settled job: its ID is burnt forever, its money stays as it was",
 		Args:  cobra.ExactArgs(1),
-		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-			status, err := st.Delete(cmd.Context(), args[0])
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := jobArg(account, args)
 			if err != nil {
 				return err
 			}
-			return cli.PrintJSON(cmd, status)
-		}),
+			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
+				status, err := st.Delete(cmd.Context(), key)
+				if err != nil {
+					return err
+				}
+				return cli.PrintJSON(cmd, status)
+			})(cmd, args)
+		},
 	}
+	addAccountFlag(cmd, &account)
+	return cmd
 }
 
 func newJobRedriveCommand() *cobra.Command {
-	var by, note string
+	var account, by, note string
 	cmd := &cobra.Command{
-		Use:   "redrive JOB_ID",
+		Use:   "redrive JOB_ID --account ACCOUNT",
 		Short: "Run a dead-lettered (refunded) job's work again; on success the refund is reclaimed",
 		Args:  cobra.ExactArgs(1),
-		RunE: cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-			status, err := st.Redrive(cmd.Context(), args[0], by, note)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := jobArg(account, args)
 			if err != nil {
 				return err
 			}
-			return cli.PrintJSON(cmd, status)
-		}),
+			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
+				status, err := st.Redrive(cmd.Context(), key, by, note)
+				if err != nil {
+					return err
+				}
+				return cli.PrintJSON(cmd, status)
+			})(cmd, args)
+		},
 	}
+	addAccountFlag(cmd, &account)
 	cmd.Flags().StringVar(&by, "by", "cli", "who asks, for the timeline")
 	cmd.Flags().StringVar(&note, "note", "", "why")
 	return cmd

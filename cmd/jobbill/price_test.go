@@ -140,7 +140,9 @@ func TestPriceCommands(t *testing.T) {
 // given before — is refused as an unknown kind, saying prices are set by the server, and writes
 // nothing (no job, balance unchanged); so is a max-units above the kind's. A metered job holds
 // its unit price × max units; a negative --units-used is refused with nothing written; the usage
-// reported settles it at used × unit price, with the rest of the hold released in one row.
+// reported settles it at used × unit price, with the rest of the hold released in one row. A job
+// command names the job's account (job IDs belong to their account): a report without --account
+// is refused with nothing written.
 func TestJobCommandsUseTheServersPrice(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := context.Background()
@@ -148,6 +150,7 @@ func TestJobCommandsUseTheServersPrice(t *testing.T) {
 	kind := ledgertest.Metered(t, e.Store, 3, 300)
 
 	id := ledgertest.ID(t, "job")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	_, err := e.run(t, "job", "submit", id, acct, "40")
 	require.EqualError(t, err, "unknown kind \"40\": prices are set by the server; `jobbill price list` shows the kinds")
 	_, err = e.run(t, "job", "submit", id, acct, cliKind(t, "never-priced"))
@@ -157,7 +160,7 @@ func TestJobCommandsUseTheServersPrice(t *testing.T) {
 	require.ErrorContains(t, err, "at most 300")
 	_, err = e.run(t, "job", "submit", id, acct, kind, "--max-units", "0")
 	require.ErrorContains(t, err, "--max-units is 0")
-	_, err = e.Store.Job(ctx, id)
+	_, err = e.Store.Job(ctx, key)
 	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no refused submission was written")
 	ledgertest.RequireBalance(t, e.Store, acct, 1000)
 
@@ -168,22 +171,24 @@ func TestJobCommandsUseTheServersPrice(t *testing.T) {
 	require.Equal(t, int64(100), sub.Status.HeldUnits)
 	require.Equal(t, int64(300), sub.Status.Held, "3 credits × 100 units, the server's price")
 
-	_, err = e.run(t, "job", "report", id, "--attempt", "1", "--output", "s3://out/"+id, "--units-used=-1")
+	_, err = e.run(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/"+id, "--units-used=-1")
 	require.ErrorContains(t, err, "--units-used is -1; it must not be negative")
-	st, err := e.Jobs.Status(ctx, id)
+	_, err = e.run(t, "job", "report", id, "--attempt", "1", "--output", "s3://out/"+id, "--units-used", "37")
+	require.ErrorContains(t, err, "--account is required")
+	st, err := e.Jobs.Status(ctx, key)
 	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRunning, st.State, "the refused report wrote nothing")
+	require.Equal(t, ledgerdb.StateRunning, st.State, "the refused reports wrote nothing")
 
-	e.ok(t, "job", "report", id, "--attempt", "1", "--output", "s3://out/"+id, "--units-used", "37")
+	e.ok(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/"+id, "--units-used", "37")
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err = e.Jobs.Wait(waitCtx, id, ledgerdb.StateDelivered)
+	st, err = e.Jobs.Wait(waitCtx, key, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	require.Equal(t, int64(111), st.Charged, "37 GPU-seconds × 3 credits")
 	require.Equal(t, int64(189), st.Released)
 
 	var status jobs.Status
-	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "job", "status", id)), &status))
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "job", "status", id, "--account", acct)), &status))
 	require.Equal(t, st.Charged, status.Charged)
 	require.Contains(t, status.Message, "111 of 300 held credits charged; 189 returned.")
 	h, err := e.Store.History(ctx, acct, ledgerdb.HistoryPage{Limit: 100})

@@ -262,7 +262,7 @@ type run struct {
 	mu         sync.Mutex
 	injections map[string]int
 	anomalies  []string
-	terminated []string // the jobs whose running workflow was terminated
+	terminated []ledgerdb.JobKey // the jobs whose running workflow was terminated
 	transient  atomic.Int64
 }
 
@@ -742,7 +742,7 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 		for k := range 2 {
 			both.Go(func() {
 				err := r.retry(ctx, func(ctx context.Context) error {
-					rep, err := r.st.ReportResult(ctx, p.job.ID, res)
+					rep, err := r.st.ReportResult(ctx, p.job.Key(), res)
 					paths[k] = rep.Path
 					return err
 				})
@@ -751,7 +751,7 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 					// The right answer for a job that was never charged (rejected): it has no work
 					// whose result could be taken. Wrong for any other.
 					paths[k] = "not_started"
-					if job, jerr := r.ledger.Job(ctx, p.job.ID); jerr == nil && job.IsCharged {
+					if job, jerr := r.ledger.Job(ctx, p.job.Key()); jerr == nil && job.IsCharged {
 						r.anomaly("a result for charged job %s (%s) was refused as never charged: %v", p.job.ID, job.State, err)
 					}
 				case err != nil:
@@ -773,14 +773,14 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 		var st jobs.Status
 		err := r.retry(wctx, func(ctx context.Context) error {
 			var err error
-			st, err = r.st.Wait(wctx, p.job.ID, terminal...)
+			st, err = r.st.Wait(wctx, p.job.Key(), terminal...)
 			return err
 		})
 		if err != nil {
 			r.anomaly("%s never settled before its delete: %v", p.job.ID, err)
 			return
 		}
-		if err := r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Delete(ctx, p.job.ID); return err }); err != nil {
+		if err := r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Delete(ctx, p.job.Key()); return err }); err != nil {
 			r.anomaly("deleting settled %s (%s): %v", p.job.ID, st.State, err)
 			return
 		}
@@ -836,9 +836,9 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 			}
 			fmt.Fprintf(r.out, "[%8.3fs] %-16s Postgres back after %.1fs\n", time.Since(r.start).Seconds(), "", time.Since(began).Seconds())
 		case KindOrphan:
-			id := fmt.Sprintf("%sorphan-%d", r.prefix, t.orphan)
+			id := r.orphanKey(t.orphan)
 			err := r.retry(ctx, func(ctx context.Context) error {
-				_, err := r.ledger.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: r.accounts[t.orphan%richAccounts], Kind: fixedKind(7), Request: []byte("sim:ok")})
+				_, err := r.ledger.Submit(ctx, ledgerdb.Submission{JobID: id.JobID, AccountID: id.AccountID, Kind: fixedKind(7), Request: []byte("sim:ok")})
 				return err
 			})
 			if err != nil {
@@ -878,7 +878,7 @@ func (r *run) heal(ctx context.Context) int {
 		}
 		healed = 0
 		for i := range r.cfg.Orphans {
-			job, err := r.ledger.Job(ctx, fmt.Sprintf("%sorphan-%d", r.prefix, i))
+			job, err := r.ledger.Job(ctx, r.orphanKey(i))
 			if err == nil && job.State != ledgerdb.StateSubmitting {
 				healed++
 			}
@@ -900,16 +900,21 @@ func (r *run) heal(ctx context.Context) int {
 	return healed
 }
 
+// orphanKey is the i-th orphan placeholder the run writes.
+func (r *run) orphanKey(i int) ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: r.accounts[i%richAccounts], JobID: fmt.Sprintf("%sorphan-%d", r.prefix, i)}
+}
+
 // terminatedStillRunning lists the terminated jobs the ledger still has running: charged, with no
 // workflow to settle them, until a heal run refunds them.
 func (r *run) terminatedStillRunning(ctx context.Context) []string {
 	r.mu.Lock()
-	ids := append([]string(nil), r.terminated...)
+	keys := append([]ledgerdb.JobKey(nil), r.terminated...)
 	r.mu.Unlock()
 	var running []string
-	for _, id := range ids {
-		if job, err := r.ledger.Job(ctx, id); err != nil || job.State == ledgerdb.StateRunning {
-			running = append(running, id)
+	for _, key := range keys {
+		if job, err := r.ledger.Job(ctx, key); err != nil || job.State == ledgerdb.StateRunning {
+			running = append(running, key.JobID)
 		}
 	}
 	return running
@@ -938,11 +943,11 @@ func (r *run) terminate(ctx context.Context, p jobPlan) {
 		r.event("skipped", "%s (%s): its workflow had closed; nothing to terminate", p.job.ID, p.job.InputRef)
 	default:
 		state := "unknown"
-		if job, err := r.ledger.Job(ctx, p.job.ID); err == nil {
+		if job, err := r.ledger.Job(ctx, p.job.Key()); err == nil {
 			state = string(job.State)
 		}
 		r.mu.Lock()
-		r.terminated = append(r.terminated, p.job.ID)
+		r.terminated = append(r.terminated, p.job.Key())
 		r.mu.Unlock()
 		r.event(KindTerminate, "%s (%s) terminated while its workflow ran (the ledger says %s)", p.job.ID, p.job.InputRef, state)
 	}
@@ -1028,19 +1033,19 @@ func newRequestID() string {
 // job must never stay charged with no run to settle it (money rule 3).
 func (r *run) checkTerminated(ctx context.Context, report *Report) {
 	r.mu.Lock()
-	ids := append([]string(nil), r.terminated...)
+	keys := append([]ledgerdb.JobKey(nil), r.terminated...)
 	r.mu.Unlock()
-	for _, id := range ids {
-		job, err := r.ledger.Job(ctx, id)
+	for _, key := range keys {
+		job, err := r.ledger.Job(ctx, key)
 		if err != nil {
-			r.anomaly("reading terminated job %s: %v", id, err)
+			r.anomaly("reading terminated job %s: %v", key, err)
 			continue
 		}
 		report.Terminated[job.State]++
 		switch job.State {
 		case ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered:
 		default:
-			r.anomaly("terminated job %s ended %s; it must end refunded (or delivered or recovered by its result)", id, job.State)
+			r.anomaly("terminated job %s ended %s; it must end refunded (or delivered or recovered by its result)", key, job.State)
 		}
 	}
 }

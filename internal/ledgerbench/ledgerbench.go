@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,7 +211,8 @@ type Comparison struct {
 
 // Result is the outcome of one Run.
 type Result struct {
-	// Prefix starts the ID of every account and job the run created.
+	// Prefix starts the ID of every account the run created, and the ID (after its account's) of
+	// every job.
 	Prefix string
 	// Config is the configuration the run used, defaults filled in.
 	Config Config
@@ -450,11 +450,33 @@ func (b *bench) runPrefix(side string, lc *lifecycle, round int) string {
 	return fmt.Sprintf("%s%d", b.jobsPrefix(side, lc), round)
 }
 
-// jobID is the job of a client's nth lifecycle (1-based, as the script's counter) in a round.
+// jobID is the ID of a client's nth job (1-based, as the script's counter) in a round.
 // lifecycle.sql builds the same ID as run || '-' || client_id || '-' || n, and the verification
 // reads n back from its last part.
 func (b *bench) jobID(side string, lc *lifecycle, round, client, n int) string {
 	return fmt.Sprintf("%s-%d-%d", b.runPrefix(side, lc, round), client, n)
+}
+
+// accountStride spreads a client's jobs over the accounts: see accountIndex.
+const accountStride = 7919
+
+// accountIndex is the account (0-based) of a client's nth job, on each side, lifecycle and
+// round alike, so that both sides meet the same contention on account rows: (client + n ×
+// accountStride) mod accounts. lifecycle.sql computes the same number from pgbench's client_id
+// and its counter n (given the stride and the count with -D), so the raw side finds each job
+// under the key the Go side put it at. The spread is not n mod accounts, which would march every
+// client over the same accounts in step: each client starts at its own account (clients in step
+// never share one, with no more clients than accounts), and the prime stride makes a client's
+// next job jump far across the accounts rather than onto the one its neighbour just left, so that
+// clients meet on an account only where they drift out of step, as with a random spread. (Were
+// accounts a multiple of the stride, each client would stay on one account.)
+func (b *bench) accountIndex(client, n int) int {
+	return (client + n*accountStride) % b.cfg.Accounts
+}
+
+// jobKey is the key of a client's nth job in a round: its account, accountIndex, and jobID.
+func (b *bench) jobKey(side string, lc *lifecycle, round, client, n int) ledgerdb.JobKey {
+	return ledgerdb.JobKey{AccountID: b.accountID(side, lc, b.accountIndex(client, n)), JobID: b.jobID(side, lc, round, client, n)}
 }
 
 // prepare opens each side's accounts for each lifecycle with a grant and writes every round's
@@ -483,24 +505,18 @@ func (b *bench) prepare(ctx context.Context) error {
 
 		var jobs, requests [][]any
 		for round := 1; round <= b.cfg.Rounds; round++ {
-			for k, lc := range b.lifecycles {
+			for _, lc := range b.lifecycles {
 				p := lc.price
-				// The same seed for both sides of a round and lifecycle gives them the same
-				// job-to-account spread, hence the same contention on account rows. The spread is
-				// random, not i % accounts, which would march every client over the same accounts
-				// in step.
+				// Both sides spread their jobs over their accounts alike (accountIndex), hence
+				// meet the same contention on account rows.
 				for _, side := range []string{sideRaw, sideGo} {
-					rng := mathrand.New(mathrand.NewPCG(uint64(round), 0x1edb+uint64(k)))
 					for client := range b.cfg.Clients {
 						for n := 1; n <= b.cfg.Lifecycles; n++ {
-							sub := ledgerdb.Submission{
-								JobID:     b.jobID(side, lc, round, client, n),
-								AccountID: b.accountID(side, lc, rng.IntN(b.cfg.Accounts)),
-								Kind:      p.Kind,
-							}
-							jobs = append(jobs, []any{sub.JobID, sub.AccountID, p.Hold(), sub.Fingerprint(),
+							key := b.jobKey(side, lc, round, client, n)
+							sub := ledgerdb.Submission{JobID: key.JobID, AccountID: key.AccountID, Kind: p.Kind}
+							jobs = append(jobs, []any{key.String(), sub.AccountID, p.Hold(), sub.Fingerprint(),
 								p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits})
-							requests = append(requests, []any{sub.JobID, []byte{}})
+							requests = append(requests, []any{key.String(), []byte{}})
 						}
 					}
 				}
@@ -534,11 +550,14 @@ var (
 // runRaw runs one round of a lifecycle's raw-SQL side under pgbench.
 func (b *bench) runRaw(ctx context.Context, lc *lifecycle, round int) (Figures, error) {
 	// -M prepared: each client parses each statement once, as pgx's statement cache does on the
-	// Go side. -n: there are no pgbench tables to vacuum. n=0 seeds each client's counter; held
+	// Go side. -n: there are no pgbench tables to vacuum. n=0 seeds each client's counter; the
+	// accounts' prefix, their count and the stride give each job's account (accountIndex); held
 	// is what settle.sql derives the usage from.
 	args := []string{"-n", "-M", "prepared",
 		"-c", strconv.Itoa(b.cfg.Clients), "-j", strconv.Itoa(b.cfg.PgbenchThreads), "-t", strconv.Itoa(b.cfg.Lifecycles),
-		"-D", "run=" + b.runPrefix(sideRaw, lc, round), "-D", "n=0"}
+		"-D", "run=" + b.runPrefix(sideRaw, lc, round), "-D", "n=0",
+		"-D", "accounts_prefix=" + b.accountsPrefix(sideRaw, lc), "-D", "accounts=" + strconv.Itoa(b.cfg.Accounts),
+		"-D", "stride=" + strconv.Itoa(accountStride)}
 	if lc.name == Metered {
 		args = append(args, "-D", "held="+strconv.FormatInt(lc.price.MaxUnits, 10))
 	}
@@ -617,7 +636,7 @@ func (b *bench) runGo(ctx context.Context, lc *lifecycle, round int) (Figures, e
 			<-begin
 			for n := 1; n <= b.cfg.Lifecycles; n++ {
 				t0 := time.Now()
-				if err := b.walk(ctx, lc, b.jobID(sideGo, lc, round, client, n), n); err != nil {
+				if err := b.walk(ctx, lc, b.jobKey(sideGo, lc, round, client, n), n); err != nil {
 					cancel(err)
 					return
 				}
@@ -690,33 +709,33 @@ func loadAverage() float64 {
 // result: a reclaim (fixed) or a settlement at the nth job's usage (metered), which reclaims and
 // releases in one call as the workflow's settle step does. Any outcome other than the expected
 // one is an error, so the figure counts only correct work.
-func (b *bench) walk(ctx context.Context, lc *lifecycle, jobID string, n int) error {
+func (b *bench) walk(ctx context.Context, lc *lifecycle, job ledgerdb.JobKey, n int) error {
 	expect := func(step string, t ledgerdb.Transition, err error, want ledgerdb.Outcome) error {
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", step, jobID, err)
+			return fmt.Errorf("%s %s: %w", step, job, err)
 		}
 		if t.Outcome != want {
-			return fmt.Errorf("%s %s: outcome %s, want %s", step, jobID, t.Outcome, want)
+			return fmt.Errorf("%s %s: outcome %s, want %s", step, job, t.Outcome, want)
 		}
 		return nil
 	}
-	t, err := b.store.Charge(ctx, jobID)
+	t, err := b.store.Charge(ctx, job)
 	if err := expect("charge", t, err, ledgerdb.Applied); err != nil {
 		return err
 	}
-	t, err = b.store.Refund(ctx, jobID, "bench: work failed", 3)
+	t, err = b.store.Refund(ctx, job, "bench: work failed", 3)
 	if err := expect("refund", t, err, ledgerdb.Applied); err != nil {
 		return err
 	}
-	t, err = b.store.Refund(ctx, jobID, "bench: work failed", 3)
+	t, err = b.store.Refund(ctx, job, "bench: work failed", 3)
 	if err := expect("duplicate refund", t, err, ledgerdb.AlreadyApplied); err != nil {
 		return err
 	}
 	if lc.name == Metered {
-		t, err = b.store.Settle(ctx, jobID, 3, ledgerdb.Units(lc.unitsUsed(n)))
+		t, err = b.store.Settle(ctx, job, 3, ledgerdb.Units(lc.unitsUsed(n)))
 		return expect("settle", t, err, ledgerdb.Applied)
 	}
-	t, err = b.store.Reclaim(ctx, jobID)
+	t, err = b.store.Reclaim(ctx, job)
 	return expect("reclaim", t, err, ledgerdb.Applied)
 }
 
@@ -754,24 +773,30 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 }
 
 // verifyJobs checks every job of a side and lifecycle, and answers how many there are and how
-// many ledger rows they have. A metered job's expected usage is read back from its ID (n, its last
-// part, mod the hold), the same number both sides reported.
+// many ledger rows they have. The ledger keys a job as <account>/<job ID>, so the side's jobs are
+// those whose ID, after their account's, starts with the side's prefix; each must be on the
+// account accountIndex gives its client and n (a job the raw side found on another account than
+// the Go side put it would not have been found at all). A metered job's expected usage is read
+// back from its ID (n, its last part, mod the hold), the same number both sides reported.
 func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, wantJobs int) (jobs, rows int, err error) {
 	p := lc.price
 	var sound, charges, refunds, reclaims, releases, badJobs int
 	err = b.pool.QueryRow(ctx, `
 		WITH p AS (
 			SELECT $1::text AS prefix, $2::text AS kind, $3::integer AS version, $4::text AS unit,
-			       $5::bigint AS unit_price, $6::bigint AS held, $7::boolean AS metered
+			       $5::bigint AS unit_price, $6::bigint AS held, $7::boolean AS metered,
+			       $8::text AS accounts_prefix, $9::bigint AS accounts, $10::bigint AS stride
 		), j AS (
 			SELECT jobs.id, jobs.cost, nullif((p.held - w.used) * p.unit_price, 0) AS release,
-			       jobs.kind = p.kind AND jobs.price_version = p.version AND jobs.unit = p.unit
+			       jobs.account_id = p.accounts_prefix || ((w.client + w.n * p.stride) % p.accounts)::text
+			         AND jobs.kind = p.kind AND jobs.price_version = p.version AND jobs.unit = p.unit
 			         AND jobs.unit_price = p.unit_price AND jobs.held_units = p.held AND jobs.cost = p.unit_price * p.held
 			         AND jobs.state = 'recovered' AND jobs.is_charged AND jobs.is_refunded AND jobs.is_reclaimed
 			         AND jobs.is_settled AND jobs.units_used = w.used AS sound
 			FROM p, jobs,
-			     LATERAL (SELECT CASE WHEN p.metered THEN split_part(jobs.id, '-', -1)::bigint % p.held ELSE p.held END AS used) w
-			WHERE starts_with(jobs.id, p.prefix)
+			     LATERAL (SELECT split_part(jobs.id, '-', -2)::bigint AS client, split_part(jobs.id, '-', -1)::bigint AS n) k,
+			     LATERAL (SELECT k.client, k.n, CASE WHEN p.metered THEN k.n % p.held ELSE p.held END AS used) w
+			WHERE starts_with(jobs.account_id, p.accounts_prefix) AND starts_with(jobs.id, jobs.account_id || '/' || p.prefix)
 		), e AS (
 			SELECT e.job_id, count(*) AS n,
 			       sum(e.amount) FILTER (WHERE e.kind = 'charge') AS charge,
@@ -790,6 +815,7 @@ func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, want
 		           OR e.charge IS DISTINCT FROM -j.cost OR e.refund IS DISTINCT FROM j.cost
 		           OR e.reclaim IS DISTINCT FROM -j.cost OR e.release IS DISTINCT FROM j.release)`,
 		b.jobsPrefix(side, lc), p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits, lc.name == Metered,
+		b.accountsPrefix(side, lc), b.cfg.Accounts, accountStride,
 	).Scan(&jobs, &sound, &rows, &charges, &refunds, &reclaims, &releases, &badJobs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("ledgerbench: verifying the %s jobs of side %s: %w", lc.name, side, err)
@@ -800,7 +826,7 @@ func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, want
 	}
 	if jobs != wantJobs || sound != wantJobs || rows != lc.rows*wantJobs || charges != wantJobs || refunds != wantJobs ||
 		reclaims != wantJobs || releases != wantReleases || badJobs != 0 {
-		return 0, 0, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on the %s jobs of side %s: want %d jobs, all recovered and settled at %s v%d, with %d rows (%d charges, refunds and reclaims each, %d releases); found %d jobs, %d of them as wanted, %d rows (%d charges, %d refunds, %d reclaims, %d releases), %d jobs whose rows are wrong",
+		return 0, 0, fmt.Errorf("ledgerbench: MONEY CHECK FAILED on the %s jobs of side %s: want %d jobs, all on the account their client and n give, recovered and settled at %s v%d, with %d rows (%d charges, refunds and reclaims each, %d releases); found %d jobs, %d of them as wanted, %d rows (%d charges, %d refunds, %d reclaims, %d releases), %d jobs whose rows are wrong",
 			lc.name, side, wantJobs, p.Kind, p.Version, lc.rows*wantJobs, wantJobs, wantReleases,
 			jobs, sound, rows, charges, refunds, reclaims, releases, badJobs)
 	}

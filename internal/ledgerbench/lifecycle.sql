@@ -12,17 +12,22 @@
 -- A guard in the last CTE would not undo an account debit made by an earlier one.
 --
 -- Variables: run (-D, the run's job-ID prefix), n (-D n=0, this client's lifecycle counter: pgbench
--- keeps a client's variables across its transactions, so each client walks its own jobs 1..N) and
--- client_id (pgbench's own). Needs -M prepared (or extended): the variables become typed
--- parameters, which is why each one is cast to text and never quoted.
+-- keeps a client's variables across its transactions, so each client walks its own jobs 1..N),
+-- client_id (pgbench's own), and accounts_prefix, accounts and stride (-D): the job's account is
+-- account number (client_id + n × stride) mod accounts, the one the Go side put the job on (see
+-- accountIndex in ledgerbench.go). Job IDs belong to their account, so a job is found by its key,
+-- <account>/<job ID>: accounts_prefix || acct || '/' || run || '-' || client_id || '-' || n. Needs
+-- -M prepared (or extended): the variables become typed parameters, which is why each one is cast
+-- to text and never quoted.
 \set n :n + 1
+\set acct (:client_id + :n * :stride) % :accounts
 
 -- charge: lock the job under its guard first (job before account, as every ledger function does),
 -- then debit only when the balance covers the cost; the job becomes running with a charge row, or
 -- rejected with none when the account cannot pay.
 WITH j AS (
     SELECT id, account_id, cost FROM jobs
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+    WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'submitting' AND NOT is_charged
     FOR UPDATE
 ), a AS (
@@ -45,7 +50,7 @@ SELECT account_id, id, 'charge', -cost, balance FROM charged;
 WITH j AS (
     UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
                     refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+    WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'running' AND is_charged AND NOT is_refunded
     RETURNING id, account_id, cost
 ), a AS (
@@ -61,7 +66,7 @@ SELECT id, job_id, 'refund', cost, balance FROM a;
 WITH j AS (
     UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
                     refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+    WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'running' AND is_charged AND NOT is_refunded
     RETURNING id, account_id, cost
 ), a AS (

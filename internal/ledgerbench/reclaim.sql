@@ -5,7 +5,7 @@
 WITH j AS (
     UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(), updated_at = now(),
                     is_settled = true, units_used = held_units, settled_at = now()
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+    WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'refunded' AND is_refunded AND NOT is_reclaimed
     RETURNING id, account_id, cost
 ), a AS (

@@ -16,7 +16,7 @@ WITH j AS (
     UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(),
                     is_settled = true, settled_at = now(), units_used = least(:used::bigint, held_units),
                     updated_at = now()
-    WHERE id = :run::text || '-' || :client_id::text || '-' || :n::text
+    WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'refunded' AND is_refunded AND NOT is_reclaimed AND NOT is_settled
     RETURNING id, account_id, cost, (held_units - units_used) * unit_price AS released
 ), a AS (

@@ -58,7 +58,7 @@ type story struct {
 	kind        string
 	input       string
 	// then runs after the charge is decided, to report results as the story needs.
-	then func(ctx context.Context, st *jobs.Service, jobID string) error
+	then func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error
 	// ends are the states the story waits for.
 	ends []ledgerdb.State
 	// charged is what the story's job must cost the account at its end (money rule 3: −units
@@ -88,16 +88,16 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 	fmt.Fprintf(out, "price list: render 40 credits a job; render-batch 10000 a job; gpu-render 1 credit a GPU-second, at most 300\n")
 	fmt.Fprintf(out, "account %s granted %d credits; playing seven stories (about 20 seconds)\n", account, grant)
 
-	reportTwice := func(ctx context.Context, st *jobs.Service, jobID string) error {
+	reportTwice := func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error {
 		// Two reports of the same result race each other, as a duplicated callback would.
-		res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + jobID + "/callback", FinishedAt: time.Now().UTC()}
+		res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + job.JobID + "/callback", FinishedAt: time.Now().UTC()}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i := range errs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = st.ReportResult(ctx, jobID, res)
+				_, errs[i] = st.ReportResult(ctx, job, res)
 			}()
 		}
 		wg.Wait()
@@ -160,19 +160,19 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 }
 
 func playStory(ctx context.Context, st *jobs.Service, account, run string, s story) (jobs.Status, error) {
-	jobID := fmt.Sprintf("%s-%s", s.name, run)
-	_, err := st.Submit(ctx, jobs.Job{ID: jobID, AccountID: account, Kind: s.kind, InputRef: s.input})
+	job := jobs.Job{ID: fmt.Sprintf("%s-%s", s.name, run), AccountID: account, Kind: s.kind, InputRef: s.input}
+	_, err := st.Submit(ctx, job)
 	if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
 		return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
 	}
 	if s.then != nil {
-		if err := s.then(ctx, st, jobID); err != nil {
+		if err := s.then(ctx, st, job.Key()); err != nil {
 			return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
 		}
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	status, err := st.Wait(waitCtx, jobID, s.ends...)
+	status, err := st.Wait(waitCtx, job.Key(), s.ends...)
 	if err != nil {
 		return status, fmt.Errorf("story (%s): %w", s.name, err)
 	}

@@ -183,10 +183,11 @@ func kind(t testing.TB, s *ledgerdb.Store, p ledgerdb.Price) string {
 func Charged(t testing.TB, s *ledgerdb.Store, acct, jobID string, cost int64, request string) ledgerdb.Transition {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.Submit(ctx, ledgerdb.Submission{JobID: jobID, AccountID: acct, Kind: Fixed(t, s, cost), Request: []byte(request)}); err != nil {
+	sub := ledgerdb.Submission{JobID: jobID, AccountID: acct, Kind: Fixed(t, s, cost), Request: []byte(request)}
+	if _, err := s.Submit(ctx, sub); err != nil {
 		t.Fatalf("submitting %s: %v", jobID, err)
 	}
-	charged, err := s.Charge(ctx, jobID)
+	charged, err := s.Charge(ctx, sub.Key())
 	if err != nil {
 		t.Fatalf("charging %s: %v", jobID, err)
 	}
@@ -218,7 +219,7 @@ type Row struct {
 // RequireRows checks a job's ledger rows, in order of writing: a charge or a reclaim of −cost, a
 // refund of +cost (money rules 2 and 5: at most one of each, every amount the job's recorded
 // cost).
-func RequireRows(t testing.TB, s *ledgerdb.Store, jobID string, cost int64, kinds ...ledgerdb.EntryKind) {
+func RequireRows(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, cost int64, kinds ...ledgerdb.EntryKind) {
 	t.Helper()
 	want := []Row{}
 	for _, k := range kinds {
@@ -228,8 +229,8 @@ func RequireRows(t testing.TB, s *ledgerdb.Store, jobID string, cost int64, kind
 		}
 		want = append(want, Row{Kind: k, Amount: amount})
 	}
-	if got := Rows(t, s, jobID); !slices.Equal(want, got) {
-		t.Fatalf("ledger rows of job %s: got %v, want %v", jobID, got, want)
+	if got := Rows(t, s, key); !slices.Equal(want, got) {
+		t.Fatalf("ledger rows of job %s: got %v, want %v", key, got, want)
 	}
 }
 
@@ -247,17 +248,17 @@ func RequireBalance(t testing.TB, s *ledgerdb.Store, accountID string, want int6
 	RequireSound(t, s, accountID)
 }
 
-// Rows is a job's ledger rows, in order of writing.
-func Rows(t testing.TB, s *ledgerdb.Store, jobID string) []Row {
+// Rows reads a job's ledger rows, in order of writing, straight from the table.
+func Rows(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey) []Row {
 	t.Helper()
 	rows, err := s.Pool().Query(context.Background(),
-		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
+		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, key.String())
 	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+		t.Fatalf("reading the rows of job %s: %v", key, err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
 	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
+		t.Fatalf("reading the rows of job %s: %v", key, err)
 	}
 	return got
 }
@@ -282,28 +283,13 @@ func OwnKind(t testing.TB) string {
 // RequireRowAmounts checks a job's ledger rows, in order of writing, kind and amount each —
 // for rows whose amounts are not ±cost (a release gives back part of a hold). Money rules 2
 // and 5: exactly these rows, each of exactly this amount.
-func RequireRowAmounts(t testing.TB, s *ledgerdb.Store, jobID string, want ...Row) {
+func RequireRowAmounts(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, want ...Row) {
 	t.Helper()
 	if want == nil {
 		want = []Row{}
 	}
-	got := JobRows(t, s, jobID)
+	got := Rows(t, s, key)
 	if !slices.Equal(want, got) {
-		t.Fatalf("ledger rows of job %s: got %v, want %v", jobID, got, want)
+		t.Fatalf("ledger rows of job %s: got %v, want %v", key, got, want)
 	}
-}
-
-// JobRows reads a job's ledger rows, in order of writing, straight from the table.
-func JobRows(t testing.TB, s *ledgerdb.Store, jobID string) []Row {
-	t.Helper()
-	rows, err := s.Pool().Query(context.Background(),
-		`SELECT kind, amount FROM ledger_entries WHERE job_id = $1 ORDER BY id`, jobID)
-	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
-	if err != nil {
-		t.Fatalf("reading the rows of job %s: %v", jobID, err)
-	}
-	return got
 }
