@@ -47,7 +47,7 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 	// The key count, never the keys.
 	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("bootstrap_keys", len(c.API.Keys)),
 		zap.String("task_queue", c.Temporal.TaskQueue))
-	fmt.Fprintf(out, "jobbill api listening on http://%s (%d bootstrap admin keys; the other keys are in the ledger: jobbill key list)\n",
+	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
 		ln.Addr(), len(c.API.Keys))
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
