@@ -31,8 +31,9 @@ import (
 //     waiting for retries.
 //  3. Cancel: when Temporal gives the attempt up (its timeout, or a result signal made it moot),
 //     the runner sends DELETE {BaseURL}/v1/runs/{run_id}, best effort. A run that finishes anyway
-//     must report its result late, to jobbill's result endpoint or `jobbill job report`; the
-//     ledger reclaims the refund once, however many times it is reported.
+//     must report its result late, to jobbill's result endpoint (with a runner API key) or
+//     `jobbill job report`; the ledger reclaims the refund once, however many times it is
+//     reported.
 //
 // Transport errors, 408, 429 and 5xx answers while polling are transient: the runner keeps
 // polling until the attempt's deadline. Any other answer fails the attempt (retryably).

@@ -1,73 +1,89 @@
 package api
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
+	"slices"
 	"strings"
 
-	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/apikeys"
 )
 
-// principal is who an authenticated request acts as. It never holds the secret: index names the
-// key in logs.
+// principal is who an authenticated request acts as: the API key it sent, never its secret.
 type principal struct {
-	index    int
-	admin    bool
-	accounts map[string]bool
+	// keyID names the key in logs: an API key's public ID ("key_…"), or "api.keys[i]" for a
+	// bootstrap admin key of the configuration.
+	keyID string
+	// scope is what the key may do; the route table has already checked that it may call the
+	// route.
+	scope apikeys.Scope
+	// account is the one account of a customer or customer_read key, which such a key acts for
+	// and which is implied when a request names none; "" for runner and admin keys.
+	account string
 }
 
-// may reports whether the principal may act for the account.
-func (p *principal) may(accountID string) bool { return p.admin || p.accounts[accountID] }
+func newPrincipal(k apikeys.Key) *principal {
+	return &principal{keyID: k.ID, scope: k.Scope, account: k.AccountID}
+}
 
-// onlyAccount is the one account a key of a single account acts for; "" for an admin key or a
-// key of several accounts, which must name the account of each job request.
-func (p *principal) onlyAccount() string {
-	if p.admin || len(p.accounts) != 1 {
+// may reports whether the principal may act for the account. A customer or customer_read key
+// acts for its own account only. Runner and admin keys act for every account: the GPU service
+// reports results for every customer's jobs, and the route table lets a runner key call nothing
+// else.
+func (p *principal) may(accountID string) bool {
+	if p.scope.OfAccount() {
+		return p.account == accountID
+	}
+	return true
+}
+
+// onlyAccount is the account a request acts for when it names none: a customer key's own; ""
+// for runner and admin keys, which act for every account and so must name the account of each
+// job request.
+func (p *principal) onlyAccount() string { return p.account }
+
+// access says who may call a route: anyone with no key at all (health checks, metrics), or a key
+// of one of the listed scopes. The zero value is neither, and New refuses it, so that a route
+// that forgot to say is never served open.
+type access struct {
+	public bool
+	scopes []apikeys.Scope
+}
+
+// Who may call what (docs/api.md, "Keys and scopes").
+var (
+	// noKey routes answer without a key: they say nothing of accounts or money.
+	noKey = access{public: true}
+	// accountReaders read one account's jobs, balance and ledger, and the price list.
+	accountReaders = access{scopes: []apikeys.Scope{apikeys.ScopeCustomer, apikeys.ScopeCustomerRead, apikeys.ScopeAdmin}}
+	// accountWriters submit and delete one account's jobs.
+	accountWriters = access{scopes: []apikeys.Scope{apikeys.ScopeCustomer, apikeys.ScopeAdmin}}
+	// resultReporters report results. The usage a result reports decides what a metered job
+	// costs, so a customer's key may not: only the GPU service's runner key, or an admin.
+	resultReporters = access{scopes: []apikeys.Scope{apikeys.ScopeRunner, apikeys.ScopeAdmin}}
+	// adminsOnly move money, set prices, re-drive jobs and manage keys.
+	adminsOnly = access{scopes: []apikeys.Scope{apikeys.ScopeAdmin}}
+)
+
+// allows reports whether a key of the scope may call the route.
+func (a access) allows(s apikeys.Scope) bool { return slices.Contains(a.scopes, s) }
+
+// names lists the scopes for a person: "runner or admin".
+func (a access) names() string {
+	names := make([]string, len(a.scopes))
+	for i, s := range a.scopes {
+		names[i] = string(s)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// bearer is the secret of the request's "Authorization: Bearer <secret>"; "" when it has none.
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return ""
 	}
-	for a := range p.accounts {
-		return a
-	}
-	return ""
-}
-
-// keyring checks bearer keys in constant time.
-type keyring struct {
-	// digests are the SHA-256 of each secret: comparing fixed-length digests keeps the
-	// comparison's time independent of the secrets' lengths too.
-	digests    [][sha256.Size]byte
-	principals []*principal
-}
-
-func newKeyring(keys []config.APIKey) *keyring {
-	kr := &keyring{}
-	for i, k := range keys {
-		p := &principal{index: i, admin: k.Admin, accounts: map[string]bool{}}
-		for _, a := range k.Accounts {
-			p.accounts[a] = true
-		}
-		kr.digests = append(kr.digests, sha256.Sum256([]byte(k.Key)))
-		kr.principals = append(kr.principals, p)
-	}
-	return kr
-}
-
-// authenticate finds the key of a request. Every configured key is compared, with no early exit,
-// so the time taken does not tell which key (or how many) came close.
-func (kr *keyring) authenticate(r *http.Request) (*principal, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, false
-	}
-	digest := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := -1
-	for i := range kr.digests {
-		eq := subtle.ConstantTimeCompare(digest[:], kr.digests[i][:])
-		match = subtle.ConstantTimeSelect(eq, i, match)
-	}
-	if match < 0 {
-		return nil, false
-	}
-	return kr.principals[match], true
+	return strings.TrimSpace(token)
 }

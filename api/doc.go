@@ -25,11 +25,23 @@
 // reports units_used; its settlement charges units used × unit price, capped at the hold, and
 // returns the rest of the hold in one release row. A result carries no amount either.
 //
-// # Keys and accounts
+// # Keys, scopes and accounts
 //
-// Callers send "Authorization: Bearer <key>". Each configured key is scoped to a list of accounts
-// or is an admin key (every account, grants and redrives). No key or an unknown key is 401; a key
-// acting outside its scope is 403; in both cases nothing is written.
+// Callers send "Authorization: Bearer <secret>" with an API key (package apikeys), kept hashed in
+// the ledger's database and read on every request, so that keys are created and revoked while
+// the API runs (the admin routes under /v1/keys, or `jobbill key`). Each key has one scope, and
+// the route table names the scopes each route takes (openapi.yaml's x-scopes):
+//
+//   - customer: one account's jobs (submit, read, delete), its balance and ledger, and the prices;
+//   - customer_read: the same GET routes, and nothing that writes;
+//   - runner: the GPU service, which may only report results (for every account's jobs) — the
+//     usage a result reports sets what a metered job costs, so a customer key may not;
+//   - admin: everything, with grants, prices, redrives and keys.
+//
+// The configuration's api.keys are bootstrap admin keys, a way in for a fresh deployment. No
+// key, an unknown key, an expired key and a revoked key all get the same 401; a key calling
+// outside its scope, or about another account (its balance, ledger or submissions), gets 403; in
+// both cases nothing is written.
 //
 // Job IDs belong to their account: two accounts may use the same ID and get two jobs. The job
 // routes act for the account of the account_id query parameter, which a key of one account may
@@ -39,5 +51,6 @@
 // tenant's. So no answer (403, 409, 410) tells one tenant that another's ID exists.
 //
 // The document openapi.yaml beside this file describes every route; tests keep it equal to the
-// routes, to the status codes each one can answer, and to the fields of each body and answer.
+// routes, to the status codes and key scopes of each one, and to the fields of each body and
+// answer.
 package api

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -55,11 +56,25 @@ func newKey(t *testing.T, label string) string {
 	return label + "-" + hex.EncodeToString(b[:])
 }
 
-// serve runs the API over st with keys; mod may change the options.
-func (e *env) serve(t *testing.T, keys []config.APIKey, mod func(*api.Options)) string {
+// key is the secret of a new API key of the scope — for the account, for the customer scopes —
+// in the test ledger's key store, which every test server authenticates against.
+func (e *env) key(t *testing.T, scope apikeys.Scope, account string) string {
+	t.Helper()
+	name := t.Name()
+	if len(name) > apikeys.MaxNameLength {
+		name = name[:apikeys.MaxNameLength]
+	}
+	created, err := apikeys.NewStore(e.Store.Pool()).Create(context.Background(), apikeys.Spec{Scope: scope, AccountID: account, Name: name})
+	require.NoError(t, err)
+	return created.Secret
+}
+
+// serve runs the API over the test ledger and its keys; mod may change the options (bootstrap
+// keys in Config.Keys, say).
+func (e *env) serve(t *testing.T, mod func(*api.Options)) string {
 	t.Helper()
 	cfg := config.Default().API
-	cfg.Keys, cfg.MaxBodyBytes, cfg.RequestTimeout = keys, 4096, 20*time.Second
+	cfg.MaxBodyBytes, cfg.RequestTimeout = 4096, 20*time.Second
 	opts := api.Options{
 		Config: cfg, Jobs: e.Jobs, Ledger: e.Store,
 		Ready: []api.Check{{Name: "postgres", Probe: e.Store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
@@ -178,8 +193,8 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
 	ghost := ledgertest.ID(t, "acct-never-opened")
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct, ghost}}}, nil)
+	key, admin, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "job")
 	kind := e.fixed(t, 40)
 
@@ -209,7 +224,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Equal(t, "not_charged", a.str("money_state"))
 	require.Contains(t, a.str("message"), "not charged")
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(ledgertest.ID(t, "job-ghost"), ghost, e.fixed(t, 1), "sim:ok"))
+	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-ghost"), ghost, e.fixed(t, 1), "sim:ok"))
 	require.Equal(t, 422, a.code, a.raw)
 	require.Equal(t, "unknown_account", a.str("code"))
 
@@ -234,7 +249,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Empty(t, e.kinds(t, acct, poor))
 	require.Equal(t, int64(60), e.balance(t, acct))
 	// Settle the hanging job so its workflow ends.
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result"+inAcct, key, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result"+inAcct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	ledgertest.RequireSound(t, e.Store, acct)
@@ -249,8 +264,8 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key, admin := newKey(t, "acct"), newKey(t, "admin")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}, {Key: admin, Admin: true}}, nil)
+	key, admin, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, nil)
 
 	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, e.fixed(t, 10), "sim:hang")).code)
@@ -263,7 +278,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	require.Equal(t, "charged", a.str("money_state"))
 	require.Equal(t, 404, call(t, base, "DELETE", "/v1/jobs/"+ledgertest.ID(t, "nope"), key, nil).code)
 
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://x"})
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://x"})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, acct, hang, ledgerdb.StateDelivered)
 	// The admin key acts for every account, so it names the job's.
@@ -280,7 +295,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	a = call(t, base, "GET", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "charged", a.str("money_state"))
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://late"})
+	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://late"})
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, map[string]any{"by": "ops"}).code)
 
@@ -302,8 +317,8 @@ func TestDeletionStory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
 	c := &apiclient.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
@@ -348,8 +363,8 @@ func TestCrossAccountRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acctA, acctB := ledgertest.Account(t, e.Store, 100), ledgertest.Account(t, e.Store, 100)
-	keyA, keyB := newKey(t, "a"), newKey(t, "b")
-	base := e.serve(t, []config.APIKey{{Key: keyA, Accounts: []string{acctA}}, {Key: keyB, Accounts: []string{acctB}}}, nil)
+	keyA, keyB := e.key(t, apikeys.ScopeCustomer, acctA), e.key(t, apikeys.ScopeCustomer, acctB)
+	base := e.serve(t, nil)
 	jobB := ledgertest.ID(t, "job-b")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(jobB, acctB, e.fixed(t, 37), "sim:ok")).code)
 	e.wait(t, acctB, jobB, ledgerdb.StateDelivered)
@@ -370,7 +385,6 @@ func TestCrossAccountRefused(t *testing.T) {
 		}{
 			{"GET", "/v1/jobs/" + jobB + account, nil},
 			{"DELETE", "/v1/jobs/" + jobB + account, nil},
-			{"POST", "/v1/jobs/" + jobB + "/result" + account, map[string]any{"attempt": 1}},
 		} {
 			a := call(t, base, tc.method, tc.path, keyA, tc.body)
 			require.Equal(t, unknown.code, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
@@ -424,8 +438,8 @@ func TestAuthRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "job")
 	grant := map[string]any{"amount": 5, "key": "k1"}
 	for _, tc := range []struct {
@@ -463,8 +477,8 @@ func TestBadInputRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "admin")
-	base := e.serve(t, []config.APIKey{{Key: key, Admin: true}}, nil)
+	key := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "job")
 	metered := ledgertest.Metered(t, e.Store, 1, 300)
 	ok := fmt.Sprintf(`"job_id":%q,"account_id":%q`, id, acct)
@@ -519,8 +533,8 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 0)
-	admin := newKey(t, "admin")
-	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
 	path := "/v1/accounts/" + acct
 	a := call(t, base, "POST", path+"/grants", admin, map[string]any{"amount": 50, "key": "invoice-1", "memo": "first"})
 	require.Equal(t, 201, a.code, a.raw)
@@ -556,9 +570,9 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "acct")
+	key := e.key(t, apikeys.ScopeCustomer, acct)
 	idle := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: "jobbill-api-test-no-worker-" + newKey(t, "q")})
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, func(o *api.Options) {
+	base := e.serve(t, func(o *api.Options) {
 		o.Jobs, o.Config.RequestTimeout = idle, 1500*time.Millisecond
 	})
 	id := ledgertest.ID(t, "job-slow")
@@ -579,13 +593,13 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 func TestHealthReadinessAndRouting(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	base := e.serve(t, nil, nil)
+	base := e.serve(t, nil)
 	require.Equal(t, 200, call(t, base, "GET", "/healthz", "", nil).code)
 	a := call(t, base, "GET", "/readyz", "", nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "ok", a.str("checks", "postgres"))
 	require.Equal(t, "ok", a.str("checks", "temporal"))
-	down := e.serve(t, nil, func(o *api.Options) {
+	down := e.serve(t, func(o *api.Options) {
 		o.Ready = append(o.Ready, api.Check{Name: "temporal-2", Probe: func(context.Context) error {
 			return fmt.Errorf("dial tcp 10.0.0.1:7233: secret-host unreachable")
 		}})

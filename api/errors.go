@@ -13,8 +13,8 @@ import (
 type Error struct {
 	// Code is stable and meant for programs: invalid_input, body_too_large, price_set_by_server,
 	// unauthorized, forbidden, not_received, deleted, conflict, job_active, insufficient_credits,
-	// rejected, not_started, unknown_account, unknown_kind, not_dead_lettered, out_of_range,
-	// no_route, method_not_allowed, unavailable, internal.
+	// rejected, not_started, unknown_account, unknown_kind, unknown_key, not_dead_lettered,
+	// out_of_range, no_route, method_not_allowed, unavailable, internal.
 	Code string `json:"code"`
 	// Message is a sentence for a person.
 	Message string `json:"message"`
@@ -54,7 +54,7 @@ func (e *apiError) withMoney(m ledgerdb.MoneyState) *apiError {
 
 // Messages reused by several handlers.
 const (
-	msgUnauthorized = "Send a valid API key as \"Authorization: Bearer <key>\". Nothing was done."
+	msgUnauthorized = "Send an active API key as \"Authorization: Bearer <secret>\"; a missing, unknown, expired or revoked key all get this answer. Nothing was done."
 	msgForbidden    = "This API key may not act for this account. Nothing was done."
 	msgInternal     = "The server failed to answer. If this was a submission, check the job with GET /v1/jobs/{id} before anything else: 404 means it was not received and you were not charged."
 	msgUnavailable  = "The server could not reach its ledger or Temporal in time. Retry the same request with the same ID; a job is never charged twice."

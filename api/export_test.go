@@ -20,7 +20,7 @@ func TestUndeclaredHookHearsUnlistedStatuses(t *testing.T) {
 	var heard []int
 	SetUndeclaredHook(s, func(_ string, status int) { heard = append(heard, status) })
 
-	teapot := route{method: http.MethodGet, path: "/probe", auth: public, statuses: []int{http.StatusOK},
+	teapot := route{method: http.MethodGet, path: "/probe", access: noKey, statuses: []int{http.StatusOK},
 		handle: func(http.ResponseWriter, *http.Request, *principal) (int, any, error) {
 			return http.StatusTeapot, map[string]string{}, nil
 		}}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"sort"
@@ -11,14 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// TestOpenAPIMatchesRoutes keeps openapi.yaml true (money rule 8's doors are all documented):
-// every path and method in the document is routed, every route is documented, and each
-// operation lists exactly the status codes its handler can answer. The end-to-end tests check
-// the other half: no handler answers a status its route does not declare.
+// TestOpenAPIMatchesRoutes keeps openapi.yaml true (money rule 8's doors are all documented, and
+// who may open each): every path and method in the document is routed, every route is
+// documented, each operation lists exactly the status codes its handler can answer, and exactly
+// the key scopes the route table lets call it (x-scopes) — or, for a route that takes no key,
+// says so (security: []) and lists none. The end-to-end tests check the other half: no handler
+// answers a status its route does not declare, and each scope is let in or refused as declared.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	raw, err := os.ReadFile("openapi.yaml")
 	require.NoError(t, err)
@@ -29,13 +33,31 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
 	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."), "an OpenAPI 3 document")
 
-	documented := map[string][]int{}
+	documented, documentedScopes := map[string][]int{}, map[string][]string{}
 	for path, item := range doc.Paths {
 		for method, op := range item {
 			if method == "parameters" {
 				continue
 			}
 			opMap, _ := op.(map[string]any)
+			name := strings.ToUpper(method) + " " + path
+			scopes := []string{}
+			list, hasScopes := opMap["x-scopes"].([]any)
+			for _, s := range list {
+				scopes = append(scopes, fmt.Sprint(s))
+			}
+			sort.Strings(scopes)
+			security, overridden := opMap["security"].([]any)
+			switch {
+			case overridden && len(security) == 0:
+				require.False(t, hasScopes, "%s takes no key (security: []) but lists x-scopes", name)
+				scopes = nil
+			case overridden:
+				t.Errorf("%s: the document's one security scheme applies to every keyed route; say who may call it in x-scopes", name)
+			default:
+				require.True(t, hasScopes && len(scopes) > 0, "%s takes a key: list the scopes that may call it in x-scopes", name)
+			}
+			documentedScopes[name] = scopes
 			responses, _ := opMap["responses"].(map[string]any)
 			var codes []int
 			for code := range responses {
@@ -44,20 +66,27 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 				codes = append(codes, n)
 			}
 			sort.Ints(codes)
-			documented[strings.ToUpper(method)+" "+path] = codes
+			documented[name] = codes
 		}
 	}
-	routed := map[string][]int{}
+	routed, routedScopes := map[string][]int{}, map[string][]string{}
 	s := New(Options{})
 	for _, rt := range s.routes {
 		codes := append([]int(nil), rt.statuses...)
-		if rt.auth != public {
+		var scopes []string
+		if !rt.access.public {
 			codes = append(codes, commonStatuses...)
+			for _, scope := range rt.access.scopes {
+				scopes = append(scopes, string(scope))
+			}
+			sort.Strings(scopes)
 		}
 		sort.Ints(codes)
 		routed[rt.method+" "+rt.path] = codes
+		routedScopes[rt.method+" "+rt.path] = scopes
 	}
 	require.Equal(t, routed, documented)
+	require.Equal(t, routedScopes, documentedScopes)
 }
 
 // TestOpenAPISchemasMatchBodies keeps the document's schemas equal to what the API reads and
@@ -81,6 +110,7 @@ func TestOpenAPISchemasMatchBodies(t *testing.T) {
 		"Status": jobs.Status{}, "Submission": jobs.Submission{}, "ResultReport": jobs.ResultReport{},
 		"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
 		"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{},
+		"KeyRequest": KeyRequest{}, "Key": apikeys.Key{}, "CreatedKey": apikeys.Created{}, "KeyList": KeyList{}, "KeyRevoked": KeyRevoked{},
 	} {
 		documented := []string{}
 		for name := range doc.Components.Schemas[schema].Properties {
@@ -97,12 +127,17 @@ func TestOpenAPISchemasMatchBodies(t *testing.T) {
 	}
 }
 
-// jsonFields are the JSON names of a struct's fields, sorted.
+// jsonFields are the JSON names of a struct's fields, sorted; an embedded struct without a name
+// of its own lends its fields, as encoding/json does.
 func jsonFields(t reflect.Type) []string {
 	names := []string{}
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			names = append(names, jsonFields(f.Type)...)
+		case name != "" && name != "-":
 			names = append(names, name)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
@@ -54,8 +54,8 @@ func TestSubmissionCarryingAnAmountIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
 	render := e.fixed(t, 40)
 
 	for name, extra := range map[string]map[string]any{
@@ -97,8 +97,9 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 1000)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	runner := e.key(t, apikeys.ScopeRunner, "")
 	metered, render := ledgertest.Metered(t, e.Store, 2, 300), e.fixed(t, 40)
 
 	id := ledgertest.ID(t, "job")
@@ -135,7 +136,7 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 	require.Equal(t, "100", a.str("status", "held_units"))
 	require.Equal(t, "200", a.str("status", "held"), "2 credits × 100 units")
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -200}}, e.jobRows(t, acct, id))
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 100})
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 100})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	ledgertest.RequireBalance(t, e.Store, acct, 800)
@@ -150,8 +151,9 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 10000)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	runner := e.key(t, apikeys.ScopeRunner, "")
 	kind := ledgertest.Metered(t, e.Store, 2, 300)
 
 	used, capped, silent := ledgertest.ID(t, "used"), ledgertest.ID(t, "capped"), ledgertest.ID(t, "silent")
@@ -170,7 +172,7 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 		if usage != nil {
 			body["units_used"] = usage
 		}
-		a := call(t, base, "POST", "/v1/jobs/"+id+"/result", key, body)
+		a := call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, body)
 		require.Equal(t, 200, a.code, a.raw)
 		require.Equal(t, "signal", a.str("path"))
 	}
@@ -211,12 +213,12 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 1000)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "job")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
 
-	path := "/v1/jobs/" + id + "/result"
+	path := "/v1/jobs/" + id + "/result?account_id=" + acct
 	for name, body := range map[string]string{
 		"negative usage":   `{"attempt":1,"output_ref":"s3://out","units_used":-1}`,
 		"fractional usage": `{"attempt":1,"output_ref":"s3://out","units_used":1.5}`,
@@ -225,7 +227,7 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 		"an amount":        `{"attempt":1,"output_ref":"s3://out","amount":0}`,
 		"a cost":           `{"attempt":1,"output_ref":"s3://out","units_used":1,"cost":1}`,
 	} {
-		a := call(t, base, "POST", path, key, body)
+		a := call(t, base, "POST", path, runner, body)
 		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
 		require.Contains(t, a.str("message"), "Nothing was written", name)
 		if name == "an amount" || name == "a cost" {
@@ -240,7 +242,7 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 	require.Equal(t, "300", a.str("charged"))
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -300}}, e.jobRows(t, acct, id))
 
-	a = call(t, base, "POST", path, key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
+	a = call(t, base, "POST", path, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -300}, {Kind: ledgerdb.KindRelease, Amount: 300}}, e.jobRows(t, acct, id))
@@ -255,12 +257,13 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	key := newKey(t, "acct")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}}, nil)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	runner := e.key(t, apikeys.ScopeRunner, "")
 	id := ledgertest.ID(t, "job")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, e.fixed(t, 40), "sim:hang")).code)
 
-	a := call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
+	a := call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
@@ -273,16 +276,17 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 // TestPriceRoutes checks the price list over HTTP. Only an admin key may set a price (an account
 // key is 403 and writes nothing); a new price is a new version (201), the same figures again
 // write nothing (200 already_applied), and an invalid price is 400 naming its field with nothing
-// written. Any key reads the list and a kind's history; a kind never priced is 404 unknown_kind.
-// Versioning (money rule 5): a job submitted before a price change keeps its price — its hold,
-// its price_version, a resubmission of it, and its settlement — while a job submitted after pays
-// the new one.
+// written. A customer, read-only or admin key reads the list and a kind's history; a kind never
+// priced is 404 unknown_kind. Versioning (money rule 5): a job submitted before a price change
+// keeps its price — its hold, its price_version, a resubmission of it, and its settlement — while
+// a job submitted after pays the new one.
 func TestPriceRoutes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 1000)
-	key, admin := newKey(t, "acct"), newKey(t, "admin")
-	base := e.serve(t, []config.APIKey{{Key: key, Accounts: []string{acct}}, {Key: admin, Admin: true}}, nil)
+	key, admin := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	runner := e.key(t, apikeys.ScopeRunner, "")
 	kind := newKind(t, "render")
 	path := "/v1/prices/" + kind
 	v1 := map[string]any{"unit": "job", "unit_price": 40, "memo": "launch"}
@@ -341,7 +345,7 @@ func TestPriceRoutes(t *testing.T) {
 	require.Equal(t, "40", a.str("status", "held"))
 
 	for _, id := range []string{before, after} {
-		require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
+		require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
 		e.wait(t, acct, id, ledgerdb.StateDelivered)
 	}
 	require.Equal(t, "40", call(t, base, "GET", "/v1/jobs/"+before, key, nil).str("charged"), "the price it was submitted at")

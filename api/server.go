@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -19,11 +20,14 @@ import (
 
 // Options configures a [Server].
 type Options struct {
-	// Config is the API's configuration: its limits, timeouts and bearer keys. Start from
-	// config.Default().API, the one home of the API's defaults.
+	// Config is the API's configuration: its limits, timeouts and bootstrap admin keys. Start
+	// from config.Default().API, the one home of the API's defaults.
 	Config config.API
-	// Jobs submits and follows jobs; Ledger answers accounts, ledger pages and grants.
-	Jobs   *jobs.Service
+	// Jobs submits and follows jobs.
+	Jobs *jobs.Service
+	// Ledger answers accounts, ledger pages, grants and prices, and keeps the API keys (package
+	// apikeys) that every request but the health checks is authenticated against. Without it,
+	// only the bootstrap keys of Config authenticate.
 	Ledger *ledgerdb.Store
 	// Ready are the dependencies /readyz checks (Postgres and Temporal in `jobbill api`).
 	Ready []Check
@@ -43,8 +47,11 @@ type Check struct {
 
 // Server is the HTTP API. Its Handler is safe for concurrent use.
 type Server struct {
-	opts    Options
-	keys    *keyring
+	opts Options
+	// keys creates, lists and revokes API keys (the /v1/keys routes); auth authenticates
+	// requests against them and the configuration's bootstrap keys.
+	keys    *apikeys.Store
+	auth    *apikeys.Authenticator
 	routes  []route
 	handler http.Handler
 	// undeclared, set by tests, hears of any status a route answers that its declaration (and so
@@ -52,24 +59,17 @@ type Server struct {
 	undeclared func(pattern string, status int)
 }
 
-// auth says who may call a route.
-type auth int
-
-const (
-	public  auth = iota // no key: health checks
-	scoped              // any valid key; the handler checks the account
-	adminOn             // admin keys only
-)
-
 // handlerFunc does a route's work and returns the status and body to answer, or an error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error)
 
 // route is one method and path, who may call it, and every status it can answer.
 type route struct {
 	method, path string
-	auth         auth
-	statuses     []int
-	handle       handlerFunc
+	// access names the scopes of the keys that may call the route (openapi.yaml's x-scopes);
+	// the handler then checks which account a key may act for.
+	access   access
+	statuses []int
+	handle   handlerFunc
 	// raw, when set, answers the route itself instead of handle: a page that is not JSON.
 	raw http.Handler
 }
@@ -83,22 +83,33 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	s := &Server{opts: opts, keys: newKeyring(opts.Config.Keys)}
+	s := &Server{opts: opts}
+	if opts.Ledger != nil {
+		s.keys = apikeys.NewStore(opts.Ledger.Pool())
+	}
+	bootstrap := make([]string, len(opts.Config.Keys))
+	for i, k := range opts.Config.Keys {
+		bootstrap[i] = k.Key
+	}
+	s.auth = apikeys.NewAuthenticator(s.keys, bootstrap)
 	s.routes = []route{
-		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
-		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob, nil},
-		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob, nil},
-		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 202, 404, 409, 410}, s.reportResult, nil},
-		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob, nil},
-		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount, nil},
-		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger, nil},
-		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 422}, s.grant, nil},
-		{"GET", "/v1/prices", scoped, []int{200}, s.listPrices, nil},
-		{"GET", "/v1/prices/{kind}", scoped, []int{200, 404}, s.priceHistory, nil},
-		{"PUT", "/v1/prices/{kind}", adminOn, []int{200, 201}, s.setPrice, nil},
-		{"GET", "/healthz", public, []int{200}, s.healthz, nil},
-		{"GET", "/readyz", public, []int{200, 503}, s.readyz, nil},
-		{"GET", "/metrics", public, []int{200}, nil, opts.Metrics},
+		{"POST", "/v1/jobs", accountWriters, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
+		{"GET", "/v1/jobs/{id}", accountReaders, []int{200, 404, 410}, s.getJob, nil},
+		{"DELETE", "/v1/jobs/{id}", accountWriters, []int{200, 404, 409}, s.deleteJob, nil},
+		{"POST", "/v1/jobs/{id}/result", resultReporters, []int{200, 202, 404, 409, 410}, s.reportResult, nil},
+		{"POST", "/v1/jobs/{id}/redrive", adminsOnly, []int{202, 404, 409, 410}, s.redriveJob, nil},
+		{"GET", "/v1/accounts/{id}", accountReaders, []int{200, 404}, s.getAccount, nil},
+		{"GET", "/v1/accounts/{id}/ledger", accountReaders, []int{200, 404}, s.getLedger, nil},
+		{"POST", "/v1/accounts/{id}/grants", adminsOnly, []int{200, 201, 404, 409, 422}, s.grant, nil},
+		{"GET", "/v1/prices", accountReaders, []int{200}, s.listPrices, nil},
+		{"GET", "/v1/prices/{kind}", accountReaders, []int{200, 404}, s.priceHistory, nil},
+		{"PUT", "/v1/prices/{kind}", adminsOnly, []int{200, 201}, s.setPrice, nil},
+		{"POST", "/v1/keys", adminsOnly, []int{201, 422}, s.createKey, nil},
+		{"GET", "/v1/keys", adminsOnly, []int{200}, s.listKeys, nil},
+		{"DELETE", "/v1/keys/{id}", adminsOnly, []int{200, 404}, s.revokeKey, nil},
+		{"GET", "/healthz", noKey, []int{200}, s.healthz, nil},
+		{"GET", "/readyz", noKey, []int{200, 503}, s.readyz, nil},
+		{"GET", "/metrics", noKey, []int{200}, nil, opts.Metrics},
 	}
 	if opts.Metrics == nil {
 		s.routes[len(s.routes)-1].raw = http.NotFoundHandler()
@@ -106,7 +117,10 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	methods := map[string][]string{}
 	for _, rt := range s.routes {
-		if rt.auth != public {
+		if !rt.access.public && len(rt.access.scopes) == 0 {
+			panic("api: route " + rt.method + " " + rt.path + " names no scope and is not public")
+		}
+		if !rt.access.public {
 			rt.statuses = append(rt.statuses, commonStatuses...)
 		}
 		if rt.raw != nil {
@@ -171,7 +185,7 @@ func (s *Server) serve(rt route) http.Handler {
 	pattern := rt.method + " " + rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		status, keyIndex := 0, -1
+		status, keyID := 0, ""
 		defer func() {
 			if v := recover(); v != nil {
 				s.opts.Logger.Error("api handler panicked", zap.String("route", pattern), zap.Any("panic", v))
@@ -182,25 +196,9 @@ func (s *Server) serve(rt route) http.Handler {
 				s.undeclared(pattern, status)
 			}
 			s.opts.Logger.Info("api request", zap.String("route", pattern), zap.Int("status", status),
-				zap.Int("key", keyIndex), zap.Duration("took", time.Since(start)))
+				zap.String("key", keyID), zap.Duration("took", time.Since(start)))
 		}()
 
-		var p *principal
-		if rt.auth != public {
-			var ok bool
-			if p, ok = s.keys.authenticate(r); !ok {
-				status = http.StatusUnauthorized
-				w.Header().Set("WWW-Authenticate", `Bearer realm="jobbill"`)
-				writeJSON(w, status, Error{Code: "unauthorized", Message: msgUnauthorized})
-				return
-			}
-			keyIndex = p.index
-			if rt.auth == adminOn && !p.admin {
-				status = http.StatusForbidden
-				writeJSON(w, status, Error{Code: "forbidden", Message: "This needs an admin API key. Nothing was done."})
-				return
-			}
-		}
 		// A request that changes something keeps going when its caller hangs up: half a
 		// submission helps nobody, and each step is idempotent anyway. Every handler is bounded.
 		base := r.Context()
@@ -209,6 +207,34 @@ func (s *Server) serve(rt route) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(base, s.opts.Config.RequestTimeout)
 		defer cancel()
+
+		var p *principal
+		if !rt.access.public {
+			key, err := s.auth.Authenticate(ctx, bearer(r))
+			switch {
+			case errors.Is(err, apikeys.ErrUnauthenticated):
+				// No key, an unknown one, an expired one and a revoked one get the same answer:
+				// a caller learns nothing of which keys exist or existed.
+				status = http.StatusUnauthorized
+				w.Header().Set("WWW-Authenticate", `Bearer realm="jobbill"`)
+				writeJSON(w, status, Error{Code: "unauthorized", Message: msgUnauthorized})
+				return
+			case err != nil:
+				// The key could not be checked — never "your key is bad" for that.
+				s.opts.Logger.Warn("api key check failed", zap.String("route", pattern), zap.Error(err))
+				status = http.StatusServiceUnavailable
+				writeJSON(w, status, Error{Code: "unavailable", Message: msgUnavailable})
+				return
+			}
+			p = newPrincipal(key)
+			keyID = p.keyID
+			if !rt.access.allows(p.scope) {
+				status = http.StatusForbidden
+				writeJSON(w, status, Error{Code: "forbidden", Message: fmt.Sprintf(
+					"A %s key may not call %s; it takes a key of scope %s. Nothing was done.", p.scope, pattern, rt.access.names())})
+				return
+			}
+		}
 		var body any
 		var err error
 		status, body, err = rt.handle(w, r.WithContext(ctx), p)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
@@ -15,13 +15,14 @@ import (
 // rules 2 and 5 per account); the submission semantics — 409 for another request, 410 once
 // deleted — hold per account; and every request a key makes about the other tenant's job, by
 // naming its account, answers byte for byte what an ID that never arrived answers, with nothing
-// written.
+// written. (A customer key reports no results at all: that is the scope test's.)
 func TestJobIDsBelongToTheirAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	alice, bob := ledgertest.Account(t, e.Store, 100), ledgertest.Account(t, e.Store, 100)
-	aliceKey, bobKey := newKey(t, "alice"), newKey(t, "bob")
-	base := e.serve(t, []config.APIKey{{Key: aliceKey, Accounts: []string{alice}}, {Key: bobKey, Accounts: []string{bob}}}, nil)
+	aliceKey, bobKey := e.key(t, apikeys.ScopeCustomer, alice), e.key(t, apikeys.ScopeCustomer, bob)
+	runner := e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, nil)
 	shared := ledgertest.ID(t, "shared")
 	cheap, dear := e.fixed(t, 10), e.fixed(t, 30)
 
@@ -48,13 +49,8 @@ func TestJobIDsBelongToTheirAccount(t *testing.T) {
 	for _, probe := range []struct{ method, path string }{
 		{"GET", "/v1/jobs/" + shared + "?account_id=" + alice},
 		{"DELETE", "/v1/jobs/" + shared + "?account_id=" + alice},
-		{"POST", "/v1/jobs/" + shared + "/result?account_id=" + alice},
 	} {
-		var body any
-		if probe.method == "POST" {
-			body = map[string]any{"attempt": 1, "output_ref": "https://evil.example/out"}
-		}
-		got := call(t, base, probe.method, probe.path, bobKey, body)
+		got := call(t, base, probe.method, probe.path, bobKey, nil)
 		require.Equal(t, unknown.code, got.code, "%s %s: %s", probe.method, probe.path, got.raw)
 		require.Equal(t, unknown.raw, got.raw, "%s %s must tell nothing an unknown ID does not", probe.method, probe.path)
 	}
@@ -75,21 +71,21 @@ func TestJobIDsBelongToTheirAccount(t *testing.T) {
 	require.Equal(t, int64(90), e.balance(t, alice))
 	require.Equal(t, int64(70), e.balance(t, bob))
 	ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: bob, JobID: shared}, 30, ledgerdb.KindCharge)
-	b = call(t, base, "POST", "/v1/jobs/"+shared+"/result", bobKey, map[string]any{"attempt": 1, "output_ref": "s3://out/" + shared})
+	b = call(t, base, "POST", "/v1/jobs/"+shared+"/result?account_id="+bob, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/" + shared})
 	require.Equal(t, 200, b.code, b.raw)
 	e.wait(t, bob, shared, ledgerdb.StateDelivered)
 	ledgertest.RequireSound(t, e.Store, alice, bob)
 }
 
-// TestJobRoutesNeedTheAccountOfAnAdminKey checks that a key acting for more than one account (an
-// admin key) names the account of every job request: without account_id it gets a 400 that says
-// so, and nothing is read or written.
+// TestJobRoutesNeedTheAccountOfAnAdminKey checks that a key acting for every account (admin,
+// runner) names the account of every job request: without account_id it gets a 400 that says so,
+// and nothing is read or written.
 func TestJobRoutesNeedTheAccountOfAnAdminKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	acct := ledgertest.Account(t, e.Store, 100)
-	admin := newKey(t, "admin")
-	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
+	admin, runner := e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "job")
 	a := call(t, base, "POST", "/v1/jobs", admin, job(id, acct, e.fixed(t, 10), "sim:ok"))
 	require.Equal(t, 201, a.code, a.raw)
@@ -102,4 +98,8 @@ func TestJobRoutesNeedTheAccountOfAnAdminKey(t *testing.T) {
 	a = call(t, base, "GET", "/v1/jobs/"+id+"?account_id="+acct, admin, nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, acct, a.str("account_id"))
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result", runner, map[string]any{"attempt": 1, "output_ref": "s3://out"})
+	require.Equal(t, 400, a.code, a.raw)
+	require.Contains(t, a.str("message"), "account_id")
+	require.Zero(t, e.resultReports(t, acct, id), "nothing was recorded")
 }

@@ -174,7 +174,8 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 type Client struct {
 	// BaseURL is the API's base URL (http://127.0.0.1:8080).
 	BaseURL string
-	// Key is the bearer API key.
+	// Key is the bearer API key's secret. Its scope decides what the client may call: a customer
+	// key submits and follows its account's jobs; only a runner (or admin) key reports results.
 	Key string
 	// HTTP is the HTTP client; one with a 60 s timeout when nil (a submission waits for its
 	// charge decision).
@@ -353,8 +354,9 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 }
 
 // ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
-// its work used. Reporting the same result again is harmless (path already_applied). A refusal
-// is an *APIError; nothing was written.
+// its work used. It takes a runner key (the GPU service's) or an admin key: the usage decides what
+// the job costs, so a customer key is refused (403). Reporting the same result again is harmless
+// (path already_applied). A refusal is an *APIError; nothing was written.
 func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
 	body, err := json.Marshal(r)
 	if err != nil {

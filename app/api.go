@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,10 +16,11 @@ import (
 // RunAPI serves the HTTP API as c says until ctx is done (SIGINT or SIGTERM in the binary), then
 // stops taking requests and gives in-flight ones api.shutdown_timeout to finish. It says where it
 // listens on out.
+//
+// It authenticates callers against the API keys in the ledger's database, read on every request,
+// and the bootstrap admin keys of api.keys. It starts without bootstrap keys: `jobbill key create
+// --scope admin` makes an admin key through the ledger, with no API to ask.
 func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) error {
-	if len(c.API.Keys) == 0 {
-		return errors.New("no API keys: set api.keys in the config file or JOBBILL_API_KEYS (\"key=account,account;key=admin\")")
-	}
 	conns, err := Open(ctx, c, z, true)
 	if err != nil {
 		return err
@@ -45,9 +45,10 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
 	}
 	// The key count, never the keys.
-	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("keys", len(c.API.Keys)),
+	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("bootstrap_keys", len(c.API.Keys)),
 		zap.String("task_queue", c.Temporal.TaskQueue))
-	fmt.Fprintf(out, "jobbill api listening on http://%s (%d keys)\n", ln.Addr(), len(c.API.Keys))
+	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
+		ln.Addr(), len(c.API.Keys))
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}

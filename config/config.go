@@ -17,7 +17,6 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
-	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -71,19 +70,24 @@ type API struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish once the API is told to stop.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// Keys are the bearer API keys the API accepts. In a YAML file, a list of {key, accounts,
-	// admin}; in JOBBILL_API_KEYS, "key1=acct-a,acct-b;key2=admin" (see [ParseAPIKeys]). Keys are
-	// secrets: they are never logged or printed.
+	// Keys are the bootstrap admin keys: bearer keys the API accepts as admin keys besides the
+	// keys kept in the ledger's database (package apikeys), so that a fresh deployment has a way
+	// in to create those. In a YAML file, a list of {key, admin: true}; in JOBBILL_API_KEYS,
+	// "key1=admin;key2=admin" (see [ParseAPIKeys]). A key for accounts is refused: account,
+	// read-only and runner keys are created with `jobbill key create` or POST /v1/keys, and can be
+	// revoked without a restart. Keys are secrets: they are never logged or printed.
 	Keys []APIKey `mapstructure:"keys"`
 }
 
-// APIKey is one bearer key and what it may do.
+// APIKey is one bootstrap admin key of the configuration.
 type APIKey struct {
 	// Key is the secret the caller sends as "Authorization: Bearer <key>".
 	Key string `mapstructure:"key"`
-	// Accounts are the accounts the key may submit, read, delete and report for.
+	// Accounts is read only to be refused: keys for accounts live in the ledger's database now,
+	// and a configuration that still gives one must fail loudly rather than turn it into an
+	// admin key or drop it unnoticed.
 	Accounts []string `mapstructure:"accounts"`
-	// Admin keys may act for every account, grant credits and re-drive dead letters.
+	// Admin must be true: the configuration holds admin keys only.
 	Admin bool `mapstructure:"admin"`
 }
 
@@ -99,8 +103,9 @@ func (k APIKey) GoString() string { return k.String() }
 const MinAPIKeyLength = 16
 
 // ParseAPIKeys reads the one-variable form of api.keys: entries separated by ";", each
-// "key=scope" where scope is "admin" or a comma-separated list of account IDs
-// ("key1=acct-a,acct-b;key2=admin"). Errors name the entry by position, never by its key.
+// "key=admin" ("key1=admin;key2=admin"). An entry that names accounts instead ("key=acct-a")
+// parses, so that [Config.Validate] can refuse it with a clear message. Errors name the entry by
+// position, never by its key.
 func ParseAPIKeys(s string) ([]APIKey, error) {
 	var keys []APIKey
 	for i, entry := range strings.Split(s, ";") {
@@ -408,13 +413,12 @@ func (a API) problems() []string {
 			problems = append(problems, fmt.Sprintf("%s: the same key as api.keys[%d]", at, j))
 		}
 		seen[k.Key] = i
-		if !k.Admin && len(k.Accounts) == 0 {
-			problems = append(problems, at+": give it accounts or admin")
-		}
-		for _, acct := range k.Accounts {
-			if err := ledgerdb.ValidateID("account ID", acct); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", at, err))
-			}
+		// Refused rather than read as admin: a key an operator meant for one account must never
+		// open every account, and dropping it silently would leave its holder locked out
+		// without a word.
+		if !k.Admin || len(k.Accounts) > 0 {
+			problems = append(problems, at+": the configuration holds bootstrap admin keys only (key=admin, or admin: true "+
+				"without accounts); create a key for an account with `jobbill key create --scope customer --account ACCOUNT`")
 		}
 	}
 	return problems

@@ -77,21 +77,39 @@ func TestDocsListEverySetting(t *testing.T) {
 	}
 }
 
-// TestAPIKeysFromOneVariable checks that JOBBILL_API_KEYS ("key=acct,acct;key=admin") decodes to
-// scoped keys (the API's account isolation starts here), and that a bad key is refused by
-// position without its secret appearing in the error.
+// TestAPIKeysFromOneVariable checks that JOBBILL_API_KEYS ("key=admin;key=admin") decodes to
+// the bootstrap admin keys, and that a bad key is refused by position without its secret
+// appearing in the error.
 func TestAPIKeysFromOneVariable(t *testing.T) {
-	t.Setenv("JOBBILL_API_KEYS", "key-for-a-and-b-0001=acct-a,acct-b; key-for-admin-000002=admin")
+	t.Setenv("JOBBILL_API_KEYS", "key-for-admin-000001=admin; key-for-admin-000002=admin")
 	c, err := config.Load(config.NewViper())
 	require.NoError(t, err)
 	require.Equal(t, []config.APIKey{
-		{Key: "key-for-a-and-b-0001", Accounts: []string{"acct-a", "acct-b"}},
+		{Key: "key-for-admin-000001", Admin: true},
 		{Key: "key-for-admin-000002", Admin: true},
 	}, c.API.Keys)
-	require.NotContains(t, fmt.Sprint(c), "key-for-a-and-b-0001", "printing a Config must not print a key")
+	require.NotContains(t, fmt.Sprint(c), "key-for-admin-000001", "printing a Config must not print a key")
 
-	t.Setenv("JOBBILL_API_KEYS", "short-secret=acct-a")
+	t.Setenv("JOBBILL_API_KEYS", "short-secret=admin")
 	_, err = config.Load(config.NewViper())
 	require.ErrorContains(t, err, "api.keys[0]")
 	require.NotContains(t, err.Error(), "short-secret")
+}
+
+// TestAccountKeysInConfigurationRefused checks the trust rule that the configuration bootstraps
+// admin access only: a key the configuration gives accounts — how account keys were configured
+// before they moved to the ledger's database — is refused at start, by position and without its
+// secret, with the command that replaces it; never read as an admin key, which would open every
+// account to its holder, nor dropped unnoticed. So is a key with both accounts and admin.
+func TestAccountKeysInConfigurationRefused(t *testing.T) {
+	for _, value := range []string{
+		"key-for-admin-000001=admin;key-for-acme-0000001=acme",
+		"key-for-admin-000001=admin;key-for-acme-0000001=acme,admin",
+	} {
+		t.Setenv("JOBBILL_API_KEYS", value)
+		_, err := config.Load(config.NewViper())
+		require.ErrorContains(t, err, "api.keys[1]: the configuration holds bootstrap admin keys only", value)
+		require.ErrorContains(t, err, "jobbill key create --scope customer --account ACCOUNT", value)
+		require.NotContains(t, err.Error(), "key-for-acme-0000001", value)
+	}
 }

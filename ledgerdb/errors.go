@@ -82,7 +82,7 @@ func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
 // SQLSTATE codes raised by the schema's own triggers and functions (ledgerdb/code).
 const (
 	sqlstateAppendOnly   = "JB001" // a ledger row, job or account deleted or rewritten
-	sqlstateFixedFields  = "JB002" // a job's cost, account or flags changed backwards
+	sqlstateFixedFields  = "JB002" // a job's cost, account or flags, or an API key, changed backwards
 	sqlstateUniqueViol   = "23505"
 	sqlstateForeignKey   = "23503"
 	sqlstateOutOfRange   = "22003"

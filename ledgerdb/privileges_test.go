@@ -156,6 +156,8 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 // function it may execute either only reads or is SECURITY DEFINER with its search_path pinned,
 // pg_temp last; no SECURITY DEFINER function is executable by PUBLIC; and the role may create
 // nothing in the schema or the database, and holds no role attribute that would bypass grants.
+// The same holds for API keys: the role reads api_keys (to authenticate) and changes them only
+// through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the refusals).
 func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -190,7 +192,7 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		tables++
 	}
 	require.NoError(t, rows.Err())
-	require.GreaterOrEqual(t, tables, 3, "accounts, jobs, ledger_entries")
+	require.GreaterOrEqual(t, tables, 4, "accounts, jobs, ledger_entries, api_keys")
 
 	// Everything the role may execute runs as the owner with a pinned search_path; the helpers the
 	// money functions call inside (ledger_job_unmatched, ledger_job_result_of) are no one's to call.
@@ -219,10 +221,11 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
 		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post",
 		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm",
-		"ledger_set_price"} {
+		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
-	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"], "trigger functions are nobody's to call")
+	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"],
+		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_release"], "the money functions' helpers are nobody's to call")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))

@@ -52,8 +52,9 @@ func multiPolicy() workflows.Policy {
 }
 
 // multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
-// is surely holding attempts when it dies.
-const multiWorkDuration = 3 * time.Second
+// is surely holding attempts when it dies, and that a test describing every job of a batch on a
+// loaded machine (a second or more a round) still finds one early in its work.
+const multiWorkDuration = 5 * time.Second
 
 // workerProcess is one `jobbill worker` process.
 type workerProcess struct {
@@ -353,7 +354,7 @@ func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submi
 			for _, pa := range d.GetPendingActivities() {
 				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
 					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) &&
-					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration/3 {
+					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration/2 {
 					return []string{j.id}
 				}
 			}

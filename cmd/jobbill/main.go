@@ -1,6 +1,6 @@
 // Command jobbill is what an operator runs: the worker, the HTTP API, the ledger's migrations,
-// and the job, account, price, dead-letter and audit commands that product code and operators
-// use. The tooling — the dev run, the benchmarks, the chaos run — is cmd/jobbill-dev.
+// and the job, account, price, API key, dead-letter and audit commands that product code and
+// operators use. The tooling — the dev run, the benchmarks, the chaos run — is cmd/jobbill-dev.
 //
 // Configuration comes from flags, then JOBBILL_* environment variables, then a YAML file given
 // with --config, then defaults (config.Config lists every key; docs/configuration.md is the table).
@@ -25,6 +25,7 @@ func newRoot() *cobra.Command {
 		newJobCommand(),
 		newAccountCommand(),
 		newPriceCommand(),
+		newKeyCommand(),
 		newDeadLetterCommand(),
 		newAuditCommand(),
 	)

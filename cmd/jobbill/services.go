@@ -26,8 +26,11 @@ func newAPICommand() *cobra.Command {
 	return newServiceCommand("api",
 		"Serve the HTTP API (submit, poll, delete, report results; accounts, grants and prices) until SIGINT/SIGTERM",
 		`Serves the HTTP API on api.listen (docs/api.md; api/openapi.yaml). Callers send
-"Authorization: Bearer <key>" with one of api.keys, e.g.
-  JOBBILL_API_KEYS="key-for-acme-0000001=acme;key-for-admin-000001=admin" jobbill api
+"Authorization: Bearer <secret>" with an API key made by jobbill key create (or POST /v1/keys),
+whose scope — customer, customer_read, runner or admin — says what it may call; keys are read from
+the ledger on every request, so a revoked key fails at once. api.keys holds bootstrap admin keys
+only, a way in for a fresh deployment, e.g.
+  JOBBILL_API_KEYS="key-for-admin-000001=admin" jobbill api
 Jobs make progress only while a worker runs (jobbill worker, or make run). On SIGINT or SIGTERM it
 stops taking requests and gives in-flight ones api.shutdown_timeout to finish.`,
 		func(ctx context.Context, cfg config.Config, logger *zap.Logger, cmd *cobra.Command) error {

@@ -28,6 +28,7 @@ $$;
 
 {{ template "refuse_rewrite.sql" . }}
 {{ template "jobs_fixed_fields.sql" . }}
+{{ template "api_keys_fixed_fields.sql" . }}
 {{ template "ledger_max_balance.sql" . }}
 {{ template "ledger_job_result_of.sql" . }}
 {{ template "ledger_job_unmatched.sql" . }}
@@ -47,3 +48,5 @@ $$;
 {{ template "ledger_record_result.sql" . }}
 {{ template "ledger_mark_result_applied.sql" . }}
 {{ template "ledger_raise_alarm.sql" . }}
+{{ template "ledger_create_api_key.sql" . }}
+{{ template "ledger_revoke_api_key.sql" . }}

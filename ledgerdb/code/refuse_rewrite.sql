@@ -1,6 +1,7 @@
 -- Money rules 1 and 7: the database itself refuses to change or remove a ledger row, to delete a
 -- job (deletion is a tombstone state), an account, a job's request or a price — whoever asks, the
--- owner included.
+-- owner included. API keys are never deleted either: a revoked key stays, revoked, so that the key
+-- ID in a log line always names the key that made the request.
 CREATE OR REPLACE FUNCTION ledger_refuse_rewrite() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -9,17 +10,17 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_refuse_rewrite()") }}
--- Rows of ledger_entries, job_requests and prices never change; jobs and accounts change only through the
--- guarded functions, and are never deleted. No table of the four can be truncated.
+-- Rows of ledger_entries, job_requests and prices never change; jobs, accounts and api_keys change
+-- only through the guarded functions, and are never deleted. None of these tables can be truncated.
 {{ range $table := list "ledger_entries" "job_requests" "prices" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_append_only
     BEFORE UPDATE OR DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
-{{ range $table := list "jobs" "accounts" }}
+{{ range $table := list "jobs" "accounts" "api_keys" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_never_deleted
     BEFORE DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
-{{ range $table := list "ledger_entries" "job_requests" "prices" "jobs" "accounts" }}
+{{ range $table := list "ledger_entries" "job_requests" "prices" "jobs" "accounts" "api_keys" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_no_truncate
     BEFORE TRUNCATE ON {{ $table }} FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
