@@ -83,9 +83,27 @@ func jobArg(account string, args []string) (ledgerdb.JobKey, error) {
 	return key, key.Validate()
 }
 
-// addAccountFlag adds --account, the account a job command's JOB_ID belongs to.
-func addAccountFlag(cmd *cobra.Command, account *string) {
-	cmd.Flags().StringVar(account, "account", "", "the account the job belongs to (required: job IDs belong to their account)")
+// onJob adds --account to a command on one job (JOB_ID) and makes its RunE: the job is checked
+// before anything connects, so a refused argument reaches neither the ledger nor Temporal, then
+// run acts on it through the job service and its answer is printed.
+func onJob(cmd *cobra.Command, run func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error)) *cobra.Command {
+	var account string
+	cmd.Flags().StringVar(&account, "account", "", "the account the job belongs to (required: job IDs belong to their account)")
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		key, err := jobArg(account, args)
+		if err != nil {
+			return err
+		}
+		return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, _ []string) error {
+			answer, err := run(cmd, st, key)
+			if err != nil {
+				return err
+			}
+			return cli.PrintJSON(cmd, answer)
+		})(cmd, args)
+	}
+	return cmd
 }
 
 // unknownKindError is the refusal of a kind with no price — or of a number where the kind goes,
@@ -95,41 +113,26 @@ func unknownKindError(kind string) error {
 }
 
 func newJobStatusCommand() *cobra.Command {
-	var account string
-	cmd := &cobra.Command{
+	return onJob(&cobra.Command{
 		Use:     "status JOB_ID --account ACCOUNT",
 		Short:   "Print a job's state, the state of the user's money and a sentence for the user",
 		Example: `  jobbill job status render-1 --account acme`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := jobArg(account, args)
-			if err != nil {
-				return err
-			}
-			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-				status, err := st.Status(cmd.Context(), key)
-				if errors.Is(err, ledgerdb.ErrJobNotFound) {
-					return fmt.Errorf("job %q of %s: %s", key.JobID, key.AccountID, jobs.NotReceivedMessage)
-				}
-				if err != nil {
-					return err
-				}
-				return cli.PrintJSON(cmd, status)
-			})(cmd, args)
-		},
-	}
-	addAccountFlag(cmd, &account)
-	return cmd
+	}, func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error) {
+		status, err := st.Status(cmd.Context(), key)
+		if errors.Is(err, ledgerdb.ErrJobNotFound) {
+			return nil, fmt.Errorf("job %q of %s: %s", key.JobID, key.AccountID, jobs.NotReceivedMessage)
+		}
+		return status, err
+	})
 }
 
 func newJobReportCommand() *cobra.Command {
 	var (
-		account   string
 		attempt   int
 		outputRef string
 		unitsUsed int64
 	)
-	cmd := &cobra.Command{
+	cmd := onJob(&cobra.Command{
 		Use:   "report JOB_ID --account ACCOUNT --attempt N --output REF [--units-used N]",
 		Short: "Report that a job's result landed (late results included), with its usage; never charges twice",
 		Long: `Records the result in the ledger first, then hands it to the job's workflow (or, when that has
@@ -140,32 +143,22 @@ whole hold is charged. A kind sold by the job costs its price whatever its usage
 1 or beyond the attempts the job has started, an empty output, or a negative usage is refused with
 nothing written.`,
 		Example: `  jobbill job report tr-1 --account acme --attempt 1 --output s3://results/tr-1 --units-used 137`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := jobArg(account, args)
-			if err != nil {
-				return err
-			}
-			withUsage := cmd.Flags().Changed("units-used")
-			if withUsage && unitsUsed < 0 {
+		// Checked before connecting, so that a refused usage never reaches the ledger.
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("units-used") && unitsUsed < 0 {
 				return fmt.Errorf("--units-used is %d; it must not be negative; nothing was written", unitsUsed)
 			}
-			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-				result := activities.WorkResult{Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC()}
-				if withUsage {
-					// The ledger bills a usage only for a kind metered by the GPU-second: a kind
-					// sold by the job costs its price whatever a result says it used.
-					result.UnitsUsed = &unitsUsed
-				}
-				report, err := st.ReportResult(cmd.Context(), key, result)
-				if err != nil {
-					return err
-				}
-				return cli.PrintJSON(cmd, report)
-			})(cmd, args)
+			return nil
 		},
-	}
-	addAccountFlag(cmd, &account)
+	}, func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error) {
+		result := activities.WorkResult{Attempt: attempt, OutputRef: outputRef, FinishedAt: time.Now().UTC()}
+		if cmd.Flags().Changed("units-used") {
+			// The ledger bills a usage only for a kind metered by the GPU-second: a kind sold by
+			// the job costs its price whatever a result says it used.
+			result.UnitsUsed = &unitsUsed
+		}
+		return st.ReportResult(cmd.Context(), key, result)
+	})
 	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
 	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is (required)")
 	cmd.Flags().Int64Var(&unitsUsed, "units-used", 0, "the units of the job's kind the work used (GPU-seconds for a metered kind); the whole hold is charged without it")
@@ -174,50 +167,22 @@ nothing written.`,
 }
 
 func newJobDeleteCommand() *cobra.Command {
-	var account string
-	cmd := &cobra.Command{
+	return onJob(&cobra.Command{
 		Use:   "delete JOB_ID --account ACCOUNT",
 		Short: "Delete a settled job: its ID is burnt forever, its money stays as it was",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := jobArg(account, args)
-			if err != nil {
-				return err
-			}
-			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-				status, err := st.Delete(cmd.Context(), key)
-				if err != nil {
-					return err
-				}
-				return cli.PrintJSON(cmd, status)
-			})(cmd, args)
-		},
-	}
-	addAccountFlag(cmd, &account)
-	return cmd
+	}, func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error) {
+		return st.Delete(cmd.Context(), key)
+	})
 }
 
 func newJobRedriveCommand() *cobra.Command {
-	var account, by, note string
-	cmd := &cobra.Command{
+	var by, note string
+	cmd := onJob(&cobra.Command{
 		Use:   "redrive JOB_ID --account ACCOUNT",
 		Short: "Run a dead-lettered (refunded) job's work again; on success the refund is reclaimed",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := jobArg(account, args)
-			if err != nil {
-				return err
-			}
-			return cli.WithJobs(func(cmd *cobra.Command, st *jobs.Service, args []string) error {
-				status, err := st.Redrive(cmd.Context(), key, by, note)
-				if err != nil {
-					return err
-				}
-				return cli.PrintJSON(cmd, status)
-			})(cmd, args)
-		},
-	}
-	addAccountFlag(cmd, &account)
+	}, func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error) {
+		return st.Redrive(cmd.Context(), key, by, note)
+	})
 	cmd.Flags().StringVar(&by, "by", "cli", "who asks, for the timeline")
 	cmd.Flags().StringVar(&note, "note", "", "why")
 	return cmd
