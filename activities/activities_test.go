@@ -267,7 +267,10 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 
 // TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says
 // which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
-// without waiting for pointless attempts.
+// without waiting for pointless attempts. Each failure carries the code its customer will be told
+// (gpu_failed, or invalid_result for an answer that cannot be billed), and the runner's words only
+// scrubbed of credentials (trust: they go to Temporal's history and the worker's log), with no raw
+// error left in the failure's cause.
 func TestRunWorkFailures(t *testing.T) {
 	ledger := pricedLedger()
 	var a *activities.Activities
@@ -275,9 +278,17 @@ func TestRunWorkFailures(t *testing.T) {
 		name, errType string
 		runErr        error
 		nonRetryable  bool
+		reason        ledgerdb.Reason
+		message       string
 	}{
-		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false},
-		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true},
+		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false, ledgerdb.ReasonGPUFailed, "GPU preempted"},
+		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true,
+			ledgerdb.ReasonGPUFailed, "input unreadable"},
+		{"invalid result", activities.ErrorTypeWorkFailed, fmt.Errorf("%w: unknown status %q", activities.ErrInvalidResult, "exploded"), false,
+			ledgerdb.ReasonInvalidResult, `unknown status "exploded"`},
+		{"credentials", activities.ErrorTypeWorkFailedPermanently,
+			fmt.Errorf("%w: connect to postgres://svc:hunter2@10.0.3.7:5432/gpu failed; token=abc123", activities.ErrWorkPermanent), true,
+			ledgerdb.ReasonGPUFailed, "connect to postgres://svc:***@10.0.3.7:5432/gpu failed; token=***"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newEnv(t, ledger, runnerFunc(func(context.Context, activities.WorkRequest) (activities.WorkResult, error) {
@@ -288,7 +299,11 @@ func TestRunWorkFailures(t *testing.T) {
 			var f activities.WorkFailure
 			require.NoError(t, appErr.Details(&f))
 			assert.Equal(t, 1, f.Attempt)
-			assert.Contains(t, f.Message, tc.runErr.Error())
+			assert.Equal(t, tc.reason, f.Reason)
+			assert.Contains(t, f.Message, tc.message)
+			assert.NotContains(t, err.Error(), "hunter2")
+			assert.NotContains(t, err.Error(), "abc123")
+			assert.Nil(t, errors.Unwrap(appErr), "the runner's raw error is not kept as the cause")
 		})
 	}
 }
