@@ -154,7 +154,7 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 			ledger.RefuseForGood(activitiestest.OpRefund, tc.err)
 			env := newEnv(t, ledger, nil)
 			var a *activities.Activities
-			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{JobID: "render-1", Reason: "timed out", Attempts: 3})
+			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{JobID: "render-1", Reason: ledgerdb.ReasonTimedOut, Detail: "timed out", Attempts: 3})
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
 			if tc.errType != "" {
@@ -189,12 +189,12 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, Charged: 40,
 		EntryID: charge.EntryID, BalanceAfter: 60}, charge)
 
-	refund := run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "timed out after 3 attempts", Attempts: 3})
+	refund := run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: ledgerdb.ReasonTimedOut, Detail: "timed out after 3 attempts", Attempts: 3})
 	assert.Equal(t, ledgerdb.Applied, refund.Outcome)
 	assert.Equal(t, ledgerdb.StateRefunded, refund.State)
 	assert.Equal(t, "timed out after 3 attempts", refund.Reason)
 	assert.Equal(t, int64(100), refund.BalanceAfter)
-	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: "again", Attempts: 3}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{JobID: "render-2", Reason: ledgerdb.ReasonGPUFailed, Detail: "again", Attempts: 3}).Outcome)
 
 	reclaim := run(a.Reclaim, activities.ReclaimInput{JobID: "render-2"})
 	assert.Equal(t, ledgerdb.Applied, reclaim.Outcome)
@@ -263,6 +263,31 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	job, _ := ledger.Job("render-4")
 	assert.Equal(t, 1, job.Attempts)
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds("render-4"), "running the work moves no money")
+}
+
+// TestRefundNeverWaitsForAReasonCode checks that a refund whose input names no code of the
+// vocabulary — none, in runs recorded before the codes, or anything a foreign client's heal input
+// carried — still gives the cost back (money rule 3: a failed job nets 0), told as unknown, with
+// its words scrubbed.
+func TestRefundNeverWaitsForAReasonCode(t *testing.T) {
+	for _, code := range []ledgerdb.Reason{"", "lost in space"} {
+		ledger := pricedLedger()
+		ledger.Grant("acme", 100)
+		ledger.AddPlaceholder("render-6", "acme", "fixed-40")
+		_, err := ledger.Charge(context.Background(), "render-6")
+		require.NoError(t, err)
+		env := newEnv(t, ledger, nil)
+		var a *activities.Activities
+		val, err := env.ExecuteActivity(a.Refund, activities.RefundInput{JobID: "render-6", Reason: code, Detail: "token=abc123", Attempts: 1})
+		require.NoError(t, err, "code %q", code)
+		var res activities.LedgerResult
+		require.NoError(t, val.Get(&res))
+		assert.Equal(t, ledgerdb.Applied, res.Outcome)
+		job, _ := ledger.Job("render-6")
+		assert.Equal(t, ledgerdb.ReasonUnknown, job.RefundReason)
+		assert.Equal(t, "token=***", job.RefundDetail)
+		assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds("render-6"))
+	}
 }
 
 // TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says

@@ -174,7 +174,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 			return fail("deliver: %v", err)
 		}
 	case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
-		if _, err := store.Refund(ctx, sub.JobID, "timed out after 3 attempts", 3); err != nil {
+		if _, err := store.Refund(ctx, sub.JobID, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err != nil {
 			return fail("refund: %v", err)
 		}
 		if fate == ledgerdb.StateRecovered {
@@ -531,7 +531,7 @@ func setUpMeteredRace(ctx context.Context, store *ledgerdb.Store, r meteredRaceR
 		return err
 	}
 	if r.refunded {
-		_, err := store.Refund(ctx, r.job, "timed out after 3 attempts", 3)
+		_, err := store.Refund(ctx, r.job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		return err
 	}
 	return nil
@@ -564,7 +564,7 @@ func raceMetered(ctx context.Context, store *ledgerdb.Store, rounds []meteredRac
 				if r.refund {
 					racers.Go(func() {
 						<-start
-						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.job, "stopped by an operator: terminated", 1)
+						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.job, ledgerdb.ReasonStoppedByOperator, "stopped by an operator: terminated", 1)
 					})
 				}
 				close(start)

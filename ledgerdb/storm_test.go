@@ -119,7 +119,7 @@ func TestDuplicateStorm(t *testing.T) {
 		case stormCharge:
 			tr, err = store.Charge(ctx, j.id)
 		case stormRefund:
-			tr, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+			tr, err = store.Refund(ctx, j.id, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		case stormReclaim:
 			tr, err = store.Reclaim(ctx, j.id)
 		case stormDeliver:
@@ -466,7 +466,7 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 			break
 		}
 		n++
-		_, err := store.Refund(ctx, ids[job], "timed out after 3 attempts", 3)
+		_, err := store.Refund(ctx, ids[job], ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		require.NoError(t, err)
 		for range copies {
 			calls = append(calls, answer{job: job, op: stormReclaim})
@@ -620,11 +620,11 @@ func TestMeteredSettleStorm(t *testing.T) {
 		var err error
 		switch j.before {
 		case refunded:
-			_, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3)
+			_, err = store.Refund(ctx, j.id, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		case deliveredByOldStep:
 			_, err = store.Deliver(ctx, j.id, 1)
 		case recoveredByOldStep:
-			if _, err = store.Refund(ctx, j.id, "timed out after 3 attempts", 3); err == nil {
+			if _, err = store.Refund(ctx, j.id, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err == nil {
 				_, err = store.Reclaim(ctx, j.id)
 			}
 		}

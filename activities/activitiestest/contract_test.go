@@ -433,7 +433,7 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		case "charge-other":
 			tr, err = l.ChargeMatching(ctx, job, other.Fingerprint())
 		case "refund":
-			tr, err = l.Refund(ctx, job, "timed out", s.arg)
+			tr, err = l.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", s.arg)
 		case "reclaim":
 			tr, err = l.Reclaim(ctx, job)
 		case "deliver":
