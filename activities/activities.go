@@ -18,8 +18,9 @@ type Ledger interface {
 	// ChargeMatching takes the job's recorded cost (submitting -> running) if the job was
 	// submitted with the request of fingerprint (any request when nil).
 	ChargeMatching(ctx context.Context, job ledgerdb.JobKey, fingerprint []byte) (ledgerdb.Transition, error)
-	// Refund gives the recorded cost back (running -> refunded).
-	Refund(ctx context.Context, job ledgerdb.JobKey, reason string, attempts int) (ledgerdb.Transition, error)
+	// Refund gives the recorded cost back (running -> refunded), recording the reason code its
+	// customer is told and the operator's detail.
+	Refund(ctx context.Context, job ledgerdb.JobKey, reason ledgerdb.Reason, detail string, attempts int) (ledgerdb.Transition, error)
 	// Reclaim takes a refunded job's cost again (refunded -> recovered); a no-op otherwise.
 	Reclaim(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.Transition, error)
 	// Deliver records that the work succeeded (running -> delivered); no money moves.
@@ -151,8 +152,13 @@ type ChargeInput struct {
 type RefundInput struct {
 	// Job names the job: its account and its ID.
 	Job ledgerdb.JobKey
-	// Reason is kept on the job row and shown to the user, e.g. "timed out after 3 attempts".
-	Reason string
+	// Reason is the code the customer is told, e.g. timed_out. One outside the refund codes (none,
+	// in runs recorded before the codes; anything, in a heal input another Temporal client wrote)
+	// refunds as ledgerdb.ReasonUnknown: a refund must never wait for words.
+	Reason ledgerdb.Reason `json:",omitempty"`
+	// Detail is the operator's words, e.g. "timed out after 3 attempts": kept on the job row,
+	// scrubbed of credentials, and never shown to a customer.
+	Detail string
 	// Attempts is how many attempts the work had.
 	Attempts int
 }
@@ -220,7 +226,8 @@ type LedgerResult struct {
 	EntryID int64
 	// BalanceAfter is the account's balance after that row; meaningful only when EntryID is not 0.
 	BalanceAfter int64
-	// Reason is the job's reject or refund reason, if any.
+	// Reason is the job's reject reason code, or its refund's detail (the operator's words,
+	// scrubbed), if any: what the workflow shows in the Temporal UI, never to a customer.
 	Reason string
 }
 
@@ -239,10 +246,17 @@ func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, 
 	return a.call("charge", func() (ledgerdb.Transition, error) { return a.Ledger.ChargeMatching(ctx, in.Job, in.Fingerprint) })
 }
 
-// Refund gives a running job's recorded cost back because its work failed for good or timed out.
-// A repeat answers AlreadyApplied; a job that was delivered meanwhile answers NotApplied.
+// Refund gives a running job's recorded cost back because its work failed for good or timed out,
+// or an operator stopped it. A repeat answers AlreadyApplied; a job that was delivered meanwhile
+// answers NotApplied.
 func (a *Activities) Refund(ctx context.Context, in RefundInput) (LedgerResult, error) {
-	return a.call("refund", func() (ledgerdb.Transition, error) { return a.Ledger.Refund(ctx, in.Job, in.Reason, in.Attempts) })
+	reason := in.Reason
+	if ledgerdb.ValidateRefundReason(reason) != nil {
+		reason = ledgerdb.ReasonUnknown
+	}
+	return a.call("refund", func() (ledgerdb.Transition, error) {
+		return a.Ledger.Refund(ctx, in.Job, reason, in.Detail, in.Attempts)
+	})
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all. The success path
@@ -278,7 +292,7 @@ func (a *Activities) RaiseAlarm(ctx context.Context, in AlarmInput) error {
 
 func resultOf(t ledgerdb.Transition) LedgerResult {
 	j := t.Job
-	reason := j.RefundReason
+	reason := j.RefundDetail
 	if reason == "" {
 		reason = string(j.RejectReason)
 	}

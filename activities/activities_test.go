@@ -157,7 +157,7 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 			ledger.RefuseForGood(activitiestest.OpRefund, tc.err)
 			env := newEnv(t, ledger, nil)
 			var a *activities.Activities
-			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{Job: acmeJob("render-1"), Reason: "timed out", Attempts: 3})
+			_, err = env.ExecuteActivity(a.Refund, activities.RefundInput{Job: acmeJob("render-1"), Reason: ledgerdb.ReasonTimedOut, Detail: "timed out", Attempts: 3})
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
 			if tc.errType != "" {
@@ -192,12 +192,12 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, Charged: 40,
 		EntryID: charge.EntryID, BalanceAfter: 60}, charge)
 
-	refund := run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: "timed out after 3 attempts", Attempts: 3})
+	refund := run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: ledgerdb.ReasonTimedOut, Detail: "timed out after 3 attempts", Attempts: 3})
 	assert.Equal(t, ledgerdb.Applied, refund.Outcome)
 	assert.Equal(t, ledgerdb.StateRefunded, refund.State)
 	assert.Equal(t, "timed out after 3 attempts", refund.Reason)
 	assert.Equal(t, int64(100), refund.BalanceAfter)
-	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: "again", Attempts: 3}).Outcome)
+	assert.Equal(t, ledgerdb.AlreadyApplied, run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: ledgerdb.ReasonGPUFailed, Detail: "again", Attempts: 3}).Outcome)
 
 	reclaim := run(a.Reclaim, activities.ReclaimInput{Job: acmeJob("render-2")})
 	assert.Equal(t, ledgerdb.Applied, reclaim.Outcome)
@@ -268,9 +268,37 @@ func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(acmeJob("render-4")), "running the work moves no money")
 }
 
+// TestRefundNeverWaitsForAReasonCode checks that a refund whose input names no code of the
+// vocabulary — none, in runs recorded before the codes, or anything a foreign client's heal input
+// carried — still gives the cost back (money rule 3: a failed job nets 0), told as unknown, with
+// its words scrubbed.
+func TestRefundNeverWaitsForAReasonCode(t *testing.T) {
+	for _, code := range []ledgerdb.Reason{"", "lost in space"} {
+		ledger := pricedLedger()
+		ledger.Grant("acme", 100)
+		ledger.AddPlaceholder(acmeJob("render-6"), "fixed-40")
+		_, err := ledger.Charge(context.Background(), acmeJob("render-6"))
+		require.NoError(t, err)
+		env := newEnv(t, ledger, nil)
+		var a *activities.Activities
+		val, err := env.ExecuteActivity(a.Refund, activities.RefundInput{Job: acmeJob("render-6"), Reason: code, Detail: "token=abc123", Attempts: 1})
+		require.NoError(t, err, "code %q", code)
+		var res activities.LedgerResult
+		require.NoError(t, val.Get(&res))
+		assert.Equal(t, ledgerdb.Applied, res.Outcome)
+		job, _ := ledger.Job(acmeJob("render-6"))
+		assert.Equal(t, ledgerdb.ReasonUnknown, job.RefundReason)
+		assert.Equal(t, "token=***", job.RefundDetail)
+		assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds(acmeJob("render-6")))
+	}
+}
+
 // TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says
 // which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
-// without waiting for pointless attempts.
+// without waiting for pointless attempts. Each failure carries the code its customer will be told
+// (gpu_failed, or invalid_result for an answer that cannot be billed), and the runner's words only
+// scrubbed of credentials (trust: they go to Temporal's history and the worker's log), with no raw
+// error left in the failure's cause.
 func TestRunWorkFailures(t *testing.T) {
 	ledger := pricedLedger()
 	var a *activities.Activities
@@ -278,9 +306,17 @@ func TestRunWorkFailures(t *testing.T) {
 		name, errType string
 		runErr        error
 		nonRetryable  bool
+		reason        ledgerdb.Reason
+		message       string
 	}{
-		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false},
-		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true},
+		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false, ledgerdb.ReasonGPUFailed, "GPU preempted"},
+		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true,
+			ledgerdb.ReasonGPUFailed, "input unreadable"},
+		{"invalid result", activities.ErrorTypeWorkFailed, fmt.Errorf("%w: unknown status %q", activities.ErrInvalidResult, "exploded"), false,
+			ledgerdb.ReasonInvalidResult, `unknown status "exploded"`},
+		{"credentials", activities.ErrorTypeWorkFailedPermanently,
+			fmt.Errorf("%w: connect to postgres://svc:hunter2@10.0.3.7:5432/gpu failed; token=abc123", activities.ErrWorkPermanent), true,
+			ledgerdb.ReasonGPUFailed, "connect to postgres://svc:***@10.0.3.7:5432/gpu failed; token=***"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newEnv(t, ledger, runnerFunc(func(context.Context, activities.WorkRequest) (activities.WorkResult, error) {
@@ -291,7 +327,11 @@ func TestRunWorkFailures(t *testing.T) {
 			var f activities.WorkFailure
 			require.NoError(t, appErr.Details(&f))
 			assert.Equal(t, 1, f.Attempt)
-			assert.Contains(t, f.Message, tc.runErr.Error())
+			assert.Equal(t, tc.reason, f.Reason)
+			assert.Contains(t, f.Message, tc.message)
+			assert.NotContains(t, err.Error(), "hunter2")
+			assert.NotContains(t, err.Error(), "abc123")
+			assert.Nil(t, errors.Unwrap(appErr), "the runner's raw error is not kept as the cause")
 		})
 	}
 }

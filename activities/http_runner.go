@@ -28,7 +28,8 @@ import (
 //     number from 0; jobbill bills it at the job's price, capped at the job's hold. Without it the
 //     job is billed its whole hold; a negative one fails the attempt. "permanent": true on a
 //     failure means no retry can succeed (an unreadable input): the job is refunded without
-//     waiting for retries.
+//     waiting for retries. "error" is for operators: jobbill keeps it scrubbed of credentials
+//     and never shows it to a customer, who reads a reason code (gpu_failed) instead.
 //  3. Cancel: when Temporal gives the attempt up (its timeout, or a result signal made it moot),
 //     the runner sends DELETE {BaseURL}/v1/runs/{run_id}, best effort. A run that finishes anyway
 //     must report its result late, to jobbill's result endpoint (with a runner API key) or
@@ -36,7 +37,9 @@ import (
 //     reported.
 //
 // Transport errors, 408, 429 and 5xx answers while polling are transient: the runner keeps
-// polling until the attempt's deadline. Any other answer fails the attempt (retryably).
+// polling until the attempt's deadline. Any other answer fails the attempt (retryably); an answer
+// that cannot be billed (no run_id, an unknown status, a negative usage, unreadable JSON) fails it
+// with [ErrInvalidResult].
 type HTTPRunner struct {
 	// BaseURL is the GPU service's base URL, such as https://gpu.internal.
 	BaseURL string
@@ -100,7 +103,7 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 		return WorkResult{}, fmt.Errorf("starting the run of job %q, attempt %d: %w", req.JobID, req.Attempt, err)
 	}
 	if started.RunID == "" {
-		return WorkResult{}, fmt.Errorf("starting the run of job %q: the service answered no run_id", req.JobID)
+		return WorkResult{}, fmt.Errorf("%w: starting the run of job %q: the service answered no run_id", ErrInvalidResult, req.JobID)
 	}
 	runPath := "/v1/runs/" + url.PathEscape(started.RunID)
 
@@ -115,7 +118,7 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 		err := r.do(ctx, http.MethodGet, runPath, nil, &state)
 		switch {
 		case err == nil && state.Status == "succeeded" && state.UnitsUsed != nil && *state.UnitsUsed < 0:
-			return WorkResult{}, fmt.Errorf("run %s of job %q succeeded with %d units used, which cannot be billed", started.RunID, req.JobID, *state.UnitsUsed)
+			return WorkResult{}, fmt.Errorf("%w: run %s of job %q succeeded with %d units used", ErrInvalidResult, started.RunID, req.JobID, *state.UnitsUsed)
 		case err == nil && state.Status == "succeeded":
 			// A success seen as the deadline passes is still a success: Temporal may refuse this
 			// attempt's answer, so it also goes to the reporter, which settles it as a late result
@@ -139,7 +142,7 @@ func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, erro
 			}
 			return WorkResult{}, failure
 		case state.Status != "running":
-			return WorkResult{}, fmt.Errorf("run %s of job %q: unknown status %q", started.RunID, req.JobID, state.Status)
+			return WorkResult{}, fmt.Errorf("%w: run %s of job %q: unknown status %q", ErrInvalidResult, started.RunID, req.JobID, state.Status)
 		}
 		select {
 		case <-ctx.Done():
@@ -194,7 +197,7 @@ func (r *HTTPRunner) do(ctx context.Context, method, path string, body []byte, i
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(into); err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+		return fmt.Errorf("%w: %s %s: reading the answer: %w", ErrInvalidResult, method, path, err)
 	}
 	return nil
 }

@@ -117,16 +117,18 @@ func TestHTTPRunnerContract(t *testing.T) {
 	t.Run("a negative usage fails the attempt instead of billing it", func(t *testing.T) {
 		_, res, err := runAgainst(t, ctx, "succeeded:-5")
 		require.ErrorContains(t, err, "-5 units used")
+		require.ErrorIs(t, err, activities.ErrInvalidResult)
 		require.Nil(t, res.UnitsUsed)
 	})
 	t.Run("a usage that is not a whole number fails the attempt", func(t *testing.T) {
 		_, _, err := runAgainst(t, ctx, "succeeded:1.5")
-		require.Error(t, err)
+		require.ErrorIs(t, err, activities.ErrInvalidResult)
 	})
 	t.Run("a failure is retryable", func(t *testing.T) {
 		_, _, err := runAgainst(t, ctx, "running", "failed")
 		require.ErrorContains(t, err, "GPU lost")
 		require.False(t, errors.Is(err, activities.ErrWorkPermanent))
+		require.False(t, errors.Is(err, activities.ErrInvalidResult), "the work failed; the answer was fine")
 	})
 	t.Run("a permanent failure says so", func(t *testing.T) {
 		_, _, err := runAgainst(t, ctx, "failed-permanent")
@@ -135,6 +137,7 @@ func TestHTTPRunnerContract(t *testing.T) {
 	t.Run("an unknown status fails the attempt", func(t *testing.T) {
 		_, _, err := runAgainst(t, ctx, "exploded")
 		require.ErrorContains(t, err, `unknown status "exploded"`)
+		require.ErrorIs(t, err, activities.ErrInvalidResult)
 	})
 	t.Run("the end of the attempt cancels the remote run", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)

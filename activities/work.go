@@ -89,12 +89,22 @@ func (f LateResultReporterFunc) ReportLateResult(ctx context.Context, job ledger
 // [ErrorTypeWorkFailedPermanently] error and the workflow refunds without waiting for retries.
 var ErrWorkPermanent = errors.New("the work can never succeed")
 
+// ErrInvalidResult, wrapped by a Runner's error, says that the GPU service answered something
+// jobbill cannot bill (a negative usage, an unknown status, an unreadable answer), rather than
+// that the work failed. A job refunded for it tells its customer ledgerdb.ReasonInvalidResult.
+var ErrInvalidResult = errors.New("the GPU service's answer cannot be billed")
+
 // WorkFailure is the details of a failed attempt's application error.
 type WorkFailure struct {
 	// Attempt is the attempt that failed.
 	Attempt int
-	// Message is the runner's error.
+	// Message is the runner's error, scrubbed of credentials (ledgerdb.ScrubText): it is kept
+	// in Temporal's history and shown to operators, never to a customer.
 	Message string
+	// Reason is the code a customer is told if the job is refunded for this failure:
+	// ledgerdb.ReasonGPUFailed or ledgerdb.ReasonInvalidResult. Empty in the failures of
+	// attempts recorded before the codes, which read as gpu_failed.
+	Reason ledgerdb.Reason `json:",omitempty"`
 }
 
 // defaultHeartbeatEvery is how often RunWork heartbeats when the attempt has no heartbeat timeout.
@@ -134,14 +144,26 @@ func (a *Activities) RunWork(ctx context.Context, req WorkRequest) (WorkResult, 
 		// Cancelled or timed out: Temporal already knows which, and ctx's error says so.
 		return WorkResult{}, ctx.Err()
 	}
+	return WorkResult{}, workFailed(err, req.Attempt)
+}
+
+// workFailed is the application error of an attempt whose runner failed with err. The runner's
+// words go to Temporal's history, its UI and the worker's log, so they are scrubbed of
+// credentials first, and the raw error is not kept as the cause: a GPU service's error may carry
+// a database URL with its password.
+func workFailed(err error, attempt int) error {
 	errType, nonRetryable := ErrorTypeWorkFailed, false
 	if errors.Is(err, ErrWorkPermanent) {
 		errType, nonRetryable = ErrorTypeWorkFailedPermanently, true
 	}
-	return WorkResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), errType, temporal.ApplicationErrorOptions{
+	reason := ledgerdb.ReasonGPUFailed
+	if errors.Is(err, ErrInvalidResult) {
+		reason = ledgerdb.ReasonInvalidResult
+	}
+	message := ledgerdb.ScrubText(err.Error())
+	return temporal.NewApplicationErrorWithOptions(message, errType, temporal.ApplicationErrorOptions{
 		NonRetryable: nonRetryable,
-		Cause:        err,
-		Details:      []any{WorkFailure{Attempt: req.Attempt, Message: err.Error()}},
+		Details:      []any{WorkFailure{Attempt: attempt, Message: message, Reason: reason}},
 	})
 }
 

@@ -105,13 +105,7 @@ func TestOpenAPISchemasMatchBodies(t *testing.T) {
 		} `yaml:"components"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
-	for schema, body := range map[string]any{
-		"SubmitRequest": SubmitRequest{}, "ResultRequest": ResultRequest{}, "PriceRequest": PriceRequest{},
-		"Status": jobs.Status{}, "Submission": jobs.Submission{}, "ResultReport": jobs.ResultReport{},
-		"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
-		"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{},
-		"KeyRequest": KeyRequest{}, "Key": apikeys.Key{}, "CreatedKey": apikeys.Created{}, "KeyList": KeyList{}, "KeyRevoked": KeyRevoked{},
-	} {
+	for schema, body := range documentedBodies {
 		documented := []string{}
 		for name := range doc.Components.Schemas[schema].Properties {
 			documented = append(documented, name)
@@ -125,6 +119,38 @@ func TestOpenAPISchemasMatchBodies(t *testing.T) {
 		require.NotContains(t, submit.Properties, amount)
 		require.NotContains(t, doc.Components.Schemas["ResultRequest"].Properties, amount)
 	}
+}
+
+// documentedBodies are the bodies the API reads and answers, by their schema in openapi.yaml.
+var documentedBodies = map[string]any{
+	"SubmitRequest": SubmitRequest{}, "ResultRequest": ResultRequest{}, "PriceRequest": PriceRequest{},
+	"Status": jobs.Status{}, "Submission": jobs.Submission{}, "ResultReport": jobs.ResultReport{},
+	"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
+	"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{},
+	"KeyRequest": KeyRequest{}, "Key": apikeys.Key{}, "CreatedKey": apikeys.Created{}, "KeyList": KeyList{}, "KeyRevoked": KeyRevoked{},
+}
+
+// TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a
+// customer reads (trust: a job's reason is always one of the codes the document lists, never
+// words from outside).
+func TestOpenAPIReasonsAreTheVocabulary(t *testing.T) {
+	raw, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Status struct {
+					Properties struct {
+						Reason struct {
+							Enum []ledgerdb.Reason `yaml:"enum"`
+						} `yaml:"reason"`
+					} `yaml:"properties"`
+				} `yaml:"Status"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	require.Equal(t, ledgerdb.Reasons(), doc.Components.Schemas.Status.Properties.Reason.Enum)
 }
 
 // jsonFields are the JSON names of a struct's fields, sorted; an embedded struct without a name

@@ -245,7 +245,7 @@ func (s *Server) serve(rt route) http.Handler {
 			}
 			status, body = ae.status, ae.body
 		}
-		writeJSON(w, status, body)
+		writeJSON(w, status, shownTo(p, body))
 	})
 }
 

@@ -77,7 +77,8 @@ type Status struct {
 	MoneyState string `json:"money_state"`
 	// Attempts is how many attempts the work has had.
 	Attempts int `json:"attempts"`
-	// Reason says why a job was rejected or refunded.
+	// Reason says why a job was refunded or rejected: a code of the fixed vocabulary in
+	// docs/api.md ("Reason codes"), such as timed_out or gpu_failed.
 	Reason string `json:"reason,omitempty"`
 	// Message is the sentence for the user.
 	Message string `json:"message"`

@@ -201,7 +201,8 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			require.Less(t, took, 10*time.Second, "the submission waited on a foreign workflow")
 			require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
 			require.Equal(t, ledgerdb.MoneyNotCharged, sub.Status.MoneyState)
-			require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
+			require.Equal(t, ledgerdb.ReasonRejected, sub.Status.Reason)
+			require.Equal(t, ledgerdb.RejectWorkflowIDTaken.Describe(), sub.Status.Detail)
 			ledgertest.RequireRows(t, e.Store, key, 40)
 
 			// The foreign workflow is untouched: still theirs, running or closed as it was.

@@ -78,8 +78,10 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
 	require.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
-	require.True(t, strings.HasPrefix(status.Reason, "stopped by an operator: terminated"), status.Reason)
-	require.Contains(t, status.Reason, "wrong input file", "the operator's reason is kept")
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, status.Reason)
+	require.Equal(t, "Not delivered: the job was stopped by an operator. Your 40 credits were refunded.", status.Message)
+	require.True(t, strings.HasPrefix(status.Detail, "stopped by an operator: terminated"), status.Detail)
+	require.Contains(t, status.Detail, "wrong input file", "the operator's reason is kept, for operators")
 	state, runStatus := e.latestBillingState(t, readWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the heal run tells the truth")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, runStatus, "the heal run listens for a late result")
@@ -92,7 +94,8 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	job, err := e.Store.Job(ctx, passKey)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
-	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundDetail)
 	state, _ = e.latestBillingState(t, passWF)
 	require.Equal(t, string(ledgerdb.StateRefunded), state)
 	ledgertest.RequireRows(t, e.Store, passKey, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
@@ -134,7 +137,8 @@ func TestCLICancelRefunds(t *testing.T) {
 
 	e.cli.must(t, "workflow", "cancel", "--workflow-id", workflowID)
 	job := e.waitLedger(t, key, ledgerdb.StateRefunded)
-	require.Equal(t, "stopped by an operator: cancelled", job.RefundReason)
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	require.Equal(t, "stopped by an operator: cancelled", job.RefundDetail)
 	require.Eventually(t, func() bool {
 		_, s := e.latestBillingState(t, workflowID)
 		return s == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED

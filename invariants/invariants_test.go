@@ -330,7 +330,8 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	job, err := e.Store.Job(ctx, charged.Job.Key())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
-	require.Equal(t, "the job's workflow is gone without settling it", job.RefundReason)
+	require.Equal(t, ledgerdb.ReasonInterrupted, job.RefundReason)
+	require.Equal(t, "the job's workflow is gone without settling it", job.RefundDetail)
 	requireOK(t, e.check(t, p))
 	ledgertest.RequireSound(t, e.Store, acct)
 }
@@ -428,7 +429,7 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	_, err = tx.Exec(ctx, `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
 		VALUES ($1, 'grant', 7, 999, 'invariants-test')`, acct)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now() WHERE id = $1`,
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), refund_reason_code = 'unknown' WHERE id = $1`,
 		ledgerdb.JobKey{AccountID: acct, JobID: id}.String())
 	require.NoError(t, err)
 	snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, scope)

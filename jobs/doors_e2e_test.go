@@ -47,8 +47,9 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	status, err := e.Jobs.Status(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
-	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Reason)
-	require.Contains(t, status.Message, "40 credits were refunded")
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, status.Reason)
+	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Detail)
+	require.Equal(t, "Not delivered: the job was stopped by an operator. Your 40 credits were refunded.", status.Message)
 	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 	d, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
@@ -96,7 +97,8 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	job, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
-	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundReason)
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundDetail)
 	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
 	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
@@ -127,7 +129,8 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 		require.ErrorIs(t, err, ledgerdb.ErrRejected, "closed=%v", closed)
 		require.Less(t, time.Since(began), 10*time.Second, "the submission waited on a foreign workflow")
 		require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
-		require.Equal(t, string(ledgerdb.RejectWorkflowIDTaken), sub.Status.Reason)
+		require.Equal(t, ledgerdb.ReasonRejected, sub.Status.Reason)
+		require.Equal(t, ledgerdb.RejectWorkflowIDTaken.Describe(), sub.Status.Detail)
 		require.Contains(t, sub.Status.Message, "new ID")
 		ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, 40)
 	}
@@ -135,9 +138,9 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 }
 
 // TestE2EOrphanRejectionIsHonest protects the submission rules: a placeholder whose workflow was
-// terminated before it charged is rejected for that reason, and its user is told so — not that
-// the account lacked credits, which a top-up would seem to fix — and that the ID can never be
-// charged. A resubmission answers the same, after a top-up too.
+// terminated before it charged is rejected for that reason (the detail operators read), and its
+// user is told that it could not be started — not that the account lacked credits, which a
+// top-up would seem to fix — and that the ID can never be charged. A resubmission answers the same, after a top-up too.
 func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -157,7 +160,8 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	status, err := e.Jobs.Resume(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRejected, status.State)
-	require.Equal(t, string(ledgerdb.RejectWorkflowEnded), status.Reason)
+	require.Equal(t, ledgerdb.ReasonRejected, status.Reason)
+	require.Equal(t, ledgerdb.RejectWorkflowEnded.Describe(), status.Detail, "operators read why")
 	require.NotContains(t, strings.ToLower(status.Message), "credits", status.Message)
 	require.Contains(t, status.Message, "can never be charged")
 

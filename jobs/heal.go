@@ -70,7 +70,7 @@ func (s *Service) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 		return false, nil
 	case errors.As(err, &notFound):
 		// Its history is gone (or it never started under this ID): nobody will settle it.
-		closed = closedRun{reason: "the job's workflow is gone without settling it"}
+		closed = closedRun{code: ledgerdb.ReasonInterrupted, reason: "the job's workflow is gone without settling it"}
 	case err != nil:
 		return false, fmt.Errorf("job %q: describing its workflow: %w", job.ID, err)
 	default:
@@ -90,7 +90,7 @@ func (s *Service) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	in.Heal = &workflows.HealRequest{Reason: closed.reason, PreviousRunID: closed.runID}
+	in.Heal = &workflows.HealRequest{Code: closed.code, Reason: closed.reason, PreviousRunID: closed.runID}
 	start := s.opts.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:        workflowID,
 		TaskQueue: s.opts.TaskQueue,
@@ -125,16 +125,20 @@ func (s *Service) originalRunOpen(ctx context.Context, jobID string) bool {
 		desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
-// closedRun says which run of a job's workflow closed, and why, in words for the refund's reason.
+// closedRun says which run of a job's workflow closed, and why: the code the job's customer is
+// told, and words for the refund's detail.
 type closedRun struct {
 	runID  string
+	code   ledgerdb.Reason
 	reason string
 }
 
 // whyClosed reads how a closed run ended, from its close event when it can: an operator's
-// Terminate carries a reason, a failure its message.
+// Terminate carries a reason, a failure its message. Those words are the operator's detail,
+// scrubbed; the code says only who stopped the job: an operator (terminated, cancelled) or
+// nobody (the run failed, timed out or ended).
 func (s *Service) whyClosed(ctx context.Context, workflowID, runID string, status enumspb.WorkflowExecutionStatus) closedRun {
-	closed := closedRun{runID: runID}
+	closed := closedRun{runID: runID, code: ledgerdb.ReasonInterrupted}
 	var detail string
 	iter := s.opts.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	if iter.HasNext() {
@@ -148,9 +152,9 @@ func (s *Service) whyClosed(ctx context.Context, workflowID, runID string, statu
 	}
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		closed.reason = "stopped by an operator: terminated"
+		closed.code, closed.reason = ledgerdb.ReasonStoppedByOperator, "stopped by an operator: terminated"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		closed.reason = "stopped by an operator: cancelled"
+		closed.code, closed.reason = ledgerdb.ReasonStoppedByOperator, "stopped by an operator: cancelled"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 		closed.reason = "the job's workflow failed"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
@@ -161,7 +165,7 @@ func (s *Service) whyClosed(ctx context.Context, workflowID, runID string, statu
 	if detail = strings.TrimSpace(detail); detail != "" {
 		closed.reason += " (" + detail + ")"
 	}
-	closed.reason = ledgerdb.ClipText(closed.reason)
+	closed.reason = ledgerdb.ScrubText(closed.reason)
 	return closed
 }
 

@@ -37,10 +37,16 @@ type Status struct {
 	MoneyState ledgerdb.MoneyState `json:"money_state"`
 	// Attempts is how many attempts the work has had, as last recorded.
 	Attempts int `json:"attempts"`
-	// Reason says why the job was rejected or refunded.
-	Reason string `json:"reason,omitempty"`
-	// Message is a sentence for the user about the job and their money.
+	// Reason says why the job was refunded or rejected, as a code of the fixed vocabulary
+	// (ledgerdb.Reason; docs/api.md lists them); empty when it was neither.
+	Reason ledgerdb.Reason `json:"reason,omitempty"`
+	// Message is a sentence for the user about the job and their money. It is made of fixed
+	// words only: the reason's text, the job's figures.
 	Message string `json:"message"`
+	// Detail is for operators only: the refund's words (what the GPU service, the workflow or an
+	// operator said, scrubbed of credentials) or the rejection's. They may name internal hosts, so
+	// the API shows them to admin keys only; the CLI, an operator's tool, shows them.
+	Detail string `json:"detail,omitempty"`
 	// WorkflowURL is the job's page in the Temporal Web UI, when the job service knows the UI.
 	WorkflowURL string `json:"workflow_url,omitempty"`
 }
@@ -70,9 +76,10 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 	}
 	switch {
 	case job.RefundReason != "" && (job.State == ledgerdb.StateRefunded || job.StateBeforeDelete == ledgerdb.StateRefunded):
-		st.Reason = job.RefundReason
+		// Scrubbed again: a job refunded before the ledger scrubbed its words may hold a password.
+		st.Reason, st.Detail = job.RefundReason, ledgerdb.ScrubText(job.RefundDetail)
 	case job.RejectReason != "":
-		st.Reason = string(job.RejectReason)
+		st.Reason, st.Detail = job.RejectReason.Reason(), job.RejectReason.Describe()
 	}
 	st.Message = Message(job)
 	return st
@@ -95,7 +102,7 @@ func Message(job ledgerdb.Job) string {
 	case ledgerdb.StateDelivered:
 		return "Done. " + chargedText(job)
 	case ledgerdb.StateRefunded:
-		return fmt.Sprintf("Not delivered (%s). Your %d credits were refunded.", job.RefundReason, job.Cost)
+		return fmt.Sprintf("Not delivered: %s. Your %d credits were refunded.", job.RefundReason.Text(), job.Cost)
 	case ledgerdb.StateRecovered:
 		if job.IsSettled {
 			return "Done: the result arrived after the job had been refunded, so the refund was taken back and the job " +
@@ -124,22 +131,12 @@ func chargedText(job ledgerdb.Job) string {
 		fmt.Sprintf(" (%d GPU-seconds used at %d credits each)", *job.UnitsUsed, job.UnitPrice)
 }
 
-// RejectedMessage is what a user reads about a job rejected for reason: why, that nothing was
-// charged, and that the ID is burnt — the same ID answers this rejection for ever, so a new try
-// needs a new ID.
+// RejectedMessage is what a user reads about a job rejected for reason: why, in the words of its
+// code ([ledgerdb.RejectReason.Reason]), that nothing was charged, and that the ID is burnt — the
+// same ID answers this rejection for ever, so a new try needs a new ID.
 func RejectedMessage(reason ledgerdb.RejectReason) string {
-	const burnt = " You were not charged. This job ID can never be charged: submit the job again under a new ID."
-	switch reason {
-	case ledgerdb.RejectInsufficientCredits:
-		return "Not started: the account did not have enough credits when the job was submitted." + burnt
-	case ledgerdb.RejectExposureLimit:
-		return "Not started: the account has too many refunded jobs awaiting a late result." + burnt
-	case ledgerdb.RejectWorkflowEnded:
-		return "Not started: the job's workflow was stopped before it was charged." + burnt
-	case ledgerdb.RejectWorkflowIDTaken:
-		return "Not started: the job's workflow ID is held by another program's workflow." + burnt
-	}
-	return "Not started: the job was rejected." + burnt
+	return fmt.Sprintf("Not started: %s. You were not charged. This job ID can never be charged: "+
+		"submit the job again under a new ID.", reason.Reason().Text())
 }
 
 // NotReceivedMessage is what a user reads about a job ID the server never received (HTTP 404).

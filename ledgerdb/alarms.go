@@ -18,7 +18,7 @@ type Alarm struct {
 	AccountID string
 	// Step is the ledger step that was refused: charge, refund or settle.
 	Step string
-	// Message is the database's refusal.
+	// Message is the database's refusal, scrubbed of credentials ([ScrubText]).
 	Message string
 	// RaisedAt is when the alarm was first raised.
 	RaisedAt time.Time
@@ -33,7 +33,7 @@ func (s *Store) RaiseAlarm(ctx context.Context, key JobKey, step, message string
 	if err := ValidateID("alarm step", step); err != nil {
 		return "", err
 	}
-	message = ClipText(message)
+	message = ScrubText(message)
 	var outcome string
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome) },
 		`SELECT ledger_raise_alarm($1, $2, $3)`, key.String(), step, message)

@@ -66,7 +66,7 @@ func TestBalanceBoundsKeepEveryRefundAndReclaimInRange(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 40, Key: "refill"})
 	require.ErrorIs(t, err, ledgerdb.ErrBalanceOutOfRange, "the running job's refund must still fit")
-	refund, err := s.Refund(ctx, job, "timed out", 1)
+	refund, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 1)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.MaxBalance, refund.BalanceAfter)
 	reclaim, err := s.Reclaim(ctx, job)
@@ -85,7 +85,7 @@ func TestNegativeAdjustmentBoundLeavesRoomForReclaims(t *testing.T) {
 	acct, job := submitted(t, s, 40, 40)
 	_, err := s.Charge(ctx, job)
 	require.NoError(t, err)
-	_, err = s.Refund(ctx, job, "failed for good", 1)
+	_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed for good", 1)
 	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 40)
 
@@ -139,7 +139,7 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	late := lateSub.Key()
 	_, err = s.Charge(ctx, late)
 	require.NoError(t, err)
-	_, err = s.Refund(ctx, late, "timed out after 3 attempts", 3)
+	_, err = s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
 	tr, err = s.Settle(ctx, late, 3, nil)
 	require.NoError(t, err)
@@ -179,7 +179,7 @@ func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			<-start
-			_, err := s.Refund(ctx, job, "stopped by an operator: terminated", 1)
+			_, err := s.Refund(ctx, job, ledgerdb.ReasonStoppedByOperator, "stopped by an operator: terminated", 1)
 			require.NoError(t, err)
 		})
 		wg.Go(func() {

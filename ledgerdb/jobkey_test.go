@@ -78,7 +78,7 @@ func TestSameJobIDInTwoAccounts(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
 
 	// A times out and is refunded; B's job, of the same ID, runs on.
-	tr, err = s.Refund(ctx, jobA, "timed out after 3 attempts", 3)
+	tr, err = s.Refund(ctx, jobA, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	read, err := s.Job(ctx, jobB)
@@ -193,7 +193,7 @@ func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 			case ledgerdb.StateRunning:
 				_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: mine, Attempt: 1, OutputRef: "s3://out/1"})
 			case ledgerdb.StateRefunded:
-				_, err = s.Refund(ctx, mine, "timed out", 3)
+				_, err = s.Refund(ctx, mine, ledgerdb.ReasonTimedOut, "timed out", 3)
 			case ledgerdb.StateDelivered:
 				_, err = s.Settle(ctx, mine, 1, nil)
 			}
@@ -213,7 +213,7 @@ func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 					_, err := s.ChargeMatching(ctx, theirs, sub.Fingerprint())
 					return err
 				},
-				"refund":         func() error { _, err := s.Refund(ctx, theirs, "timed out", 3); return err },
+				"refund":         func() error { _, err := s.Refund(ctx, theirs, ledgerdb.ReasonTimedOut, "timed out", 3); return err },
 				"reclaim":        func() error { _, err := s.Reclaim(ctx, theirs); return err },
 				"deliver":        func() error { _, err := s.Deliver(ctx, theirs, 1); return err },
 				"settle":         func() error { _, err := s.Settle(ctx, theirs, 1, ledgerdb.Units(0)); return err },

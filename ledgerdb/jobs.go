@@ -111,6 +111,7 @@ type jobRow struct {
 	UnitsUsed          *int64
 	IsSettled          bool
 	SettledAt          *time.Time
+	RefundReasonCode   *string
 }
 
 // job is the row as a Job.
@@ -123,7 +124,8 @@ func (r *jobRow) job() Job {
 		StateBeforeDelete: State(deref(r.StateBeforeDelete)),
 		IsCharged:         r.IsCharged, IsRefunded: r.IsRefunded, IsReclaimed: r.IsReclaimed,
 		Attempts:     int(r.Attempts),
-		RejectReason: RejectReason(deref(r.RejectReason)), RefundReason: deref(r.RefundReason),
+		RejectReason: RejectReason(deref(r.RejectReason)),
+		RefundReason: Reason(deref(r.RefundReasonCode)), RefundDetail: deref(r.RefundReason),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ChargedAt: r.ChargedAt, DeliveredAt: r.DeliveredAt,
 		RefundedAt: r.RefundedAt, ReclaimedAt: r.ReclaimedAt, DeletedAt: r.DeletedAt,
 		Kind: deref(r.Kind), PriceVersion: int(deref(r.PriceVersion)), Unit: Unit(deref(r.Unit)),
@@ -238,19 +240,22 @@ func (s *Store) ChargeMatching(ctx context.Context, key JobKey, fingerprint []by
 }
 
 // Refund gives a running job's recorded cost back (running -> refunded) because its work failed
-// for good or timed out; reason says why, attempts how many attempts the work had. A refunded or
+// for good or timed out, or an operator stopped it; reason is the code its customer is told (one
+// of [RefundReasons]: any other is an [*InvalidInputError], with nothing written), detail the
+// operator's words, attempts how many attempts the work had. The detail is kept scrubbed
+// ([ScrubText]), never refused: words from outside must not block a refund. A refunded or
 // recovered job answers AlreadyApplied; a job that was never charged or was delivered, NotApplied.
-func (s *Store) Refund(ctx context.Context, key JobKey, reason string, attempts int) (Transition, error) {
+func (s *Store) Refund(ctx context.Context, key JobKey, reason Reason, detail string, attempts int) (Transition, error) {
 	if err := key.Validate(); err != nil {
 		return Transition{}, err
 	}
-	if err := validateText("refund reason", reason); err != nil {
+	if err := ValidateRefundReason(reason); err != nil {
 		return Transition{}, err
 	}
 	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, key, `ledger_refund($1, $2, $3)`, key.String(), reason, int32(attempts))
+	return s.call(ctx, key, `ledger_refund($1, $2, $3, $4)`, key.String(), string(reason), ScrubText(detail), int32(attempts))
 }
 
 // Reclaim takes a refunded job's cost again because its result landed after all (refunded ->

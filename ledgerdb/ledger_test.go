@@ -56,7 +56,7 @@ func TestStateMachineEdges(t *testing.T) {
 	t.Run("submitting: only charge applies", func(t *testing.T) {
 		acct, job := submitted(t, s, 100, 40)
 		for name, op := range map[string]func() (ledgerdb.Transition, error){
-			"refund":  func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "timeout", 1) },
+			"refund":  func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timeout", 1) },
 			"reclaim": func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
 			"deliver": func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
 		} {
@@ -110,7 +110,7 @@ func TestStateMachineEdges(t *testing.T) {
 		_, err = s.Charge(ctx, job)
 		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 		for _, op := range []func() (ledgerdb.Transition, error){
-			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "timeout", 1) },
+			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timeout", 1) },
 			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
 			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
 		} {
@@ -139,7 +139,7 @@ func TestStateMachineEdges(t *testing.T) {
 		again, err := s.Deliver(ctx, job, 2)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
-		ref, err := s.Refund(ctx, job, "late timeout", 3)
+		ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late timeout", 3)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.NotApplied, ref.Outcome, "a delivered job is never refunded")
 		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
@@ -151,15 +151,16 @@ func TestStateMachineEdges(t *testing.T) {
 		_, err := s.Charge(ctx, job)
 		require.NoError(t, err)
 
-		ref, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+		ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, ref.Outcome)
 		require.Equal(t, ledgerdb.StateRefunded, ref.Job.State)
-		require.Equal(t, "timed out after 3 attempts", ref.Job.RefundReason)
+		require.Equal(t, ledgerdb.ReasonTimedOut, ref.Job.RefundReason)
+		require.Equal(t, "timed out after 3 attempts", ref.Job.RefundDetail)
 		require.Equal(t, 3, ref.Job.Attempts)
 		require.Equal(t, int64(100), ref.BalanceAfter)
 
-		dup, err := s.Refund(ctx, job, "a second failure signal", 4)
+		dup, err := s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "a second failure signal", 4)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.AlreadyApplied, dup.Outcome, "rule 2: never refunded twice")
 		dlv, err := s.Deliver(ctx, job, 4)
@@ -176,7 +177,7 @@ func TestStateMachineEdges(t *testing.T) {
 
 		for _, op := range []func() (ledgerdb.Transition, error){
 			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
-			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "again", 5) },
+			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "again", 5) },
 			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 5) },
 			func() (ledgerdb.Transition, error) { return s.Charge(ctx, job) },
 		} {
@@ -206,9 +207,9 @@ func TestStateMachineEdges(t *testing.T) {
 			case ledgerdb.StateDelivered:
 				_, err = s.Deliver(ctx, job, 1)
 			case ledgerdb.StateRefunded:
-				_, err = s.Refund(ctx, job, "failed", 1)
+				_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
 			case ledgerdb.StateRecovered:
-				_, err = s.Refund(ctx, job, "failed", 1)
+				_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
 				require.NoError(t, err)
 				_, err = s.Reclaim(ctx, job)
 			}
@@ -233,7 +234,7 @@ func TestStateMachineEdges(t *testing.T) {
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Charge(ctx, job)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
-			_, err = s.Refund(ctx, job, "late", 9)
+			_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late", 9)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Reclaim(ctx, job)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
@@ -308,7 +309,7 @@ func TestReclaimDebtRule(t *testing.T) {
 	acct, job := submitted(t, s, 40, 40)
 	_, err := s.Charge(ctx, job)
 	require.NoError(t, err)
-	_, err = s.Refund(ctx, job, "timed out", 3)
+	_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 
 	// The user spends the refunded credits on another job.
@@ -501,10 +502,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: good.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: make([]byte, ledgerdb.MaxRequestLength+1)})
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	require.ErrorContains(t, err, "request")
-	_, err = s.Refund(ctx, good, strings.Repeat("r", ledgerdb.MaxTextLength+1), 1)
-	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
-	_, err = s.Refund(ctx, good, "bad\xffutf8", 1)
-	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	for _, code := range []ledgerdb.Reason{"", "timed out", ledgerdb.ReasonRejected, "TIMED_OUT"} {
+		_, err = s.Refund(ctx, good, code, "timed out", 1)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "refund reason %q", code)
+		require.ErrorContains(t, err, "refund reason")
+	}
 	_, err = s.Deliver(ctx, good, -1)
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	_, err = s.History(ctx, acct, ledgerdb.HistoryPage{Limit: 1001})

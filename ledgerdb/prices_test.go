@@ -263,7 +263,7 @@ func TestMeteredSettlement(t *testing.T) {
 				want := []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -hold}}
 				wantState := ledgerdb.StateDelivered
 				if late {
-					refunded, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+					refunded, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 					require.NoError(t, err)
 					require.Equal(t, int64(credits), refunded.BalanceAfter)
 					want = append(want, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: hold}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -hold})
@@ -310,7 +310,9 @@ func TestMeteredSettlement(t *testing.T) {
 				}
 				// Nor does any other step move money on the settled job.
 				for _, op := range []func() (ledgerdb.Transition, error){
-					func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, "late timeout", 4) },
+					func() (ledgerdb.Transition, error) {
+						return s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late timeout", 4)
+					},
 					func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
 					func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 4) },
 					func() (ledgerdb.Transition, error) { return s.Charge(ctx, job) },
@@ -449,7 +451,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
 
 	recovered := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err = s.Refund(ctx, recovered, "timed out", 3)
+	_, err = s.Refund(ctx, recovered, ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 300-hold-20)
 	tr, err = s.Reclaim(ctx, recovered)
@@ -480,7 +482,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireRows(t, s, fixed, 40, ledgerdb.KindCharge)
 
 	fixedLate := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed-late"), 40, "y").Job.Key()
-	_, err = s.Refund(ctx, fixedLate, "timed out", 3)
+	_, err = s.Refund(ctx, fixedLate, ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 	tr, err = s.Reclaim(ctx, fixedLate)
 	require.NoError(t, err)
@@ -517,7 +519,7 @@ func TestReclaimSettlesAtTheWholeHold(t *testing.T) {
 			charged := meteredCharged(t, s, acct, kind, c.maxUnits)
 			job, held := charged.Job.Key(), charged.Job.HeldUnits
 			hold := held * unitPrice
-			_, err := s.Refund(ctx, job, "timed out after 3 attempts", 3)
+			_, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 			require.NoError(t, err)
 			if c.spend > 0 {
 				ledgertest.Charged(t, s, acct, ledgertest.ID(t, "spent"), c.spend, "z")
@@ -603,7 +605,7 @@ func TestUnpricedJobIsNeverSettled(t *testing.T) {
 	require.Equal(t, []string{"charge -30"}, rows(delivered))
 
 	recovered := unpriced()
-	require.Equal(t, "applied", call(`ledger_refund($1, 'timed out', 3)`, recovered).outcome)
+	require.Equal(t, "applied", call(`ledger_refund($1, 'timed_out', 'timed out', 3)`, recovered).outcome)
 	a = call(`ledger_reclaim($1)`, recovered)
 	require.Equal(t, "applied", a.outcome)
 	require.NotNil(t, a.entry, "the reclaim row")
@@ -618,7 +620,7 @@ func TestUnpricedJobIsNeverSettled(t *testing.T) {
 	require.Equal(t, "applied", a.outcome)
 	require.Nil(t, a.entry)
 	late := unpriced()
-	require.Equal(t, "applied", call(`ledger_refund($1, 'timed out', 3)`, late).outcome)
+	require.Equal(t, "applied", call(`ledger_refund($1, 'timed_out', 'timed out', 3)`, late).outcome)
 	a = call(`ledger_settle($1, 3, 0)`, late)
 	require.Equal(t, "applied", a.outcome)
 	require.NotNil(t, a.entry, "the reclaim row")
@@ -645,7 +647,7 @@ func TestFixedPriceReleasesNothing(t *testing.T) {
 			job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed"), 10, "x").Job.Key()
 			kinds := []ledgerdb.EntryKind{ledgerdb.KindCharge}
 			if late {
-				_, err := s.Refund(ctx, job, "timed out", 3)
+				_, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 3)
 				require.NoError(t, err)
 				kinds = append(kinds, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 			}
@@ -675,7 +677,7 @@ func TestMeteredDebtRule(t *testing.T) {
 	kind := ledgertest.Metered(t, s, 5, 20) // a hold of 100
 	acct := ledgertest.Account(t, s, 100)
 	late := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err := s.Refund(ctx, late, "timed out after 3 attempts", 3)
+	_, err := s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
 
 	// The user spends the refunded credits on another job.
@@ -765,7 +767,7 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 
 	running := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	refunded := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err = s.Refund(ctx, refunded, "timed out", 3)
+	_, err = s.Refund(ctx, refunded, ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 	before := map[ledgerdb.JobKey]ledgerdb.Job{}
 	for _, job := range []ledgerdb.JobKey{running, refunded} {
@@ -1133,7 +1135,7 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 			return err
 		}, ledgerdb.AlreadyApplied, []ledgerdb.EntryKind{ledgerdb.KindCharge}},
 		{"recovered by the original step", func(job ledgerdb.JobKey) error {
-			if _, err := s.Refund(ctx, job, "timed out", 1); err != nil {
+			if _, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 1); err != nil {
 				return err
 			}
 			_, err := s.Reclaim(ctx, job)
@@ -1142,7 +1144,7 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 		{"running, settled in one step", func(ledgerdb.JobKey) error { return nil },
 			ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRelease}},
 		{"refunded, its late result settled in one step", func(job ledgerdb.JobKey) error {
-			_, err := s.Refund(ctx, job, "timed out", 1)
+			_, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 1)
 			return err
 		}, ledgerdb.Applied, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim, ledgerdb.KindRelease}},
 	} {

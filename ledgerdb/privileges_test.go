@@ -124,12 +124,12 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 
 	recovered := submit()
 	apply(s.Charge(ctx, recovered))
-	apply(s.Refund(ctx, recovered, "timed out", 3))
+	apply(s.Refund(ctx, recovered, ledgerdb.ReasonTimedOut, "timed out", 3))
 	apply(s.Reclaim(ctx, recovered))
 
 	refunded := submit()
 	apply(s.Charge(ctx, refunded))
-	apply(s.Refund(ctx, refunded, "failed", 3))
+	apply(s.Refund(ctx, refunded, ledgerdb.ReasonGPUFailed, "failed", 3))
 
 	job, err := s.Job(ctx, delivered)
 	require.NoError(t, err)

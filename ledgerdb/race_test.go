@@ -174,7 +174,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 			return fail("deliver: %v", err)
 		}
 	case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
-		if _, err := store.Refund(ctx, sub.Key(), "timed out after 3 attempts", 3); err != nil {
+		if _, err := store.Refund(ctx, sub.Key(), ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err != nil {
 			return fail("refund: %v", err)
 		}
 		if fate == ledgerdb.StateRecovered {
@@ -537,7 +537,7 @@ func setUpMeteredRace(ctx context.Context, store *ledgerdb.Store, r meteredRaceR
 		return err
 	}
 	if r.refunded {
-		_, err := store.Refund(ctx, r.key(), "timed out after 3 attempts", 3)
+		_, err := store.Refund(ctx, r.key(), ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		return err
 	}
 	return nil
@@ -570,7 +570,7 @@ func raceMetered(ctx context.Context, store *ledgerdb.Store, rounds []meteredRac
 				if r.refund {
 					racers.Go(func() {
 						<-start
-						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.key(), "stopped by an operator: terminated", 1)
+						res.refund, res.errs[len(r.usages)] = store.Refund(ctx, r.key(), ledgerdb.ReasonStoppedByOperator, "stopped by an operator: terminated", 1)
 					})
 				}
 				close(start)

@@ -226,7 +226,7 @@ type rndJob struct {
 	// hold), rather than Settle.
 	byOldStep bool
 	// job holds the modelled fields only: State, StateBeforeDelete, the flags, Attempts,
-	// RejectReason and RefundReason.
+	// RejectReason, RefundReason and RefundDetail.
 	job ledgerdb.Job
 }
 
@@ -654,6 +654,7 @@ func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
 	diff("attempts", got.Attempts, m.Attempts)
 	diff("reject reason", got.RejectReason, m.RejectReason)
 	diff("refund reason", got.RefundReason, m.RefundReason)
+	diff("refund detail", got.RefundDetail, m.RefundDetail)
 	// The price it was submitted at, whatever a resubmission said (rule 5), and its settlement.
 	diff("kind", got.Kind, j.kind)
 	diff("price version", got.PriceVersion, s.pricing.versions[j.kind])
@@ -821,14 +822,17 @@ func (s *rndSequence) refund(ctx context.Context, j *rndJob, attempts int) error
 	var want rndWant
 	money := false
 	m := &j.job
-	reason := fmt.Sprintf("timed out after %d attempts", attempts)
+	// Every code of the vocabulary comes up, and words that carry a password.
+	code := ledgerdb.RefundReasons()[attempts%len(ledgerdb.RefundReasons())]
+	detail := fmt.Sprintf("failed after %d attempts: postgres://svc:pw%d@db", attempts, attempts)
 	switch {
 	case !j.exists:
 		want.err = ledgerdb.ErrJobNotFound
 	case m.State == ledgerdb.StateRunning:
 		want.outcome, money = ledgerdb.Applied, true
 		s.balance += j.cost
-		m.State, m.IsRefunded, m.RefundReason = ledgerdb.StateRefunded, true, reason
+		m.State, m.IsRefunded, m.RefundReason = ledgerdb.StateRefunded, true, code
+		m.RefundDetail = fmt.Sprintf("failed after %d attempts: postgres://svc:***@db", attempts)
 		m.Attempts = max(m.Attempts, attempts)
 		s.coverage["refund:applied"]++
 	case m.State == ledgerdb.StateRefunded || m.State == ledgerdb.StateRecovered:
@@ -838,7 +842,7 @@ func (s *rndSequence) refund(ctx context.Context, j *rndJob, attempts int) error
 	default:
 		want.outcome = ledgerdb.NotApplied
 	}
-	tr, err := s.store.Refund(ctx, j.key, reason, attempts)
+	tr, err := s.store.Refund(ctx, j.key, code, detail, attempts)
 	if e := s.answer("refund", j, want, tr, err); e != nil {
 		return e
 	}
@@ -1088,8 +1092,10 @@ func (s *rndSequence) grant(ctx context.Context, step rndStep) error {
 // (404: nothing was charged) and write nothing, and none may create the ID.
 func (s *rndSequence) ghostProbes(ctx context.Context) error {
 	probes := map[string]func() (ledgerdb.Transition, error){
-		"charge":  func() (ledgerdb.Transition, error) { return s.store.Charge(ctx, s.ghost) },
-		"refund":  func() (ledgerdb.Transition, error) { return s.store.Refund(ctx, s.ghost, "lost", 1) },
+		"charge": func() (ledgerdb.Transition, error) { return s.store.Charge(ctx, s.ghost) },
+		"refund": func() (ledgerdb.Transition, error) {
+			return s.store.Refund(ctx, s.ghost, ledgerdb.ReasonGPUFailed, "lost", 1)
+		},
 		"reclaim": func() (ledgerdb.Transition, error) { return s.store.Reclaim(ctx, s.ghost) },
 		"deliver": func() (ledgerdb.Transition, error) { return s.store.Deliver(ctx, s.ghost, 1) },
 		"settle":  func() (ledgerdb.Transition, error) { return s.store.Settle(ctx, s.ghost, 1, ledgerdb.Units(3)) },
@@ -1119,7 +1125,7 @@ func (s *rndSequence) check(ctx context.Context) error {
 	rows, err := s.store.Pool().Query(ctx, `
 		SELECT j.id, j.account_id, j.cost, j.state, coalesce(j.state_before_delete, ''),
 		       j.is_charged, j.is_refunded, j.is_reclaimed, j.attempts,
-		       coalesce(j.reject_reason, ''), coalesce(j.refund_reason, ''),
+		       coalesce(j.reject_reason, ''), coalesce(j.refund_reason_code, ''), coalesce(j.refund_reason, ''),
 		       j.charged_at, j.delivered_at, j.refunded_at, j.reclaimed_at, j.deleted_at,
 		       coalesce(j.kind, ''), coalesce(j.price_version, 0), coalesce(j.unit, ''), coalesce(j.unit_price, 0),
 		       coalesce(j.held_units, 0), j.units_used, j.is_settled, j.settled_at,
@@ -1135,7 +1141,7 @@ func (s *rndSequence) check(ctx context.Context) error {
 		var stored, kind string
 		var amount int64
 		if err := rows.Scan(&stored, &j.AccountID, &j.Cost, &j.State, &j.StateBeforeDelete, &j.IsCharged, &j.IsRefunded,
-			&j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason,
+			&j.IsReclaimed, &j.Attempts, &j.RejectReason, &j.RefundReason, &j.RefundDetail,
 			&j.ChargedAt, &j.DeliveredAt, &j.RefundedAt, &j.ReclaimedAt, &j.DeletedAt,
 			&j.Kind, &j.PriceVersion, &j.Unit, &j.UnitPrice, &j.HeldUnits, &j.UnitsUsed, &j.IsSettled, &j.SettledAt, &kind, &amount); err != nil {
 			rows.Close()

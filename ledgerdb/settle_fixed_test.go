@@ -27,7 +27,7 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 		require.NoError(t, err)
 		want := []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -40}}
 		if refundFirst {
-			_, err = s.Refund(ctx, id, "timed out", 1)
+			_, err = s.Refund(ctx, id, ledgerdb.ReasonTimedOut, "timed out", 1)
 			require.NoError(t, err)
 			want = append(want, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: 40}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -40})
 		}

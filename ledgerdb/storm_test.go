@@ -121,7 +121,7 @@ func TestDuplicateStorm(t *testing.T) {
 		case stormCharge:
 			tr, err = store.Charge(ctx, j.key)
 		case stormRefund:
-			tr, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3)
+			tr, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		case stormReclaim:
 			tr, err = store.Reclaim(ctx, j.key)
 		case stormDeliver:
@@ -483,7 +483,7 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 			break
 		}
 		n++
-		_, err := store.Refund(ctx, ids[job], "timed out after 3 attempts", 3)
+		_, err := store.Refund(ctx, ids[job], ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		require.NoError(t, err)
 		for range copies {
 			calls = append(calls, answer{job: job, op: stormReclaim})
@@ -640,11 +640,11 @@ func TestMeteredSettleStorm(t *testing.T) {
 		var err error
 		switch j.before {
 		case refunded:
-			_, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3)
+			_, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 		case deliveredByOldStep:
 			_, err = store.Deliver(ctx, j.key, 1)
 		case recoveredByOldStep:
-			if _, err = store.Refund(ctx, j.key, "timed out after 3 attempts", 3); err == nil {
+			if _, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err == nil {
 				_, err = store.Reclaim(ctx, j.key)
 			}
 		}

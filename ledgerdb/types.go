@@ -68,8 +68,13 @@ type Job struct {
 	Attempts int
 	// RejectReason says why the job was rejected: one of the RejectReason values.
 	RejectReason RejectReason
-	// RefundReason says why the charge was given back (for instance "timed out after 3 attempts").
-	RefundReason string
+	// RefundReason says why the charge was given back, as the code a customer reads (one of
+	// [RefundReasons]); empty until the job is refunded, and kept once it is recovered.
+	RefundReason Reason
+	// RefundDetail is the operator's words about the refund ("failed for good after 1 attempt:
+	// …", "stopped by an operator: terminated (wrong input file)"), scrubbed of credentials when
+	// written. Never shown to a customer: it may name internal hosts.
+	RefundDetail string
 	// CreatedAt and UpdatedAt bracket the job's life; the other times mark each transition.
 	CreatedAt, UpdatedAt                                       time.Time
 	ChargedAt, DeliveredAt, RefundedAt, ReclaimedAt, DeletedAt *time.Time
@@ -130,7 +135,7 @@ func (j Job) Released() int64 {
 }
 
 // RejectReason says why a job was rejected before it was charged. The values are codes, stored on
-// the job row; what a user reads comes from them.
+// the job row; what a user reads comes from them ([RejectReason.Reason]).
 type RejectReason string
 
 // The reasons a job is rejected. Every one of them burns the job's ID for good: a rejected job can
@@ -149,7 +154,7 @@ const (
 	RejectWorkflowIDTaken RejectReason = "workflow_id_taken"
 )
 
-// Describe says the reason in words, for timelines and logs.
+// Describe says the reason in words, for timelines, logs and operators.
 func (r RejectReason) Describe() string {
 	switch r {
 	case RejectInsufficientCredits:

@@ -71,22 +71,32 @@ func validateText(field, text string) error {
 	return nil
 }
 
-// ClipText makes any text fit where the ledger keeps words from outside (a refund reason made of a
-// GPU service's message, an alarm's database error): invalid UTF-8 is replaced, control
-// characters become spaces, and the text is cut, at a rune boundary, to well under MaxTextLength
-// bytes. A refused text must never block a refund, so such text is clipped, not refused.
-func ClipText(s string) string {
-	const maxBytes = 240
-	s = strings.Map(func(r rune) rune {
+// ClipLength is the most bytes [ClipText] keeps of a text, before the "…" that marks a cut.
+const ClipLength = 240
+
+// ClipText makes any text fit where the ledger keeps words from outside (a refund's detail made of
+// a GPU service's message, an alarm's database error): invalid UTF-8 is replaced, control
+// characters become spaces, and the text is cut, at a rune boundary, to ClipLength bytes and a
+// "…", well under MaxTextLength. A refused text must never block a refund, so such text is
+// clipped, not refused. Words that may carry a credential go through [ScrubText], which clips too.
+func ClipText(s string) string { return clip(printable(s)) }
+
+// printable replaces invalid UTF-8 with "?" and every control character with a space.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, strings.ToValidUTF8(s, "?"))
-	if len(s) <= maxBytes {
+}
+
+// clip cuts valid UTF-8 to ClipLength bytes, at a rune boundary, and marks the cut with "…".
+func clip(s string) string {
+	if len(s) <= ClipLength {
 		return s
 	}
-	cut := maxBytes
+	cut := ClipLength
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

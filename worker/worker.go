@@ -40,17 +40,27 @@ func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Ser
 	// heals placeholders through the job service's Resume, the same start path as a submission.
 	w.RegisterWorkflow(workflows.Reconcile)
 	if st != nil {
-		w.RegisterActivity(&activities.Reconciler{Ledger: ledger, Healer: healer{st}})
+		w.RegisterActivity(&activities.Reconciler{Ledger: ledger, Healer: healer{st, ledger}})
 	}
 	return w
 }
 
 // healer lets the reconcile pass heal through the job service.
-type healer struct{ st *jobs.Service }
+type healer struct {
+	st     *jobs.Service
+	ledger *ledgerdb.Store
+}
 
-func (h healer) Resume(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.State, ledgerdb.RejectReason, error) {
-	status, err := h.st.Resume(ctx, job)
-	return status.State, ledgerdb.RejectReason(status.Reason), err
+// Resume resumes the placeholder through the job service and answers the job as the ledger then
+// has it: the reconcile pass needs the ledger's reject code, which a job's status tells its
+// customer only as a code of the customer's vocabulary.
+func (h healer) Resume(ctx context.Context, key ledgerdb.JobKey) (ledgerdb.State, ledgerdb.RejectReason, error) {
+	status, err := h.st.Resume(ctx, key)
+	if err != nil {
+		return status.State, "", err
+	}
+	job, err := h.ledger.Job(ctx, key)
+	return job.State, job.RejectReason, err
 }
 
 func (h healer) HealRunning(ctx context.Context, jobs []ledgerdb.Job) (int, []string, error) {

@@ -102,7 +102,8 @@ func TestCancelledRunRefundsAsStoppedByAnOperator(t *testing.T) {
 	})
 	job := h.runCancelled()
 	assert.Equal(t, refunded, job.State)
-	assert.Equal(t, "stopped by an operator: cancelled", job.RefundReason)
+	assert.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	assert.Equal(t, "stopped by an operator: cancelled", job.RefundDetail)
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
@@ -119,7 +120,7 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	h.signalAt(10*time.Minute, workflows.SignalResult, workflows.ResultSignal{Attempt: 1, OutputRef: "s3://late"})
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{
 		JobID: h.jobID, AccountID: account, Kind: kind, Policy: testPolicy,
-		Heal: &workflows.HealRequest{Reason: "stopped by an operator: terminated (bad input)", PreviousRunID: "run-1"},
+		Heal: &workflows.HealRequest{Code: ledgerdb.ReasonStoppedByOperator, Reason: "stopped by an operator: terminated (bad input)", PreviousRunID: "run-1"},
 	})
 	require.True(t, h.env.IsWorkflowCompleted())
 	require.NoError(t, h.env.GetWorkflowError())
@@ -129,7 +130,8 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	assert.Equal(t, recovered, status.State)
 	assert.Equal(t, 0, h.workCallCount(), "a heal run never runs the work again")
 	job, _ := h.ledger.Job(h.key())
-	assert.Equal(t, "stopped by an operator: terminated (bad input)", job.RefundReason)
+	assert.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	assert.Equal(t, "stopped by an operator: terminated (bad input)", job.RefundDetail)
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, refunded, recovered}, []bool{false, true, false})
 }

@@ -89,12 +89,16 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 			fmt.Sprintf("settle the result of attempt %d: it landed after the workflow closed", in.Result.Attempt),
 			a.Settle, activities.SettleInput{Job: in.Job(), Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed})
 		if refusedForGood(err) {
-			message := ledgerdb.ClipText(err.Error())
+			message := ledgerdb.ScrubText(err.Error())
 			if _, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the settle", a.RaiseAlarm,
 				activities.AlarmInput{Job: in.Job(), Step: "settle", Message: message}); alarmErr != nil {
 				workflow.GetLogger(ctx).Error("Raising an alarm failed.", "Error", alarmErr)
 			}
-			out.Outcome, out.Message = ledgerdb.NotApplied, "ALARM: the ledger refused to settle the result: "+message
+			// The outcome's message reaches whoever reported the result: the database's words stay
+			// with the alarm, for operators.
+			workflow.GetLogger(ctx).Error("The ledger refused to settle a late result; an operator must look.", "Error", message)
+			out.Outcome, out.Message = ledgerdb.NotApplied, "ALARM: the ledger refused to settle the result; an operator must repair "+
+				"the job, and its money stays as it was until then."
 			return out, nil
 		}
 	}

@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 )
 
 // Signals come from anywhere: the job service, the Temporal UI's Signal button, another program's
@@ -89,7 +91,7 @@ func decode(raw converter.RawValue, v any) error {
 
 // ignore records a refused signal: the run's log, a metric, the status query and its details.
 func (j *meteredJob) ignore(ctx workflow.Context, signal, why string) {
-	why = fmt.Sprintf("a %q signal was ignored: %s", signal, shorten(why))
+	why = fmt.Sprintf("a %q signal was ignored: %s", signal, ledgerdb.ScrubText(why))
 	j.status.IgnoredSignals++
 	j.status.LastIgnored = why
 	workflow.GetLogger(ctx).Warn("Signal ignored; the job goes on.", "Signal", signal, "Why", why)

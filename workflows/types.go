@@ -46,7 +46,12 @@ type JobInput struct {
 
 // HealRequest says why a job's earlier run is being compensated.
 type HealRequest struct {
-	// Reason is the refund's reason, e.g. "stopped by an operator: terminated".
+	// Code is the refund's reason code, what the job's customer is told: stopped_by_operator for
+	// a run an operator terminated or cancelled, interrupted for one that failed, timed out or
+	// vanished. Empty in the heal runs started before the codes, which refund as unknown.
+	Code ledgerdb.Reason `json:",omitempty"`
+	// Reason is the refund's detail for operators, e.g. "stopped by an operator: terminated
+	// (wrong input file)"; it is scrubbed of credentials before it is kept or shown.
 	Reason string
 	// PreviousRunID is the run that ended unsettled.
 	PreviousRunID string
@@ -307,7 +312,8 @@ type JobStatus struct {
 	// DeadLettered is true while the job is refunded and not recovered; it is the DeadLettered
 	// search attribute.
 	DeadLettered bool
-	// Reason says why the job was rejected or refunded.
+	// Reason says why the job was rejected (its reject reason code) or refunded (the refund's
+	// detail, scrubbed): for operators, in the Temporal UI; a customer reads the ledger's code.
 	Reason string
 	// OutputRef points at the job's output once it was delivered or recovered.
 	OutputRef string

@@ -185,11 +185,11 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 
 	// 4. Retries exhausted, the work failed for good, or an operator cancelled the run: the
 	// compensation of step 1.
-	reason, attempts := failureReason(out.err, out.lastAttempt)
+	cause, attempts := failureCause(out.err, out.lastAttempt)
 	if !j.original() && ctx.Err() != nil {
-		reason = "stopped by an operator: cancelled"
+		cause = refundCause{ledgerdb.ReasonStoppedByOperator, "stopped by an operator: cancelled"}
 	}
-	return j.refund(ctx, reason, attempts)
+	return j.refund(ctx, cause, attempts)
 }
 
 // announce shows the job as submitted. The original version upserted the submitting state; a
@@ -248,11 +248,12 @@ func (j *meteredJob) refuse(ctx workflow.Context, reason string) {
 }
 
 // refund is the compensation of the charge: the job's work will not be delivered, so its cost
-// goes back, and the job waits as a dead letter for a late result or a redrive.
-func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) error {
+// goes back, and the job waits as a dead letter for a late result or a redrive. The ledger keeps
+// the cause's code, which is all its customer is told, and its words for operators.
+func (j *meteredJob) refund(ctx workflow.Context, cause refundCause, attempts int) error {
 	j.status.Attempts = max(j.status.Attempts, attempts)
-	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.held, reason),
-		a.Refund, activities.RefundInput{Job: j.in.Job(), Reason: reason, Attempts: attempts})
+	refund, err := ledgerStep(ctx, fmt.Sprintf("refund %d credits: %s", j.held, cause.detail),
+		a.Refund, activities.RefundInput{Job: j.in.Job(), Reason: cause.reason, Detail: cause.detail, Attempts: attempts})
 	if err != nil {
 		return j.stepFailed(ctx, "refund", err)
 	}
@@ -266,7 +267,7 @@ func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) e
 	}
 	j.status.Reason = refund.Reason
 	if j.original() {
-		j.status.Reason = reason
+		j.status.Reason = cause.detail
 	}
 	j.lastAttempt = max(j.lastAttempt, refund.Attempts)
 	j.transition(ctx, ledgerdb.StateRefunded, refund.MoneyState, true, j.deadLetterDetails())
@@ -278,11 +279,11 @@ func (j *meteredJob) refund(ctx workflow.Context, reason string, attempts int) e
 // operator who terminated a job meant "stop it"): the charge is refunded with the reason the pass
 // gives, and the job waits for a late result like any refunded job.
 func (j *meteredJob) heal(ctx workflow.Context) error {
-	reason := ledgerdb.ClipText(j.in.Heal.Reason)
-	if reason == "" {
-		reason = "the job's workflow ended without settling it"
+	cause := refundCause{j.in.Heal.Code, ledgerdb.ScrubText(j.in.Heal.Reason)}
+	if cause.detail == "" {
+		cause.detail = "the job's workflow ended without settling it"
 	}
-	return j.refund(ctx, reason, 0)
+	return j.refund(ctx, cause, 0)
 }
 
 // stepFailed ends a run whose ledger step came back with an error no retry fixes. A deleted job
@@ -299,7 +300,7 @@ func (j *meteredJob) stepFailed(ctx workflow.Context, step string, err error) er
 	if j.original() || !refusedForGood(err) {
 		return err
 	}
-	message := ledgerdb.ClipText(err.Error())
+	message := ledgerdb.ScrubText(err.Error())
 	j.status.Alarm = fmt.Sprintf("%s refused by the ledger: %s", step, message)
 	j.decideCharge(j.status.State, j.status.MoneyState, j.status.Alarm)
 	_, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the "+step, a.RaiseAlarm,
@@ -501,9 +502,9 @@ func (j *meteredJob) awaitLateResult(ctx workflow.Context) error {
 		if out.err == nil {
 			return j.settle(ctx, out)
 		}
-		reason, attempts := failureReason(out.err, out.lastAttempt)
+		cause, attempts := failureCause(out.err, out.lastAttempt)
 		j.status.Attempts = max(j.status.Attempts, attempts)
-		j.status.Reason = fmt.Sprintf("redrive %d %s", j.status.Redrives, reason)
+		j.status.Reason = fmt.Sprintf("redrive %d %s", j.status.Redrives, cause.detail)
 		// No second refund: the job is still refunded, and the guard would refuse one anyway. The
 		// window starts again: the operator's redrive was a new chance for a result.
 		deadline = workflow.Now(ctx).Add(j.policy.LateResultWindow)

@@ -352,7 +352,8 @@ func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
 	job, _ := h.ledger.Job(h.key())
-	assert.Equal(t, "timed out after 3 attempts", job.RefundReason)
+	assert.Equal(t, ledgerdb.ReasonTimedOut, job.RefundReason)
+	assert.Equal(t, "timed out after 3 attempts", job.RefundDetail)
 	assert.Equal(t, 3, job.Attempts)
 }
 
@@ -438,8 +439,42 @@ func TestResultAfterDeadLettering(t *testing.T) {
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	job, _ := h.ledger.Job(h.key())
-	assert.Equal(t, "failed for good after 1 attempt: input unreadable", job.RefundReason)
+	assert.Equal(t, ledgerdb.ReasonGPUFailed, job.RefundReason)
+	assert.Equal(t, "failed for good after 1 attempt: input unreadable", job.RefundDetail)
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, recovered}, []bool{false, false, true, false})
+}
+
+// TestRefundReasonComesFromTheFailureNotItsWords checks what a refund records when the work
+// fails for good (trust: a customer reads a code of the vocabulary, never a GPU service's words):
+// the code comes from the failure's kind — the runner's own code in its details, gpu_failed for a
+// failure recorded before the codes — and the runner's words are the operator's detail, scrubbed
+// of credentials in the ledger and in what the workflow shows (its status query) alike.
+func TestRefundReasonComesFromTheFailureNotItsWords(t *testing.T) {
+	const words = "connect to postgres://svc:hunter2@10.0.3.7:5432/gpu failed; host gpu-7.internal"
+	for _, tc := range []struct {
+		name    string
+		failure activities.WorkFailure
+		want    ledgerdb.Reason
+	}{
+		{"the runner's code", activities.WorkFailure{Attempt: 1, Message: words, Reason: ledgerdb.ReasonInvalidResult}, ledgerdb.ReasonInvalidResult},
+		{"recorded before the codes", activities.WorkFailure{Attempt: 1, Message: words}, ledgerdb.ReasonGPUFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, "leaky", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
+				return activities.WorkResult{}, temporal.NewApplicationErrorWithOptions(words, activities.ErrorTypeWorkFailedPermanently,
+					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{tc.failure}})
+			})
+			status := h.run()
+
+			assert.Equal(t, refunded, status.State)
+			job, _ := h.ledger.Job(h.key())
+			assert.Equal(t, tc.want, job.RefundReason)
+			assert.Equal(t, "failed for good after 1 attempt: connect to postgres://svc:***@10.0.3.7:5432/gpu failed; host gpu-7.internal",
+				job.RefundDetail)
+			assert.NotContains(t, status.Reason, "hunter2", "the Temporal UI shows the scrubbed words")
+			h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		})
+	}
 }
 
 // TestRedrive protects money rules 2, 3 and 8 for an operator's re-drive: the dead letter's work
@@ -679,11 +714,11 @@ func TestLateResultFallback(t *testing.T) {
 		_, err := ledger.Charge(ctx, jobOf(id))
 		require.NoError(t, err)
 	}
-	_, err := ledger.Refund(ctx, jobOf("refunded"), "timed out after 3 attempts", 3)
+	_, err := ledger.Refund(ctx, jobOf("refunded"), ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 	require.NoError(t, err)
 	_, err = ledger.Deliver(ctx, jobOf("delivered"), 1)
 	require.NoError(t, err)
-	_, err = ledger.Refund(ctx, jobOf("deleted"), "timed out", 3)
+	_, err = ledger.Refund(ctx, jobOf("deleted"), ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 	require.NoError(t, ledger.Delete(jobOf("deleted")))
 

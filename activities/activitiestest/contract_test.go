@@ -434,7 +434,7 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		case "charge-other":
 			tr, err = l.ChargeMatching(ctx, job, other.Fingerprint())
 		case "refund":
-			tr, err = l.Refund(ctx, job, "timed out", s.arg)
+			tr, err = l.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", s.arg)
 		case "reclaim":
 			tr, err = l.Reclaim(ctx, job)
 		case "deliver":
@@ -540,7 +540,7 @@ func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 			step("charge A", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
 			tr, err = l.ChargeMatching(ctx, jobB, ofB.Fingerprint())
 			step("charge B", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
-			tr, err = l.Refund(ctx, jobA, "timed out", 3)
+			tr, err = l.Refund(ctx, jobA, ledgerdb.ReasonTimedOut, "timed out", 3)
 			step("refund A", tr, err, ledgerdb.Applied, ledgerdb.StateRefunded)
 			tr, err = l.RecordAttempt(ctx, jobB, 2)
 			step("B runs on", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
@@ -557,7 +557,7 @@ func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 			// The stranger's key reaches neither job, and writes nothing.
 			for name, call := range map[string]func() error{
 				"charge":  func() error { _, err := l.ChargeMatching(ctx, theirs, ofA.Fingerprint()); return err },
-				"refund":  func() error { _, err := l.Refund(ctx, theirs, "timed out", 3); return err },
+				"refund":  func() error { _, err := l.Refund(ctx, theirs, ledgerdb.ReasonTimedOut, "timed out", 3); return err },
 				"reclaim": func() error { _, err := l.Reclaim(ctx, theirs); return err },
 				"deliver": func() error { _, err := l.Deliver(ctx, theirs, 3); return err },
 				"settle":  func() error { _, err := l.Settle(ctx, theirs, 3, units(0)); return err },

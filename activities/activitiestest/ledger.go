@@ -43,8 +43,10 @@ type Call struct {
 	Op string
 	// Job is the job it named.
 	Job ledgerdb.JobKey
-	// Reason and Attempts are the Refund/Deliver/RecordAttempt arguments, if any.
+	// Reason, Detail and Attempts are the Refund/Deliver/RecordAttempt arguments, if any (the
+	// reason code and the detail as the ledger keeps them); Reason is RaiseAlarm's message.
 	Reason   string
+	Detail   string
 	Attempts int
 	// Outcome is the outcome the ledger computed (also when the answer was then lost).
 	Outcome ledgerdb.Outcome
@@ -349,16 +351,21 @@ func (m *MemoryLedger) ChargeMatching(_ context.Context, key ledgerdb.JobKey, fi
 	})
 }
 
-// Refund follows ledger_refund: running -> refunded, giving the recorded cost back.
-func (m *MemoryLedger) Refund(_ context.Context, key ledgerdb.JobKey, reason string, attempts int) (ledgerdb.Transition, error) {
+// Refund follows ledger_refund: running -> refunded, giving the recorded cost back, with the
+// reason code checked and the detail scrubbed as ledgerdb.Store.Refund does.
+func (m *MemoryLedger) Refund(_ context.Context, key ledgerdb.JobKey, reason ledgerdb.Reason, detail string, attempts int) (ledgerdb.Transition, error) {
+	if err := ledgerdb.ValidateRefundReason(reason); err != nil {
+		return ledgerdb.Transition{}, err
+	}
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
-	return m.do(Call{Op: OpRefund, Job: key, Reason: reason, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
+	detail = ledgerdb.ScrubText(detail)
+	return m.do(Call{Op: OpRefund, Job: key, Reason: string(reason), Detail: detail, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		if j.State != ledgerdb.StateRunning || !j.IsCharged || j.IsRefunded {
 			return m.unmatched(j, ledgerdb.StateRefunded, ledgerdb.StateRecovered)
 		}
-		j.State, j.IsRefunded, j.RefundReason = ledgerdb.StateRefunded, true, reason
+		j.State, j.IsRefunded, j.RefundReason, j.RefundDetail = ledgerdb.StateRefunded, true, reason, detail
 		j.Attempts = max(j.Attempts, attempts)
 		return m.answer(ledgerdb.Applied, j, m.append(j.AccountID, j.ID, ledgerdb.KindRefund, j.Cost)), nil
 	})

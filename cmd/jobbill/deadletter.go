@@ -36,7 +36,7 @@ func newDeadLetterCommand() *cobra.Command {
 				query += fmt.Sprintf(" AND %s = '%s'", workflows.SearchAttributeAccountID, account)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tACCOUNT\tLEDGER STATE\tWORKFLOW\tCLOSED AT\tREASON")
+			fmt.Fprintln(w, "JOB\tACCOUNT\tLEDGER STATE\tWORKFLOW\tCLOSED AT\tREASON\tDETAIL")
 			seen := map[string]bool{}
 			recovered, foreign := 0, 0
 			var next []byte
@@ -73,7 +73,8 @@ func newDeadLetterCommand() *cobra.Command {
 					if e.GetCloseTime() != nil {
 						closed = e.GetCloseTime().AsTime().UTC().Format("2006-01-02 15:04:05")
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", jobID, job.AccountID, job.State, e.GetStatus(), closed, job.RefundReason)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", jobID, job.AccountID, job.State, e.GetStatus(), closed,
+						job.RefundReason, ledgerdb.ScrubText(job.RefundDetail))
 				}
 				if next = resp.NextPageToken; len(next) == 0 {
 					break

@@ -723,11 +723,11 @@ func (b *bench) walk(ctx context.Context, lc *lifecycle, job ledgerdb.JobKey, n 
 	if err := expect("charge", t, err, ledgerdb.Applied); err != nil {
 		return err
 	}
-	t, err = b.store.Refund(ctx, job, "bench: work failed", 3)
+	t, err = b.store.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "bench: work failed", 3)
 	if err := expect("refund", t, err, ledgerdb.Applied); err != nil {
 		return err
 	}
-	t, err = b.store.Refund(ctx, job, "bench: work failed", 3)
+	t, err = b.store.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "bench: work failed", 3)
 	if err := expect("duplicate refund", t, err, ledgerdb.AlreadyApplied); err != nil {
 		return err
 	}

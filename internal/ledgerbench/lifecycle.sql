@@ -49,7 +49,7 @@ SELECT account_id, id, 'charge', -cost, balance FROM charged;
 -- refund: the guarded job update is the first CTE; the credit and the row follow only its match.
 WITH j AS (
     UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
-                    refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
+                    refund_reason_code = 'gpu_failed', refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
     WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'running' AND is_charged AND NOT is_refunded
     RETURNING id, account_id, cost
@@ -65,7 +65,7 @@ SELECT id, job_id, 'refund', cost, balance FROM a;
 -- duplicate refund: the same statement again; its guard matches nothing, so nothing is written.
 WITH j AS (
     UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
-                    refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
+                    refund_reason_code = 'gpu_failed', refund_reason = 'bench: work failed', attempts = greatest(attempts, 3)
     WHERE id = :accounts_prefix::text || :acct::text || '/' || :run::text || '-' || :client_id::text || '-' || :n::text
       AND state = 'running' AND is_charged AND NOT is_refunded
     RETURNING id, account_id, cost

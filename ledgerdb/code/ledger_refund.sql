@@ -1,6 +1,8 @@
 -- Gives back a running job's charge when its work failed for good, timed out, or was stopped by an
 -- operator (a heal): running -> refunded. The refunded cost now awaits a possible reclaim.
-CREATE FUNCTION ledger_refund(p_job_id text, p_reason text, p_attempts integer)
+-- p_reason_code is what the customer is told (a code of the vocabulary the column's CHECK lists);
+-- p_detail is the operator's words, already scrubbed of credentials by the caller.
+CREATE FUNCTION ledger_refund(p_job_id text, p_reason_code text, p_detail text, p_attempts integer)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -8,7 +10,7 @@ DECLARE
 BEGIN
     WITH refunded AS (
         UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
-                        refund_reason = p_reason, attempts = greatest(attempts, p_attempts)
+                        refund_reason_code = p_reason_code, refund_reason = p_detail, attempts = greatest(attempts, p_attempts)
         WHERE id = p_job_id AND state = 'running' AND is_charged AND NOT is_refunded
         RETURNING jobs AS job
     ), credit AS (
@@ -30,4 +32,4 @@ BEGIN
     RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_refund(text, text, integer)") }}
+{{ template "service_may_call" (dict "fn" "ledger_refund(text, text, text, integer)") }}

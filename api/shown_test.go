@@ -1,0 +1,95 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// TestShownToHidesDetailFromCustomers checks the one place the API decides who reads a job's
+// detail (trust: the words of GPU services and operators, which may name internal hosts, reach
+// admin keys only): every documented answer that carries a job's status — found by its type, so
+// that a new one cannot be left out — loses the detail for an account's key (customer or
+// customer_read) and for a runner key, and keeps it, with the reason and message, for an admin
+// key.
+func TestShownToHidesDetailFromCustomers(t *testing.T) {
+	statusType := reflect.TypeOf(jobs.Status{})
+	type reader struct {
+		p          *principal
+		wantDetail bool
+	}
+	readers := []reader{{nil, false}}
+	for _, scope := range apikeys.Scopes() {
+		p := &principal{keyID: "key_" + string(scope), scope: scope}
+		if scope.OfAccount() {
+			p.account = "acme"
+		}
+		readers = append(readers, reader{p, scope == apikeys.ScopeAdmin})
+	}
+	checked := 0
+	for schema, body := range documentedBodies {
+		v := reflect.New(reflect.TypeOf(body)).Elem()
+		if !setStatus(v, statusType) {
+			continue
+		}
+		checked++
+		for _, c := range readers {
+			raw, err := json.Marshal(shownTo(c.p, v.Interface()))
+			require.NoError(t, err)
+			require.Equal(t, c.wantDetail, containsDetail(raw), "%s answered to %+v: %s", schema, c.p, raw)
+			require.Contains(t, string(raw), `"reason":"gpu_failed"`, schema)
+			require.Contains(t, string(raw), `"message":"Not delivered`, schema)
+		}
+	}
+	require.Equal(t, 3, checked, "Status, Submission and ResultReport carry a job's status")
+}
+
+// setStatus fills every jobs.Status in v, itself or a field, with a refunded job's reason,
+// message and detail, and reports whether it found one.
+func setStatus(v reflect.Value, statusType reflect.Type) bool {
+	if v.Type() == statusType {
+		v.Set(reflect.ValueOf(jobs.Status{Reason: ledgerdb.ReasonGPUFailed, Message: "Not delivered: …",
+			Detail: "failed: postgres://svc:***@10.0.3.7/gpu"}))
+		return true
+	}
+	found := false
+	if v.Kind() == reflect.Struct {
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() && setStatus(v.Field(i), statusType) {
+				found = true
+			}
+		}
+	}
+	return found
+}
+
+// containsDetail reports whether a JSON answer has a "detail" key at any depth.
+func containsDetail(raw []byte) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if _, ok := m["detail"]; ok {
+			return true
+		}
+		for _, child := range m {
+			if walk(child) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(v)
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestJobStatusShowsOperatorsTheScrubbedDetail checks `jobbill job status`, an operator's tool
+// (trust: operators read what the GPU service said, never its passwords): a refunded job shows
+// its reason code, the customer's fixed sentence and the detail — scrubbed also when the row was
+// refunded before the ledger scrubbed its words; an unknown ID says it was never received.
+func TestJobStatusShowsOperatorsTheScrubbedDetail(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, e.Store, 100)
+	id := ledgertest.ID(t, "cli-refunded")
+	key := ledgertest.Charged(t, e.Store, acct, id, 40, "s3://in").Job.Key()
+	_, err := e.Store.Refund(ctx, key, ledgerdb.ReasonGPUFailed, "failed for good after 1 attempt", 1)
+	require.NoError(t, err)
+	// As a job refunded before the ledger scrubbed its words holds them.
+	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE jobs SET refund_reason = $2 WHERE id = $1`, key.String(),
+		"failed for good after 1 attempt: connect to postgres://svc:hunter2@10.0.3.7:5432/gpu failed")
+	require.NoError(t, err)
+
+	out := e.ok(t, "job", "status", id, "--account", acct)
+	require.NotContains(t, out, "hunter2")
+	var st jobs.Status
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Equal(t, ledgerdb.StateRefunded, st.State)
+	require.Equal(t, ledgerdb.ReasonGPUFailed, st.Reason)
+	require.Equal(t, "Not delivered: the work failed on the GPU side. Your 40 credits were refunded.", st.Message)
+	require.Equal(t, "failed for good after 1 attempt: connect to postgres://svc:***@10.0.3.7:5432/gpu failed", st.Detail)
+
+	out, err = e.run(t, "job", "status", ledgertest.ID(t, "never-sent"), "--account", acct)
+	require.ErrorContains(t, err, jobs.NotReceivedMessage, out)
+	ledgertest.RequireBalance(t, e.Store, acct, 100)
+}
