@@ -8,7 +8,7 @@ import (
 )
 
 // Track starts tracking a new submission: it saves the body and the creation time. The caller
-// generates the job ID once, and persists the Tracked if it must survive a restart.
+// makes the job ID once, with [NewJobID], and persists the Tracked if it must survive a restart.
 func (c *Client) Track(req JobRequest) *Tracked {
 	return &Tracked{Request: req, CreatedAt: c.clock().Now(), State: Unknown}
 }
