@@ -332,7 +332,10 @@ func TestDeletionStory(t *testing.T) {
 	require.Equal(t, apiclient.Accepted, tracked.State)
 
 	// The user deletes the result in the "cloud space" while the canvas is open.
-	require.Equal(t, 200, call(t, base, "DELETE", "/v1/jobs/"+req.JobID, key, nil).code)
+	tomb, err := c.DeleteJob(ctx, req.JobID)
+	require.NoError(t, err)
+	require.Equal(t, "deleted", tomb.State)
+	require.Equal(t, "charged", tomb.MoneyState)
 
 	// The canvas polls again: 410, so deleted — never "not arrived yet" — and still charged.
 	st, err = c.Poll(ctx, tracked)
@@ -354,6 +357,9 @@ func TestDeletionStory(t *testing.T) {
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, req.JobID))
 	require.Equal(t, int64(60), e.balance(t, acct))
+	balance, err := c.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), balance.Balance)
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 

@@ -4,8 +4,8 @@
 //
 //   - A submission names the job's kind, never an amount: the server sets prices, and its price
 //     list ([Client.Prices]) says what a job of each kind holds and costs.
-//   - A submission is retried under the same client job ID, with the same saved body — never a
-//     new ID, so never a second paid job.
+//   - A job ID is made once, by [NewJobID], and a submission is retried under that same ID, with
+//     the same saved body — never a new ID, so never a second paid job.
 //   - A submission whose answer was lost is confirmed by GET. Only the API's own not_received
 //     404 means it never arrived and nothing was charged; it is resubmitted (same ID, same body)
 //     at most MaxResubmissions times, and after ConfirmWindow from its creation the user is told
@@ -18,7 +18,9 @@
 //     deleted: never resubmitted, and its money state is the one the answer carries, or
 //     [MoneyUnknown] — never "not charged" unless the API said so.
 //
-// [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them.
+// [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them. The client
+// also lists, reads and deletes jobs ([Client.ListJobs], [Client.Status], [Client.DeleteJob]) and
+// reads accounts ([Client.Balance], [Client.Ledger]).
 package apiclient
 
 import (
@@ -113,6 +115,7 @@ type APIError struct {
 // code and money state can be believed; an answer from a proxy or a misrouted request is not.
 func (e *APIError) FromAPI() bool { return !e.notAPI }
 
+// Error says the status, the code and the API's sentence.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("jobbill API: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }

@@ -3,7 +3,11 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,6 +57,20 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 	return st, nil
 }
 
+// DeleteJob deletes a settled job (DELETE /v1/jobs/{id}) and answers its tombstone: state
+// deleted, with the money state it had, which deletion never changes. Deleting it again answers
+// the same tombstone. A job still submitting or running is an *APIError with code job_active,
+// and nothing changes. A deleted ID can never be used again.
+func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
+	id, err := pathID("job ID", jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	err = c.call(ctx, http.MethodDelete, "/v1/jobs/"+id, c.jobQuery(), nil, &st, http.StatusOK)
+	return st, err
+}
+
 // ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
 // its work used. It takes a runner key (the GPU service's) or an admin key: the usage decides what
 // the job costs, so a customer key is refused (403). Reporting the same result again is harmless
@@ -69,4 +87,82 @@ func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport)
 	var answer ResultAnswer
 	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(), body, &answer, http.StatusOK, http.StatusAccepted)
 	return answer, err
+}
+
+// ListOptions filters and pages a listing of jobs (GET /v1/jobs). The zero value lists every job
+// the key may see, in pages of the server's default size.
+type ListOptions struct {
+	// State keeps the jobs in one of these states (submitting, running, delivered …); every
+	// state when empty.
+	State []string
+	// DeadLettered, when set, keeps only the dead-lettered jobs (true) or only the others (false).
+	DeadLettered *bool
+	// CreatedAfter and CreatedBefore, when not zero, bound when the jobs were created.
+	CreatedAfter, CreatedBefore time.Time
+	// Limit is the most jobs on one page; the server's default when zero.
+	Limit int
+	// Cursor is the previous page's NextCursor; the first page when empty.
+	Cursor string
+}
+
+// JobPage is one page of jobs.
+type JobPage struct {
+	// Jobs are the page's jobs, each as [Client.Status] answers it.
+	Jobs []Status `json:"jobs"`
+	// NextCursor is the Cursor of the next page; empty when this page is the last.
+	NextCursor string `json:"next_cursor"`
+}
+
+// query is the listing's query string, or an error, before anything is sent, for options no
+// server could answer.
+func (o ListOptions) query() (url.Values, error) {
+	q := url.Values{}
+	for _, s := range o.State {
+		if s == "" || strings.Contains(s, ",") {
+			return nil, fmt.Errorf("%w: state %q must be one state name, without commas", ErrInvalidInput, s)
+		}
+	}
+	if len(o.State) > 0 {
+		q.Set("state", strings.Join(o.State, ","))
+	}
+	if o.DeadLettered != nil {
+		q.Set("dead_lettered", strconv.FormatBool(*o.DeadLettered))
+	}
+	if !o.CreatedAfter.IsZero() && !o.CreatedBefore.IsZero() && !o.CreatedAfter.Before(o.CreatedBefore) {
+		return nil, fmt.Errorf("%w: CreatedAfter (%s) must be before CreatedBefore (%s)", ErrInvalidInput,
+			o.CreatedAfter.Format(time.RFC3339), o.CreatedBefore.Format(time.RFC3339))
+	}
+	if !o.CreatedAfter.IsZero() {
+		q.Set("created_after", o.CreatedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !o.CreatedBefore.IsZero() {
+		q.Set("created_before", o.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	switch {
+	case o.Limit < 0:
+		return nil, fmt.Errorf("%w: limit %d must be 0 (the server's default) or more", ErrInvalidInput, o.Limit)
+	case o.Limit > 0:
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q, nil
+}
+
+// ListJobs reads one page of the jobs the key may see (GET /v1/jobs), filtered by opts; pass
+// the page's NextCursor as opts.Cursor for the next one. Options no server could answer (a
+// negative limit, a state with a comma, CreatedAfter not before CreatedBefore) are refused with
+// ErrInvalidInput before anything is sent.
+func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (JobPage, error) {
+	q, err := opts.query()
+	if err != nil {
+		return JobPage{}, err
+	}
+	for k, v := range c.jobQuery() {
+		q[k] = v
+	}
+	var page JobPage
+	err = c.call(ctx, http.MethodGet, "/v1/jobs", q, nil, &page, http.StatusOK)
+	return page, err
 }

@@ -143,6 +143,8 @@ func (c *Client) post(ctx context.Context, t *Tracked) (sent, error) {
 		t.State, t.Last = Accepted, &st
 		return sent{status: st}, ErrDeleted
 	}
+	// A refusal that does not tell where the job's money stands leaves it unknown.
+	ae.MoneyState = or(ae.MoneyState, MoneyUnknown)
 	return sent{}, ae
 }
 
