@@ -114,7 +114,8 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 // TestSubmissionNamesAKindNeverAnAmount checks money rule 5 on the client's side: the body it
 // sends — first and on every resubmission — names the job's kind and carries no amount under any
 // name, so the server's price is the only price; max_units is sent only when the caller asks for
-// a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept.
+// a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept, and the
+// tracked job answers the same when run again, without being sent again.
 func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []map[string]any
@@ -139,11 +140,16 @@ func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
 
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"}))
+	tracked := c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"})
+	st, err := c.Run(context.Background(), tracked)
 	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits)
 	require.Equal(t, "rejected", st.State)
 	require.Equal(t, "not_charged", st.MoneyState)
 	require.Equal(t, "transcribe", st.Kind)
+	require.Len(t, bodies, 2)
+	again, err := c.Run(context.Background(), tracked)
+	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits, "a rejected job answers the same, and is not sent again")
+	require.Equal(t, st, again)
 	require.Len(t, bodies, 2)
 	for _, body := range bodies {
 		require.Equal(t, map[string]any{"job_id": "tr-1", "account_id": "acme", "kind": "transcribe", "max_units": float64(120), "input_ref": "s3://in"}, body)

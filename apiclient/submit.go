@@ -37,7 +37,8 @@ func (c *Client) Run(ctx context.Context, t *Tracked) (Status, error) {
 // SubmitAttempts times, spaced by [Backoff] and never sooner than a Retry-After. When every
 // attempt failed transiently it returns no error and leaves t.State unknown: [Client.Poll] then
 // confirms whether the submission arrived. A tracked submission that was accepted is never sent
-// again: Submit answers what the client last knew of it (ErrDeleted for a deleted one).
+// again: Submit answers what the client last knew of it, with the same error as when it learnt
+// it (ErrDeleted for a deleted job, ErrInsufficientCredits for a rejected one).
 func (c *Client) Submit(ctx context.Context, t *Tracked) (Status, error) {
 	st, _, err := c.submit(ctx, t)
 	return st, err
@@ -52,6 +53,8 @@ func (c *Client) submit(ctx context.Context, t *Tracked) (Status, time.Duration,
 			return Status{}, 0, nil
 		case t.Last.State == stateDeleted:
 			return *t.Last, 0, ErrDeleted
+		case t.Last.State == stateRejected:
+			return *t.Last, 0, ErrInsufficientCredits
 		}
 		return *t.Last, 0, nil
 	}
