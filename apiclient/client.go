@@ -155,10 +155,11 @@ type Client struct {
 	// Key is the bearer API key's secret. Its scope decides what the client may call: a customer
 	// key submits and follows its account's jobs; only a runner (or admin) key reports results.
 	Key string
-	// AccountID, when set, is sent as the account_id query parameter of every job route
-	// (GET /v1/jobs, GET and DELETE /v1/jobs/{id}, POST /v1/jobs/{id}/result): an admin's or a
-	// runner's key names the account it acts for; a customer's key implies its account and needs
-	// none. A submission names its account in its body.
+	// AccountID, when set, is sent as the account_id query parameter of the job routes that
+	// name no account of their own (ListJobs, Status, DeleteJob, ReportResult): job IDs belong to
+	// their account, and a runner or admin key must say which one it acts for; a customer key
+	// implies its own. A tracked job ([Client.Run], [Client.Poll]) is always looked at in its own
+	// account, the one its body names.
 	AccountID string
 	// HTTP is the HTTP client; one with a 60 s timeout when nil (a submission waits for its
 	// charge decision).
@@ -214,11 +215,12 @@ type answer struct {
 	retryAfter time.Duration
 }
 
-// jobQuery is the query of a job route: the client's account, when it names one.
-func (c *Client) jobQuery() url.Values {
+// jobQuery is the query of a job route: account_id, the account the request acts for — the
+// given one, or else the client's — when either names one.
+func (c *Client) jobQuery(account string) url.Values {
 	q := url.Values{}
-	if c.AccountID != "" {
-		q.Set("account_id", c.AccountID)
+	if account = or(account, c.AccountID); account != "" {
+		q.Set("account_id", account)
 	}
 	return q
 }

@@ -47,7 +47,7 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 	if _, err := pathID("job ID", jobID); err != nil {
 		return Status{}, err
 	}
-	obs, st, apiErr := c.look(ctx, jobID)
+	obs, st, apiErr := c.look(ctx, jobID, c.AccountID)
 	switch {
 	case obs.Err != nil:
 		return Status{}, obs.Err
@@ -67,7 +67,7 @@ func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
 		return Status{}, err
 	}
 	var st Status
-	err = c.call(ctx, http.MethodDelete, "/v1/jobs/"+id, c.jobQuery(), nil, &st, http.StatusOK)
+	err = c.call(ctx, http.MethodDelete, "/v1/jobs/"+id, c.jobQuery(""), nil, &st, http.StatusOK)
 	return st, err
 }
 
@@ -85,7 +85,7 @@ func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport)
 		return ResultAnswer{}, err
 	}
 	var answer ResultAnswer
-	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(), body, &answer, http.StatusOK, http.StatusAccepted)
+	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(""), body, &answer, http.StatusOK, http.StatusAccepted)
 	return answer, err
 }
 
@@ -159,7 +159,7 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (JobPage, error
 	if err != nil {
 		return JobPage{}, err
 	}
-	for k, v := range c.jobQuery() {
+	for k, v := range c.jobQuery("") {
 		q[k] = v
 	}
 	var page JobPage

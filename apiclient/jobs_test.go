@@ -151,11 +151,12 @@ func TestDeleteJobAnswersTheTombstone(t *testing.T) {
 	require.Equal(t, before, requests.Load(), "an empty job ID sends nothing")
 }
 
-// TestAccountIDRidesOnJobRoutesOnly checks the trust rule of keys that act for many accounts (an
-// admin's, a runner's): the client's AccountID is sent as account_id on every job route — list,
-// read, poll, delete, result — so the server knows which account the call is for; never on the
-// submission, whose body names its account, nor on account and price routes, whose path or
-// nature does.
+// TestAccountIDRidesOnJobRoutesOnly checks the trust rule of job IDs that belong to their account,
+// for keys that act for every account (an admin's, a runner's): the job routes name the
+// account they act for as account_id — a tracked job's own account when it is polled, whatever
+// the client's; the client's AccountID on list, read, delete and result — and nothing else
+// carries it: not the submission, whose body names its account, nor the account and price
+// routes.
 func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]string{}
@@ -184,12 +185,30 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	// take answers the query a request was sent with, and forgets it.
+	take := func(request string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		q := got[request]
+		delete(got, request)
+		return q
+	}
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "admin-key", AccountID: "acme", Clock: &fakeClock{now: time.Now()}}
 	ctx := context.Background()
 
-	_, err := c.Run(ctx, c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "acme", Kind: "render-4k"}))
+	// Tracked jobs: the job's own account, set on the client or not.
+	for _, client := range []*apiclient.Client{{BaseURL: srv.URL, Key: "admin-key", Clock: &fakeClock{now: time.Now()}}, c} {
+		_, err := client.Run(ctx, client.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "acme", Kind: "render-4k"}))
+		require.NoError(t, err)
+		require.Equal(t, "account_id=acme", take("GET /v1/jobs/j-1"))
+	}
+	other := &apiclient.Client{BaseURL: srv.URL, Key: "admin-key", AccountID: "globex", Clock: &fakeClock{now: time.Now()}}
+	_, err := other.Poll(ctx, &apiclient.Tracked{Request: apiclient.JobRequest{JobID: "j-1", AccountID: "acme"}, State: apiclient.Accepted})
 	require.NoError(t, err)
-	_, err = c.Poll(ctx, &apiclient.Tracked{Request: apiclient.JobRequest{JobID: "j-1", AccountID: "acme"}, State: apiclient.Accepted})
+	require.Equal(t, "account_id=acme", take("GET /v1/jobs/j-1"), "a tracked job is looked at in its own account")
+
+	// Calls that name a job ID alone: the client's account.
+	_, err = c.Status(ctx, "j-1")
 	require.NoError(t, err)
 	_, err = c.ReportResult(ctx, "j-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out"})
 	require.NoError(t, err)
@@ -204,6 +223,8 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 	_, err = c.Prices(ctx)
 	require.NoError(t, err)
 
+	mu.Lock()
+	defer mu.Unlock()
 	require.Equal(t, map[string]string{
 		"POST /v1/jobs":                "",
 		"GET /v1/jobs/j-1":             "account_id=acme",

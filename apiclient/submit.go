@@ -174,7 +174,7 @@ func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
 	}
 	failures := 0
 	for {
-		obs, st, apiErr := c.look(ctx, t.Request.JobID)
+		obs, st, apiErr := c.look(ctx, t.Request.JobID, t.Request.AccountID)
 		if ctx.Err() != nil {
 			return Status{}, ctx.Err()
 		}
@@ -223,15 +223,15 @@ func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
 	}
 }
 
-// look reads a job once. A network error or an unreadable 200 is an Observation with Err; any
-// other status comes with its *APIError, whose money state is unknown unless the answer told
-// it, and a 410 with the job as the error tells it.
-func (c *Client) look(ctx context.Context, jobID string) (Observation, Status, *APIError) {
+// look reads a job once, in account (the client's when empty). A network error or an unreadable
+// 200 is an Observation with Err; any other status comes with its *APIError, whose money state
+// is unknown unless the answer told it, and a 410 with the job as the error tells it.
+func (c *Client) look(ctx context.Context, jobID, account string) (Observation, Status, *APIError) {
 	id, err := pathID("job ID", jobID)
 	if err != nil {
 		return Observation{Err: err}, Status{}, nil
 	}
-	a, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id, c.jobQuery(), nil)
+	a, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id, c.jobQuery(account), nil)
 	if err != nil {
 		return Observation{Err: err}, Status{}, nil
 	}
