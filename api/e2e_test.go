@@ -310,7 +310,7 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 
 // TestDeletionStory replays the double-charge story behind the submission rules over HTTP with the Go client: a
 // job is submitted and delivered; the user deletes it; the canvas still polls it and gets 410,
-// not 404, so the client reports "deleted" and does not resubmit; a naive client (the seed's old
+// not 404, so the client reports "deleted", still charged, and does not resubmit; a naive client (the seed's old
 // rule: resubmit on 404) resubmitting the same ID and body is refused with 410. Money rules 3 and
 // 7: one charge, never two; the balance is the grant minus one cost.
 func TestDeletionStory(t *testing.T) {
@@ -332,17 +332,24 @@ func TestDeletionStory(t *testing.T) {
 	require.Equal(t, apiclient.Accepted, tracked.State)
 
 	// The user deletes the result in the "cloud space" while the canvas is open.
-	require.Equal(t, 200, call(t, base, "DELETE", "/v1/jobs/"+req.JobID, key, nil).code)
-
-	// The canvas polls again: 410, so deleted — never "not arrived yet".
-	_, err = c.Poll(ctx, tracked)
-	require.ErrorIs(t, err, apiclient.ErrDeleted)
-	// The tracked submission is never sent again...
-	_, err = c.Submit(ctx, tracked)
+	tomb, err := c.DeleteJob(ctx, req.JobID)
 	require.NoError(t, err)
-	// ...and a client that forgot it had been accepted is refused by the tombstone.
-	_, err = c.Run(ctx, c.Track(req))
+	require.Equal(t, "deleted", tomb.State)
+	require.Equal(t, "charged", tomb.MoneyState)
+
+	// The canvas polls again: 410, so deleted — never "not arrived yet" — and still charged.
+	st, err = c.Poll(ctx, tracked)
 	require.ErrorIs(t, err, apiclient.ErrDeleted)
+	require.Equal(t, "charged", st.MoneyState)
+	// The tracked submission is never sent again...
+	st, err = c.Submit(ctx, tracked)
+	require.ErrorIs(t, err, apiclient.ErrDeleted)
+	require.Equal(t, "charged", st.MoneyState)
+	// ...and a client that forgot it had been accepted is refused by the tombstone, and told the
+	// money state the tombstone kept.
+	st, err = c.Run(ctx, c.Track(req))
+	require.ErrorIs(t, err, apiclient.ErrDeleted)
+	require.Equal(t, "charged", st.MoneyState)
 	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, kind, "sim:ok"))
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "deleted", a.str("state"))
@@ -350,6 +357,9 @@ func TestDeletionStory(t *testing.T) {
 
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, req.JobID))
 	require.Equal(t, int64(60), e.balance(t, acct))
+	balance, err := c.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), balance.Balance)
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 

@@ -1,20 +1,26 @@
 // Package apiclient is a Go client of jobbill's HTTP API that follows the submission rules
-// (docs/design.md, "Submission"), so product code cannot get a paid job's state wrong:
+// (docs/design.md, "Submission"; the client's decision table is in docs/api.md), so product code
+// cannot get a paid job's state wrong:
 //
 //   - A submission names the job's kind, never an amount: the server sets prices, and its price
 //     list ([Client.Prices]) says what a job of each kind holds and costs.
-//   - A submission is retried under the same client job ID, with the same saved body — never a
-//     new ID, so never a second paid job.
-//   - A submission whose answer was lost is confirmed by GET: 404 means it never arrived and
-//     nothing was charged; it is resubmitted (same ID, same body) at most MaxResubmissions
-//     times, and after ConfirmWindow from its creation the user is told "not received by the
-//     server, not charged".
-//   - While polling, 408, 429, 5xx and network errors are transient, and submitting or an
-//     unknown state means keep polling the same ID.
-//   - A 410, or a 404 for an ID that was once accepted, means the job was deleted: never
-//     resubmitted.
+//   - A job ID is made once, by [NewJobID], and a submission is retried under that same ID, with
+//     the same saved body — never a new ID, so never a second paid job.
+//   - A submission whose answer was lost is confirmed by GET. Only the API's own not_received
+//     404 means it never arrived and nothing was charged; it is resubmitted (same ID, same body)
+//     at most MaxResubmissions times, and after ConfirmWindow from its creation the user is told
+//     "not received by the server, not charged".
+//   - 408, 429, 5xx, network errors and answers that are not the API's (a proxy's 404, a path
+//     the API does not serve, a body that is not the API's error) are transient: the client
+//     asks again under the same ID, spaced by [Backoff] and never sooner than a Retry-After.
+//     Submitting or an unknown state means keep polling the same ID.
+//   - A 410, or the API's not_received 404 for an ID that was once accepted, means the job was
+//     deleted: never resubmitted, and its money state is the one the answer carries, or
+//     [MoneyUnknown] — never "not charged" unless the API said so.
 //
-// [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them.
+// [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them. The client
+// also lists, reads and deletes jobs ([Client.ListJobs], [Client.Status], [Client.DeleteJob]) and
+// reads accounts ([Client.Balance], [Client.Ledger]).
 package apiclient
 
 import (
@@ -26,6 +32,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,66 +91,32 @@ type Status struct {
 	Message string `json:"message"`
 }
 
-// ResultReport is the body of POST /v1/jobs/{id}/result: a job's result landed, with the units
-// its work used. It carries no amount: the server bills the usage at the job's recorded price.
-type ResultReport struct {
-	// Attempt is the attempt that produced the result.
-	Attempt int `json:"attempt"`
-	// OutputRef points at the result.
-	OutputRef string `json:"output_ref"`
-	// FinishedAt is when the work finished; the time the server receives the report when nil.
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
-	// kind), from 0. Nil bills the whole hold; a usage above the hold is capped at it.
-	UnitsUsed *int64 `json:"units_used,omitempty"`
-}
+// MoneyUnknown is the money state of an answer that does not say where the money stands: the
+// client cannot tell, so it says so rather than guess "not charged".
+const MoneyUnknown = "unknown"
 
-// ResultAnswer is what the API did with a reported result.
-type ResultAnswer struct {
-	// Path is how the result reached the job: signal, fallback, recorded (applied once the
-	// server's workflow service is reachable) or already_applied.
-	Path string `json:"path"`
-	// Outcome, for the fallback, says whether this report billed the job.
-	Outcome string `json:"outcome,omitempty"`
-	// Status is the job as it stood when the report was taken; after a signal it may predate
-	// the settlement, so read [Client.Status] for the settled figures.
-	Status Status `json:"status"`
-	// Message says what happened, in a sentence.
-	Message string `json:"message"`
-}
-
-// Price is one version of a kind's price on the server's price list.
-type Price struct {
-	// Kind names what is sold.
-	Kind string `json:"kind"`
-	// Version counts the kind's prices from 1.
-	Version int `json:"version"`
-	// Unit is what the kind is sold by: "job" (a fixed price) or "gpu_second" (metered).
-	Unit string `json:"unit"`
-	// UnitPrice is the credits one unit costs.
-	UnitPrice int64 `json:"unit_price"`
-	// MaxUnits is the most units one job may use, which its charge holds (1 for "job").
-	MaxUnits int64 `json:"max_units"`
-	// Memo says why the price was set.
-	Memo string `json:"memo"`
-	// CreatedAt is when this version was set.
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// Hold is what a job of this price holds when it asks for no smaller maximum of units.
-func (p Price) Hold() int64 { return p.UnitPrice * p.MaxUnits }
-
-// APIError is an error answer of the API.
+// APIError is an error answer: the API's error shape, or, for an answer that is not the API's
+// (a proxy's page, an empty body), the code http_<status> with money state [MoneyUnknown].
 type APIError struct {
 	// StatusCode is the HTTP status.
 	StatusCode int `json:"-"`
-	// Code, Message, MoneyState and State are the API's error shape.
+	// Code, Message, MoneyState and State are the API's error shape (api/errors.go).
 	Code       string `json:"code"`
 	Message    string `json:"message"`
 	MoneyState string `json:"money_state,omitempty"`
 	State      string `json:"state,omitempty"`
+	// RetryAfter is the wait a 429 or 503 asked for with Retry-After, uncapped (a caller that
+	// retries by itself caps it, as [Backoff] does); 0 when none.
+	RetryAfter time.Duration `json:"-"`
+	// notAPI marks an answer whose body was not the API's error shape.
+	notAPI bool
 }
 
+// FromAPI reports whether the answer was the API's own error (a JSON body with a code), whose
+// code and money state can be believed; an answer from a proxy or a misrouted request is not.
+func (e *APIError) FromAPI() bool { return !e.notAPI }
+
+// Error says the status, the code and the API's sentence.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("jobbill API: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }
@@ -156,9 +129,13 @@ var (
 	ErrNotReceived = errors.New("not received by the server, not charged; please retry")
 	// ErrInsufficientCredits means the job was rejected; nothing was charged.
 	ErrInsufficientCredits = errors.New("insufficient credits: the job was not started and nothing was charged")
+	// ErrInvalidInput means the client refused a call's arguments before sending anything (an
+	// empty ID, a negative limit …); the error's text says which.
+	ErrInvalidInput = errors.New("jobbill client: invalid input, nothing was sent")
 )
 
-// Clock is the time source, injected so tests can move it.
+// Clock is the time source and the sleeper, injected so tests can move time and measure every
+// wait without taking it.
 type Clock interface {
 	// Now is the current time.
 	Now() time.Time
@@ -172,22 +149,32 @@ func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Client talks to one jobbill API with one key. Its zero-valued optional fields take defaults.
+// It is safe for concurrent use as long as its fields are not changed.
 type Client struct {
 	// BaseURL is the API's base URL (http://127.0.0.1:8080).
 	BaseURL string
 	// Key is the bearer API key's secret. Its scope decides what the client may call: a customer
 	// key submits and follows its account's jobs; only a runner (or admin) key reports results.
 	Key string
+	// AccountID, when set, is sent as the account_id query parameter of the job routes that
+	// name no account of their own (ListJobs, Status, DeleteJob, ReportResult): job IDs belong to
+	// their account, and a runner or admin key must say which one it acts for; a customer key
+	// implies its own. A tracked job ([Client.Run], [Client.Poll]) is always looked at in its own
+	// account, the one its body names.
+	AccountID string
 	// HTTP is the HTTP client; one with a 60 s timeout when nil (a submission waits for its
 	// charge decision).
 	HTTP *http.Client
-	// Clock is the time source; the real clock when nil.
+	// Clock is the time source and the client's only way to wait; the real clock when nil.
 	Clock Clock
-	// PollInterval is the wait between two looks at a job; 1 s when zero.
+	// PollInterval is the wait between two looks at a job that is still being worked on; 1 s when
+	// zero. A look that failed transiently is followed by a [Backoff] wait instead.
 	PollInterval time.Duration
 	// SubmitAttempts is how often one submission is sent while it fails transiently before it is
 	// left unknown and confirmed by polling; 3 when zero.
 	SubmitAttempts int
+	// Backoff spaces the retries of transient failures; its zero value takes its defaults.
+	Backoff Backoff
 }
 
 func (c *Client) clock() Clock {
@@ -211,263 +198,101 @@ func (c *Client) interval() time.Duration {
 	return c.PollInterval
 }
 
-// Track starts tracking a new submission: it saves the body and the creation time. The caller
-// generates the job ID once, and persists the Tracked if it must survive a restart.
-func (c *Client) Track(req JobRequest) *Tracked {
-	return &Tracked{Request: req, CreatedAt: c.clock().Now(), State: Unknown}
-}
-
-// Run is the whole flow for one job: submit, then poll until it is settled. It answers the
-// settled status, or ErrDeleted, ErrNotReceived, ErrInsufficientCredits, an *APIError, or ctx's
-// error (the job is then still tracked: poll it again later, never resubmit under a new ID).
-func (c *Client) Run(ctx context.Context, t *Tracked) (Status, error) {
-	st, err := c.Submit(ctx, t)
-	switch {
-	case err != nil:
-		return st, err
-	case t.State == Accepted && Decide(*t, Observation{StatusCode: http.StatusOK, State: st.State}, c.clock().Now()) == Done:
-		return st, nil
-	}
-	return c.Poll(ctx, t)
-}
-
-// Submit sends the saved body, retrying transient failures under the same ID up to
-// SubmitAttempts times. When every attempt failed transiently it returns no error and leaves
-// t.State unknown: [Client.Poll] then confirms whether the submission arrived. A tracked
-// submission that was accepted is never sent again.
-func (c *Client) Submit(ctx context.Context, t *Tracked) (Status, error) {
-	if t.State == Accepted {
-		if t.Last != nil {
-			return *t.Last, nil
-		}
-		return Status{}, nil
-	}
-	attempts := c.SubmitAttempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	for i := range attempts {
-		st, done, err := c.post(ctx, t)
-		if done || err != nil {
-			return st, err
-		}
-		if i < attempts-1 {
-			if err := c.sleep(ctx); err != nil {
-				return Status{}, err
-			}
-		}
-	}
-	return Status{}, nil
-}
-
-// post sends the submission once. done reports an answer that settles the submission's fate
-// (accepted, or refused for good); a transient failure is neither done nor an error.
-func (c *Client) post(ctx context.Context, t *Tracked) (Status, bool, error) {
-	body, err := json.Marshal(t.Request)
-	if err != nil {
-		return Status{}, true, err
-	}
-	code, data, err := c.do(ctx, http.MethodPost, "/v1/jobs", body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Status{}, true, ctx.Err()
-		}
-		return Status{}, false, nil
-	}
-	if transient(code) {
-		return Status{}, false, nil
-	}
-	switch code {
-	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
-		var sub struct {
-			Status Status `json:"status"`
-		}
-		if err := json.Unmarshal(data, &sub); err != nil {
-			return Status{}, true, fmt.Errorf("jobbill API: unreadable answer to a submission: %w", err)
-		}
-		t.State, t.Last = Accepted, &sub.Status
-		return sub.Status, true, nil
-	case http.StatusPaymentRequired:
-		t.State = Accepted
-		st := Status{JobID: t.Request.JobID, AccountID: t.Request.AccountID, Kind: t.Request.Kind, State: "rejected", MoneyState: "not_charged"}
-		t.Last = &st
-		return st, true, ErrInsufficientCredits
-	case http.StatusGone:
-		t.State = Accepted
-		return Status{}, true, ErrDeleted
-	}
-	return Status{}, true, apiError(code, data)
-}
-
-// Poll looks at the job every PollInterval and follows [Decide] until it is settled, deleted,
-// not received, or refused; ctx bounds it.
-func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
-	for {
-		obs, st, apiErr := c.look(ctx, t.Request.JobID)
-		if ctx.Err() != nil {
-			return Status{}, ctx.Err()
-		}
-		if obs.StatusCode == http.StatusOK {
-			t.State, t.Last = Accepted, &st
-		}
-		switch Decide(*t, obs, c.clock().Now()) {
-		case Done:
-			if st.State == "rejected" {
-				return st, ErrInsufficientCredits
-			}
-			return st, nil
-		case Deleted:
-			return st, ErrDeleted
-		case NotReceived:
-			return Status{}, ErrNotReceived
-		case Fail:
-			return Status{}, apiErr
-		case Resubmit:
-			t.Resubmissions++
-			if _, _, err := c.post(ctx, t); err != nil {
-				if errors.Is(err, ErrDeleted) || errors.Is(err, ErrInsufficientCredits) {
-					return Status{}, err
-				}
-				var ae *APIError
-				if errors.As(err, &ae) {
-					return Status{}, err
-				}
-			}
-		case KeepPolling, Wait:
-		}
-		if err := c.sleep(ctx); err != nil {
-			return Status{}, err
-		}
+// wait waits d on the client's clock, or until ctx is done.
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.clock().After(d):
+		return nil
 	}
 }
 
-// Status reads a job once (GET /v1/jobs/{id}); 404 and 410 are *APIError with codes
-// not_received and deleted.
-func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
-	obs, st, apiErr := c.look(ctx, jobID)
-	switch {
-	case obs.Err != nil:
-		return Status{}, obs.Err
-	case obs.StatusCode != http.StatusOK:
-		return Status{}, apiErr
-	}
-	return st, nil
+// answer is one HTTP answer as the client reads it.
+type answer struct {
+	code int
+	body []byte
+	// retryAfter is the wait a 429 or 503 asked for with Retry-After; 0 when it asked for none.
+	retryAfter time.Duration
 }
 
-// ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
-// its work used. It takes a runner key (the GPU service's) or an admin key: the usage decides what
-// the job costs, so a customer key is refused (403). Reporting the same result again is harmless
-// (path already_applied). A refusal is an *APIError; nothing was written.
-func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return ResultAnswer{}, err
+// jobQuery is the query of a job route: account_id, the account the request acts for — the
+// given one, or else the client's — when either names one.
+func (c *Client) jobQuery(account string) url.Values {
+	q := url.Values{}
+	if account = or(account, c.AccountID); account != "" {
+		q.Set("account_id", account)
 	}
-	var answer ResultAnswer
-	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(jobID)+"/result", body, &answer, http.StatusOK, http.StatusAccepted)
-	return answer, err
+	return q
 }
 
-// Prices reads the price list (GET /v1/prices): each kind's current price, what a job submitted
-// now holds and costs. Any key may read it.
-func (c *Client) Prices(ctx context.Context) ([]Price, error) {
-	var list struct {
-		Prices []Price `json:"prices"`
-	}
-	err := c.call(ctx, http.MethodGet, "/v1/prices", nil, &list, http.StatusOK)
-	return list.Prices, err
-}
-
-// PriceHistory reads every version of a kind's price, oldest first (GET /v1/prices/{kind}); a
-// job's PriceVersion names the one it was charged at. A kind never priced is an *APIError with
-// code unknown_kind.
-func (c *Client) PriceHistory(ctx context.Context, kind string) ([]Price, error) {
-	var history struct {
-		Versions []Price `json:"versions"`
-	}
-	err := c.call(ctx, http.MethodGet, "/v1/prices/"+url.PathEscape(kind), nil, &history, http.StatusOK)
-	return history.Versions, err
-}
-
-// call makes one request and decodes an answer of one of the ok statuses into out; any other
-// status is an *APIError.
-func (c *Client) call(ctx context.Context, method, path string, body []byte, out any, ok ...int) error {
-	code, data, err := c.do(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	for _, want := range ok {
-		if code == want {
-			if err := json.Unmarshal(data, out); err != nil {
-				return fmt.Errorf("jobbill API: unreadable answer to %s %s: %w", method, path, err)
-			}
-			return nil
-		}
-	}
-	return apiError(code, data)
-}
-
-func (c *Client) look(ctx context.Context, jobID string) (Observation, Status, *APIError) {
-	code, data, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID), nil)
-	if err != nil {
-		return Observation{Err: err}, Status{}, nil
-	}
-	obs := Observation{StatusCode: code}
-	if code != http.StatusOK {
-		ae := apiError(code, data)
-		var st Status
-		if code == http.StatusGone {
-			st = Status{JobID: jobID, State: ae.State, MoneyState: ae.MoneyState, Message: ae.Message}
-		}
-		return obs, st, ae
-	}
-	var st Status
-	if err := json.Unmarshal(data, &st); err != nil {
-		// An unreadable 200 is treated like a network error: look again.
-		return Observation{Err: err}, Status{}, nil
-	}
-	obs.State = st.State
-	return obs, st, nil
-}
-
-func (c *Client) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+// do sends one request and reads its answer (at most 1 MiB of it).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte) (answer, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	target := strings.TrimRight(c.BaseURL, "/") + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Key)
+	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
-	return resp.StatusCode, data, nil
+	a := answer{code: resp.StatusCode, body: data}
+	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
+		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.clock().Now())
+	}
+	return a, nil
 }
 
-func apiError(code int, data []byte) *APIError {
-	e := &APIError{StatusCode: code}
-	if json.Unmarshal(data, e) != nil || e.Code == "" {
-		e.Code, e.Message = "http_"+fmt.Sprint(code), http.StatusText(code)
+// call makes one request and decodes an answer of one of the ok statuses into out; any other
+// status is an *APIError.
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body []byte, out any, ok ...int) error {
+	a, err := c.do(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(ok, a.code) {
+		if err := json.Unmarshal(a.body, out); err != nil {
+			return fmt.Errorf("jobbill API: unreadable answer to %s %s: %w", method, path, err)
+		}
+		return nil
+	}
+	return a.apiError()
+}
+
+// apiError reads an error answer. A body that is not the API's error shape (not JSON, or JSON
+// without a code) did not come from the API's handlers: its code is http_<status> and its money
+// state [MoneyUnknown].
+func (a answer) apiError() *APIError {
+	e := &APIError{StatusCode: a.code, RetryAfter: a.retryAfter}
+	if json.Unmarshal(a.body, e) != nil || e.Code == "" {
+		*e = APIError{StatusCode: a.code, Code: fmt.Sprintf("http_%d", a.code), Message: http.StatusText(a.code),
+			MoneyState: MoneyUnknown, RetryAfter: a.retryAfter, notAPI: true}
 	}
 	return e
 }
 
-func (c *Client) sleep(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.clock().After(c.interval()):
-		return nil
+// pathID is an ID as a path segment; an empty one is refused before anything is sent.
+func pathID(field, id string) (string, error) {
+	if id == "" {
+		return "", fmt.Errorf("%w: the %s must not be empty", ErrInvalidInput, field)
 	}
+	return url.PathEscape(id), nil
 }

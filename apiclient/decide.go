@@ -32,12 +32,14 @@ type Action string
 
 // The actions of [Decide] and [OnNotFound].
 const (
-	// KeepPolling: the job exists and is not settled, or the read failed transiently (408, 429,
-	// 5xx, network). Poll the same ID again; never create a new paid job.
+	// KeepPolling: the job exists and is not settled, or the read said nothing about the job (408,
+	// 429, 5xx, network, a 404 that is not the API's not_received). Poll the same ID again; never
+	// create a new paid job.
 	KeepPolling Action = "keep_polling"
 	// Done: the job is settled (delivered, recovered, refunded or rejected).
 	Done Action = "done"
-	// Deleted: the job was accepted once and its record is gone (410, or 404 after acceptance).
+	// Deleted: the job was accepted once and its record is gone (410, or the API's not_received
+	// 404 after acceptance).
 	// Never resubmit; the user decides whether to pay for a new job.
 	Deleted Action = "deleted"
 	// Resubmit: the ID never reached the server; send the saved body again under the same ID.
@@ -69,7 +71,8 @@ type Tracked struct {
 // HasBody reports whether the saved body can be resubmitted.
 func (t Tracked) HasBody() bool { return t.Request.JobID != "" && t.Request.AccountID != "" }
 
-// OnNotFound is the submission rules' table for a 404 on GET /v1/jobs/{id}:
+// OnNotFound is the submission rules' table for the API's not_received 404 on GET /v1/jobs/{id}
+// (any other 404 says nothing about the job, see [Decide]):
 //
 //   - accepted once → deleted (a resubmission would be a second paid job);
 //   - never accepted, ConfirmWindow past creation → not received, not charged;
@@ -87,7 +90,19 @@ func OnNotFound(t Tracked, now time.Time) Action {
 	return Wait
 }
 
-// Observation is one look at a job: a transport error, or an HTTP status and, for 200, the state.
+// The API's error codes the rules read (api/errors.go). Only these answers speak about a job's
+// submission; the same HTTP status without them came from something else.
+const (
+	// CodeNotReceived is the API's 404 for a job ID that never reached it: nothing was charged.
+	CodeNotReceived = "not_received"
+	// CodeDeleted is the API's 410 for a job ID whose job was deleted; its money stays as it was.
+	CodeDeleted = "deleted"
+	// CodeInsufficientCredits is the API's 402: the job was rejected and nothing was charged.
+	CodeInsufficientCredits = "insufficient_credits"
+)
+
+// Observation is one look at a job: a transport error, or an HTTP status with, for 200, the
+// job's state and, for an error, the API's error code.
 type Observation struct {
 	// Err is a network error; the other fields are then empty.
 	Err error
@@ -95,13 +110,25 @@ type Observation struct {
 	StatusCode int
 	// State is the job's state in a 200 answer.
 	State string
+	// Code is the API's error code (not_received, deleted …) when the answer's body is the API's
+	// error shape; empty when it is not — a proxy's page, an empty body, JSON of another shape.
+	Code string
+}
+
+// transient reports whether a look said nothing about the job: a network error, a status that
+// says "ask again later" (408, 429, 5xx), or a 404 that is not the API's not_received — a proxy,
+// a path the API does not serve (no_route), a body that is not the API's. Only the API's own
+// answer may be read as "never arrived": taking a proxy's 404 for it would resubmit, or tell
+// the user "not charged", about a job that may be running and charged.
+func (o Observation) transient() bool {
+	return o.Err != nil || transient(o.StatusCode) || (o.StatusCode == http.StatusNotFound && o.Code != CodeNotReceived)
 }
 
 // Decide is the whole polling rule: what to do after one look at a job. It is pure, so every
 // row of the rule is table-tested.
 func Decide(t Tracked, obs Observation, now time.Time) Action {
 	switch code := obs.StatusCode; {
-	case obs.Err != nil, transient(code):
+	case obs.transient():
 		return KeepPolling
 	case code == http.StatusOK:
 		switch obs.State {
@@ -115,7 +142,7 @@ func Decide(t Tracked, obs Observation, now time.Time) Action {
 		return KeepPolling
 	case code == http.StatusGone:
 		return Deleted
-	case code == http.StatusNotFound:
+	case code == http.StatusNotFound: // the API's not_received: any other 404 is transient above
 		return OnNotFound(t, now)
 	}
 	return Fail

@@ -50,7 +50,8 @@ func TestOnNotFoundFollowsTheTable(t *testing.T) {
 
 // TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (money
 // rule 7 and 8): transient failures and unsettled states keep polling the same ID and never
-// create a new paid job; 410 is deleted; 404 goes through the seed's table.
+// create a new paid job; 410 is deleted; only the API's not_received 404 goes through the 404
+// table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient.
 func TestDecideCoversEveryAnswer(t *testing.T) {
 	now := created.Add(time.Minute)
 	unknown := tracked(apiclient.Unknown, 0, true)
@@ -78,10 +79,16 @@ func TestDecideCoversEveryAnswer(t *testing.T) {
 		{"200 refunded", accepted, apiclient.Observation{StatusCode: 200, State: "refunded"}, apiclient.Done},
 		{"200 rejected", accepted, apiclient.Observation{StatusCode: 200, State: "rejected"}, apiclient.Done},
 		{"200 deleted", accepted, apiclient.Observation{StatusCode: 200, State: "deleted"}, apiclient.Deleted},
-		{"410", accepted, apiclient.Observation{StatusCode: 410}, apiclient.Deleted},
-		{"410 while unknown", unknown, apiclient.Observation{StatusCode: 410}, apiclient.Deleted},
-		{"404 accepted", accepted, apiclient.Observation{StatusCode: 404}, apiclient.Deleted},
-		{"404 unknown", unknown, apiclient.Observation{StatusCode: 404}, apiclient.Resubmit},
+		{"410", accepted, apiclient.Observation{StatusCode: 410, Code: "deleted"}, apiclient.Deleted},
+		{"410 while unknown", unknown, apiclient.Observation{StatusCode: 410, Code: "deleted"}, apiclient.Deleted},
+		{"410 not the API's: never resubmitted either", unknown, apiclient.Observation{StatusCode: 410}, apiclient.Deleted},
+		{"404 not_received accepted", accepted, apiclient.Observation{StatusCode: 404, Code: "not_received"}, apiclient.Deleted},
+		{"404 not_received unknown", unknown, apiclient.Observation{StatusCode: 404, Code: "not_received"}, apiclient.Resubmit},
+		{"404 not the API's (a proxy, no body) unknown", unknown, apiclient.Observation{StatusCode: 404}, apiclient.KeepPolling},
+		{"404 not the API's accepted", accepted, apiclient.Observation{StatusCode: 404}, apiclient.KeepPolling},
+		{"404 no_route unknown", unknown, apiclient.Observation{StatusCode: 404, Code: "no_route"}, apiclient.KeepPolling},
+		{"404 no_route accepted", accepted, apiclient.Observation{StatusCode: 404, Code: "no_route"}, apiclient.KeepPolling},
+		{"404 unknown_account", unknown, apiclient.Observation{StatusCode: 404, Code: "unknown_account"}, apiclient.KeepPolling},
 		{"400", accepted, apiclient.Observation{StatusCode: 400}, apiclient.Fail},
 		{"401", accepted, apiclient.Observation{StatusCode: 401}, apiclient.Fail},
 		{"403", accepted, apiclient.Observation{StatusCode: 403}, apiclient.Fail},

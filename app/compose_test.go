@@ -133,36 +133,87 @@ func TestComposeImagesAndBuilds(t *testing.T) {
 
 func imageTag(image string) string { _, tag, _ := strings.Cut(image, ":"); return tag }
 
-// TestComposePorts checks what the host reaches — the same addresses as the local setup, so the
-// docs' commands work against either — and that nothing else is published (a published port
-// on the replicated worker would clash).
-func TestComposePorts(t *testing.T) {
-	f := loadCompose(t)
-	want := map[string][]string{
-		"postgres":    {"5432:5432"},
-		"temporal":    {"7233:7233"},
-		"temporal-ui": {"8233:8080"},
-		"api":         {"8080:8080"},
+// publishedPort is one entry of a service's ports: [ip:]host:container.
+type publishedPort struct{ ip, host, container string }
+
+func parsePort(t *testing.T, service, p string) publishedPort {
+	t.Helper()
+	parts := strings.Split(p, ":")
+	switch len(parts) {
+	case 2:
+		return publishedPort{host: parts[0], container: parts[1]}
+	case 3:
+		return publishedPort{ip: parts[0], host: parts[1], container: parts[2]}
 	}
-	hostPorts := map[string]string{}
+	t.Fatalf("%s: publish [ip:]host:container explicitly, not %q", service, p)
+	return publishedPort{}
+}
+
+// TestComposePublishesOnlyTheAPI checks what the host's network reaches (trust: whoever reaches
+// Temporal is trusted product code that can start, signal and terminate any job's workflow, and
+// whoever reaches the ledger's Postgres holds its passwords): the API's port alone, and the
+// Temporal Web UI on the host's loopback interface only. The ledger's Postgres and Temporal's
+// frontend are not published at all: the services reach them on the compose network, and an
+// operator through `docker compose exec`.
+func TestComposePublishesOnlyTheAPI(t *testing.T) {
+	f := loadCompose(t)
 	for name, s := range f.Services {
-		require.ElementsMatch(t, want[name], s.Ports, "%s publishes the wrong ports", name)
-		for _, p := range s.Ports {
-			host, _, ok := strings.Cut(p, ":")
-			require.True(t, ok, "%s: publish host:container explicitly, not %q", name, p)
-			require.NotContains(t, hostPorts, host, "%s and %s both publish host port %s", name, hostPorts[host], host)
-			hostPorts[host] = name
+		switch name {
+		case "api":
+			require.Len(t, s.Ports, 1, "the api publishes its one port")
+			p := parsePort(t, name, s.Ports[0])
+			require.Equal(t, "8080", p.host, "the API on the host's port 8080, as the docs' commands expect")
+			// The API listens, inside its container, on the port that is published.
+			require.Equal(t, "0.0.0.0:"+p.container, s.Environment["JOBBILL_API_LISTEN"],
+				"the API must listen on all interfaces of its container, on the published port")
+		case "temporal-ui":
+			require.Len(t, s.Ports, 1, "the UI publishes its one port")
+			p := parsePort(t, name, s.Ports[0])
+			require.Equal(t, "127.0.0.1", p.ip, "the Temporal UI can terminate any job's workflow: bind it to the host's loopback only")
+			require.Equal(t, "8233", p.host, "8233 on the host, as the dev server's UI, so temporal.ui_url's links work either way")
+		default:
+			require.Empty(t, s.Ports, "%s must not be published: the services reach it on the compose network", name)
 		}
 	}
-	// The defaults of config.Config point at those host ports, so the CLI on the host needs no setting.
-	d := config.Default()
-	require.Contains(t, d.DatabaseURL, "127.0.0.1:5432")
-	require.Equal(t, "127.0.0.1:7233", d.Temporal.Address)
-	require.Equal(t, "http://127.0.0.1:8233", d.Temporal.UIURL)
-	// The API listens, inside its container, on the port that is published.
-	_, container, _ := strings.Cut(f.Services["api"].Ports[0], ":")
-	listen := f.Services["api"].Environment["JOBBILL_API_LISTEN"]
-	require.Equal(t, "0.0.0.0:"+container, listen, "the API must listen on all interfaces of its container, on the published port")
+	require.Equal(t, "http://127.0.0.1:8233", config.Default().Temporal.UIURL)
+}
+
+// secretVariable names what holds a secret: a key, a password, a token.
+var secretVariable = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSWORD|PWD)`)
+
+// TestComposeHasNoDefaultSecret checks that `docker compose up` never starts an API that a
+// published default lets anyone into (trust: an admin key grants credits and acts for every
+// account): the API's keys come from the host alone — the admin key from JOBBILL_ADMIN_KEY, which
+// Compose refuses to start without (${VAR:?message}) — no interpolation of a secret has a default,
+// and no key is written into the file. JOBBILL_ADMIN_KEY is Compose's, not a setting of
+// config.Config, so it cannot be mistaken for one.
+func TestComposeHasNoDefaultSecret(t *testing.T) {
+	raw, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	for _, m := range interpolation.FindAllStringSubmatch(string(raw), -1) {
+		if secretVariable.MatchString(m[1]) && m[2] == "-" {
+			require.Empty(t, m[3], "${%s} has a default secret; a secret must come from the host", m[1])
+		}
+	}
+
+	keys := loadCompose(t).Services["api"].Environment["JOBBILL_API_KEYS"]
+	require.Regexp(t, `\$\{JOBBILL_ADMIN_KEY:\?[^}]+\}=admin`, keys,
+		"the admin key comes from the host's JOBBILL_ADMIN_KEY, and Compose refuses to start without it, with a message")
+	// With every variable taken out, no key is left: nothing in the file is a key.
+	literal := interpolation.ReplaceAllString(keys, "")
+	parsed, err := config.ParseAPIKeys(literal)
+	if err == nil {
+		for _, k := range parsed {
+			require.Empty(t, k.Key, "JOBBILL_API_KEYS holds a key written into the file")
+		}
+	}
+	for _, s := range config.Settings() {
+		require.NotEqual(t, "JOBBILL_ADMIN_KEY", s.Env, "JOBBILL_ADMIN_KEY is the compose file's variable; a setting of the same name would be read two ways")
+	}
+	// Only the variable the compose file documents is read from the host.
+	for _, m := range interpolation.FindAllStringSubmatch(string(raw), -1) {
+		require.Equal(t, "JOBBILL_ADMIN_KEY", m[1], "an undocumented host variable")
+	}
 }
 
 // TestComposeStartOrder checks the dependencies: each target exists with the condition that makes
@@ -255,8 +306,9 @@ func interpolate(t *testing.T, service, key, value string) string {
 		case "-":
 			return parts[3]
 		case "?":
-			// Required from the host on purpose; the test stands in for it.
-			return ""
+			// Required from the host on purpose; the test stands in for it with a value that
+			// passes the setting's checks (an API key of 16 characters or more).
+			return "stand-in-for-" + strings.ToLower(parts[1])
 		default:
 			t.Errorf("%s: %s=%s has no default; `docker compose up` would set it empty", service, key, value)
 			return ""

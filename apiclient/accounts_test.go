@@ -1,0 +1,105 @@
+package apiclient_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestBalanceAndLedgerReadTheRealAPI checks the account reads against the API's own handler over
+// the real ledger (the account routes need no Temporal): the balance is the sum of the account's
+// rows (money rule 6), and paging with NextAfter reads every row once, oldest first. Trust: a key
+// of another account is refused with 403 and learns nothing; paging arguments no server could
+// answer, and an empty account ID, are refused before anything is sent.
+func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
+	store := ledgertest.Store(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, store, 100)
+	for i, amount := range []int64{5, 7, 11, 13} {
+		_, err := store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: fmt.Sprintf("top-up-%d", i)})
+		require.NoError(t, err)
+	}
+	other := ledgertest.Account(t, store, 50)
+	created, err := apikeys.NewStore(store.Pool()).Create(ctx, apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: "account reads"})
+	require.NoError(t, err)
+	key := created.Secret
+
+	var requests atomic.Int32
+	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		handler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: key}
+
+	balance, err := c.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, apiclient.Account{AccountID: acct, Balance: 136}, balance)
+
+	var amounts []int64
+	var sum, lastID int64
+	opts := apiclient.LedgerOptions{Limit: 2}
+	pages := 0
+	for {
+		page, err := c.Ledger(ctx, acct, opts)
+		require.NoError(t, err)
+		pages++
+		require.Equal(t, acct, page.AccountID)
+		require.LessOrEqual(t, len(page.Entries), 2)
+		for _, e := range page.Entries {
+			require.Greater(t, e.ID, lastID, "oldest first, every row once")
+			lastID = e.ID
+			sum += e.Amount
+			require.Equal(t, sum, e.BalanceAfter, "each row's balance_after is the sum so far")
+			require.Equal(t, "grant", e.Kind)
+			require.False(t, e.CreatedAt.IsZero())
+			amounts = append(amounts, e.Amount)
+		}
+		if page.NextAfter == 0 {
+			break
+		}
+		opts.After = page.NextAfter
+	}
+	require.Equal(t, []int64{100, 5, 7, 11, 13}, amounts)
+	require.Equal(t, balance.Balance, sum, "money rule 6: the balance is the sum of the rows")
+	require.GreaterOrEqual(t, pages, 3)
+
+	for _, read := range []func() error{
+		func() error { _, err := c.Balance(ctx, other); return err },
+		func() error { _, err := c.Ledger(ctx, other, apiclient.LedgerOptions{}); return err },
+	} {
+		var ae *apiclient.APIError
+		require.ErrorAs(t, read(), &ae)
+		require.Equal(t, http.StatusForbidden, ae.StatusCode)
+		require.Equal(t, "forbidden", ae.Code)
+		require.NotContains(t, ae.Message, other)
+	}
+	_, err = c.Ledger(ctx, acct, apiclient.LedgerOptions{Limit: 5000})
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae, "the server's limit is the server's to enforce")
+	require.Equal(t, "invalid_input", ae.Code)
+
+	before := requests.Load()
+	for name, bad := range map[string]func() error{
+		"negative after":      func() error { _, err := c.Ledger(ctx, acct, apiclient.LedgerOptions{After: -1}); return err },
+		"negative limit":      func() error { _, err := c.Ledger(ctx, acct, apiclient.LedgerOptions{Limit: -1}); return err },
+		"ledger, no account":  func() error { _, err := c.Ledger(ctx, "", apiclient.LedgerOptions{}); return err },
+		"balance, no account": func() error { _, err := c.Balance(ctx, ""); return err },
+	} {
+		require.ErrorIs(t, bad(), apiclient.ErrInvalidInput, name)
+	}
+	require.Equal(t, before, requests.Load(), "refused arguments send nothing")
+}

@@ -1,0 +1,168 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ResultReport is the body of POST /v1/jobs/{id}/result: a job's result landed, with the units
+// its work used. It carries no amount: the server bills the usage at the job's recorded price.
+type ResultReport struct {
+	// Attempt is the attempt that produced the result.
+	Attempt int `json:"attempt"`
+	// OutputRef points at the result.
+	OutputRef string `json:"output_ref"`
+	// FinishedAt is when the work finished; the time the server receives the report when nil.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
+	// kind), from 0. Nil bills the whole hold; a usage above the hold is capped at it.
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+}
+
+// ResultAnswer is what the API did with a reported result.
+type ResultAnswer struct {
+	// Path is how the result reached the job: signal, fallback, recorded (applied once the
+	// server's workflow service is reachable) or already_applied.
+	Path string `json:"path"`
+	// Outcome, for the fallback, says whether this report billed the job.
+	Outcome string `json:"outcome,omitempty"`
+	// Status is the job as it stood when the report was taken; after a signal it may predate
+	// the settlement, so read [Client.Status] for the settled figures.
+	Status Status `json:"status"`
+	// Message says what happened, in a sentence.
+	Message string `json:"message"`
+}
+
+// Status reads a job once (GET /v1/jobs/{id}). An error answer is an *APIError: the API's 404
+// not_received (never arrived, nothing charged), its 410 deleted (money state kept), or another
+// answer — one that is not the API's has the code http_<status> — whose money state is
+// [MoneyUnknown] unless the answer told it.
+func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
+	if _, err := pathID("job ID", jobID); err != nil {
+		return Status{}, err
+	}
+	obs, st, apiErr := c.look(ctx, jobID, c.AccountID)
+	switch {
+	case obs.Err != nil:
+		return Status{}, obs.Err
+	case obs.StatusCode != http.StatusOK:
+		return Status{}, apiErr
+	}
+	return st, nil
+}
+
+// DeleteJob deletes a settled job (DELETE /v1/jobs/{id}) and answers its tombstone: state
+// deleted, with the money state it had, which deletion never changes. Deleting it again answers
+// the same tombstone. A job still submitting or running is an *APIError with code job_active,
+// and nothing changes. A deleted ID can never be used again.
+func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
+	id, err := pathID("job ID", jobID)
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	err = c.call(ctx, http.MethodDelete, "/v1/jobs/"+id, c.jobQuery(""), nil, &st, http.StatusOK)
+	return st, err
+}
+
+// ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
+// its work used. It takes a runner key (the GPU service's) or an admin key: the usage decides what
+// the job costs, so a customer key is refused (403). Reporting the same result again is harmless
+// (path already_applied). A refusal is an *APIError; nothing was written.
+func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
+	id, err := pathID("job ID", jobID)
+	if err != nil {
+		return ResultAnswer{}, err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return ResultAnswer{}, err
+	}
+	var answer ResultAnswer
+	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(""), body, &answer, http.StatusOK, http.StatusAccepted)
+	return answer, err
+}
+
+// ListOptions filters and pages a listing of jobs (GET /v1/jobs). The zero value lists every job
+// the key may see, in pages of the server's default size.
+type ListOptions struct {
+	// State keeps the jobs in one of these states (submitting, running, delivered …); every
+	// state when empty.
+	State []string
+	// DeadLettered, when set, keeps only the dead-lettered jobs (true) or only the others (false).
+	DeadLettered *bool
+	// CreatedAfter and CreatedBefore, when not zero, bound when the jobs were created.
+	CreatedAfter, CreatedBefore time.Time
+	// Limit is the most jobs on one page; the server's default when zero.
+	Limit int
+	// Cursor is the previous page's NextCursor; the first page when empty.
+	Cursor string
+}
+
+// JobPage is one page of jobs.
+type JobPage struct {
+	// Jobs are the page's jobs, each as [Client.Status] answers it.
+	Jobs []Status `json:"jobs"`
+	// NextCursor is the Cursor of the next page; empty when this page is the last.
+	NextCursor string `json:"next_cursor"`
+}
+
+// query is the listing's query string, or an error, before anything is sent, for options no
+// server could answer.
+func (o ListOptions) query() (url.Values, error) {
+	q := url.Values{}
+	for _, s := range o.State {
+		if s == "" || strings.Contains(s, ",") {
+			return nil, fmt.Errorf("%w: state %q must be one state name, without commas", ErrInvalidInput, s)
+		}
+	}
+	if len(o.State) > 0 {
+		q.Set("state", strings.Join(o.State, ","))
+	}
+	if o.DeadLettered != nil {
+		q.Set("dead_lettered", strconv.FormatBool(*o.DeadLettered))
+	}
+	if !o.CreatedAfter.IsZero() && !o.CreatedBefore.IsZero() && !o.CreatedAfter.Before(o.CreatedBefore) {
+		return nil, fmt.Errorf("%w: CreatedAfter (%s) must be before CreatedBefore (%s)", ErrInvalidInput,
+			o.CreatedAfter.Format(time.RFC3339), o.CreatedBefore.Format(time.RFC3339))
+	}
+	if !o.CreatedAfter.IsZero() {
+		q.Set("created_after", o.CreatedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !o.CreatedBefore.IsZero() {
+		q.Set("created_before", o.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	switch {
+	case o.Limit < 0:
+		return nil, fmt.Errorf("%w: limit %d must be 0 (the server's default) or more", ErrInvalidInput, o.Limit)
+	case o.Limit > 0:
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q, nil
+}
+
+// ListJobs reads one page of the jobs the key may see (GET /v1/jobs), filtered by opts; pass
+// the page's NextCursor as opts.Cursor for the next one. Options no server could answer (a
+// negative limit, a state with a comma, CreatedAfter not before CreatedBefore) are refused with
+// ErrInvalidInput before anything is sent.
+func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (JobPage, error) {
+	q, err := opts.query()
+	if err != nil {
+		return JobPage{}, err
+	}
+	for k, v := range c.jobQuery("") {
+		q[k] = v
+	}
+	var page JobPage
+	err = c.call(ctx, http.MethodGet, "/v1/jobs", q, nil, &page, http.StatusOK)
+	return page, err
+}
