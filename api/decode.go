@@ -16,8 +16,8 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// MaxRefLength is the longest input_ref or output_ref, in bytes.
-const MaxRefLength = 2048
+// MaxRefLength is the longest input_ref or output_ref, in bytes: the ledger's own bounds.
+const MaxRefLength = ledgerdb.MaxInputRefLength
 
 // SubmitRequest is the body of POST /v1/jobs. It names the job's kind and never an amount:
 // prices are set by the server (GET /v1/prices), and a body that carries one is refused.
@@ -150,17 +150,10 @@ func jsonKind(goKind string) string {
 	return goKind
 }
 
-// validateText checks free text (references, notes) before it is stored or sent anywhere.
+// validateText applies the ledger's one text rule ([ledgerdb.ValidateText]) to a body's field,
+// naming the field as the body does.
 func validateText(field, text string, max int) error {
-	if len(text) > max {
-		return badRequest("Field %q is %d bytes; at most %d are allowed", field, len(text), max)
-	}
-	for _, r := range text {
-		if r < 0x20 || r == 0x7f {
-			return badRequest("Field %q must not contain control characters", field)
-		}
-	}
-	return nil
+	return fieldError(ledgerdb.ValidateText(field, text, max), field)
 }
 
 // amounts catches the fields under which a body might carry an amount. Prices are set by the
@@ -248,7 +241,7 @@ func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 		}
 		job.MaxUnits = *req.MaxUnits
 	}
-	if err := validateText("input_ref", req.InputRef, MaxRefLength); err != nil {
+	if err := fieldError(ledgerdb.ValidateInputRef(req.InputRef), "input_ref"); err != nil {
 		return jobs.Job{}, err
 	}
 	return job, nil
@@ -269,7 +262,7 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 		return activities.WorkResult{}, err
 	}
 	if err := ledgerdb.ValidateOutputRef(req.OutputRef); err != nil {
-		return activities.WorkResult{}, err
+		return activities.WorkResult{}, fieldError(err, "output_ref")
 	}
 	if err := ledgerdb.ValidateUnitsUsed(req.UnitsUsed); err != nil {
 		return activities.WorkResult{}, fieldError(err, "units_used")

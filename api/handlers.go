@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
 )
 
 // body is the request's body under the size limit; reading past it fails and closes the connection.
@@ -193,7 +194,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if req.By == "" {
 		req.By = "api"
 	}
-	if err := validateText("by", req.By, 128); err != nil {
+	if err := validateText("by", req.By, workflows.MaxRedriveByLength); err != nil {
 		return 0, nil, err
 	}
 	if err := validateText("note", req.Note, ledgerdb.MaxTextLength); err != nil {
