@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,95 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	require.Equal(t, 200, a.code, "ordinary text in any script is taken: %s", a.raw)
 	e.wait(t, running, ledgerdb.StateDelivered)
 	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestJSONKeysMatchExactlyOnce checks every JSON body the API takes: a key must be one of the
+// body's fields, spelt exactly, and appear once. Before, the decoder matched keys case-insensitively
+// and let the last of a repeated key win, so {"amount":5,"AMOUNT":5000} granted 5000 while an
+// auditing proxy read 5. Each such body is 400 naming the key, and nothing is written (rule 1; rule
+// 5: no amount slips in under another spelling — an amount in any letter case is still refused as
+// price_set_by_server).
+func TestJSONKeysMatchExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	admin := newKey(t, "admin")
+	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
+	kind, dear := e.fixed(t, 10), e.fixed(t, 90)
+	running := ledgertest.ID(t, "job-running")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", admin, job(running, acct, kind, "sim:hang")).code)
+	newKind := ledgertest.OwnKind(t)
+	unwritten := ledgertest.ID(t, "job-refused")
+	ids := fmt.Sprintf(`"job_id":%q,"account_id":%q`, unwritten, acct)
+
+	for _, tc := range []struct {
+		method, path, body, key string
+	}{
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","KIND":"` + dear + `"}`, "KIND"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","kind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","\u006bind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{"job_id":"` + unwritten + `","Account_ID":"` + acct + `","kind":"` + kind + `"}`, "Account_ID"},
+		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
+		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
+		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"Unit_Price":1}`, "Unit_Price"},
+		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"unit_price":1}`, "unit_price"},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"AMOUNT":5000,"key":"g-1"}`, "AMOUNT"},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"g-2","amount":5000}`, "amount"},
+		{"POST", "/v1/jobs/" + running + "/redrive", `{"by":"ops","By":"root"}`, "By"},
+		{"POST", "/v1/jobs/" + running + "/redrive", `{"note":"a","note":"b"}`, "note"},
+	} {
+		a := call(t, base, tc.method, tc.path, admin, tc.body)
+		require.Equal(t, 400, a.code, "%s %s: %s", tc.method, tc.body, a.raw)
+		require.Equal(t, "invalid_input", a.str("code"), a.raw)
+		require.Contains(t, a.str("message"), `"`+tc.key+`"`, "%s: the message names the key", tc.body)
+	}
+	for _, body := range []string{`{` + ids + `,"kind":"` + kind + `","COST":1}`, `{` + ids + `,"kind":"` + kind + `","cost":1,"cost":2}`} {
+		a := call(t, base, "POST", "/v1/jobs", admin, body)
+		require.Equal(t, 400, a.code, a.raw)
+		require.Equal(t, "price_set_by_server", a.str("code"), body)
+	}
+
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten, admin, nil).code, "no refused submission was written")
+	_, err := e.Store.PriceHistory(context.Background(), newKind)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
+	require.Len(t, e.rows(t, acct), 2, "the initial grant and the running job's charge: no refused grant")
+	var reports int
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM result_reports WHERE job_id = $1`, running).Scan(&reports))
+	require.Zero(t, reports, "no refused result was recorded")
+	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result", admin, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
+	e.wait(t, running, ledgerdb.StateDelivered)
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestOversizeBodyIs413 checks that a body over api.max_body_bytes is answered 413
+// body_too_large — not 400, so that a client tells "too big" from "malformed" — on every route
+// that takes a body, and that nothing is written.
+func TestOversizeBodyIs413(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	admin := newKey(t, "admin")
+	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
+	kind := e.fixed(t, 10)
+	running := ledgertest.ID(t, "job-running")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", admin, job(running, acct, kind, "sim:hang")).code)
+	unwritten := ledgertest.ID(t, "job-refused")
+	pad := strings.Repeat("x", 5000) // the test server's limit is 4096 bytes
+
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/jobs", fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q}`, unwritten, acct, kind, pad)},
+		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"` + pad + `"}`},
+		{"PUT", "/v1/prices/" + ledgertest.OwnKind(t), `{"unit":"job","unit_price":5,"memo":"` + pad + `"}`},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"k","memo":"` + pad + `"}`},
+		{"POST", "/v1/jobs/" + running + "/redrive", `{"note":"` + pad + `"}`},
+	} {
+		a := call(t, base, tc.method, tc.path, admin, tc.body)
+		require.Equal(t, 413, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
+		require.Equal(t, "body_too_large", a.str("code"))
+		require.Contains(t, a.str("message"), "4096 bytes")
+	}
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten, admin, nil).code, "nothing was written")
+	require.Len(t, e.rows(t, acct), 2, "the initial grant and the running job's charge")
+	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result", admin, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
+	e.wait(t, running, ledgerdb.StateDelivered)
 }

@@ -85,17 +85,17 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, keys: newKeyring(opts.Config.Keys)}
 	s.routes = []route{
-		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
+		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 413, 422}, s.submitJob, nil},
 		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob, nil},
 		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob, nil},
-		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 202, 404, 409, 410}, s.reportResult, nil},
-		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410}, s.redriveJob, nil},
+		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 202, 404, 409, 410, 413}, s.reportResult, nil},
+		{"POST", "/v1/jobs/{id}/redrive", adminOn, []int{202, 404, 409, 410, 413}, s.redriveJob, nil},
 		{"GET", "/v1/accounts/{id}", scoped, []int{200, 404}, s.getAccount, nil},
 		{"GET", "/v1/accounts/{id}/ledger", scoped, []int{200, 404}, s.getLedger, nil},
-		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 422}, s.grant, nil},
+		{"POST", "/v1/accounts/{id}/grants", adminOn, []int{200, 201, 404, 409, 413, 422}, s.grant, nil},
 		{"GET", "/v1/prices", scoped, []int{200}, s.listPrices, nil},
 		{"GET", "/v1/prices/{kind}", scoped, []int{200, 404}, s.priceHistory, nil},
-		{"PUT", "/v1/prices/{kind}", adminOn, []int{200, 201}, s.setPrice, nil},
+		{"PUT", "/v1/prices/{kind}", adminOn, []int{200, 201, 413}, s.setPrice, nil},
 		{"GET", "/healthz", public, []int{200}, s.healthz, nil},
 		{"GET", "/readyz", public, []int{200, 503}, s.readyz, nil},
 		{"GET", "/metrics", public, []int{200}, nil, opts.Metrics},
