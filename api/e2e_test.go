@@ -54,11 +54,14 @@ func newKey(t *testing.T, label string) string {
 	return label + "-" + hex.EncodeToString(b[:])
 }
 
-// serve runs the API over st with keys; mod may change the options.
+// serve runs the API over the shared worker's job service and ledger with keys; mod may change
+// the options.
 func (e *env) serve(t *testing.T, keys []config.APIKey, mod func(*api.Options)) string {
 	t.Helper()
 	cfg := config.Default().API
 	cfg.Keys, cfg.MaxBodyBytes, cfg.RequestTimeout = keys, 4096, 20*time.Second
+	// Tests send bursts far above a client's; TestRateLimitPerKey sets the limit it checks.
+	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
 	opts := api.Options{
 		Config: cfg, Jobs: e.Jobs, Ledger: e.Store,
 		Ready: []api.Check{{Name: "postgres", Probe: e.Store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {

@@ -15,8 +15,9 @@ import (
 )
 
 // RunAPI serves the HTTP API as c says until ctx is done (SIGINT or SIGTERM in the binary), then
-// stops taking requests and gives in-flight ones api.shutdown_timeout to finish. It says where it
-// listens on out.
+// stops taking requests and gives in-flight ones api.shutdown_timeout to finish. Its Prometheus page
+// is served on the operator's listener, api.metrics_listen, never on the public api.listen. It says
+// where it listens on out.
 func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) error {
 	if len(c.API.Keys) == 0 {
 		return errors.New("no API keys: set api.keys in the config file or JOBBILL_API_KEYS (\"key=account,account;key=admin\")")
@@ -38,8 +39,13 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 			}},
 		},
 		Logger:  z,
-		Metrics: conns.Metrics.Handler(),
+		Metrics: conns.Metrics,
 	})
+	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
+	if err != nil {
+		return fmt.Errorf("api.metrics_listen: %w", err)
+	}
+	defer stopMetrics()
 	ln, err := net.Listen("tcp", c.API.Listen)
 	if err != nil {
 		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -48,6 +54,9 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("keys", len(c.API.Keys)),
 		zap.String("task_queue", c.Temporal.TaskQueue))
 	fmt.Fprintf(out, "jobbill api listening on http://%s (%d keys)\n", ln.Addr(), len(c.API.Keys))
+	if metricsAddr != "" {
+		fmt.Fprintf(out, "jobbill api metrics on http://%s/metrics (operators only)\n", metricsAddr)
+	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}
