@@ -213,7 +213,7 @@ func (s *Server) serve(rt route) http.Handler {
 			}
 			status, body = ae.status, ae.body
 		}
-		writeJSON(w, status, body)
+		writeJSON(w, status, forCaller(p, body))
 	})
 }
 
