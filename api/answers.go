@@ -19,6 +19,11 @@ func forCaller(p *principal, body any) any {
 	case jobs.Submission:
 		b.Status.WorkflowURL = ""
 		return b
+	case JobList:
+		for i := range b.Jobs {
+			b.Jobs[i].WorkflowURL = ""
+		}
+		return b
 	case jobs.ResultReport:
 		b.Status.WorkflowURL = ""
 		if b.Path == jobs.PathRecorded {

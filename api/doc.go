@@ -10,6 +10,8 @@
 //   - GET /v1/jobs/{id} answers 404 only when the ID never reached the ledger — nothing was
 //     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
 //     sentence a user can read.
+//   - GET /v1/jobs lists a page of one account's jobs, newest first, each as GET /v1/jobs/{id}
+//     answers it, with a cursor for the next page ([JobList]).
 //   - Every error has one shape, [Error]: a stable code, a sentence, and where it applies the
 //     state of the user's money.
 //

@@ -13,6 +13,24 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
+// delivered submits a job and waits until it is delivered: a target for bad result and redrive
+// bodies, which are refused before the job's state is looked at.
+func (e *env) delivered(t *testing.T, base, key, account, kind string) string {
+	t.Helper()
+	id := ledgertest.ID(t, "job-done")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, account, kind, "sim:ok")).code)
+	e.wait(t, id, ledgerdb.StateDelivered)
+	return id
+}
+
+// inbox counts the job's result reports.
+func (e *env) inbox(t *testing.T, jobID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM result_reports WHERE job_id = $1`, jobID).Scan(&n))
+	return n
+}
+
 // TestTextFieldsRefuseInvisibleCharacters checks every free-text field the API takes — a
 // submission's input_ref, a result's output_ref, a price's and a grant's memo, a redrive's by and
 // note — against the ledger's one text rule: a zero-width, bidirectional, byte-order or control
@@ -25,8 +43,8 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind := e.fixed(t, 10)
-	running := ledgertest.ID(t, "job-running")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", admin, job(running, acct, kind, "sim:hang")).code)
+	done := e.delivered(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	newKind := ledgertest.OwnKind(t)
 
 	for _, r := range []rune{0x200B, 0x200F, 0x202E, 0x2060, 0x2066, 0x2069, 0xFEFF, 0x00AD, 0x0085, 0x001B} {
@@ -37,11 +55,11 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 			body                map[string]any
 		}{
 			{"input_ref", "POST", "/v1/jobs", job(unwritten, acct, kind, bad)},
-			{"output_ref", "POST", "/v1/jobs/" + running + "/result", map[string]any{"attempt": 1, "output_ref": bad}},
+			{"output_ref", "POST", "/v1/jobs/" + done + "/result", map[string]any{"attempt": 1, "output_ref": bad}},
 			{"memo", "PUT", "/v1/prices/" + newKind, map[string]any{"unit": "job", "unit_price": 5, "memo": bad}},
 			{"memo", "POST", "/v1/accounts/" + acct + "/grants", map[string]any{"amount": 5, "key": fmt.Sprintf("g-%X", r), "memo": bad}},
-			{"by", "POST", "/v1/jobs/" + running + "/redrive", map[string]any{"by": bad}},
-			{"note", "POST", "/v1/jobs/" + running + "/redrive", map[string]any{"by": "ops", "note": bad}},
+			{"by", "POST", "/v1/jobs/" + done + "/redrive", map[string]any{"by": bad}},
+			{"note", "POST", "/v1/jobs/" + done + "/redrive", map[string]any{"by": "ops", "note": bad}},
 		} {
 			a := call(t, base, tc.method, tc.path, admin, tc.body)
 			require.Equal(t, 400, a.code, "%s with %U: %s", tc.field, r, a.raw)
@@ -54,13 +72,10 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 
 	_, err := e.Store.PriceHistory(context.Background(), newKind)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
-	require.Len(t, e.rows(t, acct), 2, "the initial grant and the running job's charge: no refused grant")
-	var reports int
-	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM result_reports WHERE job_id = $1`, running).Scan(&reports))
-	require.Zero(t, reports, "no refused result was recorded")
-	a := call(t, base, "POST", "/v1/jobs/"+running+"/result", admin, map[string]any{"attempt": 1, "output_ref": "s3://out/Café-日本-🎬"})
-	require.Equal(t, 200, a.code, "ordinary text in any script is taken: %s", a.raw)
-	e.wait(t, running, ledgerdb.StateDelivered)
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, done), "no refused result was recorded")
+	a := call(t, base, "POST", "/v1/accounts/"+acct+"/grants", admin, map[string]any{"amount": 5, "key": "plain", "memo": "Café — 日本語 🎬"})
+	require.Equal(t, 201, a.code, "ordinary text in any script is taken: %s", a.raw)
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
@@ -77,8 +92,8 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind, dear := e.fixed(t, 10), e.fixed(t, 90)
-	running := ledgertest.ID(t, "job-running")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", admin, job(running, acct, kind, "sim:hang")).code)
+	done := e.delivered(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	newKind := ledgertest.OwnKind(t)
 	unwritten := ledgertest.ID(t, "job-refused")
 	ids := fmt.Sprintf(`"job_id":%q,"account_id":%q`, unwritten, acct)
@@ -90,14 +105,14 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","kind":"` + dear + `"}`, "kind"},
 		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","\u006bind":"` + dear + `"}`, "kind"},
 		{"POST", "/v1/jobs", `{"job_id":"` + unwritten + `","Account_ID":"` + acct + `","kind":"` + kind + `"}`, "Account_ID"},
-		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
-		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
+		{"POST", "/v1/jobs/" + done + "/result", `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
+		{"POST", "/v1/jobs/" + done + "/result", `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
 		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"Unit_Price":1}`, "Unit_Price"},
 		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"unit_price":1}`, "unit_price"},
 		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"AMOUNT":5000,"key":"g-1"}`, "AMOUNT"},
 		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"g-2","amount":5000}`, "amount"},
-		{"POST", "/v1/jobs/" + running + "/redrive", `{"by":"ops","By":"root"}`, "By"},
-		{"POST", "/v1/jobs/" + running + "/redrive", `{"note":"a","note":"b"}`, "note"},
+		{"POST", "/v1/jobs/" + done + "/redrive", `{"by":"ops","By":"root"}`, "By"},
+		{"POST", "/v1/jobs/" + done + "/redrive", `{"note":"a","note":"b"}`, "note"},
 	} {
 		a := call(t, base, tc.method, tc.path, admin, tc.body)
 		require.Equal(t, 400, a.code, "%s %s: %s", tc.method, tc.body, a.raw)
@@ -113,12 +128,8 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten, admin, nil).code, "no refused submission was written")
 	_, err := e.Store.PriceHistory(context.Background(), newKind)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
-	require.Len(t, e.rows(t, acct), 2, "the initial grant and the running job's charge: no refused grant")
-	var reports int
-	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM result_reports WHERE job_id = $1`, running).Scan(&reports))
-	require.Zero(t, reports, "no refused result was recorded")
-	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result", admin, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
-	e.wait(t, running, ledgerdb.StateDelivered)
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, done), "no refused result was recorded")
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
@@ -132,17 +143,17 @@ func TestOversizeBodyIs413(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind := e.fixed(t, 10)
-	running := ledgertest.ID(t, "job-running")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", admin, job(running, acct, kind, "sim:hang")).code)
+	done := e.delivered(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	unwritten := ledgertest.ID(t, "job-refused")
 	pad := strings.Repeat("x", 5000) // the test server's limit is 4096 bytes
 
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/v1/jobs", fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q}`, unwritten, acct, kind, pad)},
-		{"POST", "/v1/jobs/" + running + "/result", `{"attempt":1,"output_ref":"` + pad + `"}`},
+		{"POST", "/v1/jobs/" + done + "/result", `{"attempt":1,"output_ref":"` + pad + `"}`},
 		{"PUT", "/v1/prices/" + ledgertest.OwnKind(t), `{"unit":"job","unit_price":5,"memo":"` + pad + `"}`},
 		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"k","memo":"` + pad + `"}`},
-		{"POST", "/v1/jobs/" + running + "/redrive", `{"note":"` + pad + `"}`},
+		{"POST", "/v1/jobs/" + done + "/redrive", `{"note":"` + pad + `"}`},
 	} {
 		a := call(t, base, tc.method, tc.path, admin, tc.body)
 		require.Equal(t, 413, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
@@ -150,7 +161,6 @@ func TestOversizeBodyIs413(t *testing.T) {
 		require.Contains(t, a.str("message"), "4096 bytes")
 	}
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten, admin, nil).code, "nothing was written")
-	require.Len(t, e.rows(t, acct), 2, "the initial grant and the running job's charge")
-	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result", admin, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
-	e.wait(t, running, ledgerdb.StateDelivered)
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, done), "no refused result was recorded")
 }

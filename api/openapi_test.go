@@ -80,7 +80,7 @@ func TestOpenAPISchemasMatchBodies(t *testing.T) {
 		"SubmitRequest": SubmitRequest{}, "ResultRequest": ResultRequest{}, "PriceRequest": PriceRequest{},
 		"Status": jobs.Status{}, "Submission": jobs.Submission{}, "ResultReport": jobs.ResultReport{},
 		"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
-		"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{},
+		"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{}, "JobList": JobList{},
 	} {
 		documented := []string{}
 		for name := range doc.Components.Schemas[schema].Properties {

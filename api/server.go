@@ -87,6 +87,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, keys: newKeyring(opts.Config.Keys), limiter: newLimiter(opts.Config.RateLimit, maxRateBuckets)}
 	s.routes = []route{
 		{"POST", "/v1/jobs", scoped, []int{200, 201, 202, 402, 409, 410, 413, 422}, s.submitJob},
+		{"GET", "/v1/jobs", scoped, []int{200, 404}, s.listJobs},
 		{"GET", "/v1/jobs/{id}", scoped, []int{200, 404, 410}, s.getJob},
 		{"DELETE", "/v1/jobs/{id}", scoped, []int{200, 404, 409}, s.deleteJob},
 		{"POST", "/v1/jobs/{id}/result", scoped, []int{200, 202, 404, 409, 410, 413}, s.reportResult},

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
@@ -41,6 +42,9 @@ type Status struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is a sentence for the user about the job and their money.
 	Message string `json:"message"`
+	// CreatedAt is when the job was submitted (its placeholder written): the order of a list of
+	// jobs, newest first.
+	CreatedAt time.Time `json:"created_at"`
 	// WorkflowURL is the job's page in the Temporal Web UI, when the job service knows the UI.
 	WorkflowURL string `json:"workflow_url,omitempty"`
 }
@@ -61,6 +65,7 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 		State:        job.State,
 		MoneyState:   job.MoneyState(),
 		Attempts:     job.Attempts,
+		CreatedAt:    job.CreatedAt,
 		WorkflowURL:  s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
 	}
 	switch {
