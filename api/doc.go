@@ -27,6 +27,16 @@
 // reports units_used; its settlement charges units used × unit price, capped at the hold, and
 // returns the rest of the hold in one release row. A result carries no amount either.
 //
+// # What every answer carries
+//
+// Whatever the route, every answer carries an X-Request-Id (the client's own when sane), which
+// every log line about the request names; every 503 and 429 says Retry-After; a bearer
+// credential (or, without one, a remote address) that spends its token bucket is answered 429
+// rate_limited before anything is done; and each answer is counted by route pattern and status
+// (middleware.go, ratelimit.go). A body's keys must name its fields exactly and once
+// (jsonkeys.go), its free text must pass the ledger's text rule, and a body over the limit is 413.
+// A customer's answers carry no internal URL (answers.go).
+//
 // # Keys and accounts
 //
 // Callers send "Authorization: Bearer <key>". Each configured key is scoped to a list of accounts
