@@ -13,13 +13,14 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// delivered submits a job and waits until it is delivered: a target for bad result and redrive
-// bodies, which are refused before the job's state is looked at.
-func (e *env) delivered(t *testing.T, base, key, account, kind string) string {
+// settled submits a job and waits until it is settled — delivered, or refunded when a loaded
+// machine ran its attempts out — so that its ledger rows no longer move: a target for bad result
+// and redrive bodies, which are refused before the job's state is looked at.
+func (e *env) settled(t *testing.T, base, key, account, kind string) string {
 	t.Helper()
 	id := ledgertest.ID(t, "job-done")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, account, kind, "sim:ok")).code)
-	e.wait(t, id, ledgerdb.StateDelivered)
+	e.wait(t, id, ledgerdb.StateDelivered, ledgerdb.StateRefunded)
 	return id
 }
 
@@ -43,7 +44,7 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind := e.fixed(t, 10)
-	done := e.delivered(t, base, admin, acct, kind)
+	done := e.settled(t, base, admin, acct, kind)
 	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	newKind := ledgertest.OwnKind(t)
 
@@ -92,7 +93,7 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind, dear := e.fixed(t, 10), e.fixed(t, 90)
-	done := e.delivered(t, base, admin, acct, kind)
+	done := e.settled(t, base, admin, acct, kind)
 	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	newKind := ledgertest.OwnKind(t)
 	unwritten := ledgertest.ID(t, "job-refused")
@@ -143,7 +144,7 @@ func TestOversizeBodyIs413(t *testing.T) {
 	admin := newKey(t, "admin")
 	base := e.serve(t, []config.APIKey{{Key: admin, Admin: true}}, nil)
 	kind := e.fixed(t, 10)
-	done := e.delivered(t, base, admin, acct, kind)
+	done := e.settled(t, base, admin, acct, kind)
 	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, done)
 	unwritten := ledgertest.ID(t, "job-refused")
 	pad := strings.Repeat("x", 5000) // the test server's limit is 4096 bytes
