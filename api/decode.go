@@ -16,8 +16,8 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// MaxRefLength is the longest input_ref or output_ref, in bytes.
-const MaxRefLength = 2048
+// MaxRefLength is the longest input_ref or output_ref, in bytes: the ledger's own bounds.
+const MaxRefLength = ledgerdb.MaxInputRefLength
 
 // SubmitRequest is the body of POST /v1/jobs. It names the job's kind and never an amount:
 // prices are set by the server (GET /v1/prices), and a body that carries one is refused.
@@ -87,30 +87,52 @@ func badRequest(format string, args ...any) *apiError {
 	return newError(http.StatusBadRequest, "invalid_input", fmt.Sprintf(format, args...)+". Nothing was written.")
 }
 
-// decodeJSON reads one JSON object of at most max bytes into dst, refusing unknown fields and
-// trailing data. An empty body is allowed only when optional.
+// decodeJSON reads one JSON object of at most max bytes into dst. Every key must name one of
+// dst's fields exactly and appear once (see exactKeys); nothing may follow the object. An empty
+// body is allowed only when optional.
 func decodeJSON(body io.Reader, max int64, dst any, optional bool) error {
+	data, err := readBody(body, max, optional)
+	if err != nil || data == nil {
+		return err
+	}
+	return decodeObject(data, dst, nil)
+}
+
+// readBody reads a body of at most max bytes, refusing a larger one with 413 and anything but
+// UTF-8 with 400. It answers nil for an empty body when optional.
+func readBody(body io.Reader, max int64, optional bool) ([]byte, error) {
 	// One byte more than allowed tells an oversize body from one of exactly max bytes.
-	limited := io.LimitReader(body, max+1)
-	data, err := io.ReadAll(limited)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return newError(http.StatusBadRequest, "body_too_large", fmt.Sprintf("The body is larger than %d bytes. Nothing was written.", max))
+	data, err := io.ReadAll(io.LimitReader(body, max+1))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) || int64(len(data)) > max:
+		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("The body is larger than %d bytes. Nothing was written.", max))
+	case err != nil:
+		return nil, badRequest("The body could not be read")
+	case len(strings.TrimSpace(string(data))) == 0 && optional:
+		return nil, nil
+	case len(strings.TrimSpace(string(data))) == 0:
+		return nil, badRequest("The body is empty; a JSON object is needed")
+	case !utf8.Valid(data):
+		return nil, badRequest("The body is not valid UTF-8")
+	}
+	return data, nil
+}
+
+// decodeObject decodes data, one JSON object, into dst once its keys pass exactKeys. refuse, when
+// set, sees each key first and may refuse the body for it with an answer of its own.
+func decodeObject(data []byte, dst any, refuse func(key string) error) error {
+	if keys, ok := objectKeys(data); ok {
+		if refuse != nil {
+			for _, key := range keys {
+				if err := refuse(key); err != nil {
+					return err
+				}
+			}
 		}
-		return badRequest("The body could not be read")
-	}
-	if int64(len(data)) > max {
-		return newError(http.StatusBadRequest, "body_too_large", fmt.Sprintf("The body is larger than %d bytes. Nothing was written.", max))
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		if optional {
-			return nil
+		if err := exactKeys(keys, dst); err != nil {
+			return err
 		}
-		return badRequest("The body is empty; a JSON object is needed")
-	}
-	if !utf8.Valid(data) {
-		return badRequest("The body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
@@ -150,57 +172,37 @@ func jsonKind(goKind string) string {
 	return goKind
 }
 
-// validateText checks free text (references, notes) before it is stored or sent anywhere.
+// validateText applies the ledger's one text rule ([ledgerdb.ValidateText]) to a body's field,
+// naming the field as the body does.
 func validateText(field, text string, max int) error {
-	if len(text) > max {
-		return badRequest("Field %q is %d bytes; at most %d are allowed", field, len(text), max)
-	}
-	for _, r := range text {
-		if r < 0x20 || r == 0x7f {
-			return badRequest("Field %q must not contain control characters", field)
-		}
-	}
-	return nil
+	return fieldError(ledgerdb.ValidateText(field, text, max), field)
 }
 
-// amounts catches the fields under which a body might carry an amount. Prices are set by the
+// amountFields are the keys under which a body might carry an amount. Prices are set by the
 // server, so a submission or a result that carries one is refused by name rather than as an
-// unknown field: a client that tries to name its own price is told it cannot, and what to send
-// instead. Each is decoded raw so that any value of any type is caught; the decoder
-// matches names case-insensitively, so "Cost" is caught too.
-type amounts struct {
-	Cost      json.RawMessage `json:"cost"`
-	Amount    json.RawMessage `json:"amount"`
-	Price     json.RawMessage `json:"price"`
-	UnitPrice json.RawMessage `json:"unit_price"`
-	Credits   json.RawMessage `json:"credits"`
-}
-
-// carried names the first amount field the body carried, or "".
-func (a amounts) carried() string {
-	for _, f := range []struct {
-		name  string
-		value json.RawMessage
-	}{{"cost", a.Cost}, {"amount", a.Amount}, {"price", a.Price}, {"unit_price", a.UnitPrice}, {"credits", a.Credits}} {
-		if f.value != nil {
-			return f.name
-		}
-	}
-	return ""
-}
+// unknown field — in any letter case, so that "Cost" is caught too: a client that tries to name its
+// own price is told it cannot, and what to send instead.
+var amountFields = []string{"cost", "amount", "price", "unit_price", "credits"}
 
 // CodePriceSetByServer is the error code of a body that carries an amount the server sets itself.
 const CodePriceSetByServer = "price_set_by_server"
 
-// decodeWithoutAmounts decodes like decodeJSON into dst (which embeds amounts) and refuses a body
-// that carries an amount with message, before any other complaint about the body: that one says
-// what the caller must change.
-func decodeWithoutAmounts(body io.Reader, maxBytes int64, dst any, a *amounts, message string) error {
-	err := decodeJSON(body, maxBytes, dst, false)
-	if field := a.carried(); field != "" {
-		return newError(http.StatusBadRequest, CodePriceSetByServer, fmt.Sprintf(message, field))
+// decodeWithoutAmounts decodes like decodeJSON into dst and refuses a body that carries an amount
+// with message (which names the key with %q) before any other complaint about its keys: that one
+// says what the caller must change.
+func decodeWithoutAmounts(body io.Reader, maxBytes int64, dst any, message string) error {
+	data, err := readBody(body, maxBytes, false)
+	if err != nil {
+		return err
 	}
-	return err
+	return decodeObject(data, dst, func(key string) error {
+		for _, amount := range amountFields {
+			if strings.EqualFold(key, amount) {
+				return newError(http.StatusBadRequest, CodePriceSetByServer, fmt.Sprintf(message, key))
+			}
+		}
+		return nil
+	})
 }
 
 // fieldError names, in a 400, the body's field that the ledger refused under its own name.
@@ -218,11 +220,8 @@ func fieldError(err error, field string) error {
 // list (a kind without a price, a maximum of units above the kind's). A body that carries an
 // amount is refused with code price_set_by_server: prices are set by the server.
 func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
-	var req struct {
-		SubmitRequest
-		amounts
-	}
-	if err := decodeWithoutAmounts(body, maxBytes, &req, &req.amounts,
+	var req SubmitRequest
+	if err := decodeWithoutAmounts(body, maxBytes, &req,
 		"Prices are set by the server: a submission names the job's kind, never an amount, and this one carries %q. "+
 			"Send \"kind\" instead (GET /v1/prices lists the kinds and their prices). Nothing was written; you were not charged."); err != nil {
 		return jobs.Job{}, err
@@ -248,7 +247,7 @@ func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 		}
 		job.MaxUnits = *req.MaxUnits
 	}
-	if err := validateText("input_ref", req.InputRef, MaxRefLength); err != nil {
+	if err := fieldError(ledgerdb.ValidateInputRef(req.InputRef), "input_ref"); err != nil {
 		return jobs.Job{}, err
 	}
 	return job, nil
@@ -256,11 +255,8 @@ func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 
 // decodeResult reads the body of POST /v1/jobs/{id}/result.
 func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.WorkResult, error) {
-	var req struct {
-		ResultRequest
-		amounts
-	}
-	if err := decodeWithoutAmounts(body, maxBytes, &req, &req.amounts,
+	var req ResultRequest
+	if err := decodeWithoutAmounts(body, maxBytes, &req,
 		"A result carries no amount: the server bills the job at the price it was submitted at, for the \"units_used\" "+
 			"the result reports. Remove %q. Nothing was written."); err != nil {
 		return activities.WorkResult{}, err
@@ -269,7 +265,7 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 		return activities.WorkResult{}, err
 	}
 	if err := ledgerdb.ValidateOutputRef(req.OutputRef); err != nil {
-		return activities.WorkResult{}, err
+		return activities.WorkResult{}, fieldError(err, "output_ref")
 	}
 	if err := ledgerdb.ValidateUnitsUsed(req.UnitsUsed); err != nil {
 		return activities.WorkResult{}, fieldError(err, "units_used")

@@ -10,6 +10,8 @@
 //   - GET /v1/jobs/{id} answers 404 only when the ID never reached the ledger — nothing was
 //     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
 //     sentence a user can read.
+//   - GET /v1/jobs lists a page of one account's jobs, newest first, each as GET /v1/jobs/{id}
+//     answers it, with a cursor for the next page ([JobList]).
 //   - Every error has one shape, [Error]: a stable code, a sentence, and where it applies the
 //     state of the user's money.
 //
@@ -24,6 +26,16 @@
 // the price version, so a later price change never reaches a submitted job. A metered job's result
 // reports units_used; its settlement charges units used × unit price, capped at the hold, and
 // returns the rest of the hold in one release row. A result carries no amount either.
+//
+// # What every answer carries
+//
+// Whatever the route, every answer carries an X-Request-Id (the client's own when sane), which
+// every log line about the request names; every 503 and 429 says Retry-After; a bearer
+// credential (or, without one, a remote address) that spends its token bucket is answered 429
+// rate_limited before anything is done; and each answer is counted by route pattern and status
+// (middleware.go, ratelimit.go). A body's keys must name its fields exactly and once
+// (jsonkeys.go), its free text must pass the ledger's text rule, and a body over the limit is 413.
+// A customer's answers carry no internal URL and no operator detail (answers.go).
 //
 // # Keys, scopes and accounts
 //

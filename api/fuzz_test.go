@@ -6,9 +6,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -35,6 +37,13 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"job_id":"a/b","account_id":"acme","kind":"k"}`,
 		`{"JOB_ID":"x","account_id":"acme","kind":"k","extra":true}`,
 		`{"job_id":"x","account_id":"acme","kind":"k"}garbage`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","KIND":"transcribe"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","kind":"transcribe"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","\u006bind":"transcribe"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","COST":1}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","input_ref":"s3://a\u202eb"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","input_ref":"a\u200bb\ufeff"}`,
+		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","input_ref":"Café 日本 🎬"}`,
 		`[]`, `null`, `"x"`, ``, `{`, "\xff\xfe",
 	} {
 		f.Add([]byte(seed))
@@ -54,9 +63,10 @@ func FuzzDecodeSubmit(f *testing.F) {
 			ledgerdb.ValidateKind(job.Kind) != nil || job.MaxUnits < 0 || job.MaxUnits > ledgerdb.MaxUnits {
 			t.Fatalf("accepted a job the ledger refuses: %+v", job)
 		}
-		if !utf8.ValidString(job.InputRef) || len(job.InputRef) > MaxRefLength {
+		if !utf8.ValidString(job.InputRef) || len(job.InputRef) > MaxRefLength || hasHidden(job.InputRef) {
 			t.Fatalf("accepted input_ref %q", job.InputRef)
 		}
+		requireExactKeys(t, body, SubmitRequest{})
 	})
 }
 
@@ -76,6 +86,47 @@ func carriesAmount(body []byte) bool {
 	return false
 }
 
+// hasHidden reports whether text holds a control or invisible formatting character, which no
+// text the API takes may hold.
+func hasHidden(text string) bool {
+	for _, r := range text {
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// requireExactKeys fails unless every key of the JSON object body is the JSON name of a field of
+// body's type, spelt exactly, and appears once: what a decoder that accepted body must have seen.
+func requireExactKeys(t *testing.T, body []byte, fields any) {
+	t.Helper()
+	names := map[string]bool{}
+	for _, name := range jsonFields(reflect.TypeOf(fields)) {
+		names[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("accepted a body that is not an object: %q", body)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("accepted %q: %v", body, err)
+		}
+		key := tok.(string)
+		if !names[key] || seen[key] {
+			t.Fatalf("accepted key %q of %q: unknown, in another case, or repeated", key, body)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("accepted %q: %v", body, err)
+		}
+	}
+}
+
 // FuzzDecodeBodies checks the result, grant, price and redrive decoders the same way (rule 5: a
 // result never carries an amount, and its usage is a whole number from 0; a grant's amount is above
 // zero; a price passes the ledger's own checks).
@@ -89,6 +140,9 @@ func FuzzDecodeBodies(f *testing.F) {
 		`{"unit":"job","unit_price":40,"max_units":2}`, `{"unit":"gpu_second","unit_price":1}`, `{"unit":"hour","unit_price":1}`,
 		`{"unit":"gpu_second","unit_price":1000000000000000,"max_units":2}`,
 		`{"amount":5,"key":"invoice-1","memo":"m"}`, `{"amount":0,"key":"k"}`, `{"by":"ops","note":"n"}`, ``,
+		`{"amount":5,"AMOUNT":5000,"key":"k"}`, `{"amount":5,"key":"k","amount":5000}`, `{"unit":"job","unit_price":5,"Unit_Price":1}`,
+		`{"attempt":1,"output_ref":"s3://x","OUTPUT_REF":"s3://y"}`, `{"by":"ops","By":"root"}`, `{"note":"a","note":"b"}`,
+		`{"amount":5,"key":"k","memo":"a\u2066b"}`, `{"by":"ops\u200d","note":"n"}`, `{"attempt":1,"output_ref":"s3://x\u00ad"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -97,20 +151,23 @@ func FuzzDecodeBodies(f *testing.F) {
 			if res.Attempt < 0 || len(res.OutputRef) > MaxRefLength || (res.UnitsUsed != nil && *res.UnitsUsed < 0) || carriesAmount(body) {
 				t.Fatalf("accepted result %+v", res)
 			}
+			requireExactKeys(t, body, ResultRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("result refused with %v", err)
 		}
 		if p, err := DecodePrice(bytes.NewReader(body), 4096, "render-4k"); err == nil {
-			if p.Validate() != nil || p.Kind != "render-4k" {
+			if p.Validate() != nil || p.Kind != "render-4k" || hasHidden(p.Memo) {
 				t.Fatalf("accepted price %+v", p)
 			}
+			requireExactKeys(t, body, PriceRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("price refused with %v", err)
 		}
 		if c, err := decodeGrant(bytes.NewReader(body), 4096, "acme"); err == nil {
-			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil {
+			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil || hasHidden(c.Memo) {
 				t.Fatalf("accepted grant %+v", c)
 			}
+			requireExactKeys(t, body, GrantRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("grant refused with %v", err)
 		}
@@ -120,6 +177,8 @@ func FuzzDecodeBodies(f *testing.F) {
 			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
 				t.Fatalf("redrive refused with %v", err)
 			}
+		} else if len(bytes.TrimSpace(body)) > 0 {
+			requireExactKeys(t, body, RedriveRequest{})
 		}
 	})
 }
@@ -144,6 +203,41 @@ func FuzzPathID(f *testing.F) {
 		page, err := PageParams(after, limit)
 		if err == nil && (page.AfterID < 0 || page.Limit < 0 || page.Limit > 1000) {
 			t.Fatalf("accepted page %+v", page)
+		}
+	})
+}
+
+// FuzzJobFilter checks GET /v1/jobs's query (a bad filter writes nothing and reads nothing: it is
+// a 400, never a 5xx or a panic) and its cursor: whatever query is accepted is a filter the
+// ledger takes — states of the machine, a page from 1 to 200, a time range that holds time, a
+// cursor the server could have given — and a cursor read back from its text is the same cursor.
+func FuzzJobFilter(f *testing.F) {
+	for _, seed := range []string{
+		"", "account_id=acme", "state=running,delivered&state=refunded", "state=", "state=paid", "dead_lettered=true",
+		"dead_lettered=1", "created_after=2026-01-02T03:04:05Z&created_before=2026-01-01T00:00:00Z", "created_after=yesterday",
+		"limit=0", "limit=200", "limit=201", "limit=1&limit=2", "cursor=MTcwMDAwMDAwMDAwMDAwMC5qb2ItMQ", "cursor=%zz", "x=1",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		filter, err := jobFilter(query)
+		if err != nil {
+			if fromDomain(err).status != http.StatusBadRequest {
+				t.Fatalf("refused %q with %v", query, err)
+			}
+			return
+		}
+		if filter.AccountID == "" {
+			filter.AccountID = "acme"
+		}
+		if err := filter.Validate(); err != nil {
+			t.Fatalf("accepted %q as a filter the ledger refuses: %v", query, err)
+		}
+		if filter.After != nil {
+			again, err := ledgerdb.ParseJobCursor(filter.After.String())
+			if err != nil || !again.CreatedAt.Equal(filter.After.CreatedAt) || again.JobID != filter.After.JobID {
+				t.Fatalf("cursor %+v read back as %+v, %v", *filter.After, again, err)
+			}
 		}
 	})
 }

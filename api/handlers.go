@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
 )
 
 // body is the request's body under the size limit; reading past it fails and closes the connection.
@@ -19,28 +19,6 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) *http.Request {
 }
 
 func forbidden() *apiError { return newError(http.StatusForbidden, "forbidden", msgForbidden) }
-
-// shownTo is an answer as its caller may read it. A job's detail (jobs.Status.Detail) is the words
-// of GPU services, workflows and operators: scrubbed of credentials, but they may still name
-// internal hosts, so only an admin key reads them; a customer reads the job's reason code and its
-// fixed message. Server.serve passes every answer through here, so that no handler can forget it.
-func shownTo(p *principal, body any) any {
-	if p != nil && p.scope == apikeys.ScopeAdmin {
-		return body
-	}
-	switch b := body.(type) {
-	case jobs.Status:
-		b.Detail = ""
-		return b
-	case jobs.Submission:
-		b.Status.Detail = ""
-		return b
-	case jobs.ResultReport:
-		b.Status.Detail = ""
-		return b
-	}
-	return body
-}
 
 // submitJob is POST /v1/jobs: placeholder first, then the workflow, answered once the charge is
 // decided.
@@ -237,7 +215,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if req.By == "" {
 		req.By = "api"
 	}
-	if err := validateText("by", req.By, 128); err != nil {
+	if err := validateText("by", req.By, workflows.MaxRedriveByLength); err != nil {
 		return 0, nil, err
 	}
 	if err := validateText("note", req.Note, ledgerdb.MaxTextLength); err != nil {

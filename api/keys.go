@@ -110,7 +110,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *principal)
 		return 0, nil, keyFieldError(err)
 	}
 	// Who made which key, for the audit trail: IDs only, never the secret.
-	s.opts.Logger.Info("api key created", zap.String("key_id", created.ID), zap.String("scope", string(created.Scope)),
+	s.logger(r).Info("api key created", zap.String("key_id", created.ID), zap.String("scope", string(created.Scope)),
 		zap.String("account", created.AccountID), zap.String("by", p.keyID))
 	return http.StatusCreated, created, nil
 }
@@ -140,7 +140,7 @@ func (s *Server) revokeKey(_ http.ResponseWriter, r *http.Request, p *principal)
 		return 0, nil, err
 	}
 	if outcome == ledgerdb.Applied {
-		s.opts.Logger.Info("api key revoked", zap.String("key_id", key.ID), zap.String("by", p.keyID))
+		s.logger(r).Info("api key revoked", zap.String("key_id", key.ID), zap.String("by", p.keyID))
 	}
 	return http.StatusOK, KeyRevoked{Outcome: outcome, Key: key}, nil
 }

@@ -126,7 +126,7 @@ var documentedBodies = map[string]any{
 	"SubmitRequest": SubmitRequest{}, "ResultRequest": ResultRequest{}, "PriceRequest": PriceRequest{},
 	"Status": jobs.Status{}, "Submission": jobs.Submission{}, "ResultReport": jobs.ResultReport{},
 	"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
-	"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{},
+	"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{}, "JobList": JobList{},
 	"KeyRequest": KeyRequest{}, "Key": apikeys.Key{}, "CreatedKey": apikeys.Created{}, "KeyList": KeyList{}, "KeyRevoked": KeyRevoked{},
 }
 

@@ -33,8 +33,10 @@ type Options struct {
 	Ready []Check
 	// Logger logs one line per request (never a key or a body); nothing when nil.
 	Logger *zap.Logger
-	// Metrics serves GET /metrics (the process's Prometheus page, no key needed); 404 when nil.
-	Metrics http.Handler
+	// Metrics records each answer by route pattern and status, and its latency (a
+	// *metrics.Metrics); nothing when nil. The API never serves the Prometheus page itself: its
+	// process does, on the operator's listener (api.metrics_listen).
+	Metrics Recorder
 }
 
 // Check is one readiness probe.
@@ -52,6 +54,7 @@ type Server struct {
 	// requests against them and the configuration's bootstrap keys.
 	keys    *apikeys.Store
 	auth    *apikeys.Authenticator
+	limiter *limiter
 	routes  []route
 	handler http.Handler
 	// undeclared, set by tests, hears of any status a route answers that its declaration (and so
@@ -70,20 +73,18 @@ type route struct {
 	access   access
 	statuses []int
 	handle   handlerFunc
-	// raw, when set, answers the route itself instead of handle: a page that is not JSON.
-	raw http.Handler
 }
 
 // commonStatuses can be answered by every route that takes a key.
 var commonStatuses = []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
-	http.StatusInternalServerError, http.StatusServiceUnavailable}
+	http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
 // New builds the API's handler from opts.
 func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, limiter: newLimiter(opts.Config.RateLimit, maxRateBuckets)}
 	if opts.Ledger != nil {
 		s.keys = apikeys.NewStore(opts.Ledger.Pool())
 	}
@@ -93,26 +94,23 @@ func New(opts Options) *Server {
 	}
 	s.auth = apikeys.NewAuthenticator(s.keys, bootstrap)
 	s.routes = []route{
-		{"POST", "/v1/jobs", accountWriters, []int{200, 201, 202, 402, 409, 410, 422}, s.submitJob, nil},
-		{"GET", "/v1/jobs/{id}", accountReaders, []int{200, 404, 410}, s.getJob, nil},
-		{"DELETE", "/v1/jobs/{id}", accountWriters, []int{200, 404, 409}, s.deleteJob, nil},
-		{"POST", "/v1/jobs/{id}/result", resultReporters, []int{200, 202, 404, 409, 410}, s.reportResult, nil},
-		{"POST", "/v1/jobs/{id}/redrive", adminsOnly, []int{202, 404, 409, 410}, s.redriveJob, nil},
-		{"GET", "/v1/accounts/{id}", accountReaders, []int{200, 404}, s.getAccount, nil},
-		{"GET", "/v1/accounts/{id}/ledger", accountReaders, []int{200, 404}, s.getLedger, nil},
-		{"POST", "/v1/accounts/{id}/grants", adminsOnly, []int{200, 201, 404, 409, 422}, s.grant, nil},
-		{"GET", "/v1/prices", accountReaders, []int{200}, s.listPrices, nil},
-		{"GET", "/v1/prices/{kind}", accountReaders, []int{200, 404}, s.priceHistory, nil},
-		{"PUT", "/v1/prices/{kind}", adminsOnly, []int{200, 201}, s.setPrice, nil},
-		{"POST", "/v1/keys", adminsOnly, []int{201, 422}, s.createKey, nil},
-		{"GET", "/v1/keys", adminsOnly, []int{200}, s.listKeys, nil},
-		{"DELETE", "/v1/keys/{id}", adminsOnly, []int{200, 404}, s.revokeKey, nil},
-		{"GET", "/healthz", noKey, []int{200}, s.healthz, nil},
-		{"GET", "/readyz", noKey, []int{200, 503}, s.readyz, nil},
-		{"GET", "/metrics", noKey, []int{200}, nil, opts.Metrics},
-	}
-	if opts.Metrics == nil {
-		s.routes[len(s.routes)-1].raw = http.NotFoundHandler()
+		{"POST", "/v1/jobs", accountWriters, []int{200, 201, 202, 402, 409, 410, 413, 422}, s.submitJob},
+		{"GET", "/v1/jobs", accountReaders, []int{200, 404}, s.listJobs},
+		{"GET", "/v1/jobs/{id}", accountReaders, []int{200, 404, 410}, s.getJob},
+		{"DELETE", "/v1/jobs/{id}", accountWriters, []int{200, 404, 409}, s.deleteJob},
+		{"POST", "/v1/jobs/{id}/result", resultReporters, []int{200, 202, 404, 409, 410, 413}, s.reportResult},
+		{"POST", "/v1/jobs/{id}/redrive", adminsOnly, []int{202, 404, 409, 410, 413}, s.redriveJob},
+		{"GET", "/v1/accounts/{id}", accountReaders, []int{200, 404}, s.getAccount},
+		{"GET", "/v1/accounts/{id}/ledger", accountReaders, []int{200, 404}, s.getLedger},
+		{"POST", "/v1/accounts/{id}/grants", adminsOnly, []int{200, 201, 404, 409, 413, 422}, s.grant},
+		{"GET", "/v1/prices", accountReaders, []int{200}, s.listPrices},
+		{"GET", "/v1/prices/{kind}", accountReaders, []int{200, 404}, s.priceHistory},
+		{"PUT", "/v1/prices/{kind}", adminsOnly, []int{200, 201, 413}, s.setPrice},
+		{"POST", "/v1/keys", adminsOnly, []int{201, 413, 422}, s.createKey},
+		{"GET", "/v1/keys", adminsOnly, []int{200}, s.listKeys},
+		{"DELETE", "/v1/keys/{id}", adminsOnly, []int{200, 404}, s.revokeKey},
+		{"GET", "/healthz", noKey, []int{200}, s.healthz},
+		{"GET", "/readyz", noKey, []int{200, 503}, s.readyz},
 	}
 	mux := http.NewServeMux()
 	methods := map[string][]string{}
@@ -123,11 +121,7 @@ func New(opts Options) *Server {
 		if !rt.access.public {
 			rt.statuses = append(rt.statuses, commonStatuses...)
 		}
-		if rt.raw != nil {
-			mux.Handle(rt.method+" "+rt.path, rt.raw)
-		} else {
-			mux.Handle(rt.method+" "+rt.path, s.serve(rt))
-		}
+		mux.Handle(rt.method+" "+rt.path, s.serve(rt))
 		methods[rt.path] = append(methods[rt.path], rt.method)
 	}
 	// A pattern without a method is less specific than one with, so these catch only the methods
@@ -142,7 +136,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})
 	})
-	s.handler = mux
+	s.handler = s.edges(mux)
 	return s
 }
 
@@ -185,17 +179,18 @@ func (s *Server) serve(rt route) http.Handler {
 	pattern := rt.method + " " + rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		log := s.logger(r)
 		status, keyID := 0, ""
 		defer func() {
 			if v := recover(); v != nil {
-				s.opts.Logger.Error("api handler panicked", zap.String("route", pattern), zap.Any("panic", v))
+				log.Error("api handler panicked", zap.String("route", pattern), zap.Any("panic", v))
 				status = http.StatusInternalServerError
 				writeJSON(w, status, Error{Code: "internal", Message: msgInternal})
 			}
 			if s.undeclared != nil && !containsInt(rt.statuses, status) {
 				s.undeclared(pattern, status)
 			}
-			s.opts.Logger.Info("api request", zap.String("route", pattern), zap.Int("status", status),
+			log.Info("api request", zap.String("route", pattern), zap.Int("status", status),
 				zap.String("key", keyID), zap.Duration("took", time.Since(start)))
 		}()
 
@@ -221,7 +216,7 @@ func (s *Server) serve(rt route) http.Handler {
 				return
 			case err != nil:
 				// The key could not be checked — never "your key is bad" for that.
-				s.opts.Logger.Warn("api key check failed", zap.String("route", pattern), zap.Error(err))
+				log.Warn("api key check failed", zap.String("route", pattern), zap.Error(err))
 				status = http.StatusServiceUnavailable
 				writeJSON(w, status, Error{Code: "unavailable", Message: msgUnavailable})
 				return
@@ -241,7 +236,7 @@ func (s *Server) serve(rt route) http.Handler {
 		if err != nil {
 			ae := fromDomain(err)
 			if ae.status >= 500 {
-				s.opts.Logger.Warn("api request failed", zap.String("route", pattern), zap.Error(err))
+				log.Warn("api request failed", zap.String("route", pattern), zap.Error(err))
 			}
 			status, body = ae.status, ae.body
 		}
@@ -284,7 +279,7 @@ func (s *Server) readyz(_ http.ResponseWriter, r *http.Request, _ *principal) (i
 		checks[c.Name] = "ok"
 		if err := c.Probe(ctx); err != nil {
 			// The reason goes to the log only: it may hold a host name or a user.
-			s.opts.Logger.Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
+			s.logger(r).Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
 			checks[c.Name], status = "unreachable", http.StatusServiceUnavailable
 		}
 	}

@@ -34,12 +34,18 @@ func TestShownToHidesDetailFromCustomers(t *testing.T) {
 	}
 	checked := 0
 	for schema, body := range documentedBodies {
-		v := reflect.New(reflect.TypeOf(body)).Elem()
-		if !setStatus(v, statusType) {
+		// Each reader is shown an answer of its own, as each request builds its own: shownTo
+		// may change a list's elements in place.
+		answer := func() (reflect.Value, bool) {
+			v := reflect.New(reflect.TypeOf(body)).Elem()
+			return v, setStatus(v, statusType)
+		}
+		if _, ok := answer(); !ok {
 			continue
 		}
 		checked++
 		for _, c := range readers {
+			v, _ := answer()
 			raw, err := json.Marshal(shownTo(c.p, v.Interface()))
 			require.NoError(t, err)
 			require.Equal(t, c.wantDetail, containsDetail(raw), "%s answered to %+v: %s", schema, c.p, raw)
@@ -47,15 +53,23 @@ func TestShownToHidesDetailFromCustomers(t *testing.T) {
 			require.Contains(t, string(raw), `"message":"Not delivered`, schema)
 		}
 	}
-	require.Equal(t, 3, checked, "Status, Submission and ResultReport carry a job's status")
+	require.Equal(t, 4, checked, "Status, Submission, ResultReport and JobList carry a job's status")
 }
 
-// setStatus fills every jobs.Status in v, itself or a field, with a refunded job's reason,
-// message and detail, and reports whether it found one.
+// setStatus fills every jobs.Status in v, itself, a field or a list's element (a list gets one),
+// with a refunded job's reason, message and detail, and reports whether it found one.
 func setStatus(v reflect.Value, statusType reflect.Type) bool {
 	if v.Type() == statusType {
 		v.Set(reflect.ValueOf(jobs.Status{Reason: ledgerdb.ReasonGPUFailed, Message: "Not delivered: …",
 			Detail: "failed: postgres://svc:***@10.0.3.7/gpu"}))
+		return true
+	}
+	if v.Kind() == reflect.Slice {
+		one := reflect.MakeSlice(v.Type(), 1, 1)
+		if !setStatus(one.Index(0), statusType) {
+			return false
+		}
+		v.Set(one)
 		return true
 	}
 	found := false
@@ -69,7 +83,7 @@ func setStatus(v reflect.Value, statusType reflect.Type) bool {
 	return found
 }
 
-// containsDetail reports whether a JSON answer has a "detail" key at any depth.
+// containsDetail reports whether a JSON answer has a "detail" key at any depth, lists included.
 func containsDetail(raw []byte) bool {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
@@ -77,6 +91,14 @@ func containsDetail(raw []byte) bool {
 	}
 	var walk func(any) bool
 	walk = func(v any) bool {
+		if list, ok := v.([]any); ok {
+			for _, child := range list {
+				if walk(child) {
+					return true
+				}
+			}
+			return false
+		}
 		m, ok := v.(map[string]any)
 		if !ok {
 			return false

@@ -14,8 +14,9 @@ import (
 )
 
 // RunAPI serves the HTTP API as c says until ctx is done (SIGINT or SIGTERM in the binary), then
-// stops taking requests and gives in-flight ones api.shutdown_timeout to finish. It says where it
-// listens on out.
+// stops taking requests and gives in-flight ones api.shutdown_timeout to finish. Its Prometheus page
+// is served on the operator's listener, api.metrics_listen, never on the public api.listen. It says
+// where it listens on out.
 //
 // It authenticates callers against the API keys in the ledger's database, read on every request,
 // and the bootstrap admin keys of api.keys. It starts without bootstrap keys: `jobbill key create
@@ -38,8 +39,13 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 			}},
 		},
 		Logger:  z,
-		Metrics: conns.Metrics.Handler(),
+		Metrics: conns.Metrics,
 	})
+	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
+	if err != nil {
+		return fmt.Errorf("api.metrics_listen: %w", err)
+	}
+	defer stopMetrics()
 	ln, err := net.Listen("tcp", c.API.Listen)
 	if err != nil {
 		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -49,6 +55,9 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		zap.String("task_queue", c.Temporal.TaskQueue))
 	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
 		ln.Addr(), len(c.API.Keys))
+	if metricsAddr != "" {
+		fmt.Fprintf(out, "jobbill api metrics on http://%s/metrics (operators only)\n", metricsAddr)
+	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}

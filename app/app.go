@@ -117,7 +117,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 	defer conns.Close()
 	_, stopMetrics, err := ServeMetrics(ctx, c.Metrics.Listen, conns.Metrics, z)
 	if err != nil {
-		return err
+		return fmt.Errorf("metrics.listen: %w", err)
 	}
 	defer stopMetrics()
 	w := worker.New(c, conns.Temporal, conns.Ledger, conns.Jobs(), conns.Metrics)
@@ -143,14 +143,16 @@ func stopOn(ctx context.Context) <-chan any {
 }
 
 // ServeMetrics serves m's Prometheus page at /metrics on addr until the returned stop is called,
-// and says where it listens (addr may use port 0); an empty addr serves nothing.
+// and says where it listens (addr may use port 0); an empty addr serves nothing. It is the one
+// place a process serves its metrics: the worker on metrics.listen, the API on the operator's
+// api.metrics_listen (never on its public port).
 func ServeMetrics(ctx context.Context, addr string, m *metrics.Metrics, z *zap.Logger) (bound string, stop func(), err error) {
 	if addr == "" {
 		return "", func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
+		return "", nil, fmt.Errorf("listening for /metrics on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())

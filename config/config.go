@@ -53,7 +53,11 @@ type Config struct {
 type API struct {
 	// Listen is the host:port the API listens on.
 	Listen string `mapstructure:"listen"`
-	// MaxBodyBytes is the largest request body accepted; a larger one is refused with 400 and
+	// MetricsListen is the host:port of the API's operator listener, which serves GET /metrics
+	// (the Prometheus page: the API's HTTP metrics, the ledger's and the Temporal SDK's); empty
+	// serves none. The public port never serves /metrics.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// MaxBodyBytes is the largest request body accepted; a larger one is refused with 413 and
 	// nothing written.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	// ReadHeaderTimeout bounds reading a request's headers (slow-loris protection).
@@ -70,6 +74,8 @@ type API struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish once the API is told to stop.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// RateLimit is the per-key rate limit.
+	RateLimit RateLimit `mapstructure:"rate_limit"`
 	// Keys are the bootstrap admin keys: bearer keys the API accepts as admin keys besides the
 	// keys kept in the ledger's database (package apikeys), so that a fresh deployment has a way
 	// in to create those. In a YAML file, a list of {key, admin: true}; in JOBBILL_API_KEYS,
@@ -77,6 +83,17 @@ type API struct {
 	// read-only and runner keys are created with `jobbill key create` or POST /v1/keys, and can be
 	// revoked without a restart. Keys are secrets: they are never logged or printed.
 	Keys []APIKey `mapstructure:"keys"`
+}
+
+// RateLimit is a token bucket per bearer credential — a hash of the key a request presents, known or
+// not — and, for requests without one, per remote address. A request that finds its bucket empty
+// is answered 429 with Retry-After, and nothing is done. The health checks are never limited.
+type RateLimit struct {
+	// PerSecond is how many requests a second a bucket allows on average; 0 turns the limit off
+	// (for an API behind a gateway that limits already).
+	PerSecond float64 `mapstructure:"per_second"`
+	// Burst is how many requests a bucket allows at once, after an idle spell.
+	Burst int `mapstructure:"burst"`
 }
 
 // APIKey is one bootstrap admin key of the configuration.
@@ -176,8 +193,8 @@ type Reconcile struct {
 
 // Metrics says where /metrics is served.
 type Metrics struct {
-	// Listen is the worker's host:port for GET /metrics; empty serves none. (The API serves
-	// /metrics on its own listener.)
+	// Listen is the worker's host:port for GET /metrics; empty serves none. (`jobbill api`
+	// serves its own on api.metrics_listen.)
 	Listen string `mapstructure:"listen"`
 }
 
@@ -236,6 +253,7 @@ func Default() Config {
 		Metrics:   Metrics{Listen: "127.0.0.1:9090"},
 		API: API{
 			Listen:            "127.0.0.1:8080",
+			MetricsListen:     "127.0.0.1:9091",
 			MaxBodyBytes:      64 << 10,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       15 * time.Second,
@@ -243,6 +261,7 @@ func Default() Config {
 			WriteTimeout:      45 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ShutdownTimeout:   40 * time.Second,
+			RateLimit:         RateLimit{PerSecond: 20, Burst: 40},
 		},
 	}
 }
@@ -396,6 +415,12 @@ func (a API) problems() []string {
 		if timeout.d <= 0 {
 			problems = append(problems, timeout.key+" must be above zero")
 		}
+	}
+	switch {
+	case a.RateLimit.PerSecond < 0:
+		problems = append(problems, "api.rate_limit.per_second must not be negative (0 turns the limit off)")
+	case a.RateLimit.PerSecond > 0 && a.RateLimit.Burst < 1:
+		problems = append(problems, "api.rate_limit.burst must be at least 1 while api.rate_limit.per_second is set")
 	}
 	if a.WriteTimeout > 0 && a.WriteTimeout <= a.RequestTimeout {
 		problems = append(problems, "api.write_timeout must exceed api.request_timeout, or a slow charge decision is cut off unanswered")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -26,6 +27,11 @@ const (
 	// PathAlreadyApplied: the same result was reported and taken before; nothing changed.
 	PathAlreadyApplied = "already_applied"
 )
+
+// RecordedMessage says what became of a result reported while Temporal could not be reached. The
+// report's Message adds the cause, which may name internal hosts: the HTTP API tells a customer
+// this sentence alone.
+const RecordedMessage = "The result is recorded and will be applied as soon as the workflow service is reachable."
 
 // ResultReport is what [Service.ReportResult] did with a result.
 type ResultReport struct {
@@ -79,8 +85,8 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 	applied, err := s.apply(ctx, job, report)
 	if err != nil {
 		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
-		return ResultReport{Path: PathRecorded, Status: s.statusOf(job), Message: "The result is recorded and will be " +
-			"applied as soon as the workflow service is reachable (" + err.Error() + ")."}, nil
+		return ResultReport{Path: PathRecorded, Status: s.statusOf(job),
+			Message: strings.TrimSuffix(RecordedMessage, ".") + " (" + err.Error() + ")."}, nil
 	}
 	return applied, nil
 }

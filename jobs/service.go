@@ -105,8 +105,12 @@ type Submission struct {
 // for another reason with [ledgerdb.ErrRejected]. Either way nothing was charged and the ID can
 // never be charged: a new attempt needs a new ID. Submitting the same ID and request again
 // answers the original job without charging it again; a different request under the ID is
-// [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
+// [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone]. An input reference the ledger's text
+// rule refuses ([ledgerdb.ValidateInputRef]) is an [*ledgerdb.InvalidInputError], nothing written.
 func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
+	if err := ledgerdb.ValidateInputRef(job.InputRef); err != nil {
+		return Submission{}, err
+	}
 	placeholder, err := s.opts.Ledger.Submit(ctx, job.submission())
 	if err != nil {
 		return Submission{}, err
@@ -312,6 +316,14 @@ var ErrNotDeadLettered = errors.New("only a refunded (dead-lettered) job can be 
 // Redrive runs a dead-lettered job's work again under the same guards: if it succeeds, the
 // refund is reclaimed and the job is recovered. by names who asked, for the timeline.
 func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note string) (Status, error) {
+	// The ledger's text rule, at the door: the workflow's own check of a redrive signal stays as
+	// lenient as the histories it has already accepted.
+	if err := ledgerdb.ValidateText("by", by, workflows.MaxRedriveByLength); err != nil {
+		return Status{}, err
+	}
+	if err := ledgerdb.ValidateText("note", note, ledgerdb.MaxTextLength); err != nil {
+		return Status{}, err
+	}
 	req := workflows.RedriveRequest{By: by, Note: note}
 	if err := req.Validate(); err != nil {
 		return Status{}, &ledgerdb.InvalidInputError{Field: "redrive request", Reason: err.Error()}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
@@ -47,6 +48,9 @@ type Status struct {
 	// operator said, scrubbed of credentials) or the rejection's. They may name internal hosts, so
 	// the API shows them to admin keys only; the CLI, an operator's tool, shows them.
 	Detail string `json:"detail,omitempty"`
+	// CreatedAt is when the job was submitted (its placeholder written): the order of a list of
+	// jobs, newest first.
+	CreatedAt time.Time `json:"created_at"`
 	// WorkflowURL is the job's page in the Temporal Web UI, when the job service knows the UI.
 	WorkflowURL string `json:"workflow_url,omitempty"`
 }
@@ -72,6 +76,7 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 		State:        job.State,
 		MoneyState:   job.MoneyState(),
 		Attempts:     job.Attempts,
+		CreatedAt:    job.CreatedAt,
 		WorkflowURL:  s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
 	}
 	switch {

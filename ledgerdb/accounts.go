@@ -70,7 +70,7 @@ func (s *Store) post(ctx context.Context, kind EntryKind, c Credit) (Posting, er
 	if err := ValidateID("idempotency key", c.Key); err != nil {
 		return Posting{}, err
 	}
-	if err := validateText("memo", c.Memo); err != nil {
+	if err := ValidateText("memo", c.Memo, MaxTextLength); err != nil {
 		return Posting{}, err
 	}
 	var outcome string

@@ -50,6 +50,16 @@ func (s Submission) Validate() error {
 	return nil
 }
 
+// MaxInputRefLength is the longest input reference a job may be submitted with, in bytes.
+const MaxInputRefLength = 2048
+
+// ValidateInputRef checks where a submission says the job's input is: empty, or text that passes
+// the ledger's text rule ([ValidateText]). The job service checks it before a placeholder is
+// written, so the command line's door and the API's refuse the same references.
+func ValidateInputRef(ref string) error {
+	return ValidateText("input reference", ref, MaxInputRefLength)
+}
+
 // Fingerprint is the SHA-256 of the account, the kind and the request: what a second submission
 // under the same ID must match to be answered with the original job (and a run of the job's
 // workflow to charge it). The maximum of units is left out, because "the kind's maximum" and the

@@ -82,7 +82,7 @@ func (p Price) Validate() error {
 	if p.UnitPrice > MaxAmount/p.MaxUnits {
 		return &InvalidInputError{Field: "unit price", Reason: fmt.Sprintf("%d × %d units is above the largest hold, %d credits", p.UnitPrice, p.MaxUnits, MaxAmount)}
 	}
-	return validateText("memo", p.Memo)
+	return ValidateText("memo", p.Memo, MaxTextLength)
 }
 
 // SetPrice sets a kind's price as a new version of the price list, which applies to jobs

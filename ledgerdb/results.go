@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -36,8 +35,8 @@ type ResultReport struct {
 }
 
 // Validate checks a report the way every door must before anything is written: an attempt from 1,
-// an output reference that is present, not too long, valid UTF-8 and free of control characters,
-// and a usage, if any, that is not negative.
+// an output reference that is present and passes the ledger's text rule ([ValidateText]), and a
+// usage, if any, that is not negative.
 func (r ResultReport) Validate() error {
 	if err := r.Key.Validate(); err != nil {
 		return err
@@ -73,27 +72,10 @@ func ValidateAttempt(attempt int) error {
 
 // ValidateOutputRef checks where a result says the job's output is.
 func ValidateOutputRef(ref string) error {
-	switch {
-	case strings.TrimSpace(ref) == "":
+	if strings.TrimSpace(ref) == "" {
 		return &InvalidInputError{Field: "output reference", Reason: "must not be empty: a result says where the output is"}
-	case len(ref) > MaxOutputRefLength:
-		return &InvalidInputError{Field: "output reference", Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(ref), MaxOutputRefLength)}
 	}
-	return validatePrintable("output reference", ref)
-}
-
-// validatePrintable refuses text that is not valid UTF-8 or holds control or invisible formatting
-// characters (a NUL, a bidirectional override): such text reads differently from what it is.
-func validatePrintable(field, text string) error {
-	if err := validateText(field, text); err != nil {
-		return err
-	}
-	for _, r := range text {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return &InvalidInputError{Field: field, Reason: fmt.Sprintf("must not contain the control or formatting character %U", r)}
-		}
-	}
-	return nil
+	return ValidateText("output reference", ref, MaxOutputRefLength)
 }
 
 // RecordedResult is the inbox row of a report, as [Store.RecordResult] answers it.

@@ -23,6 +23,9 @@ const (
 	StateDeleted State = "deleted"
 )
 
+// States are every state of the machine, in its order.
+var States = []State{StateSubmitting, StateRejected, StateRunning, StateDelivered, StateRefunded, StateRecovered, StateDeleted}
+
 // MoneyState is what a user is told about their money for a job.
 type MoneyState string
 

@@ -56,35 +56,49 @@ func ValidateAmount(field string, amount int64) error {
 	return nil
 }
 
-func validateText(field, text string) error {
+// ValidateText is the ledger's one rule for free text that comes from outside — memos, reasons,
+// input and output references, notes — at every door, the command line's and the API's alike: at
+// most maxBytes bytes of valid UTF-8, without a control character (Unicode Cc: C0, DEL, C1) or an
+// invisible formatting character (Cf: zero-width spaces and joiners, direction marks,
+// bidirectional embeddings, overrides and isolates, invisible operators, the byte order mark, soft
+// hyphens, tags). Such characters make text read differently from what it is — an override turns
+// "s3://in/\u202egpj.exe" into what looks like an .exe — on a support screen, in a log line or in
+// the Temporal UI. field names the text in the error, which names the character.
+func ValidateText(field, text string, maxBytes int) error {
 	switch {
-	case len(text) > MaxTextLength:
-		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(text), MaxTextLength)}
+	case len(text) > maxBytes:
+		return &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %d bytes; at most %d are allowed", len(text), maxBytes)}
 	case !utf8.ValidString(text):
 		return &InvalidInputError{Field: field, Reason: "is not valid UTF-8"}
 	}
 	for _, r := range text {
-		if r == 0 {
-			return &InvalidInputError{Field: field, Reason: "must not contain NUL"}
+		if hidden(r) {
+			return &InvalidInputError{Field: field, Reason: fmt.Sprintf("must not contain the invisible or control character %U", r)}
 		}
 	}
 	return nil
 }
 
+// hidden reports whether r is a character [ValidateText] refuses and [ClipText] replaces: a
+// control character or an invisible formatting one.
+func hidden(r rune) bool { return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) }
+
 // ClipLength is the most bytes [ClipText] keeps of a text, before the "…" that marks a cut.
 const ClipLength = 240
 
 // ClipText makes any text fit where the ledger keeps words from outside (a refund's detail made of
-// a GPU service's message, an alarm's database error): invalid UTF-8 is replaced, control
-// characters become spaces, and the text is cut, at a rune boundary, to ClipLength bytes and a
-// "…", well under MaxTextLength. A refused text must never block a refund, so such text is
-// clipped, not refused. Words that may carry a credential go through [ScrubText], which clips too.
+// a GPU service's message, an alarm's database error): invalid UTF-8 is replaced, the characters
+// [ValidateText] refuses become spaces, and the text is cut, at a rune boundary, to ClipLength
+// bytes and a "…", well under MaxTextLength, so that it always passes the rule. A refused text
+// must never block a refund, so such text is clipped, not refused. Words that may carry a
+// credential go through [ScrubText], which clips too.
 func ClipText(s string) string { return clip(printable(s)) }
 
-// printable replaces invalid UTF-8 with "?" and every control character with a space.
+// printable replaces invalid UTF-8 with "?" and every character [ValidateText] refuses with a
+// space.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if hidden(r) {
 			return ' '
 		}
 		return r

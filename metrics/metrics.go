@@ -1,14 +1,18 @@
 // Package metrics exposes jobbill's own counters, and the Temporal SDK's metrics, to Prometheus.
 //
 // Both go through one tally scope with a Prometheus reporter (go.temporal.io/sdk/contrib/tally,
-// as samples-go metrics/ does), so a process serves a single /metrics page. Every method is safe
-// on a nil *Metrics and then records nothing, so code that is not given metrics needs no checks.
+// as samples-go metrics/ does), so a process serves a single /metrics page. The HTTP API's metrics
+// are registered with the same Prometheus registry directly: their label is a route pattern
+// ("GET /v1/jobs/{id}"), which tally's sanitizer would flatten to "GET__v1_jobs__id_". Every method
+// is safe on a nil *Metrics and then records nothing, so code that is not given metrics needs no
+// checks.
 package metrics
 
 import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -22,9 +26,11 @@ import (
 
 // Metrics records jobbill's counters and serves them with the SDK's.
 type Metrics struct {
-	scope    tally.Scope
-	closer   io.Closer
-	reporter tallyprom.Reporter
+	scope        tally.Scope
+	closer       io.Closer
+	reporter     tallyprom.Reporter
+	httpRequests *prom.CounterVec
+	httpLatency  *prom.HistogramVec
 }
 
 // reportEvery is how often tally hands its values to the Prometheus registry.
@@ -33,8 +39,9 @@ const reportEvery = time.Second
 // New starts a metrics scope with a registry of its own (two processes' worth in one test binary
 // must not collide on the global registry).
 func New() *Metrics {
+	registry := prom.NewRegistry()
 	reporter := tallyprom.NewReporter(tallyprom.Options{
-		Registerer:       prom.NewRegistry(),
+		Registerer:       registry,
 		DefaultTimerType: tallyprom.HistogramTimerType,
 		// Ledger calls take milliseconds; the defaults start at a second's granularity.
 		DefaultHistogramBuckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
@@ -44,7 +51,18 @@ func New() *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, reportEvery)
-	return &Metrics{scope: sdktally.NewPrometheusNamingScope(scope), closer: closer, reporter: reporter}
+	m := &Metrics{scope: sdktally.NewPrometheusNamingScope(scope), closer: closer, reporter: reporter,
+		httpRequests: prom.NewCounterVec(prom.CounterOpts{
+			Name: HTTPRequests, Help: "The HTTP API's answers, by route pattern and status.",
+		}, []string{"route", "status"}),
+		httpLatency: prom.NewHistogramVec(prom.HistogramOpts{
+			Name: HTTPLatency, Help: "How long the HTTP API took to answer, by route pattern.",
+			// A submission waits for its charge decision up to api.request_timeout (30 s).
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+	}
+	registry.MustRegister(m.httpRequests, m.httpLatency)
+	return m
 }
 
 // SDKHandler is the Temporal client's metrics handler (client.Options.MetricsHandler).
@@ -101,7 +119,23 @@ const (
 	// LedgerAlarms counts ledger steps the database refused for good, each raised as an alarm that
 	// an operator must look at (jobbill_ledger_alarms_total{step}).
 	LedgerAlarms = "jobbill_ledger_alarms"
+	// HTTPRequests counts the HTTP API's answers by route pattern and status
+	// (jobbill_http_requests_total{route, status}).
+	HTTPRequests = "jobbill_http_requests_total"
+	// HTTPLatency is how long the HTTP API took to answer, by route pattern
+	// (jobbill_http_request_duration_seconds{route}).
+	HTTPLatency = "jobbill_http_request_duration_seconds"
 )
+
+// HTTPRequest records one answer of the HTTP API: the route pattern that served it (never the
+// path: a client must not be able to mint labels), its status and how long it took.
+func (m *Metrics) HTTPRequest(route string, status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpLatency.WithLabelValues(route).Observe(took.Seconds())
+}
 
 // LedgerCall records one guarded ledger call of the named operation (submit, charge, refund,
 // reclaim, deliver, settle): its latency, and what it did to the money.

@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	defer conns.Close()
 	metricsAddr, stopMetrics, err := app.ServeMetrics(ctx, cfg.Metrics.Listen, conns.Metrics, logger)
 	if err != nil {
-		return err
+		return fmt.Errorf("metrics.listen: %w", err)
 	}
 	defer stopMetrics()
 	st := conns.Jobs()

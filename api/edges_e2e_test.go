@@ -1,0 +1,285 @@
+package api_test
+
+// What every answer carries whatever its route: a request ID, Retry-After on 503 and 429, the
+// HTTP metrics, and the per-key rate limit.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/metrics"
+)
+
+// reply is an answer with its headers.
+type reply struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+// send makes a request with the given headers (the key, if any, as a bearer) and reads the answer.
+func send(t *testing.T, base, method, path, key string, header map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{code: resp.StatusCode, header: resp.Header, body: string(data)}
+}
+
+var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// TestRequestIDOnEveryAnswerAndLogLine checks that every answer — success, 400, 401, 404, 405,
+// 500, 503 — carries an X-Request-Id, the client's own when it is sane (at most 64 of
+// [A-Za-z0-9._-]) and a fresh one otherwise, and that the request's log line and every warning
+// logged about it (a handler's, a readiness check's, a key check's) carry the same ID: support can
+// take the ID a customer quotes about a charge and find what the server did with that request
+// (money rule 8: a request delivered twice is told apart from two requests).
+func TestRequestIDOnEveryAnswerAndLogLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	// The ledger the server reads is closed, so a key of the ledger cannot be checked (503) and
+	// a bootstrap admin key, checked without it, reaches a handler whose read fails (500).
+	customer, key := e.key(t, apikeys.ScopeCustomer, acct), newKey(t, "admin")
+	core, logs := observer.New(zapcore.InfoLevel)
+	closed, err := ledgerdb.Open(context.Background(), ledgertest.DatabaseURL())
+	require.NoError(t, err)
+	closed.Close()
+	base := e.serve(t, func(o *api.Options) {
+		o.Config.Keys = []config.APIKey{{Key: key, Admin: true}}
+		o.Logger = zap.New(core)
+		o.Ledger = closed // every ledger read fails: a 500 with a warning
+		o.Ready = append(o.Ready, api.Check{Name: "down", Probe: func(context.Context) error { return fmt.Errorf("unreachable") }})
+	})
+
+	seen := map[string]bool{}
+	for _, tc := range []struct {
+		method, path, key string
+		want              int
+	}{
+		{"GET", "/healthz", "", 200},
+		{"GET", "/readyz", "", 503},
+		{"GET", "/v1/jobs/" + ledgertest.ID(t, "never"), "", 401},
+		{"GET", "/v1/jobs/bad%20id", key, 400},
+		{"GET", "/v1/accounts/" + acct, key, 500},
+		{"GET", "/v2/nothing", key, 404},
+		{"PUT", "/v1/jobs/x", key, 405},
+		{"GET", "/v1/accounts/" + acct, customer, 503},
+	} {
+		r := send(t, base, tc.method, tc.path, tc.key, nil)
+		require.Equal(t, tc.want, r.code, "%s %s: %s", tc.method, tc.path, r.body)
+		id := r.header.Get("X-Request-Id")
+		require.Regexp(t, saneRequestID, id, "%s %s", tc.method, tc.path)
+		require.False(t, seen[id], "each request gets its own ID")
+		seen[id] = true
+	}
+
+	for _, sane := range []string{"req-42", "a.b_c-D.9", strings.Repeat("x", 64)} {
+		require.Equal(t, sane, send(t, base, "GET", "/healthz", "", map[string]string{"X-Request-Id": sane}).header.Get("X-Request-Id"))
+	}
+	for _, insane := range []string{strings.Repeat("x", 65), "has space", "a/b", "é", "a\tb", "${jndi:x}"} {
+		got := send(t, base, "GET", "/healthz", "", map[string]string{"X-Request-Id": insane}).header.Get("X-Request-Id")
+		require.NotEqual(t, insane, got, "an unsafe ID is replaced")
+		require.Regexp(t, saneRequestID, got)
+	}
+
+	traced := send(t, base, "GET", "/v1/accounts/"+acct, key, map[string]string{"X-Request-Id": "trace-500"})
+	require.Equal(t, 500, traced.code)
+	require.Equal(t, "trace-500", traced.header.Get("X-Request-Id"))
+	ready := send(t, base, "GET", "/readyz", "", map[string]string{"X-Request-Id": "trace-ready"})
+	require.Equal(t, 503, ready.code)
+	unchecked := send(t, base, "GET", "/v1/accounts/"+acct, customer, map[string]string{"X-Request-Id": "trace-key"})
+	require.Equal(t, 503, unchecked.code)
+	for _, want := range []struct{ id, message string }{
+		{"trace-500", "api request"}, {"trace-500", "api request failed"},
+		{"trace-ready", "api request"}, {"trace-ready", "readiness check failed"},
+		{"trace-key", "api request"}, {"trace-key", "api key check failed"},
+	} {
+		require.NotEmpty(t, logs.FilterMessage(want.message).FilterField(zap.String("request_id", want.id)).All(),
+			"the %q line of request %s carries its ID", want.message, want.id)
+	}
+	for _, entry := range logs.All() {
+		require.Contains(t, entry.ContextMap(), "request_id", "every API log line names its request: %q", entry.Message)
+	}
+}
+
+// TestRetryAfterOn503 checks that every 503 tells the client when to retry — the readiness check
+// and a handler that ran out of time — so that a client's retries of a submission (money rule 8:
+// safe, never a second charge) are paced by the server instead of hammering it.
+func TestRetryAfterOn503(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	// A bootstrap admin key is checked without the ledger, so the request reaches the handler,
+	// which runs out of time.
+	key := newKey(t, "admin")
+	down := e.serve(t, func(o *api.Options) {
+		o.Ready = append(o.Ready, api.Check{Name: "down", Probe: func(context.Context) error { return fmt.Errorf("unreachable") }})
+	})
+	hurried := e.serve(t, func(o *api.Options) {
+		o.Config.Keys = []config.APIKey{{Key: key, Admin: true}}
+		o.Config.RequestTimeout = time.Nanosecond
+	})
+	for _, r := range []reply{send(t, down, "GET", "/readyz", "", nil), send(t, hurried, "GET", "/v1/accounts/"+acct, key, nil)} {
+		require.Equal(t, 503, r.code, r.body)
+		seconds, err := strconv.Atoi(r.header.Get("Retry-After"))
+		require.NoError(t, err, "Retry-After is whole seconds: %q", r.header.Get("Retry-After"))
+		require.GreaterOrEqual(t, seconds, 1)
+	}
+	require.Empty(t, send(t, down, "GET", "/healthz", "", nil).header.Get("Retry-After"), "only a 503 or 429 says when to retry")
+}
+
+// TestHTTPMetricsByRoutePattern checks the API's HTTP metrics on the process's Prometheus page:
+// answers counted by route pattern and status, and a latency histogram by route. The label is the
+// pattern, never the path, so a client cannot grow the page with IDs of its own (and no job or
+// account ID reaches the metrics).
+func TestHTTPMetricsByRoutePattern(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.key(t, apikeys.ScopeCustomer, ledgertest.Account(t, e.Store, 0))
+	m := metrics.New()
+	t.Cleanup(func() { _ = m.Close() })
+	base := e.serve(t, func(o *api.Options) { o.Metrics = m })
+
+	never1, never2 := ledgertest.ID(t, "never-a"), ledgertest.ID(t, "never-b")
+	require.Equal(t, 404, send(t, base, "GET", "/v1/jobs/"+never1, key, nil).code)
+	require.Equal(t, 404, send(t, base, "GET", "/v1/jobs/"+never2, key, nil).code)
+	require.Equal(t, 200, send(t, base, "GET", "/healthz", "", nil).code)
+	require.Equal(t, 401, send(t, base, "POST", "/v1/jobs", "", nil).code)
+	require.Equal(t, 404, send(t, base, "GET", "/v2/"+never1, key, nil).code)
+	require.Equal(t, 405, send(t, base, "PUT", "/v1/jobs/"+never1, key, nil).code)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	page := rec.Body.String()
+	for _, series := range []string{
+		`jobbill_http_requests_total{route="GET /v1/jobs/{id}",status="404"} 2`,
+		`jobbill_http_requests_total{route="GET /healthz",status="200"} 1`,
+		`jobbill_http_requests_total{route="POST /v1/jobs",status="401"} 1`,
+		`jobbill_http_requests_total{route="/",status="404"} 1`,
+		`jobbill_http_requests_total{route="/v1/jobs/{id}",status="405"} 1`,
+		`jobbill_http_request_duration_seconds_count{route="GET /v1/jobs/{id}"} 2`,
+		`jobbill_http_request_duration_seconds_bucket{route="GET /healthz",le="+Inf"} 1`,
+	} {
+		require.Contains(t, page, series+"\n")
+	}
+	require.NotContains(t, page, never1, "a path never becomes a label")
+	require.NotContains(t, page, never2)
+}
+
+// TestMetricsNotOnThePublicPort checks that the API's public port does not serve /metrics — the
+// page names routes, volumes and ledger timings that are the operator's business — and answers it
+// like any unknown path.
+func TestMetricsNotOnThePublicPort(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := e.serve(t, nil)
+	a := call(t, base, "GET", "/metrics", "", nil)
+	require.Equal(t, 404, a.code, a.raw)
+	require.Equal(t, "no_route", a.str("code"))
+}
+
+// TestRateLimitPerKey checks the per-key rate limit: a key that spends its burst is answered 429
+// rate_limited in the API's error shape with a Retry-After and nothing done — a submission refused
+// this way writes no job — while another key goes on; its tokens come back with time. Requests
+// without a key, or with an unknown one, are limited too (by address, and by the key presented),
+// and the health checks never are.
+func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	keyA, keyB := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeCustomer, acct)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, func(o *api.Options) { o.Config.RateLimit = config.RateLimit{PerSecond: 1, Burst: 3} })
+
+	for range 3 {
+		require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyA, nil).code)
+	}
+	refused := ledgertest.ID(t, "job-refused")
+	a := call(t, base, "POST", "/v1/jobs", keyA, job(refused, acct, e.fixed(t, 10), "sim:ok"))
+	require.Equal(t, 429, a.code, a.raw)
+	require.Equal(t, "rate_limited", a.str("code"))
+	require.NotEmpty(t, a.str("message"))
+	r := send(t, base, "GET", "/v1/prices", keyA, nil)
+	require.Equal(t, 429, r.code)
+	require.Equal(t, "1", r.header.Get("Retry-After"), "one token a second: retry in a second")
+	require.Regexp(t, saneRequestID, r.header.Get("X-Request-Id"))
+	require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyB, nil).code, "another key has its own bucket")
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+refused+"?account_id="+acct, admin, nil).code, "the refused submission wrote nothing")
+
+	for _, anonymous := range []string{"", "unknown-key-0123456789"} {
+		codes := []int{}
+		for range 4 {
+			codes = append(codes, send(t, base, "GET", "/v1/prices", anonymous, nil).code)
+		}
+		require.Equal(t, []int{401, 401, 401, 429}, codes, "key %q", anonymous)
+	}
+	for range 10 {
+		require.Equal(t, 200, send(t, base, "GET", "/healthz", "", nil).code, "health checks are never limited")
+		require.Equal(t, 200, send(t, base, "GET", "/readyz", "", nil).code)
+	}
+
+	time.Sleep(1100 * time.Millisecond)
+	require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyA, nil).code, "a token came back")
+	require.Equal(t, 429, send(t, base, "GET", "/v1/prices", keyA, nil).code)
+}
+
+// TestWorkflowURLOnlyForAdmins checks that no answer but an admin's carries an internal URL: the
+// Temporal UI link (workflow_url) is in admin answers only — the customer's submission, status
+// and deletion and the GPU service's result (a runner key's) alike — so that no one outside
+// learns of the operator's network.
+func TestWorkflowURLOnlyForAdmins(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	customer, runner, admin := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, ""), e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	id := ledgertest.ID(t, "job")
+	internal := e.Config.Temporal.UIURL
+	require.NotEmpty(t, internal, "the job service knows the UI, so it has links to hide")
+
+	answers := []answer{call(t, base, "POST", "/v1/jobs", customer, job(id, acct, e.fixed(t, 10), "sim:hang"))}
+	answers = append(answers, call(t, base, "GET", "/v1/jobs/"+id, customer, nil))
+	answers = append(answers, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}))
+	// Recovered when the attempts ran out first, on a slow machine: settled either way.
+	e.wait(t, acct, id, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
+	answers = append(answers, call(t, base, "DELETE", "/v1/jobs/"+id, customer, nil))
+	for i, a := range answers {
+		require.Less(t, a.code, 300, "answer %d: %s", i, a.raw)
+		require.NotContains(t, a.raw, "workflow_url", "answer %d", i)
+		require.NotContains(t, a.raw, internal, "answer %d", i)
+	}
+	a := call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never")+"?account_id="+acct, admin, nil)
+	require.Equal(t, 404, a.code)
+	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
+	require.Equal(t, 201, a.code, a.raw)
+	require.True(t, strings.HasPrefix(a.str("status", "workflow_url"), internal), "an admin still gets the link: %s", a.raw)
+}

@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// settled submits a job and waits until it is settled — delivered, or refunded when a loaded
+// machine ran its attempts out — so that its ledger rows no longer move: a target for bad result
+// and redrive bodies, which are refused before the job's state is looked at.
+func (e *env) settled(t *testing.T, base, key, account, kind string) string {
+	t.Helper()
+	id := ledgertest.ID(t, "job-done")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, account, kind, "sim:ok")).code)
+	e.wait(t, account, id, ledgerdb.StateDelivered, ledgerdb.StateRefunded)
+	return id
+}
+
+// inbox counts the account's job's result reports.
+func (e *env) inbox(t *testing.T, account, jobID string) int {
+	t.Helper()
+	key := ledgerdb.JobKey{AccountID: account, JobID: jobID}
+	var n int
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM result_reports WHERE job_id = $1`, key.String()).Scan(&n))
+	return n
+}
+
+// TestTextFieldsRefuseInvisibleCharacters checks every free-text field the API takes — a
+// submission's input_ref, a result's output_ref, a price's and a grant's memo, a redrive's by and
+// note — against the ledger's one text rule: a zero-width, bidirectional, byte-order or control
+// character is 400 invalid_input naming the field as the body names it, and nothing is written (no
+// job, no result, no price, no grant; rule 1: what is kept reads as what it is).
+func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	kind := e.fixed(t, 10)
+	done := e.settled(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, acct, done)
+	newKind := ledgertest.OwnKind(t)
+
+	for _, r := range []rune{0x200B, 0x200F, 0x202E, 0x2060, 0x2066, 0x2069, 0xFEFF, 0x00AD, 0x0085, 0x001B} {
+		bad := fmt.Sprintf("s3://in/a%cb", r)
+		unwritten := ledgertest.ID(t, "job-refused")
+		for _, tc := range []struct {
+			field, method, path string
+			body                map[string]any
+		}{
+			{"input_ref", "POST", "/v1/jobs", job(unwritten, acct, kind, bad)},
+			{"output_ref", "POST", "/v1/jobs/" + done + "/result?account_id=" + acct, map[string]any{"attempt": 1, "output_ref": bad}},
+			{"memo", "PUT", "/v1/prices/" + newKind, map[string]any{"unit": "job", "unit_price": 5, "memo": bad}},
+			{"memo", "POST", "/v1/accounts/" + acct + "/grants", map[string]any{"amount": 5, "key": fmt.Sprintf("g-%X", r), "memo": bad}},
+			{"by", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, map[string]any{"by": bad}},
+			{"note", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, map[string]any{"by": "ops", "note": bad}},
+		} {
+			a := call(t, base, tc.method, tc.path, admin, tc.body)
+			require.Equal(t, 400, a.code, "%s with %U: %s", tc.field, r, a.raw)
+			require.Equal(t, "invalid_input", a.str("code"), a.raw)
+			require.Contains(t, a.str("message"), `"`+tc.field+`"`, "%U: the message names the body's field", r)
+			require.Contains(t, a.str("message"), fmt.Sprintf("%U", r), "the message names the character")
+		}
+		require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten+"?account_id="+acct, admin, nil).code, "the refused submission wrote nothing")
+	}
+
+	_, err := e.Store.PriceHistory(context.Background(), newKind)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, acct, done), "no refused result was recorded")
+	a := call(t, base, "POST", "/v1/accounts/"+acct+"/grants", admin, map[string]any{"amount": 5, "key": "plain", "memo": "Café — 日本語 🎬"})
+	require.Equal(t, 201, a.code, "ordinary text in any script is taken: %s", a.raw)
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestJSONKeysMatchExactlyOnce checks every JSON body the API takes: a key must be one of the
+// body's fields, spelt exactly, and appear once. Before, the decoder matched keys case-insensitively
+// and let the last of a repeated key win, so {"amount":5,"AMOUNT":5000} granted 5000 while an
+// auditing proxy read 5. Each such body is 400 naming the key, and nothing is written (rule 1; rule
+// 5: no amount slips in under another spelling — an amount in any letter case is still refused as
+// price_set_by_server).
+func TestJSONKeysMatchExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	kind, dear := e.fixed(t, 10), e.fixed(t, 90)
+	done := e.settled(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, acct, done)
+	newKind := ledgertest.OwnKind(t)
+	unwritten := ledgertest.ID(t, "job-refused")
+	ids := fmt.Sprintf(`"job_id":%q,"account_id":%q`, unwritten, acct)
+
+	for _, tc := range []struct {
+		method, path, body, key string
+	}{
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","KIND":"` + dear + `"}`, "KIND"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","kind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","\u006bind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{"job_id":"` + unwritten + `","Account_ID":"` + acct + `","kind":"` + kind + `"}`, "Account_ID"},
+		{"POST", "/v1/jobs/" + done + "/result?account_id=" + acct, `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
+		{"POST", "/v1/jobs/" + done + "/result?account_id=" + acct, `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
+		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"Unit_Price":1}`, "Unit_Price"},
+		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"unit_price":1}`, "unit_price"},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"AMOUNT":5000,"key":"g-1"}`, "AMOUNT"},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"g-2","amount":5000}`, "amount"},
+		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, `{"by":"ops","By":"root"}`, "By"},
+		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, `{"note":"a","note":"b"}`, "note"},
+	} {
+		a := call(t, base, tc.method, tc.path, admin, tc.body)
+		require.Equal(t, 400, a.code, "%s %s: %s", tc.method, tc.body, a.raw)
+		require.Equal(t, "invalid_input", a.str("code"), a.raw)
+		require.Contains(t, a.str("message"), `"`+tc.key+`"`, "%s: the message names the key", tc.body)
+	}
+	for _, body := range []string{`{` + ids + `,"kind":"` + kind + `","COST":1}`, `{` + ids + `,"kind":"` + kind + `","cost":1,"cost":2}`} {
+		a := call(t, base, "POST", "/v1/jobs", admin, body)
+		require.Equal(t, 400, a.code, a.raw)
+		require.Equal(t, "price_set_by_server", a.str("code"), body)
+	}
+
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten+"?account_id="+acct, admin, nil).code, "no refused submission was written")
+	_, err := e.Store.PriceHistory(context.Background(), newKind)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, acct, done), "no refused result was recorded")
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestOversizeBodyIs413 checks that a body over api.max_body_bytes is answered 413
+// body_too_large — not 400, so that a client tells "too big" from "malformed" — on every route
+// that takes a body, and that nothing is written.
+func TestOversizeBodyIs413(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	kind := e.fixed(t, 10)
+	done := e.settled(t, base, admin, acct, kind)
+	rowsBefore, inboxBefore := e.rows(t, acct), e.inbox(t, acct, done)
+	unwritten := ledgertest.ID(t, "job-refused")
+	pad := strings.Repeat("x", 5000) // the test server's limit is 4096 bytes
+
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/jobs", fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q}`, unwritten, acct, kind, pad)},
+		{"POST", "/v1/jobs/" + done + "/result?account_id=" + acct, `{"attempt":1,"output_ref":"` + pad + `"}`},
+		{"PUT", "/v1/prices/" + ledgertest.OwnKind(t), `{"unit":"job","unit_price":5,"memo":"` + pad + `"}`},
+		{"POST", "/v1/accounts/" + acct + "/grants", `{"amount":5,"key":"k","memo":"` + pad + `"}`},
+		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, `{"note":"` + pad + `"}`},
+	} {
+		a := call(t, base, tc.method, tc.path, admin, tc.body)
+		require.Equal(t, 413, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
+		require.Equal(t, "body_too_large", a.str("code"))
+		require.Contains(t, a.str("message"), "4096 bytes")
+	}
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten+"?account_id="+acct, admin, nil).code, "nothing was written")
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
+	require.Equal(t, inboxBefore, e.inbox(t, acct, done), "no refused result was recorded")
+}
