@@ -27,7 +27,7 @@ type Ledger interface {
 	Deliver(ctx context.Context, job ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error)
 	// Settle bills a result in one step: running -> delivered, or refunded -> recovered, and a
 	// priced job settled at unitsUsed (nil: the whole hold), its unused hold released.
-	Settle(ctx context.Context, job ledgerdb.JobKey, attempts int, unitsUsed *int64) (ledgerdb.Transition, error)
+	Settle(ctx context.Context, job ledgerdb.JobKey, attempts int, unitsUsed *int64, outputRef string) (ledgerdb.Transition, error)
 	// RecordAttempt records how many attempts the work has had.
 	RecordAttempt(ctx context.Context, job ledgerdb.JobKey, attempts int) (ledgerdb.Transition, error)
 	// RaiseAlarm records that the database refused one of the job's steps for good.
@@ -186,6 +186,9 @@ type SettleInput struct {
 	Attempt int
 	// UnitsUsed is the usage the result reported; nil when it said none (the whole hold).
 	UnitsUsed *int64 `json:",omitempty"`
+	// OutputRef is the result's output, which the ledger keeps with the settlement; "" in runs
+	// recorded before it did.
+	OutputRef string `json:",omitempty"`
 }
 
 // AlarmInput says which of a job's ledger steps the database refused for good, and how.
@@ -274,7 +277,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (LedgerResult
 // Settle bills the job's result in one step: a running job is delivered, a refunded one recovered
 // (its refund reclaimed). A repeat answers AlreadyApplied.
 func (a *Activities) Settle(ctx context.Context, in SettleInput) (LedgerResult, error) {
-	return a.call("settle", func() (ledgerdb.Transition, error) { return a.Ledger.Settle(ctx, in.Job, in.Attempt, in.UnitsUsed) })
+	return a.call("settle", func() (ledgerdb.Transition, error) {
+		return a.Ledger.Settle(ctx, in.Job, in.Attempt, in.UnitsUsed, in.OutputRef)
+	})
 }
 
 // RaiseAlarm records that the database refused one of the job's steps for good, once per job and

@@ -73,6 +73,9 @@ type Status struct {
 	Held int64 `json:"held"`
 	// UnitsUsed is the usage the job was settled at, capped at HeldUnits; nil until settled.
 	UnitsUsed *int64 `json:"units_used,omitempty"`
+	// OutputRef is the output the job's result was settled with; "" until it is delivered or
+	// recovered.
+	OutputRef string `json:"output_ref,omitempty"`
 	// Charged is what the job costs the account as it stands: the whole hold while running,
 	// UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
 	Charged int64 `json:"charged"`

@@ -27,6 +27,9 @@ type Status struct {
 	Held int64 `json:"held"`
 	// UnitsUsed is the usage the job was settled at (capped at HeldUnits); absent until then.
 	UnitsUsed *int64 `json:"units_used,omitempty"`
+	// OutputRef is the output the job's result was settled with (delivered or recovered); absent
+	// until then, and for jobs settled before the ledger kept it.
+	OutputRef string `json:"output_ref,omitempty"`
 	// Charged is what the job costs the account as it stands: the whole hold while charged and
 	// unsettled, UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
 	Charged int64 `json:"charged"`
@@ -71,6 +74,7 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 		HeldUnits:    job.HeldUnits,
 		Held:         job.Cost,
 		UnitsUsed:    job.UnitsUsed,
+		OutputRef:    job.OutputRef,
 		Charged:      job.Charged(),
 		Released:     job.Released(),
 		State:        job.State,

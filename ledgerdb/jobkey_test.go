@@ -103,10 +103,10 @@ func TestSameJobIDInTwoAccounts(t *testing.T) {
 	require.Equal(t, map[ledgerdb.JobKey]string{jobA: "s3://out/a", jobB: "s3://out/b"}, got)
 
 	// A's late result recovers A; B's settles B at 4 of its 10 seconds, releasing 18.
-	tr, err = s.Settle(ctx, jobA, 3, nil)
+	tr, err = s.Settle(ctx, jobA, 3, nil, "")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
-	tr, err = s.Settle(ctx, jobB, 1, ledgerdb.Units(4))
+	tr, err = s.Settle(ctx, jobB, 1, ledgerdb.Units(4), "")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, tr.Job.State)
 	requireSettled(t, tr.Job, 4)
@@ -195,7 +195,7 @@ func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 			case ledgerdb.StateRefunded:
 				_, err = s.Refund(ctx, mine, ledgerdb.ReasonTimedOut, "timed out", 3)
 			case ledgerdb.StateDelivered:
-				_, err = s.Settle(ctx, mine, 1, nil)
+				_, err = s.Settle(ctx, mine, 1, nil, "")
 			}
 			require.NoError(t, err)
 			before, err := s.Job(ctx, mine)
@@ -216,7 +216,7 @@ func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 				"refund":         func() error { _, err := s.Refund(ctx, theirs, ledgerdb.ReasonTimedOut, "timed out", 3); return err },
 				"reclaim":        func() error { _, err := s.Reclaim(ctx, theirs); return err },
 				"deliver":        func() error { _, err := s.Deliver(ctx, theirs, 1); return err },
-				"settle":         func() error { _, err := s.Settle(ctx, theirs, 1, ledgerdb.Units(0)); return err },
+				"settle":         func() error { _, err := s.Settle(ctx, theirs, 1, ledgerdb.Units(0), ""); return err },
 				"record attempt": func() error { _, err := s.RecordAttempt(ctx, theirs, 2); return err },
 				"delete":         func() error { _, err := s.Delete(ctx, theirs); return err },
 				"reject orphan": func() error {

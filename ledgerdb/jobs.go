@@ -122,6 +122,7 @@ type jobRow struct {
 	IsSettled          bool
 	SettledAt          *time.Time
 	RefundReasonCode   *string
+	OutputRef          *string
 }
 
 // job is the row as a Job.
@@ -140,7 +141,7 @@ func (r *jobRow) job() Job {
 		RefundedAt: r.RefundedAt, ReclaimedAt: r.ReclaimedAt, DeletedAt: r.DeletedAt,
 		Kind: deref(r.Kind), PriceVersion: int(deref(r.PriceVersion)), Unit: Unit(deref(r.Unit)),
 		UnitPrice: deref(r.UnitPrice), HeldUnits: deref(r.HeldUnits), UnitsUsed: r.UnitsUsed,
-		IsSettled: r.IsSettled, SettledAt: r.SettledAt,
+		IsSettled: r.IsSettled, SettledAt: r.SettledAt, OutputRef: deref(r.OutputRef),
 	}
 }
 
@@ -284,12 +285,18 @@ func (s *Store) Reclaim(ctx context.Context, key JobKey) (Transition, error) {
 // job becomes delivered; a refunded one becomes recovered, its refund reclaimed (the debt rule
 // applies). A job with a price is settled in the same transaction at unitsUsed — capped at the
 // units its charge held, nil for the whole hold — and the unused part of its hold goes back in
-// one release row. attempts is the attempt that produced the result. A settled job answers
-// AlreadyApplied with the units it was settled at; a job never charged, NotApplied; a negative
-// usage is an [*InvalidInputError], with nothing written.
-func (s *Store) Settle(ctx context.Context, key JobKey, attempts int, unitsUsed *int64) (Transition, error) {
+// one release row. attempts is the attempt that produced the result; outputRef, its output, is
+// kept on the job ("" when unknown). A settled job answers AlreadyApplied with the units and the
+// output it was settled at; a job never charged, NotApplied; a negative usage or an output the
+// ledger refuses is an [*InvalidInputError], with nothing written.
+func (s *Store) Settle(ctx context.Context, key JobKey, attempts int, unitsUsed *int64, outputRef string) (Transition, error) {
 	if err := ValidateUnitsUsed(unitsUsed); err != nil {
 		return Transition{}, err
+	}
+	if outputRef != "" {
+		if err := ValidateOutputRef(outputRef); err != nil {
+			return Transition{}, err
+		}
 	}
 	if err := key.Validate(); err != nil {
 		return Transition{}, err
@@ -297,7 +304,11 @@ func (s *Store) Settle(ctx context.Context, key JobKey, attempts int, unitsUsed 
 	if err := ValidateAttemptCount(attempts); err != nil {
 		return Transition{}, err
 	}
-	return s.call(ctx, key, `ledger_settle($1, $2, $3)`, key.String(), int32(attempts), unitsUsed)
+	var output *string
+	if outputRef != "" {
+		output = &outputRef
+	}
+	return s.call(ctx, key, `ledger_settle($1, $2, $3, $4)`, key.String(), int32(attempts), unitsUsed, output)
 }
 
 // Deliver records that a running job's work succeeded (running -> delivered), for a caller that

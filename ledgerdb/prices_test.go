@@ -108,7 +108,7 @@ func TestPriceVersioning(t *testing.T) {
 	charged, err := s.Charge(ctx, first.Key())
 	require.NoError(t, err)
 	require.Equal(t, int64(10_000-300), charged.BalanceAfter)
-	settled, err := s.Settle(ctx, first.Key(), 1, ledgerdb.Units(10))
+	settled, err := s.Settle(ctx, first.Key(), 1, ledgerdb.Units(10), "")
 	require.NoError(t, err)
 	requireSettled(t, settled.Job, 10)
 	ledgertest.RequireRowAmounts(t, s, first.Key(),
@@ -273,7 +273,7 @@ func TestMeteredSettlement(t *testing.T) {
 					want = append(want, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: released})
 				}
 
-				tr, err := s.Settle(ctx, job, 2, c.usage)
+				tr, err := s.Settle(ctx, job, 2, c.usage, "")
 				require.NoError(t, err)
 				require.Equal(t, ledgerdb.Applied, tr.Outcome)
 				require.Equal(t, wantState, tr.Job.State)
@@ -301,7 +301,7 @@ func TestMeteredSettlement(t *testing.T) {
 
 				// A second settle, with any usage, answers the recorded units and writes nothing.
 				for _, usage := range []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1), ledgerdb.Units(c.used), ledgerdb.Units(maxUnits * 2)} {
-					again, err := s.Settle(ctx, job, 3, usage)
+					again, err := s.Settle(ctx, job, 3, usage, "")
 					require.NoError(t, err)
 					require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 					require.Zero(t, again.EntryID)
@@ -328,7 +328,7 @@ func TestMeteredSettlement(t *testing.T) {
 				del, err := s.Delete(ctx, job)
 				require.NoError(t, err)
 				requireSettled(t, del.Job, c.used)
-				_, err = s.Settle(ctx, job, 3, ledgerdb.Units(0))
+				_, err = s.Settle(ctx, job, 3, ledgerdb.Units(0), "")
 				require.ErrorIs(t, err, ledgerdb.ErrGone)
 				ledgertest.RequireBalance(t, s, acct, balance)
 			})
@@ -365,7 +365,7 @@ func TestMeteredSmallerHold(t *testing.T) {
 	charged, err := s.Charge(ctx, small.Key())
 	require.NoError(t, err)
 	require.Equal(t, int64(960), charged.BalanceAfter)
-	settled, err := s.Settle(ctx, small.Key(), 1, ledgerdb.Units(24))
+	settled, err := s.Settle(ctx, small.Key(), 1, ledgerdb.Units(24), "")
 	require.NoError(t, err)
 	requireSettled(t, settled.Job, 10)
 	require.Zero(t, settled.EntryID, "capped at the client's maximum: nothing to release")
@@ -413,7 +413,7 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	settleWritesNothing := func(job ledgerdb.JobKey, settled ledgerdb.Job, used int64) {
 		t.Helper()
 		for _, usage := range usages {
-			again, err := s.Settle(ctx, job, 5, usage)
+			again, err := s.Settle(ctx, job, 5, usage, "")
 			require.NoError(t, err)
 			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, "usage %s", fmtUnits(usage))
 			require.Zero(t, again.EntryID, "usage %s", fmtUnits(usage))
@@ -651,7 +651,7 @@ func TestFixedPriceReleasesNothing(t *testing.T) {
 				require.NoError(t, err)
 				kinds = append(kinds, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 			}
-			tr, err := s.Settle(ctx, job, 1, usage)
+			tr, err := s.Settle(ctx, job, 1, usage, "")
 			require.NoError(t, err)
 			require.Equal(t, ledgerdb.Applied, tr.Outcome)
 			what := "no usage"
@@ -687,7 +687,7 @@ func TestMeteredDebtRule(t *testing.T) {
 
 	// The late result: the reclaim takes the whole hold back (10 − 100 = −90), the release gives
 	// back (20 − 16) × 5 = 20: −70.
-	tr, err := s.Settle(ctx, late, 4, ledgerdb.Units(16))
+	tr, err := s.Settle(ctx, late, 4, ledgerdb.Units(16), "")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
@@ -774,7 +774,7 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 		before[job], err = s.Job(ctx, job)
 		require.NoError(t, err)
 		for _, units := range []int64{-1, math.MinInt64} {
-			_, err := s.Settle(ctx, job, 1, ledgerdb.Units(units))
+			_, err := s.Settle(ctx, job, 1, ledgerdb.Units(units), "")
 			require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "settle with usage %d", units)
 			require.Contains(t, err.Error(), "units used")
 			_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: job, Attempt: 1, OutputRef: "s3://out", UnitsUsed: ledgerdb.Units(units)})
@@ -787,7 +787,7 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 		_, err = s.Pool().Exec(ctx, `SELECT ledger_record_result($1, 1, 's3://out', NULL, -1)`, job.String())
 		requireSQLState(t, err, "23514")
 	}
-	_, err = s.Settle(ctx, ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")}, 1, ledgerdb.Units(-1))
+	_, err = s.Settle(ctx, ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "never")}, 1, ledgerdb.Units(-1), "")
 	require.ErrorIs(t, err, ledgerdb.ErrInvalidInput)
 
 	for _, job := range []ledgerdb.JobKey{running, refunded} {
@@ -979,10 +979,10 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 	acct := ledgertest.Account(t, s, 1000)
 
 	released := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err := s.Settle(ctx, released, 1, ledgerdb.Units(5)) // releases 45
+	_, err := s.Settle(ctx, released, 1, ledgerdb.Units(5), "") // releases 45
 	require.NoError(t, err)
 	whole := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err = s.Settle(ctx, whole, 1, nil) // releases nothing
+	_, err = s.Settle(ctx, whole, 1, nil, "") // releases nothing
 	require.NoError(t, err)
 	oldStep := meteredCharged(t, s, acct, kind, 0).Job.Key()
 	delivered, err := s.Deliver(ctx, oldStep, 1) // the original step: settled at the whole hold
@@ -1182,7 +1182,7 @@ func TestReleaseKeepsTheBalanceBound(t *testing.T) {
 
 			before, err := s.Balance(ctx, acct)
 			require.NoError(t, err)
-			tr, err := s.Settle(ctx, job, 1, ledgerdb.Units(0))
+			tr, err := s.Settle(ctx, job, 1, ledgerdb.Units(0), "")
 			require.NoError(t, err)
 			require.Equal(t, c.outcome, tr.Outcome)
 			balance, err := s.Balance(ctx, acct)

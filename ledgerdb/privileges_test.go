@@ -257,7 +257,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, job)
 	require.NoError(t, err)
-	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5))
+	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
 	require.NoError(t, err)
 
 	q := func(v string) string { return "'" + v + "'" }
@@ -331,7 +331,7 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Charge(ctx, job)
 	require.NoError(t, err)
-	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5))
+	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
 	require.NoError(t, err)
 
 	q := func(v string) string { return "'" + v + "'" }

@@ -564,7 +564,7 @@ func raceMetered(ctx context.Context, store *ledgerdb.Store, rounds []meteredRac
 				for k, usage := range r.usages {
 					racers.Go(func() {
 						<-start
-						res.settles[k], res.errs[k] = store.Settle(ctx, r.key(), 2, usage)
+						res.settles[k], res.errs[k] = store.Settle(ctx, r.key(), 2, usage, "")
 					})
 				}
 				if r.refund {
@@ -790,7 +790,7 @@ func TestMeteredSettleRacesRefund(t *testing.T) {
 		wantBalance -= used * unitPrice
 
 		// A later report of the result changes nothing.
-		again, err := store.Settle(ctx, r.key(), 3, ledgerdb.Units(0))
+		again, err := store.Settle(ctx, r.key(), 3, ledgerdb.Units(0), "")
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, r.where)
 		requireSettled(t, again.Job, used)

@@ -962,7 +962,7 @@ func (s *rndSequence) settle(ctx context.Context, j *rndJob, attempts int, usage
 		want.outcome = ledgerdb.NotApplied
 		s.coverage["settle:not-charged"]++
 	}
-	tr, err := s.store.Settle(ctx, j.key, attempts, usage)
+	tr, err := s.store.Settle(ctx, j.key, attempts, usage, "")
 	if want.err == ledgerdb.ErrInvalidInput {
 		if !errors.Is(err, want.err) || tr.EntryID != 0 {
 			return s.failf("settle %s with usage %d: answered (%q, entry %d, %v), the model says error %v", j.id, *usage, tr.Outcome, tr.EntryID, err, want.err)
@@ -1098,7 +1098,7 @@ func (s *rndSequence) ghostProbes(ctx context.Context) error {
 		},
 		"reclaim": func() (ledgerdb.Transition, error) { return s.store.Reclaim(ctx, s.ghost) },
 		"deliver": func() (ledgerdb.Transition, error) { return s.store.Deliver(ctx, s.ghost, 1) },
-		"settle":  func() (ledgerdb.Transition, error) { return s.store.Settle(ctx, s.ghost, 1, ledgerdb.Units(3)) },
+		"settle":  func() (ledgerdb.Transition, error) { return s.store.Settle(ctx, s.ghost, 1, ledgerdb.Units(3), "") },
 		"delete":  func() (ledgerdb.Transition, error) { return s.store.Delete(ctx, s.ghost) },
 		"read": func() (ledgerdb.Transition, error) {
 			j, err := s.store.Job(ctx, s.ghost)

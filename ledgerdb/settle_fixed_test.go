@@ -31,7 +31,7 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 			require.NoError(t, err)
 			want = append(want, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: 40}, ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -40})
 		}
-		tr, err := s.Settle(ctx, id, 1, ledgerdb.Units(0))
+		tr, err := s.Settle(ctx, id, 1, ledgerdb.Units(0), "")
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, tr.Outcome)
 		require.Equal(t, int64(40), tr.Job.Charged(), "refund first: %v", refundFirst)

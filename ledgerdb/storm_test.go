@@ -682,7 +682,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 		a := answer{call: c}
 		j := jobs[c.job]
 		if c.settle {
-			a.tr, a.err = store.Settle(ctx, j.key, 2, c.usage)
+			a.tr, a.err = store.Settle(ctx, j.key, 2, c.usage, "")
 		} else {
 			a.rec, a.err = store.RecordResult(ctx, ledgerdb.ResultReport{Key: j.key, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
 		}

@@ -96,6 +96,9 @@ type Job struct {
 	// result is billed.
 	IsSettled bool
 	SettledAt *time.Time
+	// OutputRef is the output the job's result was settled with; "" until then, or when the
+	// settlement did not know it.
+	OutputRef string
 }
 
 // Key names the job: its account and its ID.

@@ -87,7 +87,7 @@ func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, er
 		}
 		res, err = ledgerStep(ctx,
 			fmt.Sprintf("settle the result of attempt %d: it landed after the workflow closed", in.Result.Attempt),
-			a.Settle, activities.SettleInput{Job: in.Job(), Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed})
+			a.Settle, activities.SettleInput{Job: in.Job(), Attempt: in.Result.Attempt, UnitsUsed: in.Result.UnitsUsed, OutputRef: in.Result.OutputRef})
 		if refusedForGood(err) {
 			message := ledgerdb.ScrubText(err.Error())
 			if _, alarmErr := ledgerStep(ctx, "raise an alarm: the ledger refused the settle", a.RaiseAlarm,

@@ -381,7 +381,7 @@ func (j *meteredJob) settle(ctx workflow.Context, out workOutcome) error {
 		if j.status.State == ledgerdb.StateRefunded {
 			summary = fmt.Sprintf("reclaim %d credits: the result of attempt %d landed late", j.held, res.Attempt)
 		}
-		input := activities.SettleInput{Job: j.in.Job(), Attempt: res.Attempt}
+		input := activities.SettleInput{Job: j.in.Job(), Attempt: res.Attempt, OutputRef: res.OutputRef}
 		if j.priced() {
 			input.UnitsUsed = res.UnitsUsed
 			summary += ", settle " + usageText(res.UnitsUsed)

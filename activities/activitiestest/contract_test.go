@@ -440,7 +440,7 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 		case "deliver":
 			tr, err = l.Deliver(ctx, job, s.arg)
 		case "settle":
-			tr, err = l.Settle(ctx, job, s.arg, s.units)
+			tr, err = l.Settle(ctx, job, s.arg, s.units, "")
 		case "spend":
 			spent := ledgerdb.Submission{JobID: ledgertest.ID(t, "spent"), AccountID: account, Kind: kind, Request: []byte("spent")}
 			if _, err = l.Submit(ctx, spent); err == nil {
@@ -544,9 +544,9 @@ func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 			step("refund A", tr, err, ledgerdb.Applied, ledgerdb.StateRefunded)
 			tr, err = l.RecordAttempt(ctx, jobB, 2)
 			step("B runs on", tr, err, ledgerdb.Applied, ledgerdb.StateRunning)
-			tr, err = l.Settle(ctx, jobA, 3, nil)
+			tr, err = l.Settle(ctx, jobA, 3, nil, "")
 			step("A's late result", tr, err, ledgerdb.Applied, ledgerdb.StateRecovered)
-			tr, err = l.Settle(ctx, jobB, 2, units(3))
+			tr, err = l.Settle(ctx, jobB, 2, units(3), "")
 			step("B's result", tr, err, ledgerdb.Applied, ledgerdb.StateDelivered)
 			for _, job := range []ledgerdb.JobKey{jobA, jobB} {
 				outcome, err := l.RaiseAlarm(ctx, job, "settle", "refused")
@@ -560,7 +560,7 @@ func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 				"refund":  func() error { _, err := l.Refund(ctx, theirs, ledgerdb.ReasonTimedOut, "timed out", 3); return err },
 				"reclaim": func() error { _, err := l.Reclaim(ctx, theirs); return err },
 				"deliver": func() error { _, err := l.Deliver(ctx, theirs, 3); return err },
-				"settle":  func() error { _, err := l.Settle(ctx, theirs, 3, units(0)); return err },
+				"settle":  func() error { _, err := l.Settle(ctx, theirs, 3, units(0), ""); return err },
 				"attempt": func() error { _, err := l.RecordAttempt(ctx, theirs, 4); return err },
 				"alarm":   func() error { _, err := l.RaiseAlarm(ctx, theirs, "refund", "forged"); return err },
 				"delete":  func() error { return l.remove(theirs) },
@@ -582,7 +582,7 @@ func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			tr, err = l.Submit(ctx, ofB)
 			step("B's job after A's delete", tr, err, ledgerdb.AlreadyApplied, ledgerdb.StateDelivered)
-			tr, err = l.Settle(ctx, jobB, 2, nil)
+			tr, err = l.Settle(ctx, jobB, 2, nil, "")
 			step("B settled again", tr, err, ledgerdb.AlreadyApplied, ledgerdb.StateDelivered)
 			for _, acct := range []string{a, b, stranger} {
 				l.audit(t, acct)

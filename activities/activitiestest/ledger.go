@@ -401,23 +401,28 @@ func (m *MemoryLedger) Deliver(_ context.Context, key ledgerdb.JobKey, attempts 
 
 // Settle follows ledger_settle: running -> delivered, or refunded -> recovered (the refund
 // reclaimed), and a priced job settled at unitsUsed (capped at its hold; nil for the whole hold)
-// with its unused hold released, in one step. Bad input is refused before the job is read, as
-// the store validates it before it calls the database.
-func (m *MemoryLedger) Settle(_ context.Context, key ledgerdb.JobKey, attempts int, unitsUsed *int64) (ledgerdb.Transition, error) {
+// with its unused hold released, in one step, keeping outputRef. Bad input is refused before the
+// job is read, as the store validates it before it calls the database.
+func (m *MemoryLedger) Settle(_ context.Context, key ledgerdb.JobKey, attempts int, unitsUsed *int64, outputRef string) (ledgerdb.Transition, error) {
 	if err := ledgerdb.ValidateAttemptCount(attempts); err != nil {
 		return ledgerdb.Transition{}, err
 	}
 	if err := ledgerdb.ValidateUnitsUsed(unitsUsed); err != nil {
 		return ledgerdb.Transition{}, err
 	}
+	if outputRef != "" {
+		if err := ledgerdb.ValidateOutputRef(outputRef); err != nil {
+			return ledgerdb.Transition{}, err
+		}
+	}
 	return m.do(Call{Op: OpSettle, Job: key, Attempts: attempts}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
 		switch {
 		case j.State == ledgerdb.StateRunning:
-			j.State = ledgerdb.StateDelivered
+			j.State, j.OutputRef = ledgerdb.StateDelivered, outputRef
 			j.Attempts = max(j.Attempts, attempts)
 			return m.release(j, unitsUsed, 0), nil
 		case j.State == ledgerdb.StateRefunded && j.IsRefunded && !j.IsReclaimed:
-			j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
+			j.State, j.IsReclaimed, j.OutputRef = ledgerdb.StateRecovered, true, outputRef
 			return m.release(j, unitsUsed, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
 		}
 		return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)

@@ -732,7 +732,7 @@ func (b *bench) walk(ctx context.Context, lc *lifecycle, job ledgerdb.JobKey, n 
 		return err
 	}
 	if lc.name == Metered {
-		t, err = b.store.Settle(ctx, job, 3, ledgerdb.Units(lc.unitsUsed(n)))
+		t, err = b.store.Settle(ctx, job, 3, ledgerdb.Units(lc.unitsUsed(n)), "")
 		return expect("settle", t, err, ledgerdb.Applied)
 	}
 	t, err = b.store.Reclaim(ctx, job)

@@ -1,6 +1,6 @@
 -- Money rule 5: what a job costs, at which price, whose it is and what was asked are fixed at
--- submission; the units it was settled at are fixed once settled; and a guard flag never goes
--- back to false, nor a tombstone to life.
+-- submission; the units and the output it was settled at are fixed once settled; and a guard
+-- flag never goes back to false, nor a tombstone to life.
 CREATE OR REPLACE FUNCTION jobs_refuse_rewrite() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -8,8 +8,9 @@ BEGIN
         OR NEW.request_fingerprint <> OLD.request_fingerprint
         OR (NEW.kind, NEW.price_version, NEW.unit, NEW.unit_price, NEW.held_units)
            IS DISTINCT FROM (OLD.kind, OLD.price_version, OLD.unit, OLD.unit_price, OLD.held_units)
-        OR (OLD.units_used IS NOT NULL AND NEW.units_used IS DISTINCT FROM OLD.units_used) THEN
-        RAISE EXCEPTION 'job %: id, account, price, cost and request are fixed at submission, and usage once settled', OLD.id
+        OR (OLD.units_used IS NOT NULL AND NEW.units_used IS DISTINCT FROM OLD.units_used)
+        OR (OLD.output_ref IS NOT NULL AND NEW.output_ref IS DISTINCT FROM OLD.output_ref) THEN
+        RAISE EXCEPTION 'job %: id, account, price, cost and request are fixed at submission, and usage and output once settled', OLD.id
             USING ERRCODE = 'JB002';
     END IF;
     IF (OLD.is_charged AND NOT NEW.is_charged) OR (OLD.is_refunded AND NOT NEW.is_refunded)

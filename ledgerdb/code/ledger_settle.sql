@@ -3,9 +3,10 @@
 -- a price (a kind) is settled in the same transaction: its units used are recorded, capped at the
 -- units its charge held (the hold is a hard spending cap), and the unused part of the hold goes
 -- back in one release row. p_units_used NULL means the runner did not say: the job is settled at
--- its whole hold. A settled job answers already_applied with the units it was settled at. One
--- step, so that a result that races a refund can never be lost between a reclaim and a delivery.
-CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint)
+-- its whole hold. p_output_ref, the output of the result, is kept on the job (NULL: none known).
+-- A settled job answers already_applied with the units and output it was settled at. One step,
+-- so that a result that races a refund can never be lost between a reclaim and a delivery.
+CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text DEFAULT NULL)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -17,7 +18,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(),
-                    attempts = greatest(attempts, p_attempts)
+                    attempts = greatest(attempts, p_attempts), output_ref = p_output_ref
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN
@@ -25,9 +26,11 @@ BEGIN
     END IF;
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        RETURN ledger_release(r.job, p_units_used, r.entry_id, r.balance_after);
+        -- The reclaim made the job recovered, under the row lock it holds: its output next.
+        UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
+        RETURN ledger_release(j, p_units_used, r.entry_id, r.balance_after);
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_settle(text, integer, bigint)") }}
+{{ template "service_may_call" (dict "fn" "ledger_settle(text, integer, bigint, text)") }}
