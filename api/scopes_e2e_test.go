@@ -53,8 +53,9 @@ func TestCustomerKeyCannotReportResults(t *testing.T) {
 }
 
 // TestScopesOnEveryRoute is the scope table of docs/api.md, checked route by route for a key of
-// every scope and a customer key of another account (the trust rules; money rules 1 and 3: no
-// key writes what its scope does not allow). A customer key submits, reads and deletes its
+// every scope, a customer key of another account, and a revoked key, an expired key and no key
+// (401 everywhere) — the trust rules; money rules 1 and 3: no key writes what its scope does not
+// allow. A customer key submits, reads and deletes its
 // account's jobs and reads its balance, ledger and the prices; a customer_read key only the GET
 // routes; a runner key only reports results; an admin key calls everything; another account's
 // customer key reads the prices and nothing of the account, and the account's jobs do not exist
@@ -72,8 +73,20 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"runner":         e.key(t, apikeys.ScopeRunner, ""),
 		"admin":          e.key(t, apikeys.ScopeAdmin, ""),
 		"other customer": e.key(t, apikeys.ScopeCustomer, other),
+		"none":           "",
 	}
+	// A revoked admin key and an expired admin key: the most a key could do, and not let in.
+	store := apikeys.NewStore(e.Store.Pool())
+	revoked, err := store.Create(context.Background(), apikeys.Spec{Scope: apikeys.ScopeAdmin, Name: "revoked"})
+	require.NoError(t, err)
+	_, _, err = store.Revoke(context.Background(), revoked.ID)
+	require.NoError(t, err)
+	soon := time.Now().Add(time.Second)
+	expired, err := store.Create(context.Background(), apikeys.Spec{Scope: apikeys.ScopeAdmin, Name: "expired", ExpiresAt: &soon})
+	require.NoError(t, err)
+	keys["revoked"], keys["expired"] = revoked.Secret, expired.Secret
 	base := e.serve(t, nil)
+	time.Sleep(time.Until(soon) + 100*time.Millisecond)
 	kind := e.fixed(t, 30)
 	running, inAcct := ledgertest.ID(t, "job"), "?account_id="+acct
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keys["customer"], job(running, acct, kind, "sim:hang")).code)
@@ -87,6 +100,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	}{
 		{"POST", "/v1/jobs", func() any { return job(ledgertest.ID(t, "probe"), acct, newKind(t, "unpriced"), "sim:ok") }, 422,
 			[]string{"customer", "admin"}},
+		{"GET", "/v1/jobs" + inAcct, nil, 200, []string{"customer", "customer_read", "admin"}},
 		{"GET", "/v1/jobs/" + running + inAcct, nil, 200, []string{"customer", "customer_read", "admin"}},
 		{"DELETE", "/v1/jobs/" + running + inAcct, nil, 409, []string{"customer", "admin"}},
 		{"POST", "/v1/jobs/" + running + "/result" + inAcct, func() any { return map[string]any{"attempt": 0, "output_ref": "s3://x"} }, 400,
@@ -102,12 +116,17 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		{"GET", "/v1/keys", nil, 200, []string{"admin"}},
 		{"DELETE", "/v1/keys/key_0000000000000000000000", nil, 404, []string{"admin"}},
 	} {
-		for _, who := range []string{"customer", "customer_read", "runner", "admin", "other customer"} {
+		for _, who := range []string{"customer", "customer_read", "runner", "admin", "other customer", "revoked", "expired", "none"} {
 			var body any
 			if tc.body != nil {
 				body = tc.body()
 			}
 			a := call(t, base, tc.method, tc.path, keys[who], body)
+			if who == "revoked" || who == "expired" || who == "none" {
+				require.Equal(t, 401, a.code, "%s key, %s %s: %s", who, tc.method, tc.path, a.raw)
+				require.Equal(t, "unauthorized", a.str("code"))
+				continue
+			}
 			if who == "other customer" && slices.Contains(tc.who, "customer") && strings.HasPrefix(tc.path, "/v1/jobs/") {
 				// Its scope allows the route, but the job is another tenant's: it does not
 				// exist for this key, and the answer is an unknown ID's.
