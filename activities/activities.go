@@ -217,6 +217,8 @@ type LedgerResult struct {
 	// cost before the price list.
 	Kind string        `json:",omitempty"`
 	Unit ledgerdb.Unit `json:",omitempty"`
+	// HeldUnits is how many units the job's charge holds: the most its work may use and be billed.
+	HeldUnits int64 `json:",omitempty"`
 	// UnitsUsed is the usage the job was settled at; nil until it is settled.
 	UnitsUsed *int64 `json:",omitempty"`
 	// Charged is what the job costs its account as it stands (ledgerdb.Job.Charged), and
@@ -308,6 +310,7 @@ func resultOf(t ledgerdb.Transition) LedgerResult {
 		Cost:         j.Cost,
 		Kind:         j.Kind,
 		Unit:         j.Unit,
+		HeldUnits:    j.HeldUnits,
 		UnitsUsed:    j.UnitsUsed,
 		Charged:      j.Charged(),
 		Released:     j.Released(),

@@ -189,7 +189,7 @@ func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 
 	charge := run(a.Charge, activities.ChargeInput{Job: acmeJob("render-2")})
 	assert.Equal(t, activities.LedgerResult{Outcome: ledgerdb.Applied, State: ledgerdb.StateRunning,
-		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, Charged: 40,
+		MoneyState: ledgerdb.MoneyCharged, Cost: 40, Kind: "fixed-40", Unit: ledgerdb.UnitJob, HeldUnits: 1, Charged: 40,
 		EntryID: charge.EntryID, BalanceAfter: 60}, charge)
 
 	refund := run(a.Refund, activities.RefundInput{Job: acmeJob("render-2"), Reason: ledgerdb.ReasonTimedOut, Detail: "timed out after 3 attempts", Attempts: 3})

@@ -21,7 +21,9 @@ import (
 //     200 or 201 with {"run_id"}. Job IDs belong to their account, so the service must treat
 //     (account_id, job_id, attempt) as an idempotency key: a repeated POST (the runner's own
 //     retry after a lost answer) answers the same run, never a second one. A late report names
-//     the job by both too.
+//     the job by both too. For a kind metered by the GPU-second, "max_units" is the job's hold:
+//     the most units the run may use, and the most it is billed (the ledger caps the reported
+//     usage at it), so the service must stop the run there.
 //  2. Poll: GET {BaseURL}/v1/runs/{run_id} answers {"status": "running" | "succeeded" | "failed",
 //     "output_ref", "finished_at", "units_used", "error", "permanent"}. "units_used" on a success
 //     is what the run used, in units of the job's kind (GPU-seconds for a metered kind), a whole
@@ -73,6 +75,7 @@ type httpRunRequest struct {
 	JobID     string `json:"job_id"`
 	Attempt   int    `json:"attempt"`
 	InputRef  string `json:"input_ref"`
+	MaxUnits  int64  `json:"max_units,omitempty"`
 }
 
 type httpRunStarted struct {
@@ -95,7 +98,7 @@ var errTransient = errors.New("transient answer from the GPU service")
 // remote run when ctx is done first.
 func (r *HTTPRunner) Run(ctx context.Context, req WorkRequest) (WorkResult, error) {
 	var started httpRunStarted
-	body, err := json.Marshal(httpRunRequest{AccountID: req.AccountID, JobID: req.JobID, Attempt: req.Attempt, InputRef: req.InputRef})
+	body, err := json.Marshal(httpRunRequest{MaxUnits: req.MaxUnits, AccountID: req.AccountID, JobID: req.JobID, Attempt: req.Attempt, InputRef: req.InputRef})
 	if err != nil {
 		return WorkResult{}, err
 	}

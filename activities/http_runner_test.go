@@ -36,6 +36,7 @@ type fakeRunStart struct {
 	JobID     string `json:"job_id"`
 	Attempt   int    `json:"attempt"`
 	InputRef  string `json:"input_ref"`
+	MaxUnits  int64  `json:"max_units"`
 }
 
 func (f *fakeGPUService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -158,14 +159,14 @@ func TestHTTPRunnerStartNamesTheAccount(t *testing.T) {
 	ctx := context.Background()
 	svc, r := newFakeGPUService(t, "succeeded")
 	for _, account := range []string{"acme", "globex"} {
-		_, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", AccountID: account, Attempt: 1, InputRef: "s3://in/" + account})
+		_, err := r.Run(ctx, activities.WorkRequest{JobID: "render-1", AccountID: account, Attempt: 1, InputRef: "s3://in/" + account, MaxUnits: 300})
 		require.NoError(t, err, account)
 	}
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
 	require.Equal(t, []fakeRunStart{
-		{AccountID: "acme", JobID: "render-1", Attempt: 1, InputRef: "s3://in/acme"},
-		{AccountID: "globex", JobID: "render-1", Attempt: 1, InputRef: "s3://in/globex"},
+		{AccountID: "acme", JobID: "render-1", Attempt: 1, InputRef: "s3://in/acme", MaxUnits: 300},
+		{AccountID: "globex", JobID: "render-1", Attempt: 1, InputRef: "s3://in/globex", MaxUnits: 300},
 	}, svc.starts)
 	require.Equal(t, map[string]int{"acme/render-1.1": 1, "globex/render-1.1": 1}, svc.runs, "one run per account")
 }

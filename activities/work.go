@@ -27,6 +27,11 @@ type WorkRequest struct {
 	PriorAttempts int
 	// InputRef points at the job's input (a URL, an object key); the work reads it from there.
 	InputRef string
+	// MaxUnits, for a kind metered by the GPU-second, is the units the job's charge holds: the
+	// most the work may use, because the most it is billed (the ledger caps a reported usage at
+	// it). The runner passes it on to the GPU service, which must stop the work there; 0 for a
+	// kind sold by the job, and in runs recorded before the work was told.
+	MaxUnits int64 `json:",omitempty"`
 }
 
 // Job names the job whose work this is.

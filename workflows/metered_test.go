@@ -31,12 +31,15 @@ func TestMeteredJobIsSettledAtItsUsage(t *testing.T) {
 		{"not reported: the whole hold", nil, 60, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var told int64
 			h := newHarnessOf(t, metered, "metered", 100, func(_ context.Context, req activities.WorkRequest, _ int) (activities.WorkResult, error) {
+				told = req.MaxUnits
 				res := result(req.Attempt)
 				res.UnitsUsed = tc.reported
 				return res, nil
 			})
 			status := h.run()
+			assert.Equal(t, int64(gpuMax), told, "the work is told its hold: the most it may use and be billed")
 			assert.Equal(t, delivered, status.State)
 			assert.Equal(t, int64(gpuPrice*gpuMax), status.Cost, "the hold, as the ledger answered the charge")
 			assert.Equal(t, tc.charged, status.Charged)

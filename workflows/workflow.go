@@ -103,6 +103,9 @@ type meteredJob struct {
 	// held is the credits the job's charge holds, for summaries and details: the ledger's answer
 	// to the charge (the input's display price in runs from before the price list).
 	held int64
+	// maxUnits is what the work is told it may use: the units a metered job's charge holds; 0
+	// for a kind sold by the job.
+	maxUnits int64
 }
 
 // original reports whether this run was recorded by the first released version.
@@ -116,6 +119,9 @@ func (j *meteredJob) priced() bool { return j.version >= versionPrices }
 func (j *meteredJob) record(res activities.LedgerResult) {
 	if j.priced() {
 		j.held, j.status.Cost, j.status.Kind = res.Cost, res.Cost, res.Kind
+		if res.Unit == ledgerdb.UnitGPUSecond {
+			j.maxUnits = res.HeldUnits
+		}
 		j.status.UnitsUsed, j.status.Charged, j.status.Released = res.UnitsUsed, res.Charged, res.Released
 	}
 }
@@ -328,6 +334,8 @@ func (j *meteredJob) runWork(ctx workflow.Context) workOutcome {
 		p.WorkActivityOptions(fmt.Sprintf("run the work: up to %d attempts, %s each", p.MaximumAttempts, p.StartToClose)))
 	req := j.in.Work
 	req.JobID, req.AccountID, req.Attempt, req.PriorAttempts = j.in.JobID, j.in.AccountID, 0, j.status.Attempts
+	// The work is told its hold, so that the GPU service stops where the ledger stops billing.
+	req.MaxUnits = j.maxUnits
 	work := workflow.ExecuteActivity(workCtx, a.RunWork, req)
 
 	out := workOutcome{lastAttempt: int32(req.PriorAttempts) + p.MaximumAttempts}
