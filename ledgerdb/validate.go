@@ -79,9 +79,26 @@ func ValidateText(field, text string, maxBytes int) error {
 	return nil
 }
 
-// hidden reports whether r is a character [ValidateText] refuses and [ClipText] replaces: a
-// control character or an invisible formatting one.
-func hidden(r rune) bool { return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) }
+// hidden reports whether r is a character [ValidateText] refuses and [ClipText] replaces: any
+// character that is not graphic — control and formatting characters (bidirectional overrides,
+// zero widths), line and paragraph separators, private use, surrogates and unassigned code
+// points — and the graphic ones that show nothing: blank fillers and variation selectors, which
+// can hide text in a string that looks short. Combining marks, which many scripts need, pass.
+func hidden(r rune) bool {
+	if !unicode.IsGraphic(r) {
+		return true
+	}
+	switch {
+	case r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0, // Hangul fillers
+		r == 0x2800,              // braille blank
+		r == 0x17B4, r == 0x17B5, // Khmer inherent vowels
+		r >= 0x180B && r <= 0x180F,   // Mongolian variation selectors and vowel separator
+		r >= 0xFE00 && r <= 0xFE0F,   // variation selectors
+		r >= 0xE0100 && r <= 0xE01EF: // variation selectors supplement
+		return true
+	}
+	return false
+}
 
 // ClipLength is the most bytes [ClipText] keeps of a text, before the "…" that marks a cut.
 const ClipLength = 240
