@@ -207,6 +207,26 @@ func TestMetricsNotOnThePublicPort(t *testing.T) {
 	require.Equal(t, "no_route", a.str("code"))
 }
 
+// TestGuessedKeysAreLimitedByAddress checks that inventing keys is no way around the rate limit:
+// the limit's buckets are keyed by the credential presented, so each invented key would have a
+// full bucket of its own; refused authentications are counted per remote address as well, and
+// once an address has spent its burst of them, every request from it that needs a key is
+// answered 429 with Retry-After before any key is looked up — nothing is read or written.
+func TestGuessedKeysAreLimitedByAddress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := e.serve(t, func(o *api.Options) { o.Config.RateLimit = config.RateLimit{PerSecond: 1, Burst: 5} })
+	codes := map[int]int{}
+	for i := range 50 {
+		codes[send(t, base, "GET", "/v1/prices", fmt.Sprintf("jb_admin_guess%040d", i), nil).code]++
+	}
+	require.Equal(t, map[int]int{401: 5, 429: 45}, codes, "50 invented keys from one address")
+	r := send(t, base, "GET", "/v1/prices", "jb_admin_guess-one-more", nil)
+	require.Equal(t, 429, r.code)
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	require.Equal(t, 200, send(t, base, "GET", "/healthz", "", nil).code, "health checks are never limited")
+}
+
 // TestRateLimitPerKey checks the per-key rate limit: a key that spends its burst is answered 429
 // rate_limited in the API's error shape with a Retry-After and nothing done — a submission refused
 // this way writes no job — while another key goes on; its tokens come back with time. Requests
@@ -235,20 +255,25 @@ func TestRateLimitPerKey(t *testing.T) {
 	require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyB, nil).code, "another key has its own bucket")
 	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+refused+"?account_id="+acct, admin, nil).code, "the refused submission wrote nothing")
 
-	for _, anonymous := range []string{"", "unknown-key-0123456789"} {
-		codes := []int{}
-		for range 4 {
-			codes = append(codes, send(t, base, "GET", "/v1/prices", anonymous, nil).code)
-		}
-		require.Equal(t, []int{401, 401, 401, 429}, codes, "key %q", anonymous)
+	codes := []int{}
+	for range 4 {
+		codes = append(codes, send(t, base, "GET", "/v1/prices", "", nil).code)
 	}
+	require.Equal(t, []int{401, 401, 401, 429}, codes, "no key: limited by address")
+	// Each invented key has a bucket of its own, but refused keys are counted per address too:
+	// the address's budget of failed authentications is spent, so a guess is refused at once.
+	codes = codes[:0]
+	for i := range 4 {
+		codes = append(codes, send(t, base, "GET", "/v1/prices", fmt.Sprintf("unknown-key-%d", i), nil).code)
+	}
+	require.Equal(t, []int{429, 429, 429, 429}, codes, "fresh invented keys from an address out of failed authentications")
 	for range 10 {
 		require.Equal(t, 200, send(t, base, "GET", "/healthz", "", nil).code, "health checks are never limited")
 		require.Equal(t, 200, send(t, base, "GET", "/readyz", "", nil).code)
 	}
 
 	time.Sleep(1100 * time.Millisecond)
-	require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyA, nil).code, "a token came back")
+	require.Equal(t, 200, send(t, base, "GET", "/v1/prices", keyA, nil).code, "a token came back (to the key, and to the address's failed authentications)")
 	require.Equal(t, 429, send(t, base, "GET", "/v1/prices", keyA, nil).code)
 }
 

@@ -28,6 +28,11 @@ func callerBucket(r *http.Request) bucketKey {
 	if token = strings.TrimSpace(token); ok && strings.EqualFold(scheme, "Bearer") && token != "" {
 		return sha256.Sum256([]byte("key\x00" + token))
 	}
+	return addressBucket(r)
+}
+
+// addressBucket is the bucket of a request's remote address, whatever credential it presents.
+func addressBucket(r *http.Request) bucketKey {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -74,6 +79,17 @@ func newLimiter(c config.RateLimit, maxBuckets int) *limiter {
 // take spends one token of key's bucket at now. When the bucket is empty it spends nothing and
 // says how long until the next token.
 func (l *limiter) take(key bucketKey, now time.Time) (ok bool, wait time.Duration) {
+	return l.use(key, now, true)
+}
+
+// peek says whether key's bucket holds a token at now, and if not how long until it does,
+// spending nothing.
+func (l *limiter) peek(key bucketKey, now time.Time) (ok bool, wait time.Duration) {
+	return l.use(key, now, false)
+}
+
+// use refills key's bucket to now and, when spend is set and a token is there, spends it.
+func (l *limiter) use(key bucketKey, now time.Time, spend bool) (ok bool, wait time.Duration) {
 	if l == nil {
 		return true, 0
 	}
@@ -93,7 +109,9 @@ func (l *limiter) take(key bucketKey, now time.Time) (ok bool, wait time.Duratio
 	if b.tokens < 1 {
 		return false, time.Duration((1 - b.tokens) / l.perSecond * float64(time.Second))
 	}
-	b.tokens--
+	if spend {
+		b.tokens--
+	}
 	return true, 0
 }
 

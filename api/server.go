@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -55,8 +56,12 @@ type Server struct {
 	keys    *apikeys.Store
 	auth    *apikeys.Authenticator
 	limiter *limiter
-	routes  []route
-	handler http.Handler
+	// failedAuth counts, per remote address, the requests whose key was refused: the limiter
+	// above keys its buckets by the credential presented, so each invented key would get a full
+	// bucket of its own. An address out of tokens here is answered 429 before any key is looked up.
+	failedAuth *limiter
+	routes     []route
+	handler    http.Handler
 	// undeclared, set by tests, hears of any status a route answers that its declaration (and so
 	// the OpenAPI document) does not list.
 	undeclared func(pattern string, status int)
@@ -84,7 +89,8 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	s := &Server{opts: opts, limiter: newLimiter(opts.Config.RateLimit, maxRateBuckets)}
+	s := &Server{opts: opts, limiter: newLimiter(opts.Config.RateLimit, maxRateBuckets),
+		failedAuth: newLimiter(opts.Config.RateLimit, maxRateBuckets)}
 	if opts.Ledger != nil {
 		s.keys = apikeys.NewStore(opts.Ledger.Pool())
 	}
@@ -205,11 +211,22 @@ func (s *Server) serve(rt route) http.Handler {
 
 		var p *principal
 		if !rt.access.public {
+			address := addressBucket(r)
+			if ok, wait := s.failedAuth.peek(address, start); !ok {
+				// Guessing keys from here: refused before the key store is asked.
+				status = http.StatusTooManyRequests
+				retry := int(math.Ceil(wait.Seconds()))
+				w.Header().Set("Retry-After", fmt.Sprint(retry))
+				writeJSON(w, status, Error{Code: "rate_limited", Message: fmt.Sprintf(
+					"Too many requests with keys that are not valid from this address; retry in %d s. Nothing was done.", retry)})
+				return
+			}
 			key, err := s.auth.Authenticate(ctx, bearer(r))
 			switch {
 			case errors.Is(err, apikeys.ErrUnauthenticated):
 				// No key, an unknown one, an expired one and a revoked one get the same answer:
 				// a caller learns nothing of which keys exist or existed.
+				s.failedAuth.take(address, time.Now())
 				status = http.StatusUnauthorized
 				w.Header().Set("WWW-Authenticate", `Bearer realm="jobbill"`)
 				writeJSON(w, status, Error{Code: "unauthorized", Message: msgUnauthorized})
