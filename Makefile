@@ -6,7 +6,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
 .PHONY: run test db temporal temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
 
-## run: start Postgres and the Temporal dev server, then run the worker and play the five stories.
+## run: start Postgres and the Temporal dev server, then run the worker and play the seven stories.
 run: db temporal
 	$(GO) run ./cmd/jobbill-dev run
 
