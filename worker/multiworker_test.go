@@ -52,9 +52,14 @@ func multiPolicy() workflows.Policy {
 }
 
 // multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
-// is surely holding attempts when it dies, and that a test describing every job of a batch on a
-// loaded machine (a second or more a round) still finds one early in its work.
-const multiWorkDuration = 5 * time.Second
+// is surely holding attempts when it dies, and that the test still finds one with killTime to go
+// after submitting a batch (which takes seconds on a slow dev server: the attempts of a batch all
+// start while it is submitted, and none starts after) and describing its jobs.
+const multiWorkDuration = 8 * time.Second
+
+// killTime is how long an attempt must still have to run when it is picked to be killed: the
+// kill follows at once, and must land before the attempt ends.
+const killTime = 3 * time.Second
 
 // workerProcess is one `jobbill worker` process.
 type workerProcess struct {
@@ -335,9 +340,10 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 	return ""
 }
 
-// waitForRunningOn waits until p is running a job's attempt that started moments ago, and returns
-// that job at once: the caller kills p next, and an attempt found late in its work could finish
-// on p before the kill (on a loaded machine, describing every job takes seconds). Running
+// waitForRunningOn waits until p is running a job's attempt with at least killTime of its work to
+// go, and returns that job at once: the caller kills p next, and an attempt found later in its
+// work could finish on p before the kill (on a loaded machine, describing every job takes
+// seconds). Running
 // attempts are not in the history yet; DescribeWorkflowExecution's pending activities name the
 // worker that holds each, and when it started. Only jobs whose work succeeds count: a failing
 // attempt ends at once, and its retry may run and fail on p again before the kill.
@@ -354,7 +360,7 @@ func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submi
 			for _, pa := range d.GetPendingActivities() {
 				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
 					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) &&
-					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration/2 {
+					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration-killTime {
 					return []string{j.id}
 				}
 			}
