@@ -24,6 +24,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -37,29 +38,28 @@ import (
 )
 
 // multiPolicy settles a job in seconds: 2 attempts of at most 12 s, 200 ms apart. The heartbeat
-// timeout, 4 s, is how soon an attempt on a killed worker is taken for dead and retried on the
-// other; the work heartbeats every third of it, so a live attempt never misses it, even on a
-// loaded machine (at 2 s, a 3 s attempt of a succeeding job timed out there and was refunded). A
+// timeout, 6 s, is how soon an attempt on a killed worker is taken for dead and retried on the
+// other. The SDK sends heartbeats at most every 0.8 × that timeout, so an attempt that heartbeats
+// for long can miss it on a loaded machine (at 4 s, 8 s attempts of succeeding jobs timed out and
+// were refunded); the work, multiWorkDuration, ends before its second heartbeat is due. A
 // refunded job closes 1 s after its refund.
 func multiPolicy() workflows.Policy {
 	p := workertest.QuickPolicy()
 	p.InitialInterval = 200 * time.Millisecond
 	p.MaximumAttempts = 2
 	p.StartToClose = 12 * time.Second
-	p.HeartbeatTimeout = 4 * time.Second
+	p.HeartbeatTimeout = 6 * time.Second
 	p.LateResultWindow = time.Second
 	return p
 }
 
 // multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
-// is surely holding attempts when it dies, and that the test still finds one with killTime to go
-// after submitting a batch (which takes seconds on a slow dev server: the attempts of a batch all
-// start while it is submitted, and none starts after) and describing its jobs.
-const multiWorkDuration = 8 * time.Second
+// surely holds an attempt with killTime to go when it dies, short of 0.8 × the heartbeat timeout.
+const multiWorkDuration = 4 * time.Second
 
 // killTime is how long an attempt must still have to run when it is picked to be killed: the
 // kill follows at once, and must land before the attempt ends.
-const killTime = 3 * time.Second
+const killTime = 1500 * time.Millisecond
 
 // workerProcess is one `jobbill worker` process.
 type workerProcess struct {
@@ -141,6 +141,7 @@ func startWorker(t *testing.T, bin, name string, env map[string]string) *workerP
 type multiJob struct {
 	account, id string
 	cost        int64
+	kind, input string
 	want        ledgerdb.State
 }
 
@@ -190,7 +191,8 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	var all []multiJob
 
 	// Phase 1: 40 jobs, a quarter of them failing every attempt (refunded).
-	phase1 := submitJobs(ctx, t, st, store, account, "p1", 40, 4)
+	phase1 := planJobs(t, store, account, "p1", 40, 4)
+	submitJobs(ctx, t, st, phase1)
 	all = append(all, phase1...)
 	waitSettled(ctx, t, st, phase1)
 	ranBy := map[string]int{}
@@ -204,11 +206,26 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	require.GreaterOrEqual(t, ranBy[bw.name], len(phase1)/10, "worker B ran too few jobs: %v", ranBy)
 	requireLedger(ctx, t, store, account, 10_000, all)
 
-	// Phase 2: 20 more jobs; once worker A holds running attempts, kill it without warning.
-	phase2 := submitJobs(ctx, t, st, store, account, "p2", 20, 5)
+	// Phase 2: 20 more jobs; once worker A holds a running attempt, kill it without warning. The
+	// attempts of a batch all start while it is submitted, so the watch starts with it.
+	phase2 := planJobs(t, store, account, "p2", 20, 5)
 	all = append(all, phase2...)
-	onA := waitForRunningOn(ctx, t, tc, phase2, a)
-	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	type kill struct {
+		onA []string
+		err error
+	}
+	killed := make(chan kill, 1)
+	go func() {
+		onA, err := runningOn(ctx, tc, phase2, a)
+		if err == nil {
+			err = a.cmd.Process.Signal(syscall.SIGKILL)
+		}
+		killed <- kill{onA, err}
+	}()
+	submitJobs(ctx, t, st, phase2)
+	k := <-killed
+	require.NoError(t, k.err)
+	onA := k.onA
 	<-a.done
 	require.ErrorContains(t, a.err, "killed")
 	t.Logf("phase 2: killed %s (pid %d) while it ran %d attempts", a.name, a.cmd.Process.Pid, len(onA))
@@ -258,24 +275,32 @@ func waitForPollers(ctx context.Context, t *testing.T, tc client.Client, queue s
 	}
 }
 
-// submitJobs submits n jobs at once, every failEvery-th one failing every attempt.
-func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, store *ledgerdb.Store, account, prefix string, n, failEvery int) []multiJob {
+// planJobs plans n jobs, every failEvery-th one failing every attempt, each of a kind sold at its
+// cost.
+func planJobs(t *testing.T, store *ledgerdb.Store, account, prefix string, n, failEvery int) []multiJob {
 	t.Helper()
-	submitted := make([]multiJob, n)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range submitted {
-		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), want: ledgerdb.StateDelivered}
-		input := "sim:ok"
+	planned := make([]multiJob, n)
+	for i := range planned {
+		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), input: "sim:ok", want: ledgerdb.StateDelivered}
 		if i%failEvery == failEvery-1 {
-			input, j.want = "sim:fail", ledgerdb.StateRefunded
+			j.input, j.want = "sim:fail", ledgerdb.StateRefunded
 		}
-		submitted[i] = j
-		kind := ledgertest.Fixed(t, store, j.cost)
+		j.kind = ledgertest.Fixed(t, store, j.cost)
+		planned[i] = j
+	}
+	return planned
+}
+
+// submitJobs submits the planned jobs at once, and checks each was charged.
+func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, planned []multiJob) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(planned))
+	for i, j := range planned {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: account, Kind: kind, InputRef: input})
+			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
 			if err == nil && sub.Status.State != ledgerdb.StateRunning {
 				err = fmt.Errorf("charged into state %s", sub.Status.State)
 			}
@@ -284,7 +309,6 @@ func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, store *ledg
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	return submitted
 }
 
 // waitSettled waits until every job reaches a final state, and checks it is the one it must end in.
@@ -340,35 +364,39 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 	return ""
 }
 
-// waitForRunningOn waits until p is running a job's attempt with at least killTime of its work to
-// go, and returns that job at once: the caller kills p next, and an attempt found later in its
-// work could finish on p before the kill (on a loaded machine, describing every job takes
-// seconds). Running
-// attempts are not in the history yet; DescribeWorkflowExecution's pending activities name the
-// worker that holds each, and when it started. Only jobs whose work succeeds count: a failing
-// attempt ends at once, and its retry may run and fail on p again before the kill.
-func waitForRunningOn(ctx context.Context, t *testing.T, tc client.Client, submitted []multiJob, p *workerProcess) []string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+// runningOn watches the jobs until p runs an attempt of one with at least killTime of its work to
+// go, and answers that job at once: the caller kills p next, and an attempt found later in its
+// work could finish on p before the kill. Running attempts are not in the history yet;
+// DescribeWorkflowExecution's pending activities name the worker that holds each, and when it
+// started. A job not submitted yet has no workflow to describe and is passed over. Only jobs
+// whose work succeeds count: a failing attempt ends at once, and its retry may run and fail on p
+// again before the kill. It runs beside the submission, so it reports rather than fails the test.
+func runningOn(ctx context.Context, tc client.Client, jobs []multiJob, p *workerProcess) ([]string, error) {
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, j := range submitted {
+		for _, j := range jobs {
 			if j.want != ledgerdb.StateDelivered {
 				continue
 			}
 			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
-			require.NoError(t, err)
+			var notFound *serviceerror.NotFound
+			if errors.As(err, &notFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
 			for _, pa := range d.GetPendingActivities() {
 				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
 					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) &&
 					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration-killTime {
-					return []string{j.id}
+					return []string{j.id}, nil
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s never ran an attempt of the second batch", p.name)
-	return nil
+	return nil, fmt.Errorf("%s never ran an attempt of the batch", p.name)
 }
 
 // requireLedger checks every job's rows — a delivered job one charge of its cost, a refunded one
