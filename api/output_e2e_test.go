@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
@@ -18,11 +17,8 @@ import (
 func TestDeliveredJobAnswersItsOutput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
-	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
-	base := e.serve(t, nil)
-	id := ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
+	m := e.meteredRunning(t)
+	acct, key, runner, base, id := m.acct, m.key, m.runner, m.base, m.id
 
 	a := call(t, base, "GET", "/v1/jobs/"+id, key, nil)
 	require.Equal(t, 200, a.code, a.raw)

@@ -204,6 +204,22 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 10000-274-600-600)
 }
 
+// meteredJob is a running job of a kind metered by the GPU-second (1 credit a second, a hold of
+// 300) whose work hangs until a result is reported: its account (1,000 credits granted), that
+// account's customer key, a runner key, the API serving them, and the job's ID.
+type meteredJob struct {
+	acct, key, runner, base, id string
+}
+
+// meteredRunning submits a meteredJob through the API, charged.
+func (e *env) meteredRunning(t *testing.T) meteredJob {
+	t.Helper()
+	m := meteredJob{acct: ledgertest.Account(t, e.Store, 1000), runner: e.key(t, apikeys.ScopeRunner, "")}
+	m.key, m.base, m.id = e.key(t, apikeys.ScopeCustomer, m.acct), e.serve(t, nil), ledgertest.ID(t, "job")
+	require.Equal(t, 201, call(t, m.base, "POST", "/v1/jobs", m.key, job(m.id, m.acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
+	return m
+}
+
 // TestBadUsageRefusedWritesNothing checks that a result whose usage the ledger could not bill —
 // negative, fractional, not a number — or that carries an amount is refused with 400 and that
 // nothing is written (money rule 5 and the "bad input writes nothing" rule): no result is
@@ -212,11 +228,8 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 func TestBadUsageRefusedWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
-	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
-	base := e.serve(t, nil)
-	id := ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
+	m := e.meteredRunning(t)
+	acct, key, runner, base, id := m.acct, m.key, m.runner, m.base, m.id
 
 	path := "/v1/jobs/" + id + "/result?account_id=" + acct
 	for name, body := range map[string]string{

@@ -33,11 +33,8 @@ import (
 func TestCustomerKeyCannotReportResults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
-	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
-	base := e.serve(t, nil)
-	id := ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
+	m := e.meteredRunning(t)
+	acct, key, runner, base, id := m.acct, m.key, m.runner, m.base, m.id
 
 	a := call(t, base, "POST", "/v1/jobs/"+id+"/result", key, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 403, a.code, "a customer key reported its own job's usage: %s", a.raw)
