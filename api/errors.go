@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"go.temporal.io/api/serviceerror"
 )
 
 // Error is the one shape of every error the API answers.
@@ -60,6 +61,16 @@ const (
 	msgUnavailable  = "The server could not reach its ledger or Temporal in time. Retry the same request with the same ID; a job is never charged twice."
 )
 
+// timedOut reports whether err is a deadline or a cancellation: the request's own (a context
+// error), or Temporal's, which reports the deadline the SDK passed on in a gRPC status a moment
+// before the request's context itself expires.
+func timedOut(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	var canceled *serviceerror.Canceled
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.As(err, &deadline) || errors.As(err, &canceled)
+}
+
 // fromDomain maps the ledger's and the job service's errors to the API's answers. Errors it does not
 // know are 500 (or 503 when a deadline or connection failed), with the details left to the log.
 func fromDomain(err error) *apiError {
@@ -86,7 +97,7 @@ func fromDomain(err error) *apiError {
 		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of the range in which every pending refund and reclaim still fits. Nothing was written.")
 	case errors.Is(err, ledgerdb.ErrNotStarted):
 		return newError(http.StatusConflict, "not_started", "This job was never charged (it is still being decided, or it was rejected), so it has no result to take. Nothing was written.")
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case timedOut(err):
 		return newError(http.StatusServiceUnavailable, "unavailable", msgUnavailable).withMoney("unknown")
 	}
 	return newError(http.StatusInternalServerError, "internal", msgInternal)

@@ -75,8 +75,8 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		return 0, nil, err
 	case st.State != ledgerdb.StateSubmitting:
 		return http.StatusOK, jobs.Submission{Status: st, Duplicate: true}, nil
-	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		// The SDK reports our deadline as a gRPC status, hence ctx.Err(). Slow is not failed: the job is received and its charge is being decided.
+	case timedOut(err) || ctx.Err() != nil:
+		// Slow is not failed: the job is received and its charge is being decided.
 		return http.StatusAccepted, jobs.Submission{Status: st}, nil
 	}
 	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
