@@ -155,25 +155,20 @@ func TestCLIStoriesThroughTheContract(t *testing.T) {
 		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
 	})
 
-	t.Run("rejected: an amount in the input", func(t *testing.T) {
-		id := jobID(t, p, "priced")
-		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"cost":1}`, id, acct, fixed)
-		final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
-		require.Equal(t, ledgerdb.StateRejected, final.State)
-		require.Contains(t, final.Reason, "prices are set by the server")
-		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
-	})
-
-	t.Run("rejected: a misspelt field", func(t *testing.T) {
-		id := jobID(t, p, "misspelt")
-		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"max_unit":5}`, id, acct, metered)
-		final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
-		require.Equal(t, ledgerdb.StateRejected, final.State)
-		require.Contains(t, final.Reason, `unknown field "max_unit"`)
-		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
-	})
+	for _, bad := range []struct{ tag, field, want string }{
+		{"priced", `"cost":1`, "prices are set by the server"},
+		{"misspelt", `"max_unit":5`, `unknown field "max_unit"`},
+	} {
+		t.Run("rejected: "+bad.tag, func(t *testing.T) {
+			id := jobID(t, p, bad.tag)
+			input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,%s}`, id, acct, metered, bad.field)
+			final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
+			require.Equal(t, ledgerdb.StateRejected, final.State)
+			require.Contains(t, final.Reason, bad.want)
+			_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
+			require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+		})
+	}
 
 	t.Run("rejected: another request under the job's ID", func(t *testing.T) {
 		id := jobID(t, p, "delivered-2")
