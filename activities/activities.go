@@ -88,6 +88,9 @@ const (
 	ErrorTypeJobRejected = "JobRejected"
 	// ErrorTypeUnknownAccount: the job's account does not exist. Non-retryable.
 	ErrorTypeUnknownAccount = "UnknownAccount"
+	// ErrorTypeUnknownKind: the price list has no price for the job's kind; nothing was written.
+	// Non-retryable.
+	ErrorTypeUnknownKind = "UnknownKind"
 	// ErrorTypeInvalidInput: the ledger refused an argument (an ID, a reason). Non-retryable,
 	// because the same argument is refused every time.
 	ErrorTypeInvalidInput = "InvalidInput"
@@ -333,6 +336,7 @@ var refusalTypes = []struct {
 	{ledgerdb.ErrJobNotFound, ErrorTypeJobNotFound},
 	{ledgerdb.ErrConflict, ErrorTypeJobConflict},
 	{ledgerdb.ErrUnknownAccount, ErrorTypeUnknownAccount},
+	{ledgerdb.ErrUnknownKind, ErrorTypeUnknownKind},
 	{ledgerdb.ErrInvalidInput, ErrorTypeInvalidInput},
 }
 

@@ -55,11 +55,26 @@ online*) ;;
 	;;
 esac
 
-for _ in $(seq 1 60); do
-	if as_postgres pg_isready -q -p "$pg_port"; then break; fi
-	sleep 0.5
-done
-as_postgres pg_isready -q -p "$pg_port" || { say "cluster did not become ready"; exit 1; }
+wait_ready() {
+	for _ in $(seq 1 60); do
+		if as_postgres pg_isready -q -p "$pg_port"; then break; fi
+		sleep 0.5
+	done
+	as_postgres pg_isready -q -p "$pg_port" || { say "cluster did not become ready"; exit 1; }
+}
+wait_ready
+
+# Connections: the tests run packages side by side, each with its pools, and the cluster-mode
+# Temporal server (scripts/ensure-temporal-cluster.sh) holds some sixty of its own; the default
+# 100 runs out. The setting needs a restart, done once, the first time.
+min_connections=400
+current_connections=$(as_postgres psql -X -At -p "$pg_port" -d postgres -c 'SHOW max_connections')
+if [ "$current_connections" -lt "$min_connections" ]; then
+	say "raising max_connections from $current_connections to $min_connections (a restart)"
+	as_postgres psql -X -q -p "$pg_port" -d postgres -c "ALTER SYSTEM SET max_connections = $min_connections"
+	pg_ctlcluster "$pg_version" "$pg_cluster" restart
+	wait_ready
+fi
 
 psql_admin() { as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$pg_port" -d postgres "$@"; }
 

@@ -16,7 +16,8 @@ import (
 
 // JobInput starts a metered job. Its workflow ID is [JobWorkflowID] of its account and job ID.
 // The job service writes the job's placeholder in the ledger first; a run started without one (by
-// another Temporal client) writes it itself, with the same request fingerprint.
+// another Temporal client) writes it itself, with the same request fingerprint. On the wire it is
+// contract/job-input.schema.json (contract.go); its Go field names are the legacy form.
 type JobInput struct {
 	// JobID is the client's job ID.
 	JobID string
@@ -42,6 +43,9 @@ type JobInput struct {
 	// running its work, and then waits for a late result like any refunded job. The reconcile
 	// pass starts such runs.
 	Heal *HealRequest `json:",omitempty"`
+
+	// problem is why the input could not be decoded, or nil; Validate reports it.
+	problem error
 }
 
 // HealRequest says why a job's earlier run is being compensated.
@@ -49,12 +53,18 @@ type HealRequest struct {
 	// Code is the refund's reason code, what the job's customer is told: stopped_by_operator for
 	// a run an operator terminated or cancelled, interrupted for one that failed, timed out or
 	// vanished. Empty in the heal runs started before the codes, which refund as unknown.
-	Code ledgerdb.Reason `json:",omitempty"`
+	Code ledgerdb.Reason `json:"code,omitempty"`
 	// Reason is the refund's detail for operators, e.g. "stopped by an operator: terminated
 	// (wrong input file)"; it is scrubbed of credentials before it is kept or shown.
-	Reason string
+	Reason string `json:"reason"`
 	// PreviousRunID is the run that ended unsettled.
-	PreviousRunID string
+	PreviousRunID string `json:"previous_run_id"`
+}
+
+// UnmarshalJSON reads the contract's form or the legacy one.
+func (h *HealRequest) UnmarshalJSON(data []byte) error {
+	type plain HealRequest
+	return decodeContract(data, (*plain)(h))
 }
 
 // Job names the job: its account and its ID.
@@ -73,6 +83,9 @@ func (in JobInput) Validate(workflowID string) error {
 // validate is Validate as a run of version v checks it: runs from before the price list carried
 // a cost and no kind.
 func (in JobInput) validate(workflowID string, v workflow.Version) error {
+	if in.problem != nil {
+		return in.problem
+	}
 	if err := ledgerdb.ValidateID("job ID", in.JobID); err != nil {
 		return err
 	}
@@ -236,24 +249,36 @@ func (p Policy) WorkActivityOptions(summary string) workflow.ActivityOptions {
 }
 
 // ResultSignal is the payload of [SignalResult]: the job's result landed. It never carries an
-// amount; the ledger reclaims the job's recorded cost (money rule 5).
+// amount; the ledger reclaims the job's recorded cost (money rule 5). On the wire it is
+// contract/result-signal.schema.json.
 type ResultSignal struct {
+	// ContractVersion is the contract the sender wrote; 0 (absent) is version 1.
+	ContractVersion int `json:"contract_version,omitempty"`
 	// Attempt is the attempt that produced the result.
-	Attempt int
+	Attempt int `json:"attempt"`
 	// OutputRef points at the job's output.
-	OutputRef string
+	OutputRef string `json:"output_ref"`
 	// FinishedAt is when the work finished, by the runner's clock.
-	FinishedAt time.Time
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
 	// kind): the only number a result carries, capped by the ledger at the job's hold. Nil when
 	// the reporter did not say; the job is then billed its whole hold.
-	UnitsUsed *int64 `json:",omitempty"`
+	UnitsUsed *int64 `json:"units_used,omitempty"`
+}
+
+// UnmarshalJSON reads the contract's form or the legacy one; unknown fields are refused.
+func (s *ResultSignal) UnmarshalJSON(data []byte) error {
+	type plain ResultSignal
+	return decodeContract(data, (*plain)(s))
 }
 
 // Validate says why a result cannot be taken, or nil: the attempt must be one the job's work
 // may have run (from 1 to maxAttempt), the output reference a valid one and the usage, if any,
 // not negative (ledgerdb's rules).
 func (s ResultSignal) Validate(maxAttempt int) error {
+	if err := checkContractVersion(s.ContractVersion); err != nil {
+		return err
+	}
 	if s.Attempt < 1 || s.Attempt > maxAttempt {
 		return fmt.Errorf("attempt %d is not an attempt of this job (1 to %d)", s.Attempt, maxAttempt)
 	}
@@ -263,12 +288,21 @@ func (s ResultSignal) Validate(maxAttempt int) error {
 	return ledgerdb.ValidateOutputRef(s.OutputRef)
 }
 
-// RedriveRequest is the payload of [SignalRedrive].
+// RedriveRequest is the payload of [SignalRedrive]; on the wire it is
+// contract/redrive-signal.schema.json.
 type RedriveRequest struct {
+	// ContractVersion is the contract the sender wrote; 0 (absent) is version 1.
+	ContractVersion int `json:"contract_version,omitempty"`
 	// By names who asked (an operator, a CLI user), for the timeline.
-	By string
+	By string `json:"by"`
 	// Note says why.
-	Note string
+	Note string `json:"note,omitempty"`
+}
+
+// UnmarshalJSON reads the contract's form or the legacy one; unknown fields are refused.
+func (r *RedriveRequest) UnmarshalJSON(data []byte) error {
+	type plain RedriveRequest
+	return decodeContract(data, (*plain)(r))
 }
 
 // MaxRedriveByLength is the longest [RedriveRequest.By], in bytes.
@@ -277,6 +311,9 @@ const MaxRedriveByLength = 128
 // Validate says why a redrive request cannot be taken, or nil: who asked and why must be short,
 // printable text.
 func (r RedriveRequest) Validate() error {
+	if err := checkContractVersion(r.ContractVersion); err != nil {
+		return err
+	}
 	switch {
 	case len(r.By) > MaxRedriveByLength:
 		return fmt.Errorf("by is %d bytes; at most %d are allowed", len(r.By), MaxRedriveByLength)
@@ -288,56 +325,72 @@ func (r RedriveRequest) Validate() error {
 	return nil
 }
 
-// JobStatus is the answer of [QueryStatus] and the workflow's result.
+// JobStatus is the answer of [QueryStatus] and the workflow's result; on the wire it is
+// contract/job-status.schema.json.
 type JobStatus struct {
 	// JobID and AccountID identify the job.
-	JobID, AccountID string
+	JobID     string `json:"job_id"`
+	AccountID string `json:"account_id"`
 	// Cost is what the job's charge holds, in credits, as the ledger answered the charge (display
 	// only; 0 until then).
-	Cost int64
+	Cost int64 `json:"cost"`
 	// Kind is the job's kind; empty for a job submitted with a cost before the price list.
-	Kind string `json:",omitempty"`
+	Kind string `json:"kind,omitempty"`
 	// UnitsUsed is the usage the job was settled at; nil until it is settled.
-	UnitsUsed *int64 `json:",omitempty"`
+	UnitsUsed *int64 `json:"units_used,omitempty"`
 	// Charged is what the job costs its account as the ledger last answered, and Released the
 	// part of the hold its settlement gave back.
-	Charged  int64 `json:",omitempty"`
-	Released int64 `json:",omitempty"`
+	Charged  int64 `json:"charged,omitempty"`
+	Released int64 `json:"released,omitempty"`
 	// State is where the job stands; it is the BillingState search attribute.
-	State ledgerdb.State
+	State ledgerdb.State `json:"state"`
 	// MoneyState is what the user is told about their money.
-	MoneyState ledgerdb.MoneyState
+	MoneyState ledgerdb.MoneyState `json:"money_state"`
 	// Attempts is how many attempts the work had, as far as the workflow knows.
-	Attempts int
+	Attempts int `json:"attempts"`
 	// DeadLettered is true while the job is refunded and not recovered; it is the DeadLettered
 	// search attribute.
-	DeadLettered bool
+	DeadLettered bool `json:"dead_lettered"`
 	// Reason says why the job was rejected (its reject reason code) or refunded (the refund's
 	// detail, scrubbed): for operators, in the Temporal UI; a customer reads the ledger's code.
-	Reason string
+	Reason string `json:"reason"`
 	// OutputRef points at the job's output once it was delivered or recovered.
-	OutputRef string
+	OutputRef string `json:"output_ref"`
 	// Redrives counts the redrives run.
-	Redrives int
+	Redrives int `json:"redrives"`
 	// IgnoredResults counts result signals that changed nothing because the job had settled.
-	IgnoredResults int
+	IgnoredResults int `json:"ignored_results"`
 	// IgnoredSignals counts signals refused because their payload was invalid (an attempt that
 	// never ran, an unreadable payload); the job went on without them.
-	IgnoredSignals int `json:",omitempty"`
+	IgnoredSignals int `json:"ignored_signals,omitempty"`
 	// LastIgnored says why the last of them was refused.
-	LastIgnored string `json:",omitempty"`
+	LastIgnored string `json:"last_ignored,omitempty"`
 	// Alarm, when set, says which ledger step the database refused for good: the job needs an
 	// operator (the invariant checker reports it too).
-	Alarm string `json:",omitempty"`
+	Alarm string `json:"alarm,omitempty"`
 }
 
-// ChargeDecision is the answer of [UpdateChargeDecision]: whether the job was charged.
+// UnmarshalJSON reads the contract's form or the legacy one (the results of runs recorded before
+// the contract).
+func (st *JobStatus) UnmarshalJSON(data []byte) error {
+	type plain JobStatus
+	return decodeContract(data, (*plain)(st))
+}
+
+// ChargeDecision is the answer of [UpdateChargeDecision]: whether the job was charged. On the wire
+// it is contract/charge-decision.schema.json.
 type ChargeDecision struct {
 	// State is the job's state right after its charge was decided: running when charged now,
 	// rejected when refused, or a later state when an earlier run of this ID already billed it.
-	State ledgerdb.State
+	State ledgerdb.State `json:"state"`
 	// MoneyState is what the user is told about their money.
-	MoneyState ledgerdb.MoneyState
+	MoneyState ledgerdb.MoneyState `json:"money_state"`
 	// Reason says why the charge was refused; empty when it was not.
-	Reason string
+	Reason string `json:"reason"`
+}
+
+// UnmarshalJSON reads the contract's form or the legacy one.
+func (d *ChargeDecision) UnmarshalJSON(data []byte) error {
+	type plain ChargeDecision
+	return decodeContract(data, (*plain)(d))
 }

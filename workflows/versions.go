@@ -34,8 +34,13 @@ const (
 	// kind's price, the summaries show the ledger's figures, and a result is settled with the
 	// units its work used.
 	versionPrices workflow.Version = 2
+	// versionContract reads the published JSON contract (contract.go; the commands are those of
+	// versionPrices), and ends rejected, with the ledger's reason, a run whose own placeholder
+	// the ledger refused as invalid (a maximum of units above the kind's), where earlier runs
+	// raised an alarm.
+	versionContract workflow.Version = 3
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionPrices
+	latestMeteredJobVersion = versionContract
 )
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.

@@ -153,7 +153,7 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 	// 1. Charge. The ledger charges its own record of the cost; a refusal is final.
 	charge, err := j.charge(ctx)
 	if err != nil {
-		if reason, ok := rejection(err); ok {
+		if reason, ok := j.rejection(err); ok {
 			j.refuse(ctx, reason)
 			return nil
 		}
@@ -576,12 +576,21 @@ func (s ResultSignal) workResult() activities.WorkResult {
 }
 
 // rejection says whether a charge error is a refusal that ends the job as rejected, and why.
-func rejection(err error) (string, bool) {
+func (j *meteredJob) rejection(err error) (string, bool) {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
 		return "", false
 	}
 	switch appErr.Type() {
+	case activities.ErrorTypeUnknownKind:
+		// Runs before versionContract retried this refusal for ever; one that meets it now ends.
+		return fmt.Sprintf("the price list has no kind %q", j.in.Kind), true
+	case activities.ErrorTypeInvalidInput:
+		if j.version >= versionContract {
+			// A direct start's placeholder the ledger refused (a maximum of units above the
+			// kind's): the input's fault, so a rejection, not an alarm.
+			return "invalid input: " + appErr.Message(), true
+		}
 	case activities.ErrorTypeInsufficientCredits:
 		return "insufficient credits", true
 	case activities.ErrorTypeJobGone:

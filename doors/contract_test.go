@@ -1,0 +1,195 @@
+package doors_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// contractInput is a MeteredJob input in the published JSON contract (contract/
+// job-input.schema.json), typed as a TypeScript or Python engineer writes it from the schema:
+// snake_case names, durations as strings. It is written out by hand, not marshalled from a Go
+// type, so that the test speaks the contract alone.
+func contractInput(jobID, accountID, kind, inputRef string) string {
+	p := doorPolicy()
+	return fmt.Sprintf(`{"contract_version":1,"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q,`+
+		`"policy":{"initial_interval":%q,"backoff_coefficient":%g,"maximum_interval":%q,"maximum_attempts":%d,`+
+		`"start_to_close":%q,"heartbeat_timeout":%q,"late_result_window":%q}}`,
+		jobID, accountID, kind, inputRef,
+		p.InitialInterval, p.BackoffCoefficient, p.MaximumInterval, p.MaximumAttempts,
+		p.StartToClose, p.HeartbeatTimeout, p.LateResultWindow)
+}
+
+// contractStatus asks a job's workflow for its status with `temporal workflow query`, read as
+// the contract's JSON object (job-status.schema.json), not through a Go type.
+func (e *env) contractStatus(t *testing.T, workflowID string) map[string]any {
+	t.Helper()
+	out := e.cli.must(t, "workflow", "query", "--workflow-id", workflowID, "--type", workflows.QueryStatus, "--output", "json")
+	var answer struct {
+		QueryResult []map[string]any `json:"queryResult"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &answer), "the CLI's query output:\n%s", out)
+	require.Len(t, answer.QueryResult, 1, "the CLI's query output:\n%s", out)
+	return answer.QueryResult[0]
+}
+
+// awaitContractState queries until the job's status says state, and answers that status.
+func (e *env) awaitContractState(t *testing.T, workflowID string, state ledgerdb.State) map[string]any {
+	t.Helper()
+	var status map[string]any
+	require.Eventually(t, func() bool {
+		status = e.contractStatus(t, workflowID)
+		return status["state"] == string(state)
+	}, waitLimit, 250*time.Millisecond, "the job never reached %s: %v", state, status)
+	return status
+}
+
+// submitWithUpdate submits a job with `temporal workflow execute-update-with-start`, as a backend
+// service's SDK does: start (or join) the job's workflow and wait for its charge-decision
+// update. It answers the update's result, read as the contract's JSON object.
+func (e *env) submitWithUpdate(t *testing.T, workflowID, input string) map[string]any {
+	t.Helper()
+	out := e.cli.must(t, "workflow", "execute-update-with-start", "--update-name", workflows.UpdateChargeDecision,
+		"--workflow-id", workflowID, "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
+		"--id-conflict-policy", "UseExisting", "--input", input, "--output", "json")
+	var answer struct {
+		UpdateResult map[string]any `json:"updateResult"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &answer), "the CLI's output:\n%s", out)
+	require.NotNil(t, answer.UpdateResult, "the CLI's output:\n%s", out)
+	return answer.UpdateResult
+}
+
+// TestCLIStoriesThroughTheContract checks that another program can bill a job through the
+// published JSON contract alone — the `temporal` CLI standing in for any Temporal SDK: no Go
+// type, no placeholder written first. For each story the ledger holds what the money rules say:
+//   - delivered (Update-With-Start, then the charge-decision answers "charged"): one charge of
+//     the price list's figure, settled at the usage the work reported (rule 3);
+//   - refunded then recovered: the work fails for good, the charge is refunded, and a late
+//     result signalled in the contract's form reclaims it once (rules 1, 2);
+//   - rejected: an unknown kind, more units than the kind allows, an amount or a misspelt field
+//     in the input: the run ends rejected with the reason, and nothing is written (rule 5);
+//   - a second start of a job with a different request ends rejected without charging (rule 7).
+//
+// The audit over the test's jobs is clean.
+func TestCLIStoriesThroughTheContract(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := prefix(t)
+	acct := ledgertest.Account(t, e.Store, 500)
+	fixed := ledgertest.Fixed(t, e.Store, 40)
+	metered := ledgertest.Metered(t, e.Store, 2, 30)
+
+	t.Run("delivered", func(t *testing.T) {
+		id := jobID(t, p, "delivered")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		decision := e.submitWithUpdate(t, workflowID, contractInput(id, acct, metered, "sim:ok+used:12"))
+		require.Equal(t, map[string]any{"state": "running", "money_state": "charged", "reason": ""}, decision)
+		status := e.awaitContractState(t, workflowID, ledgerdb.StateDelivered)
+		require.Equal(t, "charged", status["money_state"])
+		require.EqualValues(t, 60, status["cost"], "the hold: 30 GPU-seconds at 2 credits")
+		require.EqualValues(t, 12, status["units_used"])
+		require.EqualValues(t, 24, status["charged"])
+		require.Equal(t, fmt.Sprintf("sim://%s/attempt-1", id), status["output_ref"])
+		require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -60}, {Kind: ledgerdb.KindRelease, Amount: 36}},
+			ledgertest.Rows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}))
+
+		// The same start again (a retried submission) joins the job: the same answer, no charge.
+		again := e.submitWithUpdate(t, workflowID, contractInput(id, acct, metered, "sim:ok+used:12"))
+		require.Equal(t, "delivered", again["state"])
+		require.Len(t, ledgertest.Rows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}), 2)
+	})
+
+	t.Run("refunded then recovered", func(t *testing.T) {
+		id := jobID(t, p, "recovered")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+		workflowID := e.startDirectlyWith(t, id, acct, contractInput(id, acct, fixed, "sim:fail"))
+		status := e.awaitContractState(t, workflowID, ledgerdb.StateRefunded)
+		require.Equal(t, "refunded", status["money_state"])
+		require.Equal(t, true, status["dead_lettered"])
+		attempts := int(status["attempts"].(float64))
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+
+		result := fmt.Sprintf(`{"contract_version":1,"attempt":%d,"output_ref":"s3://late/%s","finished_at":%q}`,
+			attempts, id, time.Now().UTC().Format(time.RFC3339))
+		require.NoError(t, e.cli.signal(testContext(t), workflowID, result))
+		status = e.awaitContractState(t, workflowID, ledgerdb.StateRecovered)
+		require.Equal(t, "charged", status["money_state"])
+		require.Equal(t, false, status["dead_lettered"])
+		require.Equal(t, "s3://late/"+id, status["output_ref"])
+
+		// The recovery closed the workflow: the same result again is refused by Temporal, and
+		// the refund stays reclaimed once.
+		require.ErrorContains(t, e.cli.signal(testContext(t), workflowID, result), "already completed")
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	})
+
+	t.Run("rejected: unknown kind", func(t *testing.T) {
+		id := jobID(t, p, "unknown-kind")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		decision := e.submitWithUpdate(t, workflowID, contractInput(id, acct, "no-such-kind", "sim:ok"))
+		require.Equal(t, "rejected", decision["state"])
+		require.Equal(t, "not_charged", decision["money_state"])
+		require.Equal(t, `the price list has no kind "no-such-kind"`, decision["reason"])
+		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+	})
+
+	t.Run("rejected: more units than the kind allows", func(t *testing.T) {
+		id := jobID(t, p, "too-many-units")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"max_units":31,"input_ref":"sim:ok"}`, id, acct, metered)
+		decision := e.submitWithUpdate(t, workflowID, input)
+		require.Equal(t, "rejected", decision["state"])
+		require.Equal(t, "not_charged", decision["money_state"])
+		require.Contains(t, decision["reason"], "invalid input")
+		require.Contains(t, decision["reason"], "30")
+		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+	})
+
+	t.Run("rejected: an amount in the input", func(t *testing.T) {
+		id := jobID(t, p, "priced")
+		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"cost":1}`, id, acct, fixed)
+		final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
+		require.Equal(t, ledgerdb.StateRejected, final.State)
+		require.Contains(t, final.Reason, "prices are set by the server")
+		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+	})
+
+	t.Run("rejected: a misspelt field", func(t *testing.T) {
+		id := jobID(t, p, "misspelt")
+		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"max_unit":5}`, id, acct, metered)
+		final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
+		require.Equal(t, ledgerdb.StateRejected, final.State)
+		require.Contains(t, final.Reason, `unknown field "max_unit"`)
+		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
+		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+	})
+
+	t.Run("rejected: another request under the job's ID", func(t *testing.T) {
+		id := jobID(t, p, "delivered-2")
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+		workflowID := workflows.JobWorkflowID(acct, id)
+		e.awaitClosed(t, e.startDirectlyWith(t, id, acct, contractInput(id, acct, fixed, "sim:ok")))
+		// Temporal lets a closed workflow ID start again; the ledger's fingerprint refuses the
+		// new request and the ID's charge stands once.
+		e.cli.must(t, "workflow", "start", "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
+			"--workflow-id", workflowID, "--input", contractInput(id, acct, fixed, "sim:another-input"))
+		final := e.awaitClosed(t, workflowID)
+		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+		require.Contains(t, final.Reason, "different request")
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+	})
+
+	ledgertest.RequireBalance(t, e.Store, acct, 500-24-40-40)
+	e.requireAudit(t, p)
+}
