@@ -3,14 +3,9 @@
 // JSON contract (contract/*.schema.json): namespace jobbill, task queue jobbill-metered-jobs,
 // workflow MeteredJob under the ID job/<account>/<job>, payloads in snake_case.
 
-import {
-  Client,
-  Connection,
-  WithStartWorkflowOperation,
-  WorkflowExecutionAlreadyStartedError,
-} from '@temporalio/client';
+import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { InvalidInputError } from './errors';
-import { checkCount, checkId, checkKeys, checkSubmission, checkText } from './validate';
+import { checkCount, checkId, checkKeys, checkSubmission, checkText, SUBMISSION_FIELDS } from './validate';
 
 /** jobbill's own Temporal namespace. */
 export const NAMESPACE = 'jobbill';
@@ -52,7 +47,7 @@ export interface JobInput {
   account_id: string;
   /** A kind of the price list. */
   kind: string;
-  /** For a metered kind, a smaller maximum of units than the kind's. */
+  /** For a metered kind, a smaller maximum of units than the kind's; 0 or absent for the kind's own. */
   max_units?: number;
   /** Where the work reads its input. */
   input_ref?: string;
@@ -66,8 +61,8 @@ export interface ResultSignal {
   attempt: number;
   /** Where the result is. */
   output_ref: string;
-  /** When the work finished (RFC 3339). */
-  finished_at: string;
+  /** When the work finished, by the runner's clock (RFC 3339). */
+  finished_at?: string;
   /** Units the work used, from 0; left out, the whole hold is billed. */
   units_used?: number;
 }
@@ -85,8 +80,8 @@ export interface ChargeDecision {
   state: string;
   /** charged, not_charged or refunded. */
   money_state: string;
-  /** A rejection's or refund's reason code. */
-  reason?: string;
+  /** Why the charge was refused; empty when it was not. */
+  reason: string;
 }
 
 /** The `status` query's answer. */
@@ -136,7 +131,8 @@ export interface SubmitOptions {
   taskQueue?: string;
 }
 
-const POLICY_FIELDS = [
+/** The fields of {@link Policy}, as contract/job-input.schema.json lists them. */
+export const POLICY_FIELDS = [
   'initial_interval',
   'backoff_coefficient',
   'maximum_interval',
@@ -145,7 +141,12 @@ const POLICY_FIELDS = [
   'heartbeat_timeout',
   'late_result_window',
 ] as const;
-const DURATION = /^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/;
+/** The fields of {@link JobInput} (the contract's, but `heal`, which only jobbill's reconcile pass writes). */
+export const JOB_INPUT_FIELDS = ['contract_version', ...SUBMISSION_FIELDS, 'policy'] as const;
+/** The fields of {@link ResultSignal}. */
+export const RESULT_SIGNAL_FIELDS = ['contract_version', 'attempt', 'output_ref', 'finished_at', 'units_used'] as const;
+/** A Go duration, as the contract's schema writes it. */
+const DURATION = /^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$/;
 
 /** Refuses a policy the workflow would refuse: unknown fields, durations not in Go's form. */
 function checkPolicy(policy: unknown): void {
@@ -156,11 +157,12 @@ function checkPolicy(policy: unknown): void {
       throw new InvalidInputError(`policy.${field} ${JSON.stringify(v)} must be a Go duration such as "30s", "5m" or "24h"`);
     }
   }
-  if (p.backoff_coefficient !== undefined && (typeof p.backoff_coefficient !== 'number' || !(p.backoff_coefficient >= 1))) {
-    throw new InvalidInputError(`policy.backoff_coefficient ${JSON.stringify(p.backoff_coefficient)} must be a number from 1`);
+  const c = p.backoff_coefficient;
+  if (c !== undefined && (typeof c !== 'number' || !(c >= 0 && c <= 100))) {
+    throw new InvalidInputError(`policy.backoff_coefficient ${JSON.stringify(c)} must be a number from 0 to 100 (0: the default)`);
   }
-  if (p.maximum_attempts !== undefined) {
-    checkCount('policy.maximum_attempts', p.maximum_attempts, 1);
+  if (p.maximum_attempts !== undefined && checkCount('policy.maximum_attempts', p.maximum_attempts, 0) > 1000) {
+    throw new InvalidInputError(`policy.maximum_attempts ${p.maximum_attempts} must be at most 1000 (0: the default)`);
   }
 }
 
@@ -174,15 +176,15 @@ function checkVersion(v: unknown): void {
 /**
  * Submits a job: starts its MeteredJob workflow under job/<account>/<job> with Update-With-Start
  * (conflict policy USE_EXISTING, so a repeated submission joins the job's running workflow
- * instead of starting a second; reuse policy REJECT_DUPLICATE, so a closed job's ID never starts
- * again) and waits for the charge-decision update's answer: running (charged) or rejected (not
- * charged). A job whose workflow has closed answers its decision from its status query. The
- * update's ID is the one the job service uses, so a retried submission is the same update,
- * answered once. An input that carries an amount, an unknown field or an invalid ID or kind
+ * instead of starting a second) and waits for the charge-decision update's answer: running
+ * (charged) or rejected (not charged, with the reason). The same submission after the workflow
+ * closed is answered from the ledger (docs/contract.md): an ID is charged once whatever is sent
+ * twice. The update's ID is the one the job service uses, so a retried submission is the same
+ * update, answered once. An input that carries an amount, an unknown field or an invalid ID or kind
  * throws {@link InvalidInputError} and nothing is sent.
  */
 export async function submitJob(client: Client, input: JobInput, opts: SubmitOptions = {}): Promise<ChargeDecision> {
-  checkSubmission('the job input', input, ['contract_version', 'policy']);
+  checkSubmission('the job input', input, ['contract_version', 'policy'], 0);
   checkVersion(input.contract_version);
   if (input.policy !== undefined) {
     checkPolicy(input.policy);
@@ -193,21 +195,11 @@ export async function submitJob(client: Client, input: JobInput, opts: SubmitOpt
     taskQueue: opts.taskQueue ?? TASK_QUEUE,
     args: [{ contract_version: CONTRACT_VERSION, ...input }],
     workflowIdConflictPolicy: 'USE_EXISTING',
-    workflowIdReusePolicy: 'REJECT_DUPLICATE',
   });
-  try {
-    return await client.workflow.executeUpdateWithStart<any, ChargeDecision, []>(UPDATE_CHARGE_DECISION, {
-      startWorkflowOperation,
-      updateId: `${UPDATE_CHARGE_DECISION}:${input.job_id}`,
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-      throw err;
-    }
-    // The job's workflow has closed: its status says how its charge was decided.
-    const status = await jobStatus(client, input.account_id, input.job_id);
-    return { state: status.state, money_state: status.money_state, reason: status.reason || undefined };
-  }
+  return client.workflow.executeUpdateWithStart<any, ChargeDecision, []>(UPDATE_CHARGE_DECISION, {
+    startWorkflowOperation,
+    updateId: `${UPDATE_CHARGE_DECISION}:${input.job_id}`,
+  });
 }
 
 /** Reads a job's status from its workflow (query `status`); it answers closed workflows too. */
@@ -219,21 +211,25 @@ export async function jobStatus(client: Client, accountId: string, jobId: string
 /**
  * Signals a job's result (signal `result`): the attempt, where the output is, when the work
  * finished and the units it used. A result after the job was refunded recovers it (the refund is
- * reclaimed and the job settled at its usage). finished_at may be given as a Date. A result that
- * is not the contract's throws {@link InvalidInputError} and nothing is sent.
+ * reclaimed and the job settled at its usage). finished_at may be given as a Date, or left out.
+ * A result that is not the contract's throws {@link InvalidInputError} and nothing is sent (the
+ * workflow would ignore it, and count it). Once the job's workflow has closed (its late-result
+ * window over, or settled) the signal rejects with WorkflowNotFoundError: report the result
+ * through the API then (POST /v1/jobs/{id}/result with a runner key, the HTTP client's
+ * reportResult), which settles it through jobbill's fallback workflow.
  */
 export async function signalResult(
   client: Client,
   accountId: string,
   jobId: string,
-  result: Omit<ResultSignal, 'finished_at'> & { finished_at: string | Date },
+  result: Omit<ResultSignal, 'finished_at'> & { finished_at?: string | Date },
 ): Promise<void> {
-  const r = checkKeys('the result', result, ['contract_version', 'attempt', 'output_ref', 'finished_at', 'units_used']);
+  const r = checkKeys('the result', result, RESULT_SIGNAL_FIELDS);
   checkVersion(r.contract_version);
   checkCount('attempt', r.attempt, 1);
   checkText('output_ref', r.output_ref, true);
   const finished = r.finished_at instanceof Date ? r.finished_at : typeof r.finished_at === 'string' ? new Date(r.finished_at) : undefined;
-  if (!finished || Number.isNaN(finished.getTime())) {
+  if (r.finished_at !== undefined && (!finished || Number.isNaN(finished.getTime()))) {
     throw new InvalidInputError(`finished_at ${JSON.stringify(r.finished_at)} must be a Date or an RFC 3339 time`);
   }
   if (r.units_used !== undefined) {
@@ -243,8 +239,10 @@ export async function signalResult(
     contract_version: CONTRACT_VERSION,
     attempt: result.attempt,
     output_ref: result.output_ref,
-    finished_at: finished.toISOString(),
   };
+  if (finished) {
+    signal.finished_at = finished.toISOString();
+  }
   if (result.units_used !== undefined) {
     signal.units_used = result.units_used;
   }

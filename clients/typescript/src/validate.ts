@@ -89,20 +89,21 @@ export function checkKeys(what: string, body: unknown, allowed: readonly string[
 }
 
 /** The fields of a submission, to the HTTP API and to Temporal alike. */
-const SUBMISSION_FIELDS = ['job_id', 'account_id', 'kind', 'max_units', 'input_ref'] as const;
+export const SUBMISSION_FIELDS = ['job_id', 'account_id', 'kind', 'max_units', 'input_ref'] as const;
 
 /**
  * Refuses a submission the server would refuse: keys other than its fields (an amount above all),
- * IDs and a kind the ledger could not hold, a max_units that is not a whole number from 1, an
- * input_ref that is not text. `extra` names the further fields a door accepts.
+ * IDs and a kind the ledger could not hold, a max_units that is not a whole number from
+ * minMaxUnits (the API takes 1 and up; the workflow reads 0 as the kind's own), an input_ref that
+ * is not text. `extra` names the further fields a door accepts.
  */
-export function checkSubmission(what: string, body: unknown, extra: readonly string[] = []): void {
+export function checkSubmission(what: string, body: unknown, extra: readonly string[] = [], minMaxUnits = 1): void {
   const b = checkKeys(what, body, [...SUBMISSION_FIELDS, ...extra]);
   checkId('job_id', b.job_id);
   checkId('account_id', b.account_id);
   checkKind(b.kind);
   if (b.max_units !== undefined) {
-    checkCount('max_units', b.max_units, 1);
+    checkCount('max_units', b.max_units, minMaxUnits);
   }
   checkText('input_ref', b.input_ref, false);
 }

@@ -65,7 +65,7 @@ export function reply(res: ServerResponse, status: number, body?: unknown): void
 }
 
 /** The repository's root: the nearest directory up from here that holds apiclient/testdata. */
-function repoRoot(): string {
+export function repoRoot(): string {
   for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
     if (existsSync(path.join(dir, 'apiclient', 'testdata'))) {
       return dir;

@@ -101,7 +101,9 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     const st = await until(i.account_id, i.job_id, 'recovered');
     assert.equal(st.money_state, 'charged');
     assert.equal(st.output_ref, 's3://results/ts-late');
-    await temporal.signalResult(tc, i.account_id, i.job_id, result);
+    // The same result again changes nothing: the run answers it already applied, or, once the
+    // recovered run has closed, Temporal refuses the signal (report through the API then).
+    await temporal.signalResult(tc, i.account_id, i.job_id, result).catch((err) => assert.ok(err instanceof WorkflowNotFoundError, String(err)));
     const read = await api.status(i.job_id);
     assert.equal(read.state, 'recovered');
     assert.equal(read.charged, env!.price);
@@ -115,7 +117,7 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     const decision = await submit(i);
     assert.equal(decision.state, 'rejected');
     assert.equal(decision.money_state, 'not_charged');
-    assert.equal(decision.reason, 'insufficient_credits');
+    assert.match(decision.reason, /insufficient credits/);
     assert.deepEqual(await rowKinds(poor, env!.poorAccount, i.job_id), []);
     assert.equal((await poor.balance(env!.poorAccount)).balance, 10);
   });
