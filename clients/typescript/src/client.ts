@@ -174,6 +174,10 @@ export class Client {
   async run(t: Tracked, opts: CallOptions = {}): Promise<JobStatus> {
     const { status, retryAfterMs } = await this.submitOnce(t, opts);
     if (t.state === 'accepted' && status && decide(t, { status_code: 200, state: status.state }, this.clock.now()) === 'done') {
+      if (status.state === STATE_REJECTED) {
+        // Answered as poll answers it: a rejected job is an error that says nothing was charged.
+        throw new InsufficientCreditsError(status);
+      }
       return status;
     }
     if (retryAfterMs > 0) {

@@ -204,6 +204,21 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
+  // Money rule 7: a submission answered with a rejected job (the same ID sent again after its
+  // rejection) is InsufficientCreditsError whether the POST or a look told it — never a settled
+  // job the caller might read as done.
+  it('a rejected job in the submission\'s answer is an error, not charged', async () => {
+    const rejected = { job_id: 'render-1', state: 'rejected', money_state: 'not_charged', reason: 'insufficient_credits' };
+    const srv = await scriptedServer((_req, res) => reply(res, 200, { status: rejected, duplicate: true }));
+    try {
+      const c = new Client({ baseUrl: srv.url, key: 'k', clock: new FakeClock() });
+      await assert.rejects(c.run(c.track(body)), (err) => err instanceof InsufficientCreditsError && err.status.money_state === 'not_charged');
+      assert.equal(srv.received.length, 1, 'answered by the POST alone');
+    } finally {
+      await srv.close();
+    }
+  });
+
   // Bad input gets a clear error and nothing is sent: an amount under any name (prices are set by
   // the server), an unknown field, an ID with a "/", an upper-case kind, a fractional max_units,
   // an empty job ID to read, a negative usage.
