@@ -1,7 +1,9 @@
 package apiclient_test
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -20,30 +22,87 @@ func tracked(state apiclient.SubmissionState, resubmissions int, withBody bool) 
 	return t
 }
 
+// decisionsFile is the submission rules' decision table, shared with the TypeScript client's
+// tests (clients/typescript/test/decide.test.ts) so that the two clients cannot drift.
+const decisionsFile = "testdata/submission-decisions.json"
+
+// decisionRow is one row of the shared table: a tracked submission, when the look happens, what
+// it saw (decide rows only) and the action the rules take.
+type decisionRow struct {
+	Name    string `json:"name"`
+	Tracked struct {
+		State         apiclient.SubmissionState `json:"state"`
+		Resubmissions int                       `json:"resubmissions"`
+		WithBody      bool                      `json:"with_body"`
+	} `json:"tracked"`
+	SinceCreated string `json:"since_created"`
+	Observation  *struct {
+		NetworkError string `json:"network_error"`
+		StatusCode   int    `json:"status_code"`
+		State        string `json:"state"`
+		Code         string `json:"code"`
+	} `json:"observation"`
+	Want apiclient.Action `json:"want"`
+}
+
+// decisionTable is the shared file as a whole.
+type decisionTable struct {
+	// About is the file's prose: what the table is and who reads it.
+	About            []string      `json:"about"`
+	ConfirmWindow    string        `json:"confirm_window"`
+	MaxResubmissions int           `json:"max_resubmissions"`
+	OnNotFound       []decisionRow `json:"on_not_found"`
+	Decide           []decisionRow `json:"decide"`
+}
+
+// readDecisions reads the shared table; unknown fields are refused, so a row the Go test would
+// not read (a misspelt field) fails here instead of being checked as something else.
+func readDecisions(t *testing.T) decisionTable {
+	t.Helper()
+	f, err := os.Open(decisionsFile)
+	require.NoError(t, err)
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var table decisionTable
+	require.NoError(t, dec.Decode(&table), decisionsFile)
+	require.NotEmpty(t, table.OnNotFound)
+	require.NotEmpty(t, table.Decide)
+	return table
+}
+
+// tracked is the row's submission, created at created.
+func (r decisionRow) tracked(t *testing.T) apiclient.Tracked {
+	require.Contains(t, []apiclient.SubmissionState{apiclient.Unknown, apiclient.Accepted}, r.Tracked.State, r.Name)
+	return tracked(r.Tracked.State, r.Tracked.Resubmissions, r.Tracked.WithBody)
+}
+
+// now is the moment of the row's look.
+func (r decisionRow) now(t *testing.T) time.Time {
+	d, err := time.ParseDuration(r.SinceCreated)
+	require.NoError(t, err, r.Name)
+	return created.Add(d)
+}
+
+// TestDecisionTableLimits checks that the shared table is written for the client's own limits:
+// the five-minute confirmation window and at most three resubmissions (money rule 7).
+func TestDecisionTableLimits(t *testing.T) {
+	table := readDecisions(t)
+	window, err := time.ParseDuration(table.ConfirmWindow)
+	require.NoError(t, err)
+	require.Equal(t, apiclient.ConfirmWindow, window)
+	require.Equal(t, apiclient.MaxResubmissions, table.MaxResubmissions)
+}
+
 // TestOnNotFoundFollowsTheTable checks every row of the 404 table of the submission rules (money rule 7: an
 // ID that was accepted is never charged again — a 404 for it means deleted, never resubmit; an
-// ID never accepted is resubmitted under the same ID, at most 3 times, within 5 minutes).
+// ID never accepted is resubmitted under the same ID, at most 3 times, within 5 minutes). The
+// rows are the shared table's on_not_found.
 func TestOnNotFoundFollowsTheTable(t *testing.T) {
-	soon := created.Add(time.Minute)
-	late := created.Add(apiclient.ConfirmWindow)
-	for _, tc := range []struct {
-		name string
-		t    apiclient.Tracked
-		now  time.Time
-		want apiclient.Action
-	}{
-		{"accepted once: deleted", tracked(apiclient.Accepted, 0, true), soon, apiclient.Deleted},
-		{"accepted once, even with budget left and past the window: deleted", tracked(apiclient.Accepted, 0, true), late, apiclient.Deleted},
-		{"never accepted, body, 0 resubmissions: resubmit", tracked(apiclient.Unknown, 0, true), soon, apiclient.Resubmit},
-		{"never accepted, body, 2 resubmissions: resubmit", tracked(apiclient.Unknown, 2, true), soon, apiclient.Resubmit},
-		{"never accepted, body, 3 resubmissions: wait", tracked(apiclient.Unknown, 3, true), soon, apiclient.Wait},
-		{"never accepted, no body: wait", tracked(apiclient.Unknown, 0, false), soon, apiclient.Wait},
-		{"never accepted, 5 minutes after creation: not received", tracked(apiclient.Unknown, 0, true), late, apiclient.NotReceived},
-		{"never accepted, budget used, past the window: not received", tracked(apiclient.Unknown, 3, true), late.Add(time.Hour), apiclient.NotReceived},
-		{"never accepted, just inside the window: resubmit", tracked(apiclient.Unknown, 1, true), late.Add(-time.Nanosecond), apiclient.Resubmit},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, apiclient.OnNotFound(tc.t, tc.now))
+	for _, row := range readDecisions(t).OnNotFound {
+		t.Run(row.Name, func(t *testing.T) {
+			require.Nil(t, row.Observation, "a 404 row names no observation: it is the API's not_received")
+			require.Equal(t, row.Want, apiclient.OnNotFound(row.tracked(t), row.now(t)))
 		})
 	}
 }
@@ -51,51 +110,17 @@ func TestOnNotFoundFollowsTheTable(t *testing.T) {
 // TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (money
 // rule 7 and 8): transient failures and unsettled states keep polling the same ID and never
 // create a new paid job; 410 is deleted; only the API's not_received 404 goes through the 404
-// table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient.
+// table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient. The
+// rows are the shared table's decide.
 func TestDecideCoversEveryAnswer(t *testing.T) {
-	now := created.Add(time.Minute)
-	unknown := tracked(apiclient.Unknown, 0, true)
-	accepted := tracked(apiclient.Accepted, 0, true)
-	for _, tc := range []struct {
-		name string
-		t    apiclient.Tracked
-		obs  apiclient.Observation
-		want apiclient.Action
-	}{
-		{"network error", accepted, apiclient.Observation{Err: errors.New("connection reset")}, apiclient.KeepPolling},
-		{"network error while unknown", unknown, apiclient.Observation{Err: errors.New("timeout")}, apiclient.KeepPolling},
-		{"408", accepted, apiclient.Observation{StatusCode: 408}, apiclient.KeepPolling},
-		{"429", accepted, apiclient.Observation{StatusCode: 429}, apiclient.KeepPolling},
-		{"500", accepted, apiclient.Observation{StatusCode: 500}, apiclient.KeepPolling},
-		{"502", unknown, apiclient.Observation{StatusCode: 502}, apiclient.KeepPolling},
-		{"503", accepted, apiclient.Observation{StatusCode: 503}, apiclient.KeepPolling},
-		{"504", accepted, apiclient.Observation{StatusCode: 504}, apiclient.KeepPolling},
-		{"200 submitting", unknown, apiclient.Observation{StatusCode: 200, State: "submitting"}, apiclient.KeepPolling},
-		{"200 unknown state", accepted, apiclient.Observation{StatusCode: 200, State: "quantum"}, apiclient.KeepPolling},
-		{"200 empty state", accepted, apiclient.Observation{StatusCode: 200}, apiclient.KeepPolling},
-		{"200 running", accepted, apiclient.Observation{StatusCode: 200, State: "running"}, apiclient.KeepPolling},
-		{"200 delivered", accepted, apiclient.Observation{StatusCode: 200, State: "delivered"}, apiclient.Done},
-		{"200 recovered", accepted, apiclient.Observation{StatusCode: 200, State: "recovered"}, apiclient.Done},
-		{"200 refunded", accepted, apiclient.Observation{StatusCode: 200, State: "refunded"}, apiclient.Done},
-		{"200 rejected", accepted, apiclient.Observation{StatusCode: 200, State: "rejected"}, apiclient.Done},
-		{"200 deleted", accepted, apiclient.Observation{StatusCode: 200, State: "deleted"}, apiclient.Deleted},
-		{"410", accepted, apiclient.Observation{StatusCode: 410, Code: "deleted"}, apiclient.Deleted},
-		{"410 while unknown", unknown, apiclient.Observation{StatusCode: 410, Code: "deleted"}, apiclient.Deleted},
-		{"410 not the API's: never resubmitted either", unknown, apiclient.Observation{StatusCode: 410}, apiclient.Deleted},
-		{"404 not_received accepted", accepted, apiclient.Observation{StatusCode: 404, Code: "not_received"}, apiclient.Deleted},
-		{"404 not_received unknown", unknown, apiclient.Observation{StatusCode: 404, Code: "not_received"}, apiclient.Resubmit},
-		{"404 not the API's (a proxy, no body) unknown", unknown, apiclient.Observation{StatusCode: 404}, apiclient.KeepPolling},
-		{"404 not the API's accepted", accepted, apiclient.Observation{StatusCode: 404}, apiclient.KeepPolling},
-		{"404 no_route unknown", unknown, apiclient.Observation{StatusCode: 404, Code: "no_route"}, apiclient.KeepPolling},
-		{"404 no_route accepted", accepted, apiclient.Observation{StatusCode: 404, Code: "no_route"}, apiclient.KeepPolling},
-		{"404 unknown_account", unknown, apiclient.Observation{StatusCode: 404, Code: "unknown_account"}, apiclient.KeepPolling},
-		{"400", accepted, apiclient.Observation{StatusCode: 400}, apiclient.Fail},
-		{"401", accepted, apiclient.Observation{StatusCode: 401}, apiclient.Fail},
-		{"403", accepted, apiclient.Observation{StatusCode: 403}, apiclient.Fail},
-		{"409", accepted, apiclient.Observation{StatusCode: 409}, apiclient.Fail},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, apiclient.Decide(tc.t, tc.obs, now))
+	for _, row := range readDecisions(t).Decide {
+		t.Run(row.Name, func(t *testing.T) {
+			require.NotNil(t, row.Observation, "a decide row names what the look saw")
+			obs := apiclient.Observation{StatusCode: row.Observation.StatusCode, State: row.Observation.State, Code: row.Observation.Code}
+			if row.Observation.NetworkError != "" {
+				obs = apiclient.Observation{Err: errors.New(row.Observation.NetworkError)}
+			}
+			require.Equal(t, row.Want, apiclient.Decide(row.tracked(t), obs, row.now(t)))
 		})
 	}
 }

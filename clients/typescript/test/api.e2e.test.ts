@@ -1,0 +1,214 @@
+// The HTTP client against the real API, Postgres ledger, Temporal dev server and worker that
+// `go test ./clients/typescript` starts: each story of a job, told to the user through the client,
+// and checked in the ledger's rows.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import { APIError, Client, InsufficientCreditsError, InvalidInputError, JobDeletedError, JobStatus, newJobId } from '../src';
+import { e2e, SKIP_E2E } from './support';
+
+const env = e2e();
+
+/** The kinds of an account's ledger rows for one job, oldest first. */
+async function rowKinds(c: Client, account: string, jobId: string): Promise<string[]> {
+  const kinds: string[] = [];
+  let after = 0;
+  for (;;) {
+    const page = await c.ledger(account, { after, limit: 1000 });
+    kinds.push(...page.entries.filter((e) => e.job_id === jobId).map((e) => e.kind));
+    if (!page.next_after) {
+      return kinds;
+    }
+    after = page.next_after;
+  }
+}
+
+/** Reads the job until it is in state, for at most 30 s. */
+async function until(c: Client, jobId: string, state: string): Promise<JobStatus> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const st = await c.status(jobId);
+    if (st.state === state || Date.now() > deadline) {
+      assert.equal(st.state, state, JSON.stringify(st));
+      return st;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E }, () => {
+  const customer = () => new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200 });
+  const job = (input: string) => ({ job_id: newJobId('ts'), account_id: env!.account, kind: env!.kind, input_ref: input });
+
+  // Money rules 2, 3 and 8: a delivered job is charged its price once — a second submission of
+  // the same body under the same ID answers the same job and charges nothing more.
+  it('delivered: charged once, however often it is submitted', async () => {
+    const c = customer();
+    const body = job('sim:ok');
+    const st = await c.run(c.track(body));
+    assert.equal(st.state, 'delivered');
+    assert.equal(st.money_state, 'charged');
+    assert.equal(st.charged, env!.price);
+    const again = await c.run(c.track(body));
+    assert.equal(again.state, 'delivered');
+    assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge']);
+  });
+
+  // Money rules 2 and 3: work that fails for good is refunded its whole hold; the user reads
+  // "refunded" with the reason code of the failure, never its words.
+  it('refunded: the work failed for good, the charge is refunded', async () => {
+    const c = customer();
+    const body = job('sim:fail');
+    const st = await c.run(c.track(body));
+    assert.equal(st.state, 'refunded');
+    assert.equal(st.money_state, 'refunded');
+    assert.equal(st.reason, 'gpu_failed');
+    assert.equal(st.charged, 0);
+    assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge', 'refund']);
+  });
+
+  // Money rules 2 and 3: a result that lands after the refund (reported by the GPU service with a
+  // runner key) reclaims the refund exactly once: the job is recovered and charged its price.
+  it('recovered: refunded, then a late result reclaims the refund', async () => {
+    const c = customer();
+    const body = job('sim:fail');
+    const st = await c.run(c.track(body));
+    assert.equal(st.state, 'refunded');
+    const runner = new Client({ baseUrl: env!.apiUrl, key: env!.runnerKey, accountId: env!.account });
+    const answer = await runner.reportResult(body.job_id, { attempt: 1, output_ref: 's3://results/late', units_used: 1 });
+    assert.ok(['signal', 'fallback'].includes(answer.path), answer.path);
+    const recovered = await until(c, body.job_id, 'recovered');
+    assert.equal(recovered.money_state, 'charged');
+    assert.equal(recovered.charged, env!.price);
+    assert.equal(recovered.output_ref, 's3://results/late');
+    const again = await runner.reportResult(body.job_id, { attempt: 1, output_ref: 's3://results/late', units_used: 1 });
+    assert.equal(again.path, 'already_applied', 'the same result again changes nothing');
+    assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge', 'refund', 'reclaim']);
+  });
+
+  // Money rule 7: an account that cannot pay the hold gets the job rejected, nothing charged, and
+  // the ID burnt: the same tracked job answers the same without being sent again.
+  it('rejected: insufficient credits, nothing charged', async () => {
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.poorKey, pollIntervalMs: 200 });
+    const t = c.track({ job_id: newJobId('ts'), account_id: env!.poorAccount, kind: env!.kind, input_ref: 'sim:ok' });
+    await assert.rejects(c.run(t), (err) => {
+      assert.ok(err instanceof InsufficientCreditsError);
+      assert.equal(err.status.state, 'rejected');
+      assert.equal(err.status.money_state, 'not_charged');
+      assert.equal(err.status.reason, 'insufficient_credits');
+      return true;
+    });
+    await assert.rejects(c.run(t), InsufficientCreditsError);
+    assert.deepEqual(await rowKinds(c, env!.poorAccount, t.request.job_id), []);
+    assert.equal((await c.balance(env!.poorAccount)).balance, 10);
+  });
+
+  // Money rule 5 and "nothing written": a kind with no price is the API's 422 unknown_kind, and
+  // the ID never reached the ledger (404 not_received, not charged).
+  it('rejected: an unknown kind is refused and nothing is written', async () => {
+    const c = customer();
+    const t = c.track({ job_id: newJobId('ts'), account_id: env!.account, kind: 'never-priced', input_ref: 'sim:ok' });
+    await assert.rejects(c.run(t), (err) => err instanceof APIError && err.statusCode === 422 && err.code === 'unknown_kind');
+    await assert.rejects(c.status(t.request.job_id), (err) => err instanceof APIError && err.code === 'not_received' && err.moneyState === 'not_charged');
+  });
+
+  // Bad input gets a clear error and writes nothing: an amount is refused by the client before
+  // it is sent, and the server never heard of the ID.
+  it('bad input: an amount is refused before sending, nothing written', async () => {
+    const c = customer();
+    const id = newJobId('ts');
+    assert.throws(() => c.track({ ...job('sim:ok'), job_id: id, cost: 1 } as any), /prices are set by the server/);
+    await assert.rejects(c.status(id), (err) => err instanceof APIError && err.code === 'not_received');
+    await assert.rejects(c.reportResult(id, { attempt: 0, output_ref: 's3://x' }), InvalidInputError);
+  });
+});
+
+describe('the decision table against the real API', { skip: env ? false : SKIP_E2E }, () => {
+  const job = () => ({ job_id: newJobId('ts'), account_id: env!.account, kind: env!.kind, input_ref: 'sim:ok' });
+
+  // Money rule 7: a POST lost on its way (a network error) leaves the submission unknown; the
+  // API's not_received 404 then resubmits the saved body under the same ID, and the job is
+  // charged once.
+  it('a lost submission is confirmed by GET and resubmitted under the same ID', async () => {
+    let dropped = 0;
+    const dropFirstPost: typeof fetch = async (input, init) => {
+      if (init?.method === 'POST' && dropped === 0) {
+        dropped++;
+        throw new TypeError('fetch failed: connection reset');
+      }
+      return fetch(input, init);
+    };
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200, submitAttempts: 1, fetch: dropFirstPost, backoff: { initialMs: 50 } });
+    const t = c.track(job());
+    const st = await c.run(t);
+    assert.equal(st.state, 'delivered');
+    assert.equal(t.resubmissions, 1);
+    assert.deepEqual(await rowKinds(c, env!.account, t.request.job_id), ['charge']);
+  });
+
+  // Money rule 8: a submission whose answer was lost (the server took it) is confirmed by a look,
+  // never sent again under a new ID: one charge, no resubmission.
+  it('a lost answer is confirmed by GET, not resubmitted', async () => {
+    const loseFirstAnswer: typeof fetch = async (input, init) => {
+      const resp = await fetch(input, init);
+      if (init?.method === 'POST') {
+        await resp.text();
+        throw new TypeError('fetch failed: the answer was lost');
+      }
+      return resp;
+    };
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200, submitAttempts: 1, fetch: loseFirstAnswer });
+    const t = c.track(job());
+    const st = await c.run(t);
+    assert.equal(st.state, 'delivered');
+    assert.equal(t.resubmissions, 0);
+    assert.deepEqual(await rowKinds(c, env!.account, t.request.job_id), ['charge']);
+  });
+
+  // Money rule 7: a 404 that is not the API's not_received (here the API's no_route, for a
+  // misconfigured base path) says nothing about the job: the client keeps asking and never
+  // reports "not received, not charged"; nothing reached the ledger.
+  it('a 404 that is not the API\'s not_received is transient', async () => {
+    const c = new Client({ baseUrl: `${env!.apiUrl}/misrouted`, key: env!.customerKey, pollIntervalMs: 100, backoff: { initialMs: 50, maxMs: 200 } });
+    const t = c.track(job());
+    await assert.rejects(c.run(t, { signal: AbortSignal.timeout(1500) }), (err: any) => err?.name === 'TimeoutError');
+    assert.equal(t.state, 'unknown');
+    assert.equal(t.resubmissions, 0);
+    const direct = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey });
+    await assert.rejects(direct.status(t.request.job_id), (err) => err instanceof APIError && err.code === 'not_received');
+  });
+
+  // Money rule 7: a deleted job keeps its money state and its ID is burnt — polled again it is
+  // JobDeletedError with money charged (410), and a resubmission of the same body is refused
+  // (410) with nothing charged again.
+  it('deleted: never resubmitted, the money state kept', async () => {
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200 });
+    const body = job();
+    const t = c.track(body);
+    assert.equal((await c.run(t)).state, 'delivered');
+    const tomb = await c.deleteJob(body.job_id);
+    assert.equal(tomb.state, 'deleted');
+    assert.equal(tomb.money_state, 'charged');
+    await assert.rejects(c.poll(t), (err) => err instanceof JobDeletedError && err.status.money_state === 'charged');
+    await assert.rejects(c.run(c.track(body)), (err) => err instanceof JobDeletedError && err.status.money_state === 'charged');
+    assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge']);
+  });
+});
+
+describe('the start-job example against the real API', { skip: env ? false : SKIP_E2E }, () => {
+  // The README's example starts a job that is delivered and charged once, and prints where the
+  // money stands (money rules 3 and 7).
+  it('starts a job and prints it delivered, charged', async () => {
+    const script = path.join(__dirname, '..', 'examples', 'start-job.js');
+    const { stdout } = await promisify(execFile)(process.execPath, [script, env!.account, env!.kind, 'sim:ok'], {
+      env: { ...process.env, JOBBILL_API_URL: env!.apiUrl, JOBBILL_KEY: env!.customerKey },
+    });
+    const m = /^(render-[a-z2-7]{26}): delivered, charged — Done\./.exec(stdout);
+    assert.ok(m, stdout);
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey });
+    assert.deepEqual(await rowKinds(c, env!.account, m[1]), ['charge']);
+  });
+});

@@ -1,0 +1,60 @@
+// The submission rules' decision table, row for row the Go client's: both read
+// apiclient/testdata/submission-decisions.json, so the two clients cannot drift.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CONFIRM_WINDOW_MS, decide, MAX_RESUBMISSIONS, Observation, onNotFound, Tracked } from '../src';
+import { DecisionRow, decisionTable, goDurationMs } from './support';
+
+// The rows' creation time is the epoch: a millisecond count near 2026 cannot hold the table's
+// "one nanosecond inside the window" as a double, one near zero can.
+const CREATED = new Date(0).toISOString();
+
+function tracked(row: DecisionRow): Tracked {
+  assert.ok(['unknown', 'accepted'].includes(row.tracked.state), row.name);
+  return {
+    request: row.tracked.with_body
+      ? { job_id: 'render-1', account_id: 'acme', kind: 'render-4k', input_ref: 'sim:ok' }
+      : { job_id: '', account_id: '', kind: '' },
+    created_at: CREATED,
+    state: row.tracked.state,
+    resubmissions: row.tracked.resubmissions,
+  };
+}
+
+const table = decisionTable();
+
+// Money rule 7: the confirmation window and the resubmission budget are the Go client's.
+describe('the decision table is written for the client\'s limits', () => {
+  it('five minutes to confirm, at most three resubmissions', () => {
+    assert.equal(goDurationMs(table.confirm_window), CONFIRM_WINDOW_MS);
+    assert.equal(table.max_resubmissions, MAX_RESUBMISSIONS);
+    assert.ok(table.on_not_found.length > 0 && table.decide.length > 0);
+  });
+});
+
+// Money rule 7: an ID once accepted is never charged again — the API's not_received 404 for it
+// means deleted, never resubmit; an ID never accepted is resubmitted under the same ID, at most
+// three times, within five minutes, then reported "not received, not charged".
+describe('onNotFound follows every row of the 404 table', () => {
+  for (const row of table.on_not_found) {
+    it(row.name, () => {
+      assert.equal(row.observation, undefined);
+      assert.equal(onNotFound(tracked(row), goDurationMs(row.since_created)), row.want);
+    });
+  }
+});
+
+// Money rules 7 and 8: transient failures and unsettled states keep polling the same ID and
+// never create a new paid job; 410 is deleted; only the API's not_received 404 goes through the
+// 404 table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient.
+describe('decide covers every answer', () => {
+  for (const row of table.decide) {
+    it(row.name, () => {
+      const o = row.observation!;
+      const obs: Observation =
+        o.network_error !== undefined ? { error: new Error(o.network_error) } : { status_code: o.status_code, state: o.state, code: o.code };
+      assert.equal(decide(tracked(row), obs, goDurationMs(row.since_created)), row.want);
+    });
+  }
+});

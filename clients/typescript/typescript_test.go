@@ -1,0 +1,109 @@
+package typescript_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+)
+
+// key is the secret of a new API key of the scope, for the account when the scope is a customer's.
+func key(t *testing.T, env *workertest.Env, scope apikeys.Scope, account string) string {
+	t.Helper()
+	created, err := apikeys.NewStore(env.Store.Pool()).Create(context.Background(), apikeys.Spec{
+		Scope: scope, AccountID: account, Name: "typescript client tests " + string(scope),
+	})
+	if err != nil {
+		t.Fatalf("creating a %s key: %v", scope, err)
+	}
+	return created.Secret
+}
+
+// run runs one npm or node command in the package's directory with the environment env added,
+// and fails the test with the command's whole output when it fails.
+func run(ctx context.Context, t *testing.T, env []string, name string, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("the TypeScript client's tests need %s (Node 20 or later) on the PATH: %v", name, err)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	if testing.Verbose() {
+		t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
+	}
+}
+
+// TestTypeScriptClient runs the TypeScript client's tests (clients/typescript/test) against the
+// real API and the real Temporal dev server, with a worker of this process on a task queue of its
+// own and a policy that settles jobs in seconds. It installs the package from its lockfile
+// (npm ci), builds it with tsc and runs node --test; the TypeScript tests check, through the API
+// and through @temporalio/client, the delivered, recovered, refunded and rejected stories (money
+// rules 2, 3, 5 and 7: one charge per job, refunds and reclaims in pairs, a kind and never an
+// amount, an ID never charged twice), the shared submission decision table, and that bad input
+// is refused with nothing written. Afterwards every account the tests used must still be sound
+// (rule 6: balance = the sum of its rows).
+func TestTypeScriptClient(t *testing.T) {
+	env := workertest.Shared(t, "ts-client", func(cfg *config.Config) {
+		cfg.Policy = workertest.QuickPolicy()
+		cfg.Policy.MaximumAttempts = 2
+		cfg.Runner.Simulated.Duration = 500 * time.Millisecond
+	})
+	rich := ledgertest.Account(t, env.Store, 1000)
+	viaTemporal := ledgertest.Account(t, env.Store, 1000)
+	poor := ledgertest.Account(t, env.Store, 10)
+	kind := ledgertest.Fixed(t, env.Store, 40)
+
+	cfg := config.Default().API
+	cfg.RequestTimeout = 20 * time.Second
+	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
+	srv := httptest.NewServer(api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store}).Handler())
+	t.Cleanup(srv.Close)
+
+	vars := map[string]string{
+		"JOBBILL_TS_E2E":                "1",
+		"JOBBILL_TS_API_URL":            srv.URL,
+		"JOBBILL_TS_KIND":               kind,
+		"JOBBILL_TS_PRICE":              "40",
+		"JOBBILL_TS_ACCOUNT":            rich,
+		"JOBBILL_TS_CUSTOMER_KEY":       key(t, env, apikeys.ScopeCustomer, rich),
+		"JOBBILL_TS_TEMPORAL_ACCOUNT":   viaTemporal,
+		"JOBBILL_TS_TEMPORAL_KEY":       key(t, env, apikeys.ScopeCustomer, viaTemporal),
+		"JOBBILL_TS_POOR_ACCOUNT":       poor,
+		"JOBBILL_TS_POOR_KEY":           key(t, env, apikeys.ScopeCustomer, poor),
+		"JOBBILL_TS_RUNNER_KEY":         key(t, env, apikeys.ScopeRunner, ""),
+		"JOBBILL_TS_TEMPORAL_ADDRESS":   env.Config.Temporal.Address,
+		"JOBBILL_TS_TEMPORAL_NAMESPACE": env.Config.Temporal.Namespace,
+		"JOBBILL_TS_TASK_QUEUE":         env.Config.Temporal.TaskQueue,
+	}
+	var extra []string
+	for k, v := range vars {
+		extra = append(extra, fmt.Sprintf("%s=%s", k, v))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	run(ctx, t, nil, "npm", "ci", "--no-audit", "--no-fund")
+	run(ctx, t, nil, "npm", "run", "build")
+	tests, err := filepath.Glob("dist/test/*.test.js")
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("the build wrote no tests under dist/test (%v)", err)
+	}
+	run(ctx, t, extra, "node", append([]string{"--test"}, tests...)...)
+
+	ledgertest.RequireSound(t, env.Store, rich, viaTemporal, poor)
+}
