@@ -39,6 +39,9 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, c.job INTO r FROM charged c, entry e;
     IF FOUND THEN
+        -- The charge's event, and the low balance it may cause, in the charge's transaction.
+        PERFORM ledger_emit_job_event('job.charged', r.job, r.balance_after);
+        PERFORM ledger_note_debit((r.job).account_id, r.balance_after + (r.job).cost, r.balance_after, (r.job).id);
         RETURN r;
     END IF;
 
@@ -67,6 +70,7 @@ BEGIN
         UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now()
         WHERE id = p_job_id AND state = 'submitting'
         RETURNING * INTO j;
+        PERFORM ledger_emit_job_event('job.rejected', j, NULL);
         RETURN ledger_job_result_of('rejected', NULL, NULL, j);
     END IF;
     UPDATE jobs SET state = 'running', is_charged = true, charged_at = now(), updated_at = now()
@@ -78,6 +82,8 @@ BEGIN
     INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
     VALUES (j.account_id, j.id, 'charge', -j.cost, new_balance)
     RETURNING id INTO entry_id;
+    PERFORM ledger_emit_job_event('job.charged', j, new_balance);
+    PERFORM ledger_note_debit(j.account_id, new_balance + j.cost, new_balance, j.id);
     RETURN ledger_job_result_of('applied', entry_id, new_balance, j);
 END
 $$;

@@ -51,6 +51,9 @@ BEGIN
     INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo)
     VALUES (p_account_id, p_kind, p_amount, new_balance, p_key, p_memo)
     RETURNING * INTO e;
+    IF p_amount < 0 THEN
+        PERFORM ledger_note_debit(p_account_id, acct.balance, new_balance, NULL);
+    END IF;
     RETURN QUERY SELECT 'applied'::text, e.id, e.balance_after;
 END
 $$;

@@ -44,7 +44,9 @@ DECLARE
 BEGIN
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        RETURN ledger_release(r.job, NULL, r.entry_id, r.balance_after);
+        r := ledger_release(r.job, NULL, r.entry_id, r.balance_after);
+        PERFORM ledger_emit_job_event('job.reclaimed', r.job, r.balance_after);
+        PERFORM ledger_note_debit((r.job).account_id, r.balance_after + (r.job).cost, r.balance_after, (r.job).id);
     END IF;
     RETURN r;
 END

@@ -27,6 +27,7 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM refunded j, entry e;
     IF FOUND THEN
+        PERFORM ledger_emit_job_event('job.refunded', r.job, r.balance_after);
         RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);

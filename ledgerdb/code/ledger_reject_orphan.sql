@@ -22,6 +22,7 @@ BEGIN
     UPDATE jobs SET state = 'rejected', reject_reason = p_reason, updated_at = now()
     WHERE id = p_job_id AND state = 'submitting' AND NOT is_charged
     RETURNING * INTO j;
+    PERFORM ledger_emit_job_event('job.rejected', j, NULL);
     RETURN ledger_job_result_of('applied', NULL, NULL, j);
 END
 $$;
