@@ -214,7 +214,7 @@ func TestBalanceLowOnCrossingDownwards(t *testing.T) {
 	require.Equal(t, ledgerdb.AlreadyApplied, out)
 
 	crossing := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, crossing)) // 70 → 40: crosses
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, crossing))                  // 70 → 40: crosses
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, submit(t, s, acct, fixed))) // 40 → 10: stays below
 	require.Equal(t, []map[string]any{{"account_id": acct, "balance": 40.0, "threshold": 50.0, "job_id": crossing.JobID}}, lows())
 
@@ -222,9 +222,9 @@ func TestBalanceLowOnCrossingDownwards(t *testing.T) {
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "top-up"}) // 60
 	require.NoError(t, err)
 	job := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 60 → 30: crosses (2)
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))                                 // 60 → 30: crosses (2)
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1)) // 60
-	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x")) // 60 → 30: crosses (3)
+	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))              // 60 → 30: crosses (3)
 	// A negative adjustment crosses too.
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 40, Key: "top-up-2"}) // 70
 	require.NoError(t, err)
