@@ -33,6 +33,8 @@ type Worker struct {
 	log    *zap.Logger
 	// now is the clock the signature's timestamp is taken from.
 	now func() time.Time
+	// accounts, when not nil, limits the worker to these accounts' endpoints.
+	accounts []string
 }
 
 // NewWorker is a delivery worker over store, configured by cfg; log may be nil.
@@ -57,6 +59,13 @@ func NewWorker(store *Store, cfg config.Webhooks, log *zap.Logger) *Worker {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &Worker{store: store, cfg: cfg, policy: policy, client: client, log: log, now: time.Now}
+}
+
+// OnlyAccounts limits the worker to the deliveries of the accounts' endpoints, for tests that share
+// one ledger with other tests' workers (as the reconcile pass's account filters); it answers w.
+func (w *Worker) OnlyAccounts(accountIDs ...string) *Worker {
+	w.accounts = accountIDs
+	return w
 }
 
 // Run delivers until ctx is done, then lets the attempts in flight finish and record themselves
@@ -127,7 +136,7 @@ func (w *Worker) lease() time.Duration { return 2*w.cfg.Timeout + 30*time.Second
 
 func (w *Worker) claim(ctx context.Context) ([]delivery, error) {
 	rows, err := w.store.pool.Query(ctx, `SELECT endpoint_id, event_seq, lease_token, attempt, queued_at, event_id, event_type,
-			payload, event_created_at, url, secret FROM ledger_webhook_claim($1, $2)`, w.cfg.BatchSize, w.lease())
+			payload, event_created_at, url, secret FROM ledger_webhook_claim($1, $2, $3)`, w.cfg.BatchSize, w.lease(), w.accounts)
 	if err != nil {
 		return nil, fmt.Errorf("claiming webhook deliveries: %w", err)
 	}

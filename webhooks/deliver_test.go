@@ -119,15 +119,16 @@ func (r *receiver) endpoint(t *testing.T, ws *webhooks.Store, acct string) webho
 	return ep
 }
 
-// runWorkers runs n delivery workers until the test ends, and answers a stop that waits for them.
-func runWorkers(t *testing.T, ws *webhooks.Store, cfg config.Webhooks, n int) (stop func()) {
+// runWorkers runs n delivery workers for the accounts until the test ends, and answers a stop that
+// waits for them.
+func runWorkers(t *testing.T, ws *webhooks.Store, cfg config.Webhooks, n int, accounts ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = webhooks.NewWorker(ws, cfg, nil).Run(ctx)
+			_ = webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(accounts...).Run(ctx)
 		}()
 	}
 	var once sync.Once
@@ -206,7 +207,7 @@ func TestDeliveryOutlastsAnOutageInOrder(t *testing.T) {
 	ep := rcv.endpoint(t, ws, acct)
 	rcv.down.Store(true)
 
-	runWorkers(t, ws, testConfig(), 3)
+	runWorkers(t, ws, testConfig(), 3, acct)
 	lifecycle(t, s, acct, ledgertest.Metered(t, s, 2, 10), 8)
 	require.Eventually(t, func() bool { return rcv.calls.Load() >= 12 }, 10*time.Second, 10*time.Millisecond, "attempts while down")
 	require.Empty(t, rcv.received())
@@ -250,7 +251,7 @@ func TestSignatureRefusesForgeryAndLateReplay(t *testing.T) {
 	rcv := newReceiver(t)
 	ep := rcv.endpoint(t, ws, acct)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 1)
-	_, err := webhooks.NewWorker(ws, testConfig(), nil).RunOnce(ctx)
+	_, err := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).RunOnce(ctx)
 	require.NoError(t, err)
 	got := rcv.received()
 	require.NotEmpty(t, got)
@@ -301,7 +302,7 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 5), 40)
 	cfg := testConfig()
 	cfg.BatchSize = 3
-	stop := runWorkers(t, ws, cfg, 6)
+	stop := runWorkers(t, ws, cfg, 6, acct)
 	waitDelivered(t, s, ep.ID)
 	stop()
 
@@ -328,7 +329,7 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	rcv.down.Store(true)
 	cfg := testConfig()
 	cfg.MaxAge = 300 * time.Millisecond
-	stop := runWorkers(t, ws, cfg, 1)
+	stop := runWorkers(t, ws, cfg, 1, acct)
 	waitDelivered(t, s, ep.ID)
 	stop()
 
@@ -360,7 +361,7 @@ func TestReplayResendsUnderTheSameID(t *testing.T) {
 	ep := rcv.endpoint(t, ws, acct)
 	start := time.Now().Add(-time.Second)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 2)
-	w := webhooks.NewWorker(ws, testConfig(), nil)
+	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
 	drain := func() {
 		for {
 			n, err := w.RunOnce(ctx)
@@ -432,7 +433,7 @@ func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- webhooks.NewWorker(ws, testConfig(), nil).Run(ctx) }()
+	go func() { done <- webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).Run(ctx) }()
 	<-arrived
 	cancel()
 	select {

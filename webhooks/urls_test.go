@@ -66,7 +66,7 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 
 	cfg := testConfig()
 	cfg.AllowPrivateURLs = false
-	n, err := webhooks.NewWorker(ws, cfg, nil).RunOnce(ctx)
+	n, err := webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, hits.Load(), "the internal address was never contacted")

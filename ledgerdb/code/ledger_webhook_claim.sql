@@ -6,8 +6,10 @@
 -- LOCKED), and a leased row is not due again until its lease runs out (a worker that died
 -- mid-send loses it to the next claim: at least once). A job's later event is not due while an
 -- earlier event of the same job is still pending at the same endpoint — delivered or given up
--- first — so each endpoint receives a job's events in order.
-CREATE FUNCTION ledger_webhook_claim(p_limit integer, p_lease interval)
+-- first — so each endpoint receives a job's events in order. p_accounts, when not NULL, limits the
+-- claim to those accounts' endpoints (tests that share a ledger, as the reconcile pass's account
+-- filters).
+CREATE FUNCTION ledger_webhook_claim(p_limit integer, p_lease interval, p_accounts text[])
 RETURNS TABLE (endpoint_id text, event_seq bigint, lease_token uuid, attempt integer, queued_at timestamptz,
                event_id text, event_type text, payload jsonb, event_created_at timestamptz,
                url text, secret text)
@@ -23,6 +25,7 @@ BEGIN
     WITH due AS (
         SELECT d.endpoint_id, d.event_seq FROM webhook_deliveries d
         JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL
+             AND (p_accounts IS NULL OR e.account_id = ANY (p_accounts))
         WHERE d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.leased_until IS NULL OR d.leased_until <= now())
           AND (d.job_id IS NULL OR NOT EXISTS (
@@ -46,4 +49,4 @@ BEGIN
     ORDER BY l.event_seq;
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_webhook_claim(integer, interval)") }}
+{{ template "service_may_call" (dict "fn" "ledger_webhook_claim(integer, interval, text[])") }}
