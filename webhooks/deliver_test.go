@@ -346,6 +346,10 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	require.Equal(t, "job.charged", failed[1].EventType)
 	require.Nil(t, failed[0].NextAttemptAt)
 	require.Greater(t, len(log), 2, "retried before giving up")
+	failures, err := ws.Failures(ctx, acct, 10)
+	require.NoError(t, err)
+	require.Len(t, failures, 2, "visible to operators")
+	require.Equal(t, job.JobID, failures[0].JobID)
 }
 
 // TestReplayResendsUnderTheSameID checks replay: one event, or every event since a time, is sent

@@ -413,3 +413,50 @@ func (s *Store) Replay(ctx context.Context, accountID, endpointID string, r Repl
 	}
 	return n, nil
 }
+
+// Failure is a delivery given up after max age: the event did not reach the endpoint.
+type Failure struct {
+	// EndpointID and AccountID name the endpoint and its account.
+	EndpointID string `json:"endpoint_id"`
+	AccountID  string `json:"account_id"`
+	// EventID and EventType name the event; JobID its job, if it is a job's.
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	JobID     string `json:"job_id,omitempty"`
+	// Attempts is how many attempts were made.
+	Attempts int `json:"attempts"`
+	// FailedAt is when it was given up.
+	FailedAt time.Time `json:"failed_at"`
+}
+
+// Failures answers the deliveries given up, newest first, at most limit (1 to 1000), of one account
+// or, with accountID empty, of every account: what an operator looks at before replaying.
+func (s *Store) Failures(ctx context.Context, accountID string, limit int) ([]Failure, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, &ledgerdb.InvalidInputError{Field: "limit", Reason: "must be from 1 to 1000"}
+	}
+	if accountID != "" {
+		if err := ledgerdb.ValidateID("account_id", accountID); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.endpoint_id, e.account_id, ev.id, ev.type,
+			coalesce(substr(ev.job_id, char_length(ev.account_id) + 2), ''), d.attempts, d.finished_at
+		FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_events ev ON ev.seq = d.event_seq
+		WHERE d.status = 'failed' AND ($1 = '' OR e.account_id = $1)
+		ORDER BY d.finished_at DESC LIMIT $2`, accountID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Failure{}
+	for rows.Next() {
+		var f Failure
+		if err := rows.Scan(&f.EndpointID, &f.AccountID, &f.EventID, &f.EventType, &f.JobID, &f.Attempts, &f.FailedAt); err != nil {
+			return nil, err
+		}
+		f.FailedAt = f.FailedAt.UTC()
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
