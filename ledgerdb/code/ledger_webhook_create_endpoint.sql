@@ -12,12 +12,13 @@ LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
     e webhook_endpoints;
 BEGIN
-    -- The account's row lock makes the count below exact when two creations race.
-    PERFORM 1 FROM accounts WHERE id = p_account_id FOR SHARE;
+    PERFORM 1 FROM accounts WHERE id = p_account_id;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'unknown_account'::text, NULL::webhook_endpoints;
         RETURN;
     END IF;
+    -- Two creations for one account run one after the other, so the count below is exact; a
+    -- lock of its own rather than the account's row, which every charge of the account updates.
     PERFORM pg_advisory_xact_lock(hashtext('webhook_endpoints/' || p_account_id));
     IF (SELECT count(*) FROM webhook_endpoints w WHERE w.account_id = p_account_id AND w.disabled_at IS NULL)
        >= 10 THEN
