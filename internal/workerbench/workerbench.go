@@ -432,10 +432,12 @@ func (b *bench) meteredJob(ctx context.Context, id, account string) error {
 	return nil
 }
 
+// expect records how the account's job must end, under the job's key in the ledger
+// (<account>/<job>: the ledger keys a job by both).
 func (b *bench) expect(id, account string, state ledgerdb.State) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.expected[id] = expectation{account: account, state: state}
+	b.expected[ledgerdb.JobKey{AccountID: account, JobID: id}.String()] = expectation{account: account, state: state}
 }
 
 // checkClock measures Postgres' clock against ours over the fastest of 31 round trips: both
@@ -489,6 +491,11 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	// Let the last jobs' workflow tasks finish, so that each signal meets an idle job.
 	time.Sleep(500 * time.Millisecond)
 
+	// The ledger keys each job by its account and its ID.
+	keys := make([]string, n)
+	for i, id := range ids {
+		keys[i] = ledgerdb.JobKey{AccountID: b.accounts[i%len(b.accounts)], JobID: id}.String()
+	}
 	sent := make(map[string]time.Time, n)
 	tick := time.NewTicker(b.cfg.SignalInterval)
 	defer tick.Stop()
@@ -503,7 +510,7 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 		}
 		// Round(0) drops the monotonic reading: the subtraction below must be wall clock against
 		// wall clock, as Postgres' is.
-		sent[id] = t0.Round(0)
+		sent[keys[i]] = t0.Round(0)
 	}
 	err = forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		var js workflows.JobStatus
@@ -520,7 +527,7 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	}
 
 	rows, err := b.ledger.Pool().Query(ctx,
-		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", ids)
+		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", keys)
 	if err != nil {
 		return Latency{}, err
 	}
