@@ -73,6 +73,8 @@ type Config struct {
 	// SignalInterval spaces the result signals (default 100 ms), which are sent one after another,
 	// each without waiting for the previous job to settle.
 	SignalInterval time.Duration
+	// Webhooks measures the latency a second time with webhook delivery on (webhooks.go).
+	Webhooks bool
 }
 
 func (c Config) withDefaults() Config {
@@ -160,8 +162,10 @@ type Result struct {
 	MeteredMedianJobsPerSec float64
 	// Ratio is MeteredMedianJobsPerSec over BareMedianJobsPerSec (target ≥ 0.9).
 	Ratio float64
-	// Latency is the result-signal-to-reclaim latency.
+	// Latency is the result-signal-to-reclaim latency (webhook delivery off).
 	Latency Latency
+	// Webhooks is the same latency with webhook delivery on, when Config.Webhooks.
+	Webhooks WebhookRun
 	// Clock is the clock comparison behind Latency.
 	Clock ClockCheck
 	// JobsChecked is how many metered jobs had their ledger rows checked, all correct.
@@ -239,8 +243,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	res.Ratio = res.MeteredMedianJobsPerSec / res.BareMedianJobsPerSec
 
 	if cfg.LatencyJobs > 0 {
-		if res.Latency, err = b.latency(ctx); err != nil {
+		if res.Latency, err = b.latency(ctx, "late"); err != nil {
 			return res, err
+		}
+		if cfg.Webhooks {
+			if res.Webhooks, err = b.withWebhooks(ctx); err != nil {
+				return res, err
+			}
 		}
 	}
 
@@ -468,12 +477,13 @@ func (b *bench) checkClock(ctx context.Context) (ClockCheck, error) {
 // that transaction started, read from the same kernel clock as time.Now here (checkClock shows the
 // offset), so no polling interval enters the figure. The commit follows within that one
 // statement; a row that was never committed would not be found at all.
-func (b *bench) latency(ctx context.Context) (Latency, error) {
+// label names the measurement in its jobs' IDs.
+func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	n := b.cfg.LatencyJobs
 	ids := make([]string, n)
 	workflowIDs := make([]string, n)
 	for i := range n {
-		ids[i] = fmt.Sprintf("wb-%s-late-%05d", b.runID, i)
+		ids[i] = fmt.Sprintf("wb-%s-%s-%05d", b.runID, label, i)
 		workflowIDs[i] = workflows.JobWorkflowID(b.accounts[i%len(b.accounts)], ids[i])
 	}
 	st := b.latencyJobs
@@ -679,6 +689,7 @@ func (b *bench) print(res Result) {
 		fmt.Fprintf(b.out, "  n=%d  p50 %s  p95 %s  p99 %s  max %s (%s the p99 <= 100 ms target)\n",
 			l.Jobs, ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max), verdict)
 	}
+	b.printWebhooks(res)
 }
 
 func countState(m map[string]expectation, s ledgerdb.State) int {
