@@ -126,7 +126,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 		return err
 	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
-	stopHooks := StartWebhooks(ctx, c, conns.Ledger, z)
+	stopHooks := startWebhooks(ctx, c, conns.Ledger, z)
 	defer stopHooks()
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -135,11 +135,11 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 	return nil
 }
 
-// StartWebhooks runs the webhook delivery worker beside the Temporal worker when
+// startWebhooks runs the webhook delivery worker beside the Temporal worker when
 // webhooks.enabled, until ctx is done or the returned stop is called; stop waits for the attempts
 // in flight to be recorded. With webhooks off it starts nothing: events stay queued in the ledger
 // until a process with them on delivers them.
-func StartWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, z *zap.Logger) (stop func()) {
+func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, z *zap.Logger) (stop func()) {
 	if !c.Webhooks.Enabled {
 		z.Info("webhook delivery is off (webhooks.enabled)")
 		return func() {}

@@ -56,7 +56,7 @@ func Sign(h http.Header, secret, id string, now time.Time, body []byte) error {
 
 // Verify checks a delivery as a receiver does, with the Standard Webhooks library: the signature
 // must be the secret's over the headers' ID and timestamp and the body, and the timestamp within
-// five minutes of now. Tests and `jobbill webhook` use it; receivers use their language's library.
+// five minutes of now. The tests check deliveries with it; receivers use their language's library.
 func Verify(secret string, h http.Header, body []byte) error {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
