@@ -454,3 +454,67 @@ func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 	}
 	require.Zero(t, pendingOf(t, s, ep.ID), "the attempt in flight was recorded as delivered")
 }
+
+// TestDeadWorkersDeliveryIsSentAgain checks at-least-once across a worker's death: a delivery
+// claimed by a worker that never reports back (it died mid-send) is sent again by another worker
+// once the lease runs out, under the same webhook-id, and logged as the second attempt; while the
+// lease holds, no other worker sends it.
+func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+
+	// The dead worker: it claims with a short lease and is never heard of again.
+	var claimed int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger_webhook_claim(10, '300 milliseconds', $1)`, []string{acct}).Scan(&claimed))
+	require.Equal(t, 1, claimed)
+	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "leased to the dead worker")
+
+	time.Sleep(350 * time.Millisecond)
+	n, err = w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got := rcv.received()
+	require.Len(t, got, 1)
+	require.Equal(t, events(t, ws, acct)[0].ID, got[0].id)
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Equal(t, 2, log[0].Attempt, "the dead worker's claim counted as an attempt")
+	require.Equal(t, "delivered", log[0].Outcome)
+}
+
+// TestDeletedEndpointReceivesNothing checks that deleting an endpoint stops its deliveries at
+// once — those already queued are cancelled — and that events written after it are not queued to
+// it.
+func TestDeletedEndpointReceivesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	_, _, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
+	require.NoError(t, err)
+	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
+
+	n, err := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, rcv.received())
+	require.Zero(t, pendingOf(t, s, ep.ID))
+	var cancelled int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'cancelled'`, ep.ID).Scan(&cancelled))
+	require.Equal(t, 1, cancelled, "the charge's delivery is cancelled; the settle's was never queued")
+	require.Len(t, events(t, ws, acct), 2, "the events are written all the same")
+}

@@ -60,7 +60,7 @@ CREATE INDEX webhook_events_account_seq ON webhook_events (account_id, seq);
 CREATE INDEX webhook_events_job ON webhook_events (job_id, seq) WHERE job_id IS NOT NULL;
 
 -- Where each event stands at each endpoint it is sent to: pending (due at next_attempt_at),
--- delivered, or failed (given up after webhooks.max_age). A claim leases a pending row to one
+-- delivered, failed (given up after webhooks.max_age) or cancelled (its endpoint was deleted). A claim leases a pending row to one
 -- worker until leased_until, so that several workers never send it at once.
 CREATE TABLE webhook_deliveries (
     endpoint_id     text        NOT NULL REFERENCES webhook_endpoints (id),
@@ -77,7 +77,7 @@ CREATE TABLE webhook_deliveries (
     last_attempt_at timestamptz,
     finished_at     timestamptz,
     PRIMARY KEY (endpoint_id, event_seq),
-    CONSTRAINT webhook_deliveries_status_known CHECK (status IN ('pending', 'delivered', 'failed')),
+    CONSTRAINT webhook_deliveries_status_known CHECK (status IN ('pending', 'delivered', 'failed', 'cancelled')),
     CONSTRAINT webhook_deliveries_finished CHECK ((status = 'pending') = (finished_at IS NULL))
 );
 
