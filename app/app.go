@@ -126,7 +126,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 		return err
 	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
-	stopHooks := startWebhooks(ctx, c, conns.Ledger, z)
+	stopHooks := startWebhooks(ctx, c, conns.Ledger, conns.Metrics, z)
 	defer stopHooks()
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -139,7 +139,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 // webhooks.enabled, until ctx is done or the returned stop is called; stop waits for the attempts
 // in flight to be recorded. With webhooks off it starts nothing: events stay queued in the ledger
 // until a process with them on delivers them.
-func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, z *zap.Logger) (stop func()) {
+func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, m *metrics.Metrics, z *zap.Logger) (stop func()) {
 	if !c.Webhooks.Enabled {
 		z.Info("webhook delivery is off (webhooks.enabled)")
 		return func() {}
@@ -148,7 +148,7 @@ func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = webhooks.NewWorker(webhooks.NewStore(ledger.Pool()), c.Webhooks, z.Named("webhooks")).Run(ctx)
+		_ = webhooks.NewWorker(webhooks.NewStore(ledger.Pool()), c.Webhooks, z.Named("webhooks")).WithMetrics(m).Run(ctx)
 	}()
 	return func() {
 		cancel()

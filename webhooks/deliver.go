@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/metrics"
 )
 
 // Worker delivers queued events to their endpoints: it claims due deliveries (a lease, so that
@@ -35,6 +36,8 @@ type Worker struct {
 	now func() time.Time
 	// accounts, when not nil, limits the worker to these accounts' endpoints.
 	accounts []string
+	// metrics counts the attempts; nil records nothing.
+	metrics *metrics.Metrics
 }
 
 // NewWorker is a delivery worker over store, configured by cfg; log may be nil.
@@ -59,6 +62,13 @@ func NewWorker(store *Store, cfg config.Webhooks, log *zap.Logger) *Worker {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &Worker{store: store, cfg: cfg, policy: policy, client: client, log: log, now: time.Now}
+}
+
+// WithMetrics counts the worker's attempts on m (jobbill_webhook_attempts_total{outcome}); it
+// answers w.
+func (w *Worker) WithMetrics(m *metrics.Metrics) *Worker {
+	w.metrics = m
+	return w
 }
 
 // OnlyAccounts limits the worker to the deliveries of the accounts' endpoints, for tests that share
@@ -196,6 +206,10 @@ func (w *Worker) deliver(ctx context.Context, d delivery) {
 		Scan(&outcome)
 	log := w.log.With(zap.String("endpoint", d.endpointID), zap.String("event", d.eventID), zap.String("type", d.eventType),
 		zap.Int("attempt", d.attempt), zap.Int("http_status", status))
+	if err != nil {
+		outcome = "not_recorded"
+	}
+	w.metrics.WebhookAttempt(outcome, took)
 	switch {
 	case err != nil:
 		// The lease runs out and the delivery is sent again: at least once.

@@ -18,6 +18,7 @@ import (
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/metrics"
 	"github.com/jobbill/jobbill/webhooks"
 )
 
@@ -314,7 +315,8 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 
 // TestGivenUpAfterMaxAgeThenTheJobMovesOn checks the retry bound: a receiver that never accepts a
 // delivery is retried with backoff until max age has passed, then the delivery is marked failed —
-// logged in the delivery log — and the job's later event, which waited behind it, is sent.
+// logged in the delivery log, listed among the failures and counted on the metrics page — and the
+// job's later event, which waited behind it, is sent.
 func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -329,9 +331,20 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	rcv.down.Store(true)
 	cfg := testConfig()
 	cfg.MaxAge = 300 * time.Millisecond
-	stop := runWorkers(t, ws, cfg, 1, acct)
+	m := metrics.New()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).WithMetrics(m).Run(runCtx) }()
 	waitDelivered(t, s, ep.ID)
 	stop()
+	require.NoError(t, <-done)
+
+	// Counted on the worker's metrics page, where an operator alerts on them.
+	require.NoError(t, m.Close())
+	page := httptest.NewRecorder()
+	m.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/metrics", nil))
+	require.Contains(t, page.Body.String(), `jobbill_webhook_attempts_total{outcome="failed"} 2`)
+	require.Contains(t, page.Body.String(), `jobbill_webhook_attempts_total{outcome="retry"}`)
 
 	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 1000)
 	require.NoError(t, err)
