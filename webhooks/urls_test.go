@@ -2,8 +2,10 @@ package webhooks_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 
@@ -84,4 +86,41 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 	eps, err := ws.Endpoints(ctx, acct)
 	require.NoError(t, err)
 	require.Len(t, eps, 1)
+}
+
+// TestWorkerRefusesANameThatResolvesInside checks the SSRF rule where the URL alone cannot tell:
+// a host name that passes the URL check but resolves to an internal address (this machine's own
+// name, or a name re-pointed after the endpoint was made) is refused when the worker connects,
+// before anything is sent, and the attempt is logged with the reason.
+func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
+	ctx := context.Background()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 || !(addrs[0].IsLoopback() || addrs[0].IsPrivate()) {
+		t.Skipf("this machine's name %q does not resolve to an internal address (%v, %v)", host, addrs, err)
+	}
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	url := "https://" + host + ":" + port + "/hooks"
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, webhooks.URLPolicy{})
+	require.NoError(t, err, "the URL itself names no internal address")
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+
+	cfg := testConfig()
+	cfg.AllowPrivateURLs = false
+	_, err = webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, hits.Load(), "nothing reached the internal address")
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Contains(t, log[0].Error, "internal")
 }
