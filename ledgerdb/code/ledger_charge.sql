@@ -2,6 +2,8 @@
 -- account cannot pay (nothing charged). With a fingerprint, a job submitted with another request
 -- answers conflict and nothing changes (a workflow started directly under a job's ID bills only
 -- its own request).
+-- Applied, it writes job.charged (and balance.low when the debit crosses the account's threshold),
+-- a rejection job.rejected, in the same transaction (ledger_emit_event); a replay writes none.
 CREATE FUNCTION ledger_charge(p_job_id text, p_fingerprint bytea)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$

@@ -2,6 +2,7 @@
 -- usage: a priced job is settled at its whole hold in the same transaction, nothing released, so
 -- that no release can come later, outside the exposure bound its hold was counted in while it ran.
 -- (Workflows of the first version deliver with it; later ones settle.)
+-- Applied, it writes job.delivered in the same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_deliver(p_job_id text, p_attempts integer)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$

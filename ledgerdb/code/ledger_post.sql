@@ -4,6 +4,8 @@
 -- balance plus pending refunds above ledger_max_balance(), balance minus pending reclaims below
 -- its negative — answers out_of_range and writes nothing. The sums are numeric, so that the check
 -- itself cannot overflow.
+-- A negative adjustment that crosses the account's low-balance threshold writes balance.low in the
+-- same transaction (ledger_note_debit).
 CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$

@@ -36,6 +36,8 @@ $$;
 -- priced job is settled at its whole hold in the same transaction, nothing released, so that no
 -- release can come later, outside the exposure bound a running job's hold was counted in. (The
 -- original workflow's late-result fallback reclaims with it; later ones settle.)
+-- Applied, it writes job.reclaimed (and balance.low when the reclaim crosses the threshold) in the
+-- same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_reclaim(p_job_id text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$

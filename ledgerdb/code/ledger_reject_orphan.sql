@@ -3,6 +3,7 @@
 -- workflow ID is held by a workflow that is not its own (workflow_id_taken). The guard is the state
 -- itself, under the row's lock: a charge that raced this call either committed first (not_applied)
 -- or finds the job rejected and charges nothing.
+-- Applied, it writes job.rejected in the same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_reject_orphan(p_job_id text, p_reason text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$

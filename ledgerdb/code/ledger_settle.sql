@@ -6,6 +6,8 @@
 -- its whole hold. p_output_ref, the output of the result, is kept on the job (NULL: none known).
 -- A settled job answers already_applied with the units and output it was settled at. One step,
 -- so that a result that races a refund can never be lost between a reclaim and a delivery.
+-- Applied, it writes job.delivered, or job.reclaimed (and balance.low when the reclaim crosses the
+-- threshold), in the same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text DEFAULT NULL)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
