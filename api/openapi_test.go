@@ -15,6 +15,7 @@ import (
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/webhooks"
 )
 
 // TestOpenAPIMatchesRoutes keeps openapi.yaml true (money rule 8's doors are all documented, and
@@ -128,6 +129,9 @@ var documentedBodies = map[string]any{
 	"Price": ledgerdb.Price{}, "PriceList": PriceList{}, "PriceHistory": PriceHistory{}, "PriceSet": PriceSet{},
 	"Grant": Grant{}, "Account": Account{}, "LedgerPage": LedgerPage{}, "Error": Error{}, "JobList": JobList{},
 	"KeyRequest": KeyRequest{}, "Key": apikeys.Key{}, "CreatedKey": apikeys.Created{}, "KeyList": KeyList{}, "KeyRevoked": KeyRevoked{},
+	"EndpointRequest": EndpointRequest{}, "Endpoint": webhooks.Endpoint{}, "EndpointCreated": webhooks.Created{},
+	"EndpointList": EndpointList{}, "EndpointDeleted": EndpointDeleted{}, "Attempt": webhooks.Attempt{}, "AttemptLog": AttemptLog{},
+	"ReplayRequest": ReplayRequest{}, "Replayed": Replayed{}, "ThresholdRequest": ThresholdRequest{}, "Threshold": Threshold{},
 }
 
 // TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a

@@ -58,7 +58,9 @@ func TestCustomerKeyCannotReportResults(t *testing.T) {
 // customer key reads the prices and nothing of the account, and the account's jobs do not exist
 // for it (404, as an unknown ID). A key let in gets the route's own
 // answer (each request is built to be refused harmlessly after the scope check: an unpriced kind,
-// an invalid body, a running job that cannot be deleted); a key kept out gets 403 forbidden.
+// an invalid body, a running job that cannot be deleted, an unknown webhook endpoint); a key kept
+// out gets 403 forbidden. Webhook endpoints, the delivery log and the low-balance threshold are
+// the account's: its customer key manages them, its customer_read key lists them.
 // Nothing is written: the account's rows, the job and its results are as before.
 func TestScopesOnEveryRoute(t *testing.T) {
 	t.Parallel()
@@ -86,6 +88,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	time.Sleep(time.Until(soon) + 100*time.Millisecond)
 	kind := e.fixed(t, 30)
 	running, inAcct := ledgertest.ID(t, "job"), "?account_id="+acct
+	noEndpoint := "we_" + strings.Repeat("0", 32)
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keys["customer"], job(running, acct, kind, "sim:hang")).code)
 	rowsBefore := e.rows(t, acct)
 
@@ -111,6 +114,14 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		{"PUT", "/v1/prices/" + kind, func() any { return map[string]any{"unit": "job", "unit_price": 0} }, 400, []string{"admin"}},
 		{"POST", "/v1/keys", func() any { return map[string]any{"scope": "owner", "name": "probe"} }, 400, []string{"admin"}},
 		{"GET", "/v1/keys", nil, 200, []string{"admin"}},
+		{"PUT", "/v1/accounts/" + acct + "/low-balance-threshold", func() any { return map[string]any{"threshold": "low"} }, 400, []string{"customer", "admin"}},
+		{"POST", "/v1/accounts/" + acct + "/webhooks", func() any { return map[string]any{"url": "https://10.0.0.1/hooks"} }, 400, []string{"customer", "admin"}},
+		{"GET", "/v1/accounts/" + acct + "/webhooks", nil, 200, []string{"customer", "customer_read", "admin"}},
+		{"GET", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint, nil, 404, []string{"customer", "customer_read", "admin"}},
+		{"DELETE", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint, nil, 404, []string{"customer", "admin"}},
+		{"POST", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint + "/rotate", nil, 404, []string{"customer", "admin"}},
+		{"GET", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint + "/attempts", nil, 404, []string{"customer", "customer_read", "admin"}},
+		{"POST", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint + "/replay", func() any { return map[string]any{} }, 400, []string{"customer", "admin"}},
 		{"DELETE", "/v1/keys/key_0000000000000000000000", nil, 404, []string{"admin"}},
 	} {
 		for _, who := range []string{"customer", "customer_read", "runner", "admin", "other customer", "revoked", "expired", "none"} {
@@ -149,6 +160,8 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRunning, st.State)
 	a := call(t, base, "GET", "/v1/keys?account_id="+acct, keys["admin"], nil)
 	require.Len(t, a.body["keys"], 2, "no key was created by a probe: %s", a.raw)
+	a = call(t, base, "GET", "/v1/accounts/"+acct+"/webhooks", keys["admin"], nil)
+	require.Empty(t, a.body["endpoints"], "no endpoint was created by a probe: %s", a.raw)
 
 	// Settle the hanging job so its workflow ends.
 	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result"+inAcct, keys["runner"], map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)

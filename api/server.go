@@ -17,6 +17,7 @@ import (
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/webhooks"
 )
 
 // Options configures a [Server].
@@ -30,6 +31,9 @@ type Options struct {
 	// apikeys) that every request but the health checks is authenticated against. Without it,
 	// only the bootstrap keys of Config authenticate.
 	Ledger *ledgerdb.Store
+	// WebhookURLs says which receiver URLs a webhook endpoint may have (webhooks.allow_private_urls
+	// loosens it for development); the delivery worker checks them by the same policy.
+	WebhookURLs webhooks.URLPolicy
 	// Ready are the dependencies /readyz checks (Postgres and Temporal in `jobbill api`).
 	Ready []Check
 	// Logger logs one line per request (never a key or a body); nothing when nil.
@@ -53,8 +57,10 @@ type Server struct {
 	opts Options
 	// keys creates, lists and revokes API keys (the /v1/keys routes); auth authenticates
 	// requests against them and the configuration's bootstrap keys.
-	keys    *apikeys.Store
-	auth    *apikeys.Authenticator
+	keys *apikeys.Store
+	auth *apikeys.Authenticator
+	// hooks keeps the accounts' webhook endpoints, their delivery logs and low-balance thresholds.
+	hooks   *webhooks.Store
 	limiter *limiter
 	// failedAuth counts, per remote address, the requests whose key was refused: the limiter
 	// above keys its buckets by the credential presented, so each invented key would get a full
@@ -93,6 +99,7 @@ func New(opts Options) *Server {
 		failedAuth: newLimiter(opts.Config.RateLimit, maxRateBuckets)}
 	if opts.Ledger != nil {
 		s.keys = apikeys.NewStore(opts.Ledger.Pool())
+		s.hooks = webhooks.NewStore(opts.Ledger.Pool())
 	}
 	bootstrap := make([]string, len(opts.Config.Keys))
 	for i, k := range opts.Config.Keys {
@@ -109,6 +116,14 @@ func New(opts Options) *Server {
 		{"GET", "/v1/accounts/{id}", accountReaders, []int{200, 404}, s.getAccount},
 		{"GET", "/v1/accounts/{id}/ledger", accountReaders, []int{200, 404}, s.getLedger},
 		{"POST", "/v1/accounts/{id}/grants", adminsOnly, []int{200, 201, 404, 409, 413, 422}, s.grant},
+		{"PUT", "/v1/accounts/{id}/low-balance-threshold", accountWriters, []int{200, 404, 413}, s.setThreshold},
+		{"POST", "/v1/accounts/{id}/webhooks", accountWriters, []int{201, 404, 413, 422}, s.createEndpoint},
+		{"GET", "/v1/accounts/{id}/webhooks", accountReaders, []int{200}, s.listEndpoints},
+		{"GET", "/v1/accounts/{id}/webhooks/{endpoint}", accountReaders, []int{200, 404}, s.getEndpoint},
+		{"DELETE", "/v1/accounts/{id}/webhooks/{endpoint}", accountWriters, []int{200, 404}, s.deleteEndpoint},
+		{"POST", "/v1/accounts/{id}/webhooks/{endpoint}/rotate", accountWriters, []int{200, 404, 409}, s.rotateSecret},
+		{"GET", "/v1/accounts/{id}/webhooks/{endpoint}/attempts", accountReaders, []int{200, 404}, s.listAttempts},
+		{"POST", "/v1/accounts/{id}/webhooks/{endpoint}/replay", accountWriters, []int{202, 404, 409, 413}, s.replay},
 		{"GET", "/v1/prices", accountReaders, []int{200}, s.listPrices},
 		{"GET", "/v1/prices/{kind}", accountReaders, []int{200, 404}, s.priceHistory},
 		{"PUT", "/v1/prices/{kind}", adminsOnly, []int{200, 201, 413}, s.setPrice},

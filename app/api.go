@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/webhooks"
 )
 
 // RunAPI serves the HTTP API as c says until ctx is done (SIGINT or SIGTERM in the binary), then
@@ -31,6 +32,8 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		Config: c.API,
 		Jobs:   conns.Jobs(),
 		Ledger: conns.Ledger,
+		// The same address rules the delivery worker applies when it sends.
+		WebhookURLs: webhooks.URLPolicy{AllowPrivate: c.Webhooks.AllowPrivateURLs},
 		Ready: []api.Check{
 			{Name: "postgres", Probe: conns.Ledger.Pool().Ping},
 			{Name: "temporal", Probe: func(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/metrics"
+	"github.com/jobbill/jobbill/webhooks"
 	"github.com/jobbill/jobbill/worker"
 )
 
@@ -125,11 +126,34 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 		return err
 	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
+	stopHooks := startWebhooks(ctx, c, conns.Ledger, conns.Metrics, z)
+	defer stopHooks()
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	z.Info("worker stopped")
 	return nil
+}
+
+// startWebhooks runs the webhook delivery worker beside the Temporal worker when
+// webhooks.enabled, until ctx is done or the returned stop is called; stop waits for the attempts
+// in flight to be recorded. With webhooks off it starts nothing: events stay queued in the ledger
+// until a process with them on delivers them.
+func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, m *metrics.Metrics, z *zap.Logger) (stop func()) {
+	if !c.Webhooks.Enabled {
+		z.Info("webhook delivery is off (webhooks.enabled)")
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = webhooks.NewWorker(webhooks.NewStore(ledger.Pool()), c.Webhooks, z.Named("webhooks")).WithMetrics(m).Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // stopOn turns a context into the interrupt channel the SDK's Worker.Run waits on.

@@ -46,6 +46,35 @@ type Config struct {
 	Metrics Metrics `mapstructure:"metrics"`
 	// API configures the HTTP API that `jobbill api` serves.
 	API API `mapstructure:"api"`
+	// Webhooks configures the delivery of signed webhooks (package webhooks): the worker
+	// delivers, and the API checks receiver URLs by the same address rules.
+	Webhooks Webhooks `mapstructure:"webhooks"`
+}
+
+// Webhooks configures the webhook delivery worker, which `jobbill worker` runs beside the Temporal
+// worker (docs/design.md, "Webhooks"; docs/operations.md, "Webhooks").
+type Webhooks struct {
+	// Enabled runs the delivery worker in `jobbill worker`. Events are written by the ledger
+	// whatever it says; with it off they wait, queued, until a worker with it on delivers them.
+	Enabled bool `mapstructure:"enabled"`
+	// PollInterval is how often an idle worker looks for due deliveries.
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// Timeout bounds one attempt: connecting, sending and reading the receiver's answer.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxAge is how long a delivery is retried, from when it was queued (or replayed), before it
+	// is marked failed.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// InitialBackoff is the wait before the second attempt; each later wait doubles, up to
+	// MaxBackoff, with jitter.
+	InitialBackoff time.Duration `mapstructure:"initial_backoff"`
+	// MaxBackoff caps the wait between two attempts.
+	MaxBackoff time.Duration `mapstructure:"max_backoff"`
+	// BatchSize is how many deliveries one worker claims, and sends at once, per round.
+	BatchSize int `mapstructure:"batch_size"`
+	// AllowPrivateURLs lets receivers sit on loopback, private, link-local or otherwise internal
+	// addresses, and use plain http. Off, a customer's URL must be https on a public address, so
+	// that it cannot reach jobbill's own network (SSRF). For development and tests only.
+	AllowPrivateURLs bool `mapstructure:"allow_private_urls"`
 }
 
 // API configures the HTTP API: where it listens, how much it reads and how long it waits,
@@ -263,6 +292,15 @@ func Default() Config {
 			ShutdownTimeout:   40 * time.Second,
 			RateLimit:         RateLimit{PerSecond: 20, Burst: 40},
 		},
+		Webhooks: Webhooks{
+			Enabled:        true,
+			PollInterval:   time.Second,
+			Timeout:        10 * time.Second,
+			MaxAge:         72 * time.Hour,
+			InitialBackoff: 5 * time.Second,
+			MaxBackoff:     time.Hour,
+			BatchSize:      20,
+		},
 	}
 }
 
@@ -390,6 +428,7 @@ func (c Config) Validate() error {
 		problems = append(problems, "reconcile.interval must be at least 1s and reconcile.grace must not be negative")
 	}
 	problems = append(problems, c.API.problems()...)
+	problems = append(problems, c.Webhooks.problems()...)
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
 	}
@@ -445,6 +484,29 @@ func (a API) problems() []string {
 			problems = append(problems, at+": the configuration holds bootstrap admin keys only (key=admin, or admin: true "+
 				"without accounts); create a key for an account with `jobbill key create --scope customer --account ACCOUNT`")
 		}
+	}
+	return problems
+}
+
+// problems lists what is wrong with the webhooks section.
+func (w Webhooks) problems() []string {
+	var problems []string
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"webhooks.poll_interval", w.PollInterval}, {"webhooks.timeout", w.Timeout}, {"webhooks.max_age", w.MaxAge},
+		{"webhooks.initial_backoff", w.InitialBackoff}, {"webhooks.max_backoff", w.MaxBackoff},
+	} {
+		if d.d <= 0 {
+			problems = append(problems, d.key+" must be above zero")
+		}
+	}
+	if w.MaxBackoff < w.InitialBackoff {
+		problems = append(problems, "webhooks.max_backoff must not be below webhooks.initial_backoff")
+	}
+	if w.BatchSize < 1 || w.BatchSize > 1000 {
+		problems = append(problems, "webhooks.batch_size must be from 1 to 1000")
 	}
 	return problems
 }

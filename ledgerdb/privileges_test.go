@@ -157,7 +157,9 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 // pg_temp last; no SECURITY DEFINER function is executable by PUBLIC; and the role may create
 // nothing in the schema or the database, and holds no role attribute that would bypass grants.
 // The same holds for API keys: the role reads api_keys (to authenticate) and changes them only
-// through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the refusals).
+// through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the refusals);
+// and for webhooks: the role changes endpoints, thresholds and delivery bookkeeping only through
+// the ledger_webhook_* functions, and cannot write an event at all except by a money transition.
 func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -221,13 +223,17 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
 		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post",
 		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm",
-		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key"} {
+		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key",
+		"ledger_webhook_create_endpoint", "ledger_webhook_disable_endpoint", "ledger_webhook_rotate_secret",
+		"ledger_webhook_set_low_balance", "ledger_webhook_claim", "ledger_webhook_record_attempt", "ledger_webhook_replay"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"],
 		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_release"], "the money functions' helpers are nobody's to call")
+	require.False(t, executable["ledger_emit_event"] || executable["ledger_emit_job_event"] || executable["ledger_note_debit"],
+		"events are written only by the money transitions themselves, never called alone")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
 }
 
@@ -368,4 +374,80 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	requireSettled(t, read, 5)
 	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -80}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 60})
 	ledgertest.RequireBalance(t, s, acct, 1000-20)
+}
+
+// TestAppRoleCannotWriteWebhookTables checks the outbox at the grants (money rules 1 and 4 for
+// what is told): the application role is refused (42501) every direct write of the webhook
+// tables — forging, changing or removing an event, queueing or marking a delivery, rewriting the
+// delivery log, adding or redirecting an endpoint, setting a threshold — and calling the event
+// writer alone; events are written only by the money transitions, and the rest changes only
+// through the ledger_webhook_* functions, which the role may call.
+func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	requireAppRole(t, s)
+	acct, job := submitted(t, s, 100, 40)
+	_, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+
+	q := func(v string) string { return "'" + v + "'" }
+	for _, stmt := range []string{
+		`INSERT INTO webhook_events (id, account_id, job_id, type, payload) VALUES ('msg_00000000000000000000000000000000', ` + q(acct) + `, ` + q(job.String()) + `, 'job.refunded', '{}')`,
+		`UPDATE webhook_events SET payload = '{"charged": 0}' WHERE account_id = ` + q(acct),
+		`DELETE FROM webhook_events WHERE account_id = ` + q(acct),
+		`TRUNCATE webhook_events CASCADE`,
+		`INSERT INTO webhook_endpoints (id, account_id, url, secret) VALUES ('we_0000000000000000', ` + q(acct) + `, 'https://evil.example/', 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=')`,
+		`UPDATE webhook_endpoints SET url = 'https://evil.example/' WHERE account_id = ` + q(acct),
+		`UPDATE webhook_deliveries SET status = 'delivered', finished_at = now()`,
+		`DELETE FROM webhook_deliveries`,
+		`INSERT INTO webhook_attempts (endpoint_id, event_seq, attempt, duration_ms, outcome) SELECT 'we_0000000000000000', 1, 1, 0, 'delivered'`,
+		`DELETE FROM webhook_attempts`,
+		`INSERT INTO webhook_low_balance (account_id, threshold) VALUES (` + q(acct) + `, 1)`,
+		`SELECT ledger_emit_event(` + q(acct) + `, NULL, 'balance.low', '{}')`,
+		`SELECT ledger_note_debit(` + q(acct) + `, 100, 0, NULL)`,
+	} {
+		tx, err := s.Pool().Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
+	}
+
+	// The charge's one event stands as written; the doors the role has work.
+	var n int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE job_id = $1 AND type = 'job.charged'`, job.String()).Scan(&n))
+	require.Equal(t, 1, n)
+	var outcome string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT ledger_webhook_set_low_balance($1, 10)`, acct).Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+}
+
+// TestDatabaseRefusesEventRewrites checks, for the table's owner too, that an event and a delivery
+// log entry are never changed or removed once written (webhook_events_append_only,
+// webhook_attempts_append_only): what was sent stays what it was.
+func TestDatabaseRefusesEventRewrites(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
+	acct, job := submitted(t, s, 100, 40)
+	_, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`UPDATE webhook_events SET type = 'job.refunded' WHERE job_id = '` + job.String() + `'`,
+		`DELETE FROM webhook_events WHERE account_id = '` + acct + `'`,
+		`TRUNCATE webhook_events CASCADE`,
+		`TRUNCATE webhook_attempts`,
+	} {
+		tx, err := owner.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, stmt)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Error(t, err, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "JB001", pgErr.Code, "%s: %s", stmt, pgErr.Message)
+	}
 }

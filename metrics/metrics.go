@@ -119,6 +119,12 @@ const (
 	// LedgerAlarms counts ledger steps the database refused for good, each raised as an alarm that
 	// an operator must look at (jobbill_ledger_alarms_total{step}).
 	LedgerAlarms = "jobbill_ledger_alarms"
+	// WebhookAttempts counts webhook delivery attempts by what became of the delivery: delivered,
+	// retry, failed (given up after max age) or not_recorded (jobbill_webhook_attempts_total{outcome}).
+	WebhookAttempts = "jobbill_webhook_attempts"
+	// WebhookLatency is how long each attempt took, send and answer
+	// (jobbill_webhook_attempt_latency_seconds).
+	WebhookLatency = "jobbill_webhook_attempt_latency"
 	// HTTPRequests counts the HTTP API's answers by route pattern and status
 	// (jobbill_http_requests_total{route, status}).
 	HTTPRequests = "jobbill_http_requests_total"
@@ -187,4 +193,14 @@ func (m *Metrics) ResultAfterClose(outcome ledgerdb.Outcome) {
 		return
 	}
 	m.scope.Tagged(map[string]string{"outcome": string(outcome)}).Counter(ResultsAfterClose).Inc(1)
+}
+
+// WebhookAttempt records one webhook delivery attempt: what became of the delivery (delivered,
+// retry, failed, or not_recorded when its record could not be written) and how long it took.
+func (m *Metrics) WebhookAttempt(outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.scope.Tagged(map[string]string{"outcome": outcome}).Counter(WebhookAttempts).Inc(1)
+	m.scope.Timer(WebhookLatency).Record(took)
 }

@@ -25,6 +25,9 @@ func newBenchWorkflowCommand() *cobra.Command {
   - latency: from sending a result signal to a refunded job that is listening for a late result,
     to its reclaim row (Postgres' created_at minus the send time, on the same machine's clock):
     p50/p95/p99/max (target p99 <= 100 ms);
+  - with --webhooks, the latency again with webhook delivery on (an endpoint per account, a
+    receiver in this process, a delivery worker with the default configuration), then off once
+    more, printed beside the first measurement (delivery off);
   - the money: every job's ledger rows and every account's audit.
 It writes fresh accounts and jobs on every run (the ledger never deletes): point it at the
 service's database, never the tests'.`,
@@ -51,5 +54,6 @@ service's database, never the tests'.`,
 	flags.DurationVar(&cfg.WorkDuration, "work-duration", 0, "simulated work per job (default 5ms)")
 	flags.IntVar(&cfg.LatencyJobs, "latency-jobs", 150, "refunded jobs that get a result signal (-1 for none)")
 	flags.DurationVar(&cfg.SignalInterval, "signal-interval", 0, "time between result signals (default 100ms)")
+	flags.BoolVar(&cfg.Webhooks, "webhooks", false, "measure the latency again with webhook delivery on, then off again, and print the three")
 	return cmd
 }

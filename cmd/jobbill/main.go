@@ -26,6 +26,7 @@ func newRoot() *cobra.Command {
 		newAccountCommand(),
 		newPriceCommand(),
 		newKeyCommand(),
+		newWebhookCommand(),
 		newDeadLetterCommand(),
 		newAuditCommand(),
 	)

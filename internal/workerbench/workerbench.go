@@ -73,6 +73,8 @@ type Config struct {
 	// SignalInterval spaces the result signals (default 100 ms), which are sent one after another,
 	// each without waiting for the previous job to settle.
 	SignalInterval time.Duration
+	// Webhooks measures the latency a second time with webhook delivery on (webhooks.go).
+	Webhooks bool
 }
 
 func (c Config) withDefaults() Config {
@@ -160,8 +162,10 @@ type Result struct {
 	MeteredMedianJobsPerSec float64
 	// Ratio is MeteredMedianJobsPerSec over BareMedianJobsPerSec (target ≥ 0.9).
 	Ratio float64
-	// Latency is the result-signal-to-reclaim latency.
+	// Latency is the result-signal-to-reclaim latency (webhook delivery off).
 	Latency Latency
+	// Webhooks is the same latency with webhook delivery on, when Config.Webhooks.
+	Webhooks WebhookRun
 	// Clock is the clock comparison behind Latency.
 	Clock ClockCheck
 	// JobsChecked is how many metered jobs had their ledger rows checked, all correct.
@@ -239,8 +243,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	res.Ratio = res.MeteredMedianJobsPerSec / res.BareMedianJobsPerSec
 
 	if cfg.LatencyJobs > 0 {
-		if res.Latency, err = b.latency(ctx); err != nil {
+		if res.Latency, err = b.latency(ctx, "late"); err != nil {
 			return res, err
+		}
+		if cfg.Webhooks {
+			if res.Webhooks, err = b.withWebhooks(ctx); err != nil {
+				return res, err
+			}
 		}
 	}
 
@@ -432,10 +441,12 @@ func (b *bench) meteredJob(ctx context.Context, id, account string) error {
 	return nil
 }
 
+// expect records how the account's job must end, under the job's key in the ledger
+// (<account>/<job>: the ledger keys a job by both).
 func (b *bench) expect(id, account string, state ledgerdb.State) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.expected[id] = expectation{account: account, state: state}
+	b.expected[ledgerdb.JobKey{AccountID: account, JobID: id}.String()] = expectation{account: account, state: state}
 }
 
 // checkClock measures Postgres' clock against ours over the fastest of 31 round trips: both
@@ -466,12 +477,13 @@ func (b *bench) checkClock(ctx context.Context) (ClockCheck, error) {
 // that transaction started, read from the same kernel clock as time.Now here (checkClock shows the
 // offset), so no polling interval enters the figure. The commit follows within that one
 // statement; a row that was never committed would not be found at all.
-func (b *bench) latency(ctx context.Context) (Latency, error) {
+// label names the measurement in its jobs' IDs.
+func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	n := b.cfg.LatencyJobs
 	ids := make([]string, n)
 	workflowIDs := make([]string, n)
 	for i := range n {
-		ids[i] = fmt.Sprintf("wb-%s-late-%05d", b.runID, i)
+		ids[i] = fmt.Sprintf("wb-%s-%s-%05d", b.runID, label, i)
 		workflowIDs[i] = workflows.JobWorkflowID(b.accounts[i%len(b.accounts)], ids[i])
 	}
 	st := b.latencyJobs
@@ -489,6 +501,11 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	// Let the last jobs' workflow tasks finish, so that each signal meets an idle job.
 	time.Sleep(500 * time.Millisecond)
 
+	// The ledger keys each job by its account and its ID.
+	keys := make([]string, n)
+	for i, id := range ids {
+		keys[i] = ledgerdb.JobKey{AccountID: b.accounts[i%len(b.accounts)], JobID: id}.String()
+	}
 	sent := make(map[string]time.Time, n)
 	tick := time.NewTicker(b.cfg.SignalInterval)
 	defer tick.Stop()
@@ -503,7 +520,7 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 		}
 		// Round(0) drops the monotonic reading: the subtraction below must be wall clock against
 		// wall clock, as Postgres' is.
-		sent[id] = t0.Round(0)
+		sent[keys[i]] = t0.Round(0)
 	}
 	err = forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		var js workflows.JobStatus
@@ -520,7 +537,7 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	}
 
 	rows, err := b.ledger.Pool().Query(ctx,
-		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", ids)
+		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", keys)
 	if err != nil {
 		return Latency{}, err
 	}
@@ -672,6 +689,7 @@ func (b *bench) print(res Result) {
 		fmt.Fprintf(b.out, "  n=%d  p50 %s  p95 %s  p99 %s  max %s (%s the p99 <= 100 ms target)\n",
 			l.Jobs, ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max), verdict)
 	}
+	b.printWebhooks(res)
 }
 
 func countState(m map[string]expectation, s ledgerdb.State) int {

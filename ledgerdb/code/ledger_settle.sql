@@ -6,12 +6,15 @@
 -- its whole hold. p_output_ref, the output of the result, is kept on the job (NULL: none known).
 -- A settled job answers already_applied with the units and output it was settled at. One step,
 -- so that a result that races a refund can never be lost between a reclaim and a delivery.
+-- Applied, it writes job.delivered, or job.reclaimed (and balance.low when the reclaim crosses the
+-- threshold), in the same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text DEFAULT NULL)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
-    j jobs;
-    r ledger_job_result;
+    j         jobs;
+    r         ledger_job_result;
+    reclaimed ledger_job_result;
 BEGIN
     IF p_units_used < 0 THEN
         RAISE EXCEPTION 'job %: units used is %; it must not be negative', p_job_id, p_units_used
@@ -22,13 +25,19 @@ BEGIN
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN
-        RETURN ledger_release(j, p_units_used, NULL, NULL);
+        r := ledger_release(j, p_units_used, NULL, NULL);
+        PERFORM ledger_emit_job_event('job.delivered', r.job, coalesce(r.balance_after, (SELECT balance FROM accounts WHERE id = j.account_id)));
+        RETURN r;
     END IF;
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
         -- The reclaim made the job recovered, under the row lock it holds: its output next.
         UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
-        RETURN ledger_release(j, p_units_used, r.entry_id, r.balance_after);
+        reclaimed := r;
+        r := ledger_release(j, p_units_used, r.entry_id, r.balance_after);
+        PERFORM ledger_emit_job_event('job.reclaimed', r.job, r.balance_after);
+        PERFORM ledger_note_debit(j.account_id, reclaimed.balance_after + j.cost, r.balance_after, j.id);
+        RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
 END

@@ -10,9 +10,10 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_refuse_rewrite()") }}
--- Rows of ledger_entries, job_requests and prices never change; jobs, accounts and api_keys change
+-- Rows of ledger_entries, job_requests, prices, webhook_events (what happened, as it was sent) and
+-- webhook_attempts (the delivery log) never change; jobs, accounts and api_keys change
 -- only through the guarded functions, and are never deleted. None of these tables can be truncated.
-{{ range $table := list "ledger_entries" "job_requests" "prices" }}
+{{ range $table := list "ledger_entries" "job_requests" "prices" "webhook_events" "webhook_attempts" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_append_only
     BEFORE UPDATE OR DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
@@ -20,7 +21,7 @@ CREATE OR REPLACE TRIGGER {{ $table }}_append_only
 CREATE OR REPLACE TRIGGER {{ $table }}_never_deleted
     BEFORE DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
-{{ range $table := list "ledger_entries" "job_requests" "prices" "jobs" "accounts" "api_keys" }}
+{{ range $table := list "ledger_entries" "job_requests" "prices" "jobs" "accounts" "api_keys" "webhook_events" "webhook_attempts" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_no_truncate
     BEFORE TRUNCATE ON {{ $table }} FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}

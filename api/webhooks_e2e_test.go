@@ -1,0 +1,224 @@
+package api_test
+
+// End-to-end tests of webhooks over HTTP: endpoints managed through the API, and the events of
+// real jobs — run by the Temporal dev server's worker — delivered, signed, to a receiver. Same
+// real Postgres and Temporal dev server as e2e_test.go.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/webhooks"
+)
+
+// allowLoopbackHooks lets the test's receivers (httptest, on loopback) be webhook endpoints.
+func allowLoopbackHooks(o *api.Options) { o.WebhookURLs = webhooks.URLPolicy{AllowPrivate: true} }
+
+// TestWebhookEndpointsRefuseBadInput checks the webhook routes' doors: a URL that is not https,
+// reaches an internal address (the SSRF rule, with the server's default policy) or carries
+// credentials, a missing URL, an unknown field, a malformed threshold or replay — each is a clear
+// 400 naming what is wrong, and nothing is written (no endpoint, no threshold, nothing queued).
+// A valid endpoint answers its secret once: never in a read or a list. A rotation answers a new
+// secret; a deletion is final and idempotent, and a deleted endpoint can be neither rotated nor
+// replayed to (409).
+func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	hooks := "/v1/accounts/" + acct + "/webhooks"
+
+	for _, body := range []any{
+		map[string]any{"url": "http://hooks.example.com/"},
+		map[string]any{"url": "https://127.0.0.1/"},
+		map[string]any{"url": "https://169.254.169.254/latest/meta-data/"},
+		map[string]any{"url": "https://10.1.2.3:8443/"},
+		map[string]any{"url": "https://localhost/"},
+		map[string]any{"url": "https://user:secret@hooks.example.com/"},
+		map[string]any{"url": "hooks.example.com"},
+		map[string]any{"description": "no url"},
+		map[string]any{"url": "https://hooks.example.com/", "secret": "whsec_mine"},
+		map[string]any{"url": "https://hooks.example.com/", "description": strings.Repeat("x", 201)},
+		`{"url": "https://hooks.example.com/"`,
+	} {
+		a := call(t, base, "POST", hooks, key, body)
+		require.Equal(t, 400, a.code, "%v: %s", body, a.raw)
+		require.Equal(t, "invalid_input", a.str("code"))
+		require.Contains(t, a.str("message"), "Nothing was written")
+	}
+	require.Empty(t, call(t, base, "GET", hooks, key, nil).body["endpoints"], "nothing was written")
+
+	created := call(t, base, "POST", hooks, key, map[string]any{"url": "https://hooks.example.com/jobbill", "description": "billing"})
+	require.Equal(t, 201, created.code, created.raw)
+	secret, id := created.str("secret"), created.str("id")
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, secret)
+	require.Equal(t, "enabled", created.str("status"))
+	for _, a := range []answer{call(t, base, "GET", hooks+"/"+id, key, nil), call(t, base, "GET", hooks, key, nil)} {
+		require.Equal(t, 200, a.code, a.raw)
+		require.NotContains(t, a.raw, "secret")
+		require.NotContains(t, a.raw, secret)
+	}
+	rotated := call(t, base, "POST", hooks+"/"+id+"/rotate", key, nil)
+	require.Equal(t, 200, rotated.code, rotated.raw)
+	require.NotEqual(t, secret, rotated.str("secret"))
+	require.NotEmpty(t, rotated.str("rotated_at"))
+
+	threshold := "/v1/accounts/" + acct + "/low-balance-threshold"
+	for _, body := range []any{`{}`, `{"threshold": 1.5}`, `{"threshold": "50"}`, `{"threshold": 50, "extra": 1}`, `{"threshold": 2000000000000000000}`, `[50]`} {
+		a := call(t, base, "PUT", threshold, key, body)
+		require.Equal(t, 400, a.code, "%v: %s", body, a.raw)
+	}
+	hooksStore := webhooks.NewStore(e.Store.Pool())
+	none, err := hooksStore.LowBalanceThreshold(context.Background(), acct)
+	require.NoError(t, err)
+	require.Nil(t, none, "nothing was written")
+	a := call(t, base, "PUT", threshold, key, `{"threshold": 50}`)
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "applied", a.str("outcome"))
+	require.Equal(t, "already_applied", call(t, base, "PUT", threshold, key, `{"threshold": 50}`).str("outcome"))
+	a = call(t, base, "PUT", threshold, key, `{"threshold": null}`)
+	require.Equal(t, "applied", a.str("outcome"))
+	require.Equal(t, "", a.str("threshold"))
+
+	replay := hooks + "/" + id + "/replay"
+	for _, body := range []any{`{}`, map[string]any{"event_id": "msg_1"}, map[string]any{"since": "yesterday"},
+		map[string]any{"event_id": "msg_" + strings.Repeat("0", 32), "since": "2030-01-01T00:00:00Z"}} {
+		a := call(t, base, "POST", replay, key, body)
+		require.Equal(t, 400, a.code, "%v: %s", body, a.raw)
+	}
+	a = call(t, base, "POST", replay, key, map[string]any{"event_id": "msg_" + strings.Repeat("0", 32)})
+	require.Equal(t, 404, a.code, a.raw)
+	require.Equal(t, "unknown_event", a.str("code"))
+
+	a = call(t, base, "DELETE", hooks+"/"+id, key, nil)
+	require.Equal(t, 200, a.code, a.raw)
+	require.Equal(t, "applied", a.str("outcome"))
+	require.Equal(t, "disabled", a.str("endpoint", "status"))
+	require.Equal(t, "already_applied", call(t, base, "DELETE", hooks+"/"+id, key, nil).str("outcome"))
+	require.Equal(t, 409, call(t, base, "POST", hooks+"/"+id+"/rotate", key, nil).code)
+	require.Equal(t, 409, call(t, base, "POST", replay, key, map[string]any{"since": "2020-01-01T00:00:00Z"}).code)
+}
+
+// hookReceiver is a customer's receiver for the end-to-end test: it verifies each delivery with
+// the Standard Webhooks library and keeps the accepted ones' webhook-id, type and job.
+type hookReceiver struct {
+	mu     sync.Mutex
+	secret string
+	got    []struct{ id, typ, job string }
+	bad    int
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	wh, err := standardwebhooks.NewWebhook(h.secret)
+	if err != nil || wh.Verify(body, r.Header) != nil {
+		h.bad++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var msg struct {
+		Type string `json:"type"`
+		Data struct {
+			JobID string `json:"job_id"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	h.got = append(h.got, struct{ id, typ, job string }{r.Header.Get(webhooks.HeaderID), msg.Type, msg.Data.JobID})
+	w.WriteHeader(http.StatusOK)
+}
+
+// byJob lists each job's event types in the order they arrived, counting each webhook-id once.
+func (h *hookReceiver) byJob() map[string][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]bool{}
+	out := map[string][]string{}
+	for _, g := range h.got {
+		if !seen[g.id] {
+			seen[g.id] = true
+			out[g.job] = append(out[g.job], g.typ)
+		}
+	}
+	return out
+}
+
+// TestWebhooksFollowRealJobs checks the outbox end to end, through real jobs on the Temporal dev
+// server: a job that succeeds is told to the account's endpoint as job.charged then job.delivered;
+// one whose work hangs until its attempts run out, and whose result then arrives late, as
+// job.charged, job.refunded, job.reclaimed — each delivery signed so that the receiver's Standard
+// Webhooks verifier accepts it, each job's events in order, and the endpoint's delivery log (read
+// through the API) records every delivery.
+func TestWebhooksFollowRealJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 1000)
+	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
+	base := e.serve(t, allowLoopbackHooks)
+	rcv := &hookReceiver{}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	created := call(t, base, "POST", "/v1/accounts/"+acct+"/webhooks", key, map[string]any{"url": srv.URL + "/jobbill"})
+	require.Equal(t, 201, created.code, created.raw)
+	rcv.mu.Lock()
+	rcv.secret = created.str("secret")
+	rcv.mu.Unlock()
+
+	cfg := config.Default().Webhooks
+	cfg.PollInterval, cfg.InitialBackoff, cfg.MaxBackoff, cfg.AllowPrivateURLs = 20*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond, true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = webhooks.NewWorker(webhooks.NewStore(e.Store.Pool()), cfg, nil).OnlyAccounts(acct).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	kind := e.fixed(t, 40)
+	ok, late := ledgertest.ID(t, "ok"), ledgertest.ID(t, "late")
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(ok, acct, kind, "sim:ok")).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(late, acct, kind, "sim:hang")).code)
+	e.wait(t, acct, ok, ledgerdb.StateDelivered)
+	e.wait(t, acct, late, ledgerdb.StateRefunded)
+	a := call(t, base, "POST", "/v1/jobs/"+late+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://late"})
+	require.Contains(t, []int{200, 202}, a.code, a.raw)
+	e.wait(t, acct, late, ledgerdb.StateRecovered)
+
+	want := map[string][]string{ok: {"job.charged", "job.delivered"}, late: {"job.charged", "job.refunded", "job.reclaimed"}}
+	require.Eventually(t, func() bool {
+		got := rcv.byJob()
+		return len(got[ok]) == 2 && len(got[late]) == 3
+	}, 30*time.Second, 50*time.Millisecond, "every event delivered")
+	require.Equal(t, want, rcv.byJob())
+	rcv.mu.Lock()
+	require.Zero(t, rcv.bad, "every delivery verified")
+	rcv.mu.Unlock()
+
+	log := call(t, base, "GET", "/v1/accounts/"+acct+"/webhooks/"+created.str("id")+"/attempts", key, nil)
+	require.Equal(t, 200, log.code, log.raw)
+	delivered := 0
+	for _, entry := range log.body["attempts"].([]any) {
+		if entry.(map[string]any)["outcome"] == "delivered" {
+			delivered++
+		}
+	}
+	require.Equal(t, 5, delivered, log.raw)
+	ledgertest.RequireSound(t, e.Store, acct)
+}

@@ -1,0 +1,533 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/metrics"
+	"github.com/jobbill/jobbill/webhooks"
+)
+
+// testConfig is a delivery configuration for tests: fast polls and backoffs, and receivers on
+// loopback allowed (httptest).
+func testConfig() config.Webhooks {
+	c := config.Default().Webhooks
+	c.PollInterval = 10 * time.Millisecond
+	c.InitialBackoff = 20 * time.Millisecond
+	c.MaxBackoff = 80 * time.Millisecond
+	c.Timeout = 2 * time.Second
+	c.AllowPrivateURLs = true
+	return c
+}
+
+// received is one delivery a receiver took (answered 2xx).
+type received struct {
+	id     string
+	header http.Header
+	body   []byte
+	msg    webhooks.Body
+}
+
+// receiver is a customer's webhook endpoint: it verifies every delivery with the Standard Webhooks
+// library and keeps the ones it accepted, in the order it accepted them. While down it answers
+// 500, or drops the connection without an answer.
+type receiver struct {
+	t      *testing.T
+	secret atomic.Value // string
+	down   atomic.Bool
+	calls  atomic.Int64
+	mu     sync.Mutex
+	got    []received
+	srv    *httptest.Server
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{t: t}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	n := r.calls.Add(1)
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if r.down.Load() {
+		if n%2 == 0 {
+			// Closed: the connection drops with no answer at all.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	wh, err := standardwebhooks.NewWebhook(r.secret.Load().(string))
+	if err != nil {
+		r.t.Errorf("receiver: %v", err)
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	if err := wh.Verify(body, req.Header); err != nil {
+		r.t.Errorf("receiver: a delivery failed verification: %v", err)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var msg webhooks.Body
+	if err := json.Unmarshal(body, &msg); err != nil {
+		r.t.Errorf("receiver: body: %v", err)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	r.got = append(r.got, received{id: req.Header.Get(webhooks.HeaderID), header: req.Header.Clone(), body: body, msg: msg})
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *receiver) received() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+// endpoint makes an endpoint of acct at the receiver, which verifies with its secret.
+func (r *receiver) endpoint(t *testing.T, ws *webhooks.Store, acct string) webhooks.Created {
+	t.Helper()
+	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: r.srv.URL + "/hooks", Description: "test receiver"},
+		webhooks.URLPolicy{AllowPrivate: true})
+	require.NoError(t, err)
+	r.secret.Store(ep.Secret)
+	return ep
+}
+
+// runWorkers runs n delivery workers for the accounts until the test ends, and answers a stop that
+// waits for them.
+func runWorkers(t *testing.T, ws *webhooks.Store, cfg config.Webhooks, n int, accounts ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(accounts...).Run(ctx)
+		}()
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// pendingOf counts the endpoint's deliveries that are not yet delivered or failed.
+func pendingOf(t *testing.T, s *ledgerdb.Store, endpointID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.Pool().QueryRow(context.Background(),
+		`SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'`, endpointID).Scan(&n))
+	return n
+}
+
+// waitDelivered waits until the endpoint has no pending delivery.
+func waitDelivered(t *testing.T, s *ledgerdb.Store, endpointID string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return pendingOf(t, s, endpointID) == 0 }, 20*time.Second, 20*time.Millisecond)
+}
+
+// lifecycle runs jobs through the ledger: every other job is settled, the rest refunded and then
+// reclaimed by a late result, so that each job writes three or two events.
+func lifecycle(t *testing.T, s *ledgerdb.Store, acct, kind string, jobs int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range jobs {
+		job := submit(t, s, acct, kind)
+		applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+		if i%2 == 1 {
+			applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3))
+		}
+		applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, ledgerdb.Units(int64(i%5)), "out://"+strconv.Itoa(i)))
+	}
+}
+
+// requireInOrderPerJob checks what a receiver took against the account's events: every event,
+// each verified, and each job's events in their order — counting each webhook-id once (a
+// duplicate is recognised by it).
+func requireInOrderPerJob(t *testing.T, evs []webhooks.Event, got []received) {
+	t.Helper()
+	seen := map[string]bool{}
+	perJob := map[string][]string{}
+	for _, r := range got {
+		if seen[r.id] {
+			continue
+		}
+		seen[r.id] = true
+		var d struct {
+			JobID string `json:"job_id"`
+		}
+		require.NoError(t, json.Unmarshal(r.msg.Data, &d))
+		perJob[d.JobID] = append(perJob[d.JobID], r.id)
+	}
+	want := map[string][]string{}
+	for _, e := range evs {
+		require.True(t, seen[e.ID], "event %s (%s of %s) was never received", e.ID, e.Type, e.JobID)
+		want[e.JobID] = append(want[e.JobID], e.ID)
+	}
+	require.Equal(t, want, perJob, "each job's events arrive in order")
+}
+
+// TestDeliveryOutlastsAnOutageInOrder checks delivery's guarantees against a real receiver over
+// HTTP: while the receiver is down (500s and dropped connections) nothing is lost; once it is back
+// it gets every event, each signed so that the Standard Webhooks verifier accepts it, each job's
+// events in order (a later one waits for the earlier), with three workers delivering together.
+// The delivery log records the failed attempts with their status or error and the success.
+func TestDeliveryOutlastsAnOutageInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100000)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	rcv.down.Store(true)
+
+	runWorkers(t, ws, testConfig(), 3, acct)
+	lifecycle(t, s, acct, ledgertest.Metered(t, s, 2, 10), 8)
+	require.Eventually(t, func() bool { return rcv.calls.Load() >= 12 }, 10*time.Second, 10*time.Millisecond, "attempts while down")
+	require.Empty(t, rcv.received())
+	rcv.down.Store(false)
+	waitDelivered(t, s, ep.ID)
+
+	evs := events(t, ws, acct)
+	require.Len(t, evs, 8*2+4)
+	requireInOrderPerJob(t, evs, rcv.received())
+
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 1000)
+	require.NoError(t, err)
+	outcomes := map[string]int{}
+	for _, a := range log {
+		outcomes[a.Outcome]++
+		switch a.Outcome {
+		case "retry":
+			require.NotEmpty(t, a.Error)
+			require.NotNil(t, a.NextAttemptAt)
+			if a.HTTPStatus != nil {
+				require.Equal(t, 500, *a.HTTPStatus)
+			}
+		case "delivered":
+			require.Equal(t, 204, *a.HTTPStatus)
+		}
+	}
+	require.Equal(t, len(evs), outcomes["delivered"])
+	require.Positive(t, outcomes["retry"])
+	require.Zero(t, outcomes["failed"])
+}
+
+// TestSignatureRefusesForgeryAndLateReplay checks the trust a receiver puts in a delivery: the
+// signature verifies with the endpoint's secret and the library's verifier; a forged signature, a
+// body changed in transit, another endpoint's secret, and the same request replayed after the
+// verifier's five-minute tolerance all fail verification.
+func TestSignatureRefusesForgeryAndLateReplay(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 1)
+	_, err := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	got := rcv.received()
+	require.NotEmpty(t, got)
+	r := got[0]
+	require.Equal(t, "job.charged", r.msg.Type)
+	require.NoError(t, webhooks.Verify(ep.Secret, r.header, r.body))
+
+	forged := r.header.Clone()
+	forged.Set(webhooks.HeaderSignature, "v1,"+"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+	require.ErrorIs(t, webhooks.Verify(ep.Secret, forged, r.body), standardwebhooks.ErrNoMatchingSignature)
+
+	tampered := []byte(string(r.body[:len(r.body)-1]) + " }")
+	require.ErrorIs(t, webhooks.Verify(ep.Secret, r.header, tampered), standardwebhooks.ErrNoMatchingSignature)
+
+	require.ErrorIs(t, webhooks.Verify(webhooks.NewSecret(), r.header, r.body), standardwebhooks.ErrNoMatchingSignature)
+
+	// Replayed too late: the same ID and body, correctly signed, but stamped ten minutes ago.
+	late := http.Header{}
+	require.NoError(t, webhooks.Sign(late, ep.Secret, r.id, time.Now().Add(-10*time.Minute), r.body))
+	require.ErrorIs(t, webhooks.Verify(ep.Secret, late, r.body), standardwebhooks.ErrMessageTooOld)
+	// ...and one from the future, likewise.
+	early := http.Header{}
+	require.NoError(t, webhooks.Sign(early, ep.Secret, r.id, time.Now().Add(10*time.Minute), r.body))
+	require.ErrorIs(t, webhooks.Verify(ep.Secret, early, r.body), standardwebhooks.ErrMessageTooNew)
+}
+
+// TestSignatureMatchesTheSpecVector checks the signing scheme against the Standard Webhooks
+// specification's published example: secret, message ID, timestamp and body give exactly its
+// signature.
+func TestSignatureMatchesTheSpecVector(t *testing.T) {
+	h := http.Header{}
+	body := []byte(`{"test": 2432232314}`)
+	require.NoError(t, webhooks.Sign(h, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), body))
+	require.Equal(t, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", h.Get(webhooks.HeaderSignature))
+	require.Equal(t, "1614265330", h.Get(webhooks.HeaderTimestamp))
+	require.Equal(t, "msg_p5jXN8AQM9LWM0D4loKWxJek", h.Get(webhooks.HeaderID))
+}
+
+// TestWorkersClaimEachDeliveryOnce checks that several workers deliver together safely, under real
+// concurrency: six workers claiming from the same queue at once send each of many events exactly
+// once (no two claim the same delivery) and each job's events in order.
+func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000000)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 5), 40)
+	cfg := testConfig()
+	cfg.BatchSize = 3
+	stop := runWorkers(t, ws, cfg, 6, acct)
+	waitDelivered(t, s, ep.ID)
+	stop()
+
+	evs := events(t, ws, acct)
+	got := rcv.received()
+	require.Len(t, got, len(evs), "each event exactly once")
+	requireInOrderPerJob(t, evs, got)
+}
+
+// TestGivenUpAfterMaxAgeThenTheJobMovesOn checks the retry bound: a receiver that never accepts a
+// delivery is retried with backoff until max age has passed, then the delivery is marked failed —
+// logged in the delivery log, listed among the failures and counted on the metrics page — and the
+// job's later event, which waited behind it, is sent.
+func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
+
+	rcv.down.Store(true)
+	cfg := testConfig()
+	cfg.MaxAge = 300 * time.Millisecond
+	m := metrics.New()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).WithMetrics(m).Run(runCtx) }()
+	waitDelivered(t, s, ep.ID)
+	stop()
+	require.NoError(t, <-done)
+
+	// Counted on the worker's metrics page, where an operator alerts on them.
+	require.NoError(t, m.Close())
+	page := httptest.NewRecorder()
+	m.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/metrics", nil))
+	require.Contains(t, page.Body.String(), `jobbill_webhook_attempts_total{outcome="failed"} 2`)
+	require.Contains(t, page.Body.String(), `jobbill_webhook_attempts_total{outcome="retry"}`)
+
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 1000)
+	require.NoError(t, err)
+	var failed []webhooks.Attempt
+	for _, a := range log {
+		if a.Outcome == "failed" {
+			failed = append(failed, a)
+		}
+	}
+	require.Len(t, failed, 2, "both events given up: the later one was sent once the earlier was")
+	require.Equal(t, "job.delivered", failed[0].EventType, "newest first")
+	require.Equal(t, "job.charged", failed[1].EventType)
+	require.Nil(t, failed[0].NextAttemptAt)
+	require.Greater(t, len(log), 2, "retried before giving up")
+	failures, err := ws.Failures(ctx, acct, 10)
+	require.NoError(t, err)
+	require.Len(t, failures, 2, "visible to operators")
+	require.Equal(t, job.JobID, failures[0].JobID)
+}
+
+// TestReplayResendsUnderTheSameID checks replay: one event, or every event since a time, is sent
+// to the endpoint again under its own webhook-id (so the receiver recognises the duplicate); an
+// event of another account, a deleted endpoint and a request naming neither or both are refused
+// with nothing queued.
+func TestReplayResendsUnderTheSameID(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	start := time.Now().Add(-time.Second)
+	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 2)
+	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
+	drain := func() {
+		for {
+			n, err := w.RunOnce(ctx)
+			require.NoError(t, err)
+			if n == 0 && pendingOf(t, s, ep.ID) == 0 {
+				return
+			}
+		}
+	}
+	drain()
+	evs := events(t, ws, acct)
+	require.Len(t, rcv.received(), len(evs))
+
+	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{EventID: evs[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	drain()
+	got := rcv.received()
+	require.Len(t, got, len(evs)+1)
+	require.Equal(t, evs[1].ID, got[len(got)-1].id, "the same webhook-id: a recognisable duplicate")
+
+	n, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &start})
+	require.NoError(t, err)
+	require.Equal(t, len(evs), n)
+	drain()
+	require.Len(t, rcv.received(), 2*len(evs)+1)
+	requireInOrderPerJob(t, evs, rcv.received()[len(evs)+1:])
+
+	other := ledgertest.Account(t, s, 100)
+	lifecycle(t, s, other, ledgertest.Fixed(t, s, 10), 1)
+	_, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{EventID: events(t, ws, other)[0].ID})
+	require.ErrorIs(t, err, webhooks.ErrUnknownEvent)
+	_, err = ws.Replay(ctx, other, ep.ID, webhooks.Replay{EventID: evs[0].ID})
+	require.ErrorIs(t, err, webhooks.ErrEndpointNotFound, "another account's endpoint is not found")
+	var invalid *ledgerdb.InvalidInputError
+	_, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{})
+	require.ErrorAs(t, err, &invalid)
+	_, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{EventID: evs[0].ID, Since: &start})
+	require.ErrorAs(t, err, &invalid)
+	_, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{EventID: "msg_nothex"})
+	require.ErrorAs(t, err, &invalid)
+
+	_, out, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, out)
+	_, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{EventID: evs[0].ID})
+	require.ErrorIs(t, err, webhooks.ErrEndpointDisabled)
+	require.Zero(t, pendingOf(t, s, ep.ID))
+}
+
+// TestStopLetsAttemptsInFlightFinish checks a clean stop: a worker told to stop while an attempt
+// is under way lets it finish and records it, then returns.
+func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000)
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: srv.URL}, webhooks.URLPolicy{AllowPrivate: true})
+	require.NoError(t, err)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(context.Background(), job))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).Run(ctx) }()
+	<-arrived
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("the worker returned with an attempt in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	require.Zero(t, pendingOf(t, s, ep.ID), "the attempt in flight was recorded as delivered")
+}
+
+// TestDeadWorkersDeliveryIsSentAgain checks at-least-once across a worker's death: a delivery
+// claimed by a worker that never reports back (it died mid-send) is sent again by another worker
+// once the lease runs out, under the same webhook-id, and logged as the second attempt; while the
+// lease holds, no other worker sends it.
+func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+
+	// The dead worker: it claims with a short lease and is never heard of again.
+	var claimed int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger_webhook_claim(10, '300 milliseconds', $1)`, []string{acct}).Scan(&claimed))
+	require.Equal(t, 1, claimed)
+	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "leased to the dead worker")
+
+	time.Sleep(350 * time.Millisecond)
+	n, err = w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got := rcv.received()
+	require.Len(t, got, 1)
+	require.Equal(t, events(t, ws, acct)[0].ID, got[0].id)
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Equal(t, 2, log[0].Attempt, "the dead worker's claim counted as an attempt")
+	require.Equal(t, "delivered", log[0].Outcome)
+}
+
+// TestDeletedEndpointReceivesNothing checks that deleting an endpoint stops its deliveries at
+// once — those already queued are cancelled — and that events written after it are not queued to
+// it.
+func TestDeletedEndpointReceivesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	rcv := newReceiver(t)
+	ep := rcv.endpoint(t, ws, acct)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	_, _, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
+	require.NoError(t, err)
+	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
+
+	n, err := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, rcv.received())
+	require.Zero(t, pendingOf(t, s, ep.ID))
+	var cancelled int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'cancelled'`, ep.ID).Scan(&cancelled))
+	require.Equal(t, 1, cancelled, "the charge's delivery is cancelled; the settle's was never queued")
+	require.Len(t, events(t, ws, acct), 2, "the events are written all the same")
+}

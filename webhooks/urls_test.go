@@ -1,0 +1,126 @@
+package webhooks_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/webhooks"
+)
+
+// TestURLPolicyRefusesInternalAddresses checks the SSRF rule: by default a receiver URL must be
+// https to a public host; loopback, private, link-local (the cloud metadata service), shared and
+// reserved addresses, localhost names, plain http, credentials in the URL and what is not a URL at
+// all are refused as bad input naming the field. Allowing private URLs (development, tests) lets
+// loopback and http through, and still refuses what is not a URL.
+func TestURLPolicyRefusesInternalAddresses(t *testing.T) {
+	strict := webhooks.URLPolicy{}
+	for _, ok := range []string{"https://hooks.example.com/jobbill", "https://93.184.215.14:8443/x?y=1", "https://[2606:4700::1111]/"} {
+		require.NoError(t, strict.Check(ok), ok)
+	}
+	for _, bad := range []string{
+		"", "hooks.example.com", "ftp://example.com/", "http://hooks.example.com/", "https://user:pw@example.com/",
+		"https://localhost/", "https://api.localhost/", "https://db.internal/", "https://printer.local/",
+		"https://127.0.0.1/", "https://127.1.2.3:9090/metrics", "https://10.0.3.7/", "https://172.16.0.1/", "https://192.168.1.1/",
+		"https://169.254.169.254/latest/meta-data/", "https://100.64.0.1/", "https://0.0.0.0/", "https://[::1]/",
+		"https://[fd00::1]/", "https://[fe80::1]/", "https://[::ffff:127.0.0.1]/", "https://224.0.0.1/", "https://example.com/#x",
+		"https://example.com/\u202e",
+	} {
+		err := strict.Check(bad)
+		var invalid *ledgerdb.InvalidInputError
+		require.ErrorAs(t, err, &invalid, bad)
+		require.Equal(t, "url", invalid.Field, bad)
+	}
+	open := webhooks.URLPolicy{AllowPrivate: true}
+	require.NoError(t, open.Check("http://127.0.0.1:8080/hooks"))
+	require.NoError(t, open.Check("https://localhost/"))
+	require.Error(t, open.Check("ftp://127.0.0.1/"))
+	require.Error(t, open.Check("not a url"))
+}
+
+// TestWorkerRefusesInternalAddressAtSend checks the SSRF rule at send time: an endpoint whose URL
+// reaches an internal address (made while private URLs were allowed, or a name that now resolves
+// inside) is never contacted by a worker that does not allow them; the attempt is logged as
+// failed to send, with nothing reaching the address.
+func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	var hits atomic.Int64
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(internal.Close)
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: internal.URL}, webhooks.URLPolicy{AllowPrivate: true})
+	require.NoError(t, err)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+
+	cfg := testConfig()
+	cfg.AllowPrivateURLs = false
+	n, err := webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, hits.Load(), "the internal address was never contacted")
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Equal(t, "retry", log[0].Outcome)
+	require.Nil(t, log[0].HTTPStatus)
+	require.Contains(t, log[0].Error, "https")
+
+	// Refused at creation without the allowance, nothing written.
+	_, err = ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: "https://169.254.169.254/"}, webhooks.URLPolicy{})
+	var invalid *ledgerdb.InvalidInputError
+	require.ErrorAs(t, err, &invalid)
+	eps, err := ws.Endpoints(ctx, acct)
+	require.NoError(t, err)
+	require.Len(t, eps, 1)
+}
+
+// TestWorkerRefusesANameThatResolvesInside checks the SSRF rule where the URL alone cannot tell:
+// a host name that passes the URL check but resolves to an internal address (this machine's own
+// name, or a name re-pointed after the endpoint was made) is refused when the worker connects,
+// before anything is sent, and the attempt is logged with the reason.
+func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
+	ctx := context.Background()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 || !(addrs[0].IsLoopback() || addrs[0].IsPrivate()) {
+		t.Skipf("this machine's name %q does not resolve to an internal address (%v, %v)", host, addrs, err)
+	}
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	url := "https://" + host + ":" + port + "/hooks"
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, webhooks.URLPolicy{})
+	require.NoError(t, err, "the URL itself names no internal address")
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+
+	cfg := testConfig()
+	cfg.AllowPrivateURLs = false
+	_, err = webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, hits.Load(), "nothing reached the internal address")
+	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Contains(t, log[0].Error, "internal")
+}
