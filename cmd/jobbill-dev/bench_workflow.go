@@ -25,7 +25,12 @@ func newBenchWorkflowCommand() *cobra.Command {
   - latency: from sending a result signal to a refunded job that is listening for a late result,
     to its reclaim row (Postgres' created_at minus the send time, on the same machine's clock):
     p50/p95/p99/max (target p99 <= 100 ms);
-  - the money: every job's ledger rows and every account's audit.
+  - the money: every job's ledger rows and every account's audit;
+  - per job, the history events (metered, bare, recovered) and the CPU of the Temporal server's
+    process and of the Postgres backends (ledger, and --temporal-databases).
+With --waiting N it instead holds N refunded jobs listening for a late result at once, reports
+this process's RSS and the databases' sizes, then result-to-reclaim latency one result at a time
+(--probe) and in a burst (--burst within --burst-within), and checks every job's money.
 It writes fresh accounts and jobs on every run (the ledger never deletes): point it at the
 service's database, never the tests'.`,
 		Args: cobra.NoArgs,
@@ -51,5 +56,6 @@ service's database, never the tests'.`,
 	flags.DurationVar(&cfg.WorkDuration, "work-duration", 0, "simulated work per job (default 5ms)")
 	flags.IntVar(&cfg.LatencyJobs, "latency-jobs", 150, "refunded jobs that get a result signal (-1 for none)")
 	flags.DurationVar(&cfg.SignalInterval, "signal-interval", 0, "time between result signals (default 100ms)")
+	addScaleFlags(flags, &cfg)
 	return cmd
 }

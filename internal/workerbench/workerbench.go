@@ -73,6 +73,11 @@ type Config struct {
 	// SignalInterval spaces the result signals (default 100 ms), which are sent one after another,
 	// each without waiting for the previous job to settle.
 	SignalInterval time.Duration
+
+	// Processes says where the processes whose CPU each job costs are (cost.go).
+	Processes ProcessConfig
+	// Waiting, when its Jobs is set, runs the many-waiting-jobs measurement instead (waiting.go).
+	Waiting WaitingConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -105,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SignalInterval <= 0 {
 		c.SignalInterval = 100 * time.Millisecond
+	}
+	if c.Processes.HistorySample == 0 {
+		c.Processes.HistorySample = 20
 	}
 	return c
 }
@@ -168,6 +176,10 @@ type Result struct {
 	JobsChecked int
 	// AccountsAudited is how many accounts passed their audit.
 	AccountsAudited int
+	// JobCost is what each job cost the server and Postgres, and its history.
+	JobCost JobCost
+	// Waiting is the many-waiting-jobs measurement, when it ran.
+	Waiting WaitingResult
 }
 
 // Run runs the benchmark and prints its progress and figures to out. It fails if any job ends
@@ -214,6 +226,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		return res, err
 	}
 	fmt.Fprintf(out, "clock: Postgres minus this process %s (round trip %s)\n", res.Clock.Offset, res.Clock.RoundTrip)
+	b.meter = b.newCPUMeter()
+
+	if cfg.Waiting.Jobs > 0 {
+		if res.Waiting, err = b.runWaiting(ctx); err != nil {
+			return res, err
+		}
+		res.JobsChecked, res.AccountsAudited, err = b.checkMoney(ctx)
+		return res, err
+	}
 
 	if cfg.Warmup > 0 {
 		for _, side := range sides {
@@ -234,6 +255,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 			perSide[rd.Side] = append(perSide[rd.Side], rd.JobsPerSec)
 		}
 	}
+	if cfg.Processes.HistorySample > 0 {
+		for _, side := range sides {
+			if err := b.countEvents(ctx, side, b.sampleIDs(side, cfg.Rounds, cfg.Jobs)); err != nil {
+				return res, err
+			}
+		}
+	}
 	res.BareMedianJobsPerSec = median(perSide[bareSide])
 	res.MeteredMedianJobsPerSec = median(perSide[meteredSide])
 	res.Ratio = res.MeteredMedianJobsPerSec / res.BareMedianJobsPerSec
@@ -247,7 +275,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	if res.JobsChecked, res.AccountsAudited, err = b.checkMoney(ctx); err != nil {
 		return res, err
 	}
+	res.JobCost = b.meter.perJob()
 	b.print(res)
+	b.printCost(res.JobCost)
 	return res, nil
 }
 
@@ -280,6 +310,8 @@ type bench struct {
 
 	mu       sync.Mutex
 	expected map[string]expectation
+	// meter reads the CPU of the processes behind the run (cost.go).
+	meter *cpuMeter
 }
 
 func newRunID() string {
@@ -362,11 +394,22 @@ func (b *bench) round(ctx context.Context, r int, side string, n int) (Round, er
 		}
 		return b.meteredJob(ctx, id, b.accounts[i%len(b.accounts)])
 	}
+	before, err := b.meter.read(ctx)
+	if err != nil {
+		return Round{}, err
+	}
 	start := time.Now()
 	if err := forEach(ctx, n, b.cfg.Concurrency, job); err != nil {
 		return Round{}, fmt.Errorf("round %d, %s: %w", r, side, err)
 	}
 	elapsed := time.Since(start)
+	after, err := b.meter.read(ctx)
+	if err != nil {
+		return Round{}, err
+	}
+	if r > 0 {
+		b.meter.add(side, before, after, n)
+	}
 	return Round{Round: r, Side: side, Jobs: n, Elapsed: elapsed, JobsPerSec: float64(n) / elapsed.Seconds()}, nil
 }
 
@@ -430,6 +473,20 @@ func (b *bench) meteredJob(ctx context.Context, id, account string) error {
 		return fmt.Errorf("%s ended %s, not delivered", id, st.State)
 	}
 	return nil
+}
+
+// key is the ledger's key of one of the run's jobs: the ledger stores a job under
+// "<account>/<job>" (ledgerdb.JobKey), in jobs.id and ledger_entries.job_id alike.
+func (b *bench) key(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return ledgerdb.JobKey{AccountID: b.expected[id].account, JobID: id}.String()
+}
+
+// jobOfKey is the job's own ID in a ledger key.
+func jobOfKey(key string) string {
+	_, id, _ := strings.Cut(key, "/")
+	return id
 }
 
 func (b *bench) expect(id, account string, state ledgerdb.State) {
@@ -519,20 +576,24 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 		return Latency{}, fmt.Errorf("latency: %w", err)
 	}
 
+	keys := make([]string, n)
+	for i := range n {
+		keys[i] = b.key(ids[i])
+	}
 	rows, err := b.ledger.Pool().Query(ctx,
-		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", ids)
+		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", keys)
 	if err != nil {
 		return Latency{}, err
 	}
 	var lats []time.Duration
 	for rows.Next() {
-		var id string
+		var key string
 		var at time.Time
-		if err := rows.Scan(&id, &at); err != nil {
+		if err := rows.Scan(&key, &at); err != nil {
 			rows.Close()
 			return Latency{}, err
 		}
-		lats = append(lats, at.Sub(sent[id]))
+		lats = append(lats, at.Sub(sent[jobOfKey(key)]))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -540,6 +601,11 @@ func (b *bench) latency(ctx context.Context) (Latency, error) {
 	}
 	if len(lats) != n {
 		return Latency{}, fmt.Errorf("latency: %d reclaim rows for %d jobs", len(lats), n)
+	}
+	if k := min(b.cfg.Processes.HistorySample, n); k > 0 {
+		if err := b.countEvents(ctx, recoveredSide, workflowIDs[:k]); err != nil {
+			return Latency{}, err
+		}
 	}
 	slices.Sort(lats)
 	l := Latency{Jobs: n, P50: rank(lats, 0.50), P95: rank(lats, 0.95), P99: rank(lats, 0.99), Max: lats[n-1]}
@@ -581,9 +647,11 @@ func (b *bench) awaitListening(ctx context.Context, workflowID string) error {
 // and 3) — and audits every account, whose balance must also be the grant less every job's cost.
 func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) {
 	ids := make([]string, 0, len(b.expected))
+	keys := make([]string, 0, len(b.expected))
 	spent := map[string]int64{}
 	for id, e := range b.expected {
 		ids = append(ids, id)
+		keys = append(keys, b.key(id))
 		spent[e.account] += b.cfg.Cost
 	}
 	rows, err := b.ledger.Pool().Query(ctx, `
@@ -595,7 +663,7 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 		       coalesce(sum(e.amount), 0)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE j.id = ANY($1)
-		GROUP BY j.id, j.account_id, j.state`, ids)
+		GROUP BY j.id, j.account_id, j.state`, keys)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -611,6 +679,7 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 			rows.Close()
 			return 0, 0, err
 		}
+		id = jobOfKey(id)
 		found[id] = true
 		e := b.expected[id]
 		want := [3]int{1, 0, 0}
