@@ -254,9 +254,7 @@ render_config() {
 		-e "s|\${DYNAMIC_CONFIG_FILE}|$dynamic_config|g" \
 		-e "s|\${DATABASE}|$database|g" \
 		-e "s|\${MAX_CONNS}|$max_conns|g" \
-		-e "s|\${MAX_IDLE_CONNS}|$(((max_conns + 1) / 2))|g" \
 		-e "s|\${VISIBILITY_MAX_CONNS}|$visibility_max_conns|g" \
-		-e "s|\${VISIBILITY_MAX_IDLE_CONNS}|$(((visibility_max_conns + 1) / 2))|g" \
 		-e "s|\${VISIBILITY_DATABASE}|$visibility_database|g" \
 		"$template"
 }
