@@ -211,8 +211,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	defer tc.Close()
 	b.tc = tc
 
-	fmt.Fprintf(out, "workerbench %s: %d jobs per side and round, %d submitters, %d rounds, work %s, task queue %s\n",
-		b.runID, cfg.Jobs, cfg.Concurrency, cfg.Rounds, cfg.WorkDuration, b.taskQueue())
+	if cfg.Waiting.Jobs > 0 {
+		fmt.Fprintf(out, "workerbench %s: %d jobs waiting for a late result, %d submitters, task queue %s\n",
+			b.runID, cfg.Waiting.Jobs, cfg.Concurrency, b.taskQueue())
+	} else {
+		fmt.Fprintf(out, "workerbench %s: %d jobs per side and round, %d submitters, %d rounds, work %s, task queue %s\n",
+			b.runID, cfg.Jobs, cfg.Concurrency, cfg.Rounds, cfg.WorkDuration, b.taskQueue())
+	}
 	if err := b.openAccounts(ctx); err != nil {
 		return res, err
 	}
