@@ -42,6 +42,7 @@ service's database, never the tests'.`,
 			cfg.DatabaseURL = c.DatabaseURL
 			cfg.TemporalAddress = c.Temporal.Address
 			cfg.Namespace = c.Temporal.Namespace
+			cfg.WorkflowCacheSize = c.Temporal.WorkflowCacheSize
 			if _, err := workerbench.Run(cmd.Context(), cfg, cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("bench-workflow: %w", err)
 			}

@@ -74,6 +74,11 @@ type Config struct {
 	// each without waiting for the previous job to settle.
 	SignalInterval time.Duration
 
+	// WorkflowCacheSize sizes the worker's workflow cache (sdkworker.SetStickyWorkflowCacheSize)
+	// when above 0, as temporal.workflow_cache_size does the product's worker; the SDK's default
+	// (10,000) otherwise.
+	WorkflowCacheSize int
+
 	// Processes says where the processes whose CPU each job costs are (cost.go).
 	Processes ProcessConfig
 	// Waiting, when its Jobs is set, runs the many-waiting-jobs measurement instead (waiting.go).
@@ -358,6 +363,9 @@ func (b *bench) openAccounts(ctx context.Context) error {
 // fallback, the bare workflow and the activities, as worker.New registers them.
 func (b *bench) startWorker() (sdkworker.Worker, error) {
 	tq := b.taskQueue()
+	if b.cfg.WorkflowCacheSize > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(b.cfg.WorkflowCacheSize)
+	}
 	w := sdkworker.New(b.tc, tq, sdkworker.Options{})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
