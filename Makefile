@@ -21,7 +21,7 @@ export JOBBILL_CLUSTER_PORT
 
 ## test-cluster: start cluster mode's server, then run the packages that drive a real Temporal —
 ## the end-to-end tests (jobs), the doors (doors) and the worker processes (worker) — against it,
-## the worker's test restarting the server mid-run (about 4 minutes after the first build).
+## the worker's test restarting the server mid-run (under 2 minutes after the first build).
 test-cluster: db temporal-cluster
 	JOBBILL_TEMPORAL_ADDRESS=127.0.0.1:$(JOBBILL_CLUSTER_PORT) JOBBILL_TEST_TEMPORAL_RESTART=1 \
 		$(GO) test $(GO_TEST_FLAGS) ./jobs/... ./doors/... ./worker/...
