@@ -4,7 +4,7 @@
 GO ?= go
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: run test db temporal temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
+.PHONY: run test test-cluster db temporal temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
 
 ## run: start Postgres and the Temporal dev server, then run the worker and play the seven stories.
 run: db temporal
@@ -13,6 +13,18 @@ run: db temporal
 ## test: start Postgres and the Temporal dev server, then run every test (vet included).
 test: db temporal vet
 	$(GO) test $(GO_TEST_FLAGS) ./...
+
+# The frontend port of cluster mode's server; scripts/ensure-temporal-cluster.sh reads the same
+# variable (its other JOBBILL_CLUSTER_* settings reach it from the environment too).
+JOBBILL_CLUSTER_PORT ?= 7333
+export JOBBILL_CLUSTER_PORT
+
+## test-cluster: start cluster mode's server, then run the packages that drive a real Temporal —
+## the end-to-end tests (jobs), the doors (doors) and the worker processes (worker) — against it,
+## the worker's test restarting the server mid-run (under 2 minutes after the first build).
+test-cluster: db temporal-cluster
+	JOBBILL_TEMPORAL_ADDRESS=127.0.0.1:$(JOBBILL_CLUSTER_PORT) JOBBILL_TEST_TEMPORAL_RESTART=1 \
+		$(GO) test $(GO_TEST_FLAGS) ./jobs/... ./doors/... ./worker/...
 
 ## db: start the local Postgres and create the role and databases (idempotent).
 db:

@@ -115,7 +115,7 @@ func TestClusterConfigMatchesCompose(t *testing.T) {
 	raw, err := os.ReadFile(clusterConfigTemplate)
 	require.NoError(t, err)
 	var c clusterConfig
-	require.NoError(t, yaml.Unmarshal(raw, &c), "%s does not parse", clusterConfigTemplate)
+	require.NoError(t, yaml.Unmarshal([]byte(withDefaultDatabases(t, string(raw))), &c), "%s does not parse", clusterConfigTemplate)
 
 	f := loadCompose(t)
 	server := f.Services["temporal"].Environment
@@ -172,6 +172,18 @@ func TestClusterConfigMatchesCompose(t *testing.T) {
 			require.True(t, strings.Contains(script, `s|\${`+m[1]+`}|`), "%s does not fill ${%s}", clusterScript, m[1])
 		}
 	}
+}
+
+// withDefaultDatabases fills the template's database placeholders as the script does when
+// JOBBILL_CLUSTER_DATABASE is unset: a second server beside the first takes databases of its own,
+// but the default ones must be the compose file's.
+func withDefaultDatabases(t *testing.T, template string) string {
+	t.Helper()
+	script := readClusterScript(t)
+	m := regexp.MustCompile(`(?m)^database=\$\{JOBBILL_CLUSTER_DATABASE:-([a-z_]+)\}$`).FindStringSubmatch(script)
+	require.NotNil(t, m, "%s has no line database=${JOBBILL_CLUSTER_DATABASE:-name}", clusterScript)
+	require.Contains(t, script, "\nvisibility_database=${database}_visibility\n")
+	return strings.NewReplacer("${DATABASE}", m[1], "${VISIBILITY_DATABASE}", m[1]+"_visibility").Replace(template)
 }
 
 // composeMountSource returns the repository path a service mounts at a container path.

@@ -197,6 +197,12 @@ type Temporal struct {
 	TaskQueue string `mapstructure:"task_queue"`
 	// UIURL is the Web UI's base URL, for the links the CLI prints.
 	UIURL string `mapstructure:"ui_url"`
+	// WorkflowCacheSize is how many workflows a worker process keeps in memory between their
+	// tasks (the SDK's sticky cache). A refunded job listening for its late result is an open
+	// workflow for a day; at the SDK's default of 10,000 a worker holding 10,000 of them used
+	// 595 MiB (docs/benchmarks.md#many-waiting-jobs). One evicted replays its short history on
+	// its next task instead.
+	WorkflowCacheSize int `mapstructure:"workflow_cache_size"`
 }
 
 // Log sets the zap logger.
@@ -270,6 +276,8 @@ func Default() Config {
 			Namespace: workflows.DefaultNamespace,
 			TaskQueue: workflows.TaskQueue,
 			UIURL:     "http://127.0.0.1:8233",
+			// Far above the jobs a worker runs at once, far below the jobs it holds waiting.
+			WorkflowCacheSize: 2000,
 		},
 		Log:    Log{Level: "info", Format: "console", Output: "stderr"},
 		Policy: workflows.DefaultPolicy(),
@@ -398,6 +406,9 @@ func (c Config) Validate() error {
 	}
 	if c.Temporal.Address == "" || c.Temporal.Namespace == "" || c.Temporal.TaskQueue == "" {
 		problems = append(problems, "temporal.address, temporal.namespace and temporal.task_queue must be set")
+	}
+	if c.Temporal.WorkflowCacheSize < 1 {
+		problems = append(problems, fmt.Sprintf("temporal.workflow_cache_size %d: must be at least 1", c.Temporal.WorkflowCacheSize))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

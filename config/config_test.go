@@ -53,11 +53,13 @@ func TestInvalidConfigurationIsRefused(t *testing.T) {
 		"JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "runner.simulated.failure_rate",
 		"JOBBILL_API_RATE_LIMIT_PER_SECOND":     "api.rate_limit.per_second",
 		"JOBBILL_API_RATE_LIMIT_BURST":          "api.rate_limit.burst",
+		"JOBBILL_TEMPORAL_WORKFLOW_CACHE_SIZE":  "temporal.workflow_cache_size",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(env, map[string]string{
 				"JOBBILL_LOG_LEVEL": "loud", "JOBBILL_RUNNER_KIND": "quantum", "JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "1.5",
 				"JOBBILL_API_RATE_LIMIT_PER_SECOND": "-1", "JOBBILL_API_RATE_LIMIT_BURST": "0",
+				"JOBBILL_TEMPORAL_WORKFLOW_CACHE_SIZE": "0",
 			}[env])
 			_, err := config.Load(config.NewViper())
 			require.ErrorContains(t, err, key)

@@ -24,6 +24,13 @@
 #                              follow from it (see the ports below)
 #   JOBBILL_CLUSTER_LOG_LEVEL  server log level     (default info)
 #   JOBBILL_PG_PORT            PostgreSQL's port    (default: the newest local cluster's)
+#   JOBBILL_CLUSTER_DATABASE   the server's database (default temporal); its visibility database
+#                              is the same name with _visibility. With another port, a second
+#                              server of its own beside the first (a server's membership lives in
+#                              its database: two servers on one database are one cluster).
+#   JOBBILL_CLUSTER_MAX_CONNS  Postgres connections per service and store (default 8; visibility
+#                              half): the server's four services hold up to 6 × this in all, on
+#                              the Postgres jobbill and its tests share (max_connections 100)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -50,6 +57,14 @@ worker_port=$((7239 + offset))
 http_port=$((7243 + offset))
 membership_base=$((6933 + offset))
 log_level=${JOBBILL_CLUSTER_LOG_LEVEL:-info}
+database=${JOBBILL_CLUSTER_DATABASE:-temporal}
+visibility_database=${database}_visibility
+max_conns=${JOBBILL_CLUSTER_MAX_CONNS:-8}
+[[ $max_conns =~ ^[1-9][0-9]*$ ]] ||
+	{ echo "JOBBILL_CLUSTER_MAX_CONNS must be a positive number, not '$max_conns'" >&2; exit 2; }
+visibility_max_conns=$(((max_conns + 1) / 2))
+[[ $database =~ ^[a-z][a-z0-9_]*$ ]] ||
+	{ echo "JOBBILL_CLUSTER_DATABASE must be a lower-case SQL name, not '$database'" >&2; exit 2; }
 
 bin_dir=$PWD/.dev/bin
 server_bin=$bin_dir/server
@@ -174,7 +189,7 @@ SELECT 'CREATE ROLE temporal LOGIN PASSWORD ''temporal'''
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'temporal') \gexec
 ALTER ROLE temporal LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD 'temporal';
 SQL
-	for db in temporal temporal_visibility; do
+	for db in "$database" "$visibility_database"; do
 		psql_on postgres -v db="$db" <<'SQL'
 SELECT format('CREATE DATABASE %I OWNER temporal', :'db')
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
@@ -182,7 +197,7 @@ SQL
 	done
 	# Visibility's schema asks for btree_gin; create it as the superuser rather than rely on the
 	# extension being trusted.
-	psql_on temporal_visibility <<'SQL'
+	psql_on "$visibility_database" <<'SQL'
 SELECT 'CREATE EXTENSION btree_gin'
 WHERE NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') \gexec
 SQL
@@ -208,8 +223,8 @@ ensure_schemas() {
 		# Outside the repository, so that jobbill's go.mod and go.sum stay as they are.
 		(cd / && GOFLAGS= go mod download "go.temporal.io/server@$server_version")
 	fi
-	for db in temporal temporal_visibility; do
-		case $db in temporal) dir=temporal ;; *) dir=visibility ;; esac
+	for db in "$database" "$visibility_database"; do
+		if [ "$db" = "$database" ]; then dir=temporal; else dir=visibility; fi
 		versioned=$schema_root/$dir/versioned
 		# An assignment, so that a failing query stops the script instead of reading as "no schema".
 		set_up=$(psql_on "$db" -tAc "SELECT to_regclass('public.schema_version') IS NOT NULL")
@@ -237,6 +252,10 @@ render_config() {
 		-e "s|\${WORKER_GRPC_PORT}|$worker_port|g" \
 		-e "s|\${WORKER_MEMBERSHIP_PORT}|$((membership_base + 6))|g" \
 		-e "s|\${DYNAMIC_CONFIG_FILE}|$dynamic_config|g" \
+		-e "s|\${DATABASE}|$database|g" \
+		-e "s|\${MAX_CONNS}|$max_conns|g" \
+		-e "s|\${VISIBILITY_MAX_CONNS}|$visibility_max_conns|g" \
+		-e "s|\${VISIBILITY_DATABASE}|$visibility_database|g" \
 		"$template"
 }
 

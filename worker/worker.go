@@ -28,6 +28,8 @@ import (
 // reconcile pass only with a job service, which it resumes placeholders through). Late results of the simulated runner are
 // reported through st.
 func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Service, m *metrics.Metrics) sdkworker.Worker {
+	// The cache is the process's, shared by its workers, and sized before the first one starts.
+	sdkworker.SetStickyWorkflowCacheSize(c.Temporal.WorkflowCacheSize)
 	w := sdkworker.New(tc, c.Temporal.TaskQueue, sdkworker.Options{})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)

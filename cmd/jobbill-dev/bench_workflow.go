@@ -28,7 +28,12 @@ func newBenchWorkflowCommand() *cobra.Command {
   - with --webhooks, the latency again with webhook delivery on (an endpoint per account, a
     receiver in this process, a delivery worker with the default configuration), then off once
     more, printed beside the first measurement (delivery off);
-  - the money: every job's ledger rows and every account's audit.
+  - the money: every job's ledger rows and every account's audit;
+  - per job, the history events (metered, bare, recovered) and the CPU of the Temporal server's
+    process and of the Postgres backends (ledger, and --temporal-databases).
+With --waiting N it instead holds N refunded jobs listening for a late result at once, reports
+this process's RSS and the databases' sizes, then result-to-reclaim latency one result at a time
+(--probe) and in a burst (--burst within --burst-within), and checks every job's money.
 It writes fresh accounts and jobs on every run (the ledger never deletes): point it at the
 service's database, never the tests'.`,
 		Args: cobra.NoArgs,
@@ -40,6 +45,7 @@ service's database, never the tests'.`,
 			cfg.DatabaseURL = c.DatabaseURL
 			cfg.TemporalAddress = c.Temporal.Address
 			cfg.Namespace = c.Temporal.Namespace
+			cfg.WorkflowCacheSize = c.Temporal.WorkflowCacheSize
 			if _, err := workerbench.Run(cmd.Context(), cfg, cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("bench-workflow: %w", err)
 			}
@@ -55,5 +61,6 @@ service's database, never the tests'.`,
 	flags.IntVar(&cfg.LatencyJobs, "latency-jobs", 150, "refunded jobs that get a result signal (-1 for none)")
 	flags.DurationVar(&cfg.SignalInterval, "signal-interval", 0, "time between result signals (default 100ms)")
 	flags.BoolVar(&cfg.Webhooks, "webhooks", false, "measure the latency again with webhook delivery on, then off again, and print the three")
+	addScaleFlags(flags, &cfg)
 	return cmd
 }

@@ -177,6 +177,12 @@ type Figures struct {
 	// LoadAverage is the machine's 1-minute load average (/proc/loadavg) as the round began, so
 	// that a reader can tell a quiet machine from a shared one; 0 when unknown or for medians.
 	LoadAverage float64
+	// P99Lifecycle is the 99th percentile of one lifecycle's time as a client saw it: pgbench's
+	// per-transaction log on the raw side (-l), the Go side's own clock (tails.go).
+	P99Lifecycle time.Duration
+	// P99Transition is the 99th percentile of one ledger call on the Go side; pgbench logs whole
+	// scripts only, so it is 0 on the raw side.
+	P99Transition time.Duration
 }
 
 // Verification is what Run checked after the last round; Run fails instead of returning a Result
@@ -220,6 +226,8 @@ type Result struct {
 	Fixed, Metered Comparison
 	// Verified is what the correctness checks found.
 	Verified Verification
+	// Conflicts is what the database counted during the rounds (tails.go).
+	Conflicts Conflicts
 }
 
 // Run sets the benchmark's prices, prepares fresh accounts and jobs, runs each lifecycle's raw-SQL
@@ -259,7 +267,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix()}
+	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix(), dir: dir}
 	res := Result{Prefix: b.prefix, Config: cfg, Fixed: Comparison{Lifecycle: Fixed}, Metered: Comparison{Lifecycle: Metered}}
 	b.lifecycles = []*lifecycle{
 		{name: Fixed, tag: "f", steps: "charge, refund, duplicate refund, reclaim", price: fixedPrice, last: reclaimScript, rows: 3, result: &res.Fixed},
@@ -282,6 +290,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	fmt.Fprintf(out, "prepared %d accounts and %d jobs in %s\n",
 		2*len(b.lifecycles)*cfg.Accounts, 2*len(b.lifecycles)*perSet, time.Since(start).Round(time.Millisecond))
 
+	conflictsBefore, err := b.conflicts(ctx)
+	if err != nil {
+		return res, err
+	}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, lc := range b.lifecycles {
 			raw, err := b.runRaw(ctx, lc, round)
@@ -300,6 +312,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		}
 	}
 
+	conflictsAfter, err := b.conflicts(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Conflicts = conflictsAfter.minus(conflictsBefore)
+	fmt.Fprintf(out, "%s\n", res.Conflicts)
 	if res.Verified, err = b.verify(ctx); err != nil {
 		return res, err
 	}
@@ -324,6 +342,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 func (f Figures) String() string {
 	s := fmt.Sprintf("%8.1f lifecycles/s  %8.1f transitions/s  mean latency %7.3f ms/lifecycle (%.3f ms/transition)  %.2f round trips/lifecycle",
 		f.LifecyclesPerSec, f.TransitionsPerSec, ms(f.MeanLatency), ms(f.MeanLatency)/TransitionsPerLifecycle, f.RoundTripsPerLifecycle)
+	s += fmt.Sprintf("  p99 %.3f ms/lifecycle", ms(f.P99Lifecycle))
+	if f.P99Transition > 0 {
+		s += fmt.Sprintf(" (%.3f ms/transition)", ms(f.P99Transition))
+	}
 	if f.Elapsed > 0 {
 		s += fmt.Sprintf("  [%d lifecycles in %.2f s, load %.2f]", f.Lifecycles, f.Elapsed.Seconds(), f.LoadAverage)
 	}
@@ -352,6 +374,8 @@ func median(rounds []Figures) Figures {
 		TransitionsPerSec:      pick(func(f Figures) float64 { return f.TransitionsPerSec }),
 		MeanLatency:            time.Duration(pick(func(f Figures) float64 { return float64(f.MeanLatency) })),
 		RoundTripsPerLifecycle: pick(func(f Figures) float64 { return f.RoundTripsPerLifecycle }),
+		P99Lifecycle:           time.Duration(pick(func(f Figures) float64 { return float64(f.P99Lifecycle) })),
+		P99Transition:          time.Duration(pick(func(f Figures) float64 { return float64(f.P99Transition) })),
 	}
 }
 
@@ -413,11 +437,13 @@ func (lc *lifecycle) describe() string {
 func (lc *lifecycle) unitsUsed(n int) int64 { return int64(n) % lc.price.MaxUnits }
 
 type bench struct {
-	cfg        Config
-	pool       *pgxpool.Pool
-	store      *ledgerdb.Store
-	tracer     *roundTrips
-	pgbench    string
+	cfg     Config
+	pool    *pgxpool.Pool
+	store   *ledgerdb.Store
+	tracer  *roundTrips
+	pgbench string
+	// dir holds the run's scripts and pgbench's transaction logs.
+	dir        string
 	out        io.Writer
 	prefix     string
 	lifecycles []*lifecycle
@@ -561,6 +587,8 @@ func (b *bench) runRaw(ctx context.Context, lc *lifecycle, round int) (Figures, 
 	if lc.name == Metered {
 		args = append(args, "-D", "held="+strconv.FormatInt(lc.price.MaxUnits, 10))
 	}
+	logPrefix := filepath.Join(b.dir, fmt.Sprintf("raw-%s-%d", lc.tag, round))
+	args = append(args, "-l", "--log-prefix", logPrefix)
 	args = append(args, "-f", lc.script, b.cfg.DatabaseURL)
 	load := loadAverage()
 	cmd := exec.CommandContext(ctx, b.pgbench, args...)
@@ -594,7 +622,12 @@ func (b *bench) runRaw(ctx context.Context, lc *lifecycle, round int) (Figures, 
 	if round == 1 {
 		fmt.Fprintf(b.out, "raw side command, %s: %s\n", lc.name, shown)
 	}
+	p99, err := pgbenchP99(logPrefix)
+	if err != nil {
+		return Figures{}, fmt.Errorf("ledgerbench: %w", err)
+	}
 	return Figures{
+		P99Lifecycle:           p99,
 		Lifecycles:             expected,
 		Elapsed:                time.Duration(float64(expected) / rate * float64(time.Second)),
 		LifecyclesPerSec:       rate,
@@ -629,6 +662,7 @@ func (b *bench) runGo(ctx context.Context, lc *lifecycle, round int) (Figures, e
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	latencies := make([]time.Duration, b.cfg.Clients)
+	tails := make([]tail, b.cfg.Clients)
 	var wg sync.WaitGroup
 	begin := make(chan struct{})
 	for client := range b.cfg.Clients {
@@ -636,11 +670,13 @@ func (b *bench) runGo(ctx context.Context, lc *lifecycle, round int) (Figures, e
 			<-begin
 			for n := 1; n <= b.cfg.Lifecycles; n++ {
 				t0 := time.Now()
-				if err := b.walk(ctx, lc, b.jobKey(sideGo, lc, round, client, n), n); err != nil {
+				if err := b.walk(ctx, lc, b.jobKey(sideGo, lc, round, client, n), n, tails[client].transition); err != nil {
 					cancel(err)
 					return
 				}
-				latencies[client] += time.Since(t0)
+				took := time.Since(t0)
+				latencies[client] += took
+				tails[client].lifecycles = append(tails[client].lifecycles, took)
 			}
 		})
 	}
@@ -658,7 +694,10 @@ func (b *bench) runGo(ctx context.Context, lc *lifecycle, round int) (Figures, e
 		sum += l
 	}
 	rate := float64(total) / elapsed.Seconds()
+	p99Lifecycle, p99Transition := p99s(tails)
 	return Figures{
+		P99Lifecycle:           p99Lifecycle,
+		P99Transition:          p99Transition,
 		Lifecycles:             total,
 		Elapsed:                elapsed,
 		LifecyclesPerSec:       rate,
@@ -709,8 +748,12 @@ func loadAverage() float64 {
 // result: a reclaim (fixed) or a settlement at the nth job's usage (metered), which reclaims and
 // releases in one call as the workflow's settle step does. Any outcome other than the expected
 // one is an error, so the figure counts only correct work.
-func (b *bench) walk(ctx context.Context, lc *lifecycle, job ledgerdb.JobKey, n int) error {
+func (b *bench) walk(ctx context.Context, lc *lifecycle, job ledgerdb.JobKey, n int, took func(time.Duration)) error {
+	last := time.Now()
 	expect := func(step string, t ledgerdb.Transition, err error, want ledgerdb.Outcome) error {
+		now := time.Now()
+		took(now.Sub(last))
+		last = now
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", step, job, err)
 		}

@@ -75,6 +75,16 @@ type Config struct {
 	SignalInterval time.Duration
 	// Webhooks measures the latency a second time with webhook delivery on (webhooks.go).
 	Webhooks bool
+
+	// WorkflowCacheSize sizes the worker's workflow cache (sdkworker.SetStickyWorkflowCacheSize)
+	// when above 0, as temporal.workflow_cache_size does the product's worker; the SDK's default
+	// (10,000) otherwise.
+	WorkflowCacheSize int
+
+	// Processes says where the processes whose CPU each job costs are (cost.go).
+	Processes ProcessConfig
+	// Waiting, when its Jobs is set, runs the many-waiting-jobs measurement instead (waiting.go).
+	Waiting WaitingConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -107,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SignalInterval <= 0 {
 		c.SignalInterval = 100 * time.Millisecond
+	}
+	if c.Processes.HistorySample == 0 {
+		c.Processes.HistorySample = 20
 	}
 	return c
 }
@@ -164,14 +177,18 @@ type Result struct {
 	Ratio float64
 	// Latency is the result-signal-to-reclaim latency (webhook delivery off).
 	Latency Latency
-	// Webhooks is the same latency with webhook delivery on, when Config.Webhooks.
-	Webhooks WebhookRun
 	// Clock is the clock comparison behind Latency.
 	Clock ClockCheck
 	// JobsChecked is how many metered jobs had their ledger rows checked, all correct.
 	JobsChecked int
 	// AccountsAudited is how many accounts passed their audit.
 	AccountsAudited int
+	// Webhooks is the same latency with webhook delivery on, when Config.Webhooks.
+	Webhooks WebhookRun
+	// JobCost is what each job cost the server and Postgres, and its history.
+	JobCost JobCost
+	// Waiting is the many-waiting-jobs measurement, when it ran.
+	Waiting WaitingResult
 }
 
 // Run runs the benchmark and prints its progress and figures to out. It fails if any job ends
@@ -203,8 +220,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	defer tc.Close()
 	b.tc = tc
 
-	fmt.Fprintf(out, "workerbench %s: %d jobs per side and round, %d submitters, %d rounds, work %s, task queue %s\n",
-		b.runID, cfg.Jobs, cfg.Concurrency, cfg.Rounds, cfg.WorkDuration, b.taskQueue())
+	if cfg.Waiting.Jobs > 0 {
+		fmt.Fprintf(out, "workerbench %s: %d jobs waiting for a late result, %d submitters, task queue %s\n",
+			b.runID, cfg.Waiting.Jobs, cfg.Concurrency, b.taskQueue())
+	} else {
+		fmt.Fprintf(out, "workerbench %s: %d jobs per side and round, %d submitters, %d rounds, work %s, task queue %s\n",
+			b.runID, cfg.Jobs, cfg.Concurrency, cfg.Rounds, cfg.WorkDuration, b.taskQueue())
+	}
 	if err := b.openAccounts(ctx); err != nil {
 		return res, err
 	}
@@ -218,6 +240,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		return res, err
 	}
 	fmt.Fprintf(out, "clock: Postgres minus this process %s (round trip %s)\n", res.Clock.Offset, res.Clock.RoundTrip)
+	b.meter = b.newCPUMeter()
+
+	if cfg.Waiting.Jobs > 0 {
+		if res.Waiting, err = b.runWaiting(ctx); err != nil {
+			return res, err
+		}
+		res.JobsChecked, res.AccountsAudited, err = b.checkMoney(ctx)
+		return res, err
+	}
 
 	if cfg.Warmup > 0 {
 		for _, side := range sides {
@@ -238,6 +269,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 			perSide[rd.Side] = append(perSide[rd.Side], rd.JobsPerSec)
 		}
 	}
+	if cfg.Processes.HistorySample > 0 {
+		for _, side := range sides {
+			if err := b.countEvents(ctx, side, b.sampleIDs(side, cfg.Rounds, cfg.Jobs)); err != nil {
+				return res, err
+			}
+		}
+	}
 	res.BareMedianJobsPerSec = median(perSide[bareSide])
 	res.MeteredMedianJobsPerSec = median(perSide[meteredSide])
 	res.Ratio = res.MeteredMedianJobsPerSec / res.BareMedianJobsPerSec
@@ -256,7 +294,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	if res.JobsChecked, res.AccountsAudited, err = b.checkMoney(ctx); err != nil {
 		return res, err
 	}
+	res.JobCost = b.meter.perJob()
 	b.print(res)
+	b.printCost(res.JobCost)
 	return res, nil
 }
 
@@ -289,6 +329,8 @@ type bench struct {
 
 	mu       sync.Mutex
 	expected map[string]expectation
+	// meter reads the CPU of the processes behind the run (cost.go).
+	meter *cpuMeter
 }
 
 func newRunID() string {
@@ -330,6 +372,9 @@ func (b *bench) openAccounts(ctx context.Context) error {
 // fallback, the bare workflow and the activities, as worker.New registers them.
 func (b *bench) startWorker() (sdkworker.Worker, error) {
 	tq := b.taskQueue()
+	if b.cfg.WorkflowCacheSize > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(b.cfg.WorkflowCacheSize)
+	}
 	w := sdkworker.New(b.tc, tq, sdkworker.Options{})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
@@ -371,11 +416,22 @@ func (b *bench) round(ctx context.Context, r int, side string, n int) (Round, er
 		}
 		return b.meteredJob(ctx, id, b.accounts[i%len(b.accounts)])
 	}
+	before, err := b.meter.read(ctx)
+	if err != nil {
+		return Round{}, err
+	}
 	start := time.Now()
 	if err := forEach(ctx, n, b.cfg.Concurrency, job); err != nil {
 		return Round{}, fmt.Errorf("round %d, %s: %w", r, side, err)
 	}
 	elapsed := time.Since(start)
+	after, err := b.meter.read(ctx)
+	if err != nil {
+		return Round{}, err
+	}
+	if r > 0 {
+		b.meter.add(side, before, after, n)
+	}
 	return Round{Round: r, Side: side, Jobs: n, Elapsed: elapsed, JobsPerSec: float64(n) / elapsed.Seconds()}, nil
 }
 
@@ -441,12 +497,24 @@ func (b *bench) meteredJob(ctx context.Context, id, account string) error {
 	return nil
 }
 
-// expect records how the account's job must end, under the job's key in the ledger
-// (<account>/<job>: the ledger keys a job by both).
+// key is the ledger's key of one of the run's jobs: the ledger stores a job under
+// "<account>/<job>" (ledgerdb.JobKey), in jobs.id and ledger_entries.job_id alike.
+func (b *bench) key(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return ledgerdb.JobKey{AccountID: b.expected[id].account, JobID: id}.String()
+}
+
+// jobOfKey is the job's own ID in a ledger key.
+func jobOfKey(key string) string {
+	_, id, _ := strings.Cut(key, "/")
+	return id
+}
+
 func (b *bench) expect(id, account string, state ledgerdb.State) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.expected[ledgerdb.JobKey{AccountID: account, JobID: id}.String()] = expectation{account: account, state: state}
+	b.expected[id] = expectation{account: account, state: state}
 }
 
 // checkClock measures Postgres' clock against ours over the fastest of 31 round trips: both
@@ -501,11 +569,6 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	// Let the last jobs' workflow tasks finish, so that each signal meets an idle job.
 	time.Sleep(500 * time.Millisecond)
 
-	// The ledger keys each job by its account and its ID.
-	keys := make([]string, n)
-	for i, id := range ids {
-		keys[i] = ledgerdb.JobKey{AccountID: b.accounts[i%len(b.accounts)], JobID: id}.String()
-	}
 	sent := make(map[string]time.Time, n)
 	tick := time.NewTicker(b.cfg.SignalInterval)
 	defer tick.Stop()
@@ -520,7 +583,7 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 		}
 		// Round(0) drops the monotonic reading: the subtraction below must be wall clock against
 		// wall clock, as Postgres' is.
-		sent[keys[i]] = t0.Round(0)
+		sent[id] = t0.Round(0)
 	}
 	err = forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		var js workflows.JobStatus
@@ -536,6 +599,10 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 		return Latency{}, fmt.Errorf("latency: %w", err)
 	}
 
+	keys := make([]string, n)
+	for i := range n {
+		keys[i] = b.key(ids[i])
+	}
 	rows, err := b.ledger.Pool().Query(ctx,
 		"SELECT job_id, created_at FROM ledger_entries WHERE kind = 'reclaim' AND job_id = ANY($1)", keys)
 	if err != nil {
@@ -543,13 +610,13 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	}
 	var lats []time.Duration
 	for rows.Next() {
-		var id string
+		var key string
 		var at time.Time
-		if err := rows.Scan(&id, &at); err != nil {
+		if err := rows.Scan(&key, &at); err != nil {
 			rows.Close()
 			return Latency{}, err
 		}
-		lats = append(lats, at.Sub(sent[id]))
+		lats = append(lats, at.Sub(sent[jobOfKey(key)]))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -557,6 +624,11 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	}
 	if len(lats) != n {
 		return Latency{}, fmt.Errorf("latency: %d reclaim rows for %d jobs", len(lats), n)
+	}
+	if k := min(b.cfg.Processes.HistorySample, n); k > 0 {
+		if err := b.countEvents(ctx, recoveredSide, workflowIDs[:k]); err != nil {
+			return Latency{}, err
+		}
 	}
 	slices.Sort(lats)
 	l := Latency{Jobs: n, P50: rank(lats, 0.50), P95: rank(lats, 0.95), P99: rank(lats, 0.99), Max: lats[n-1]}
@@ -598,9 +670,11 @@ func (b *bench) awaitListening(ctx context.Context, workflowID string) error {
 // and 3) — and audits every account, whose balance must also be the grant less every job's cost.
 func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) {
 	ids := make([]string, 0, len(b.expected))
+	keys := make([]string, 0, len(b.expected))
 	spent := map[string]int64{}
 	for id, e := range b.expected {
 		ids = append(ids, id)
+		keys = append(keys, b.key(id))
 		spent[e.account] += b.cfg.Cost
 	}
 	rows, err := b.ledger.Pool().Query(ctx, `
@@ -612,7 +686,7 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 		       coalesce(sum(e.amount), 0)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE j.id = ANY($1)
-		GROUP BY j.id, j.account_id, j.state`, ids)
+		GROUP BY j.id, j.account_id, j.state`, keys)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -628,6 +702,7 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 			rows.Close()
 			return 0, 0, err
 		}
+		id = jobOfKey(id)
 		found[id] = true
 		e := b.expected[id]
 		want := [3]int{1, 0, 0}

@@ -1,0 +1,49 @@
+package workerbench_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobbill/jobbill/internal/workerbench"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+)
+
+// TestRunSmall runs the workflow benchmark at a toy size on the tests' Temporal and database.
+// Run fails unless every metered job has exactly its ledger rows — one charge; one refund and one
+// reclaim for each job that got a late result (money rules 2 and 3) — and every account audits
+// clean with its grant less its jobs' cost (rule 6); so a pass means the benchmark's money check
+// finds the jobs it ran. It also checks the per-job figures are read: the history of each side
+// and the CPU of this machine's processes. Speed is reported, never asserted.
+func TestRunSmall(t *testing.T) {
+	ledgertest.Store(t) // migrates the test database
+	cfg := workertest.Config("workerbench")
+	var out strings.Builder
+	res, err := workerbench.Run(context.Background(), workerbench.Config{
+		DatabaseURL:     ledgertest.DatabaseURL(),
+		TemporalAddress: cfg.Temporal.Address,
+		Namespace:       cfg.Temporal.Namespace,
+		Jobs:            6,
+		Concurrency:     3,
+		Rounds:          1,
+		Warmup:          -1,
+		LatencyJobs:     3,
+		SignalInterval:  10 * time.Millisecond,
+		Processes:       workerbench.ProcessConfig{HistorySample: 2},
+	}, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobsChecked != 6+3 || res.Latency.Jobs != 3 {
+		t.Fatalf("checked %d jobs and %d latencies, want 9 and 3", res.JobsChecked, res.Latency.Jobs)
+	}
+	for _, side := range []string{"bare", "metered", "recovered"} {
+		s := res.JobCost.Sides[side]
+		if s == nil || s.HistoryJobs != 2 || s.Events == 0 {
+			t.Fatalf("side %s: no history events counted: %+v", side, s)
+		}
+	}
+}

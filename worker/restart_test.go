@@ -1,0 +1,138 @@
+package worker_test
+
+// A Temporal server restart in the middle of a run, on cluster mode's real server
+// (scripts/ensure-temporal-cluster.sh), with a worker SIGKILLed just before it: what a deployment
+// goes through on an upgrade of its cluster while a node dies. `make test-cluster` runs it; under
+// `make test` (the dev server, which a test must not restart under the other packages) it skips.
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/invariants"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// RestartEnv names the variable that allows a test to restart the Temporal server it runs
+// against with scripts/ensure-temporal-cluster.sh (stop, then start): `make test-cluster` sets it
+// to 1. The script stops only a server it started from this checkout, with the same
+// JOBBILL_CLUSTER_PORT and JOBBILL_CLUSTER_DATABASE.
+const RestartEnv = "JOBBILL_TEST_TEMPORAL_RESTART"
+
+// restartPolicy is multiPolicy with more attempts: an attempt whose heartbeat or completion falls
+// in the seconds the server is down may be lost and retried, and the job must still be delivered
+// rather than run out of attempts.
+func restartPolicy() workflows.Policy {
+	p := multiPolicy()
+	p.MaximumAttempts = 5
+	return p
+}
+
+// clusterScript runs scripts/ensure-temporal-cluster.sh with args in this process's environment.
+func clusterScript(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{"scripts/ensure-temporal-cluster.sh"}, args...)...)
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "scripts/ensure-temporal-cluster.sh %v:\n%s", args, out)
+	t.Logf("scripts/ensure-temporal-cluster.sh %v:\n%s", args, out)
+}
+
+// TestJobsSurviveTemporalRestartAndWorkerKill runs two worker processes on the cluster, SIGKILLs
+// one while it runs an attempt, then stops the Temporal server (SIGTERM) and starts it again while
+// the batch is in flight, and submits a second batch once it is back. Every job must end as its
+// input says, charged exactly once and, when refunded, refunded exactly once (money rules 2 and 3);
+// the balance must equal the grant less the delivered jobs (rule 6); and the audit across the
+// ledger and Temporal (`jobbill audit`, scoped to the test's account) must be clean.
+func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
+	if os.Getenv(RestartEnv) != "1" {
+		t.Skipf("restarts the Temporal server: runs under make test-cluster (%s=1), not on the shared dev server", RestartEnv)
+	}
+	store := ledgertest.Store(t)
+	bin := buildJobbill(t)
+
+	cfg := workertest.Config("restart")
+	env := map[string]string{
+		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
+		config.EnvName("temporal.address"):          cfg.Temporal.Address,
+		config.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
+		config.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
+		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
+		config.EnvName("log.level"):                 "info",
+		config.EnvName("reconcile.interval"):        "8760h",
+	}
+	a := startWorker(t, bin, "worker-a", env)
+	bw := startWorker(t, bin, "worker-b", env)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
+	require.NoError(t, err, "the cluster (make temporal-cluster)")
+	defer tc.Close()
+	st := jobs.New(jobs.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
+		Namespace: cfg.Temporal.Namespace, Policy: restartPolicy()})
+	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, a, bw)
+
+	account := ledgertest.Account(t, store, 10_000)
+	before := planJobs(t, store, account, "rs1", 20, 5)
+	killed := make(chan error, 1)
+	go func() {
+		_, err := runningOn(ctx, tc, before, a)
+		if err == nil {
+			err = a.cmd.Process.Signal(syscall.SIGKILL)
+		}
+		killed <- err
+	}()
+	submitInTurn(ctx, t, st, before)
+	require.NoError(t, <-killed)
+	<-a.done
+	require.ErrorContains(t, a.err, "killed")
+	t.Logf("killed %s (pid %d) while it ran an attempt", a.name, a.cmd.Process.Pid)
+
+	// The batch's attempts are running on worker B (and timing out on the dead A) while the
+	// server goes down and comes back.
+	down := time.Now()
+	clusterScript(t, "stop")
+	clusterScript(t)
+	t.Logf("Temporal server down and back in %s", time.Since(down).Round(time.Millisecond))
+
+	after := planJobs(t, store, account, "rs2", 10, 5)
+	submitInTurn(ctx, t, st, after)
+	all := append(before, after...)
+	waitSettled(ctx, t, st, all)
+	requireLedger(ctx, t, store, account, 10_000, all)
+
+	// The workflows close once their late-result window (1 s) has passed.
+	for _, j := range all {
+		require.NoError(t, tc.GetWorkflow(ctx, j.workflowID(), "").Get(ctx, nil), "job %s's workflow", j.id)
+	}
+	report, err := invariants.Check(ctx, invariants.Options{Ledger: store, Temporal: tc,
+		Namespace: cfg.Temporal.Namespace, TaskQueue: cfg.Temporal.TaskQueue, AccountID: account})
+	require.NoError(t, err)
+	require.True(t, report.OK(), "audit after the restart: %v", report.Violations)
+}
+
+// submitInTurn submits the planned jobs one after another and checks each was charged. The
+// cluster's server holds dozens of connections to the Postgres the test shares with it, so the
+// test does not open twenty more at once as submitJobs does.
+func submitInTurn(ctx context.Context, t *testing.T, st *jobs.Service, planned []multiJob) {
+	t.Helper()
+	for _, j := range planned {
+		sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
+		require.NoError(t, err, "submitting %s", j.id)
+		require.Equal(t, ledgerdb.StateRunning, sub.Status.State, "job %s", j.id)
+	}
+}
