@@ -21,10 +21,10 @@ func newBenchWorkflowCommand() *cobra.Command {
   - throughput: jobs/s from submission through the job service to the settled workflow, for metered
     jobs ("sim:ok", a tiny simulated duration) and for a bare workflow that runs only the work
     activity, alternately (bare, metered, bare, metered), with --concurrency submitters; prints
-    each round, the medians and the ratio metered/bare (target >= 0.9x);
+    each round, the medians and the ratio metered/bare (goal >= 0.95x on an idle machine);
   - latency: from sending a result signal to a refunded job that is listening for a late result,
     to its reclaim row (Postgres' created_at minus the send time, on the same machine's clock):
-    p50/p95/p99/max (target p99 <= 100 ms);
+    p50/p95/p99/max (goal p99 <= 50 ms on an idle machine);
   - with --webhooks, the latency again with webhook delivery on (an endpoint per account, a
     receiver in this process, a delivery worker with the default configuration), then off once
     more, printed beside the first measurement (delivery off);

@@ -150,7 +150,7 @@ type Round struct {
 type Latency struct {
 	// Jobs is how many signals were measured; 0 when none were.
 	Jobs int
-	// P50, P95, P99 and Max are nearest-rank percentiles (target: P99 ≤ 100 ms).
+	// P50, P95, P99 and Max are nearest-rank percentiles (goal: P99 ≤ 50 ms on an idle machine).
 	P50, P95, P99, Max time.Duration
 }
 
@@ -173,7 +173,7 @@ type Result struct {
 	BareMedianJobsPerSec float64
 	// MeteredMedianJobsPerSec is the median of the metered rounds.
 	MeteredMedianJobsPerSec float64
-	// Ratio is MeteredMedianJobsPerSec over BareMedianJobsPerSec (target ≥ 0.9).
+	// Ratio is MeteredMedianJobsPerSec over BareMedianJobsPerSec (goal ≥ 0.95 on an idle machine).
 	Ratio float64
 	// Latency is the result-signal-to-reclaim latency (webhook delivery off).
 	Latency Latency
@@ -747,22 +747,29 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 	return len(ids), len(b.accounts), nil
 }
 
+// The goals a metered job is held to on an idle machine: the ledger's guarantees cost at most a
+// twentieth of a bare workflow's throughput, and a late result is reclaimed within 50 ms.
+const (
+	ratioGoal = 0.95
+	p99Goal   = 50 * time.Millisecond
+)
+
 func (b *bench) print(res Result) {
 	fmt.Fprintf(b.out, "\nthroughput (median of %d rounds, %d jobs each, %d submitters):\n", b.cfg.Rounds, b.cfg.Jobs, b.cfg.Concurrency)
 	fmt.Fprintf(b.out, "  %-8s %6.2f jobs/s\n", bareSide, res.BareMedianJobsPerSec)
 	verdict := "meets"
-	if res.Ratio < 0.9 {
+	if res.Ratio < ratioGoal {
 		verdict = "misses"
 	}
-	fmt.Fprintf(b.out, "  %-8s %6.2f jobs/s  = %.2fx bare (%s the 0.9x target)\n", meteredSide, res.MeteredMedianJobsPerSec, res.Ratio, verdict)
+	fmt.Fprintf(b.out, "  %-8s %6.2f jobs/s  = %.2fx bare (%s the %.2fx goal)\n", meteredSide, res.MeteredMedianJobsPerSec, res.Ratio, verdict, ratioGoal)
 	if l := res.Latency; l.Jobs > 0 {
 		verdict := "meets"
-		if l.P99 > 100*time.Millisecond {
+		if l.P99 > p99Goal {
 			verdict = "misses"
 		}
 		fmt.Fprintf(b.out, "result signal -> reclaim row (Postgres created_at minus send time; clock offset %s, round trip %s):\n", res.Clock.Offset, res.Clock.RoundTrip)
-		fmt.Fprintf(b.out, "  n=%d  p50 %s  p95 %s  p99 %s  max %s (%s the p99 <= 100 ms target)\n",
-			l.Jobs, ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max), verdict)
+		fmt.Fprintf(b.out, "  n=%d  p50 %s  p95 %s  p99 %s  max %s (%s the p99 <= %s goal)\n",
+			l.Jobs, ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max), verdict, ms(p99Goal))
 	}
 	b.printWebhooks(res)
 }
