@@ -7,6 +7,7 @@ package worker_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"syscall"
@@ -49,6 +50,19 @@ func clusterScript(t *testing.T, args ...string) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "scripts/ensure-temporal-cluster.sh %v:\n%s", args, out)
 	t.Logf("scripts/ensure-temporal-cluster.sh %v:\n%s", args, out)
+}
+
+// requireServerDown fails the test unless nothing answers on the Temporal server's address: the
+// script stops only a server this checkout started, so one started by another checkout would
+// keep running and the test would prove nothing about a restart.
+func requireServerDown(t *testing.T, address string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", address, time.Second)
+	if err == nil {
+		_ = conn.Close()
+		t.Fatalf("the Temporal server on %s is still up after the stop: it was not started from this checkout "+
+			"(stop it with its own scripts/ensure-temporal-cluster.sh stop, then run make test-cluster again)", address)
+	}
 }
 
 // TestJobsSurviveTemporalRestartAndWorkerKill runs two worker processes on the cluster, SIGKILLs
@@ -106,6 +120,7 @@ func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
 	// server goes down and comes back.
 	down := time.Now()
 	clusterScript(t, "stop")
+	requireServerDown(t, cfg.Temporal.Address)
 	clusterScript(t)
 	t.Logf("Temporal server down and back in %s", time.Since(down).Round(time.Millisecond))
 
