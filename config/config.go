@@ -200,7 +200,7 @@ type Temporal struct {
 	// WorkflowCacheSize is how many workflows a worker process keeps in memory between their
 	// tasks (the SDK's sticky cache). A refunded job listening for its late result is an open
 	// workflow for a day; at the SDK's default of 10,000 a worker holding 10,000 of them used
-	// 595 MiB (docs/benchmarks.md#many-waiting-jobs). One evicted replays its short history on
+	// 595 MiB (BENCHMARKS.md#many-waiting-jobs). One evicted replays its short history on
 	// its next task instead.
 	WorkflowCacheSize int `mapstructure:"workflow_cache_size"`
 }

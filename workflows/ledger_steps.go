@@ -23,7 +23,7 @@ const ledgerStepHorizon = 10 * 365 * 24 * time.Hour
 // ledgerStep runs one ledger activity, as a local activity: the worker that runs the workflow
 // task calls the ledger itself and records one marker event, where a regular activity costs
 // three events and two round trips through the server's task queue. The step keeps its summary
-// in the UI timeline. docs/benchmarks.md records the measurement behind the choice; changing it
+// in the UI timeline. BENCHMARKS.md records the measurement behind the choice; changing it
 // changes every recorded history, so it would be a versioned change (workflow.GetVersion).
 //
 // Its retries are unlimited: a refund or reclaim that gave

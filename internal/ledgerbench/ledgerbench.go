@@ -12,7 +12,7 @@
 // operation (pgx prepares each statement once per connection, then sends Bind/Execute/Sync), and
 // the raw scripts (lifecycle.sql, then reclaim.sql or settle.sql) are one autocommit statement
 // per transition under pgbench -M prepared. What differs is the server's work behind each round
-// trip; docs/benchmarks.md has the figures and what the gap was traced to.
+// trip; BENCHMARKS.md has the figures and what the gap was traced to.
 //
 // A run never deletes anything (the schema refuses it): it names its accounts and jobs with a
 // fresh prefix, so runs accumulate side by side, and it verifies the money of both sides before
