@@ -156,36 +156,10 @@ func (j multiJob) workflowID() string { return workflows.JobWorkflowID(j.account
 // worker is SIGKILLed while running attempts: the other takes them over and finishes every job,
 // and the money rules still hold.
 func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
-	store := ledgertest.Store(t)
-	bin := buildJobbill(t)
-
-	// The tests' namespace and a queue of this test alone, so that no other worker (make run's,
-	// another test's) takes its tasks.
-	cfg := workertest.Config("multi")
-	env := map[string]string{
-		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
-		config.EnvName("temporal.address"):          cfg.Temporal.Address,
-		config.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
-		config.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
-		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
-		config.EnvName("log.level"):                 "info",
-		// Each worker repoints the tests' namespace's reconcile schedule at this queue; a pass it
-		// fired would heal other tests' jobs under them, so it fires once a year.
-		config.EnvName("reconcile.interval"): "8760h",
-	}
-	a := startWorker(t, bin, "worker-a", env)
-	bw := startWorker(t, bin, "worker-b", env)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // the build of jobbill included
 	defer cancel()
-	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
-	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
-	defer tc.Close()
-	st := jobs.New(jobs.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
-		Namespace: cfg.Temporal.Namespace, Policy: multiPolicy()})
-
-	// Both must be polling before the first job, or the first one up takes everything.
-	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, a, bw)
+	pair := startWorkerPair(ctx, t, "multi", multiPolicy())
+	store, tc, st, a, bw := pair.store, pair.temporal, pair.jobs, pair.a, pair.b
 
 	account := ledgertest.Account(t, store, 10_000)
 	var all []multiJob
@@ -237,6 +211,47 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 		require.GreaterOrEqual(t, last.attempt, int32(2), "job %s: the killed attempt must have been retried", id)
 	}
 	requireLedger(ctx, t, store, account, 10_000, all)
+}
+
+// workerPair is two worker processes of the jobbill binary on a task queue of their own, and a
+// client and a job service over them.
+type workerPair struct {
+	store    *ledgerdb.Store
+	cfg      config.Config
+	a, b     *workerProcess
+	temporal client.Client
+	jobs     *jobs.Service
+}
+
+// startWorkerPair builds jobbill, starts two worker processes in the tests' namespace on a queue
+// of name's own (so that no other worker, make run's or another test's, takes its tasks), dials
+// Temporal, makes a job service with policy p, and waits until both workers poll — or the first
+// one up would take everything.
+func startWorkerPair(ctx context.Context, t *testing.T, name string, p workflows.Policy) workerPair {
+	t.Helper()
+	pair := workerPair{store: ledgertest.Store(t), cfg: workertest.Config(name)}
+	bin := buildJobbill(t)
+	env := map[string]string{
+		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
+		config.EnvName("temporal.address"):          pair.cfg.Temporal.Address,
+		config.EnvName("temporal.namespace"):        pair.cfg.Temporal.Namespace,
+		config.EnvName("temporal.task_queue"):       pair.cfg.Temporal.TaskQueue,
+		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
+		config.EnvName("log.level"):                 "info",
+		// Each worker repoints the tests' namespace's reconcile schedule at this queue; a pass it
+		// fired would heal other tests' jobs under them, so it fires once a year.
+		config.EnvName("reconcile.interval"): "8760h",
+	}
+	pair.a = startWorker(t, bin, "worker-a", env)
+	pair.b = startWorker(t, bin, "worker-b", env)
+	tc, err := app.Dial(ctx, pair.cfg, zap.NewNop(), nil)
+	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", pair.cfg.Temporal.Address)
+	t.Cleanup(tc.Close)
+	pair.temporal = tc
+	pair.jobs = jobs.New(jobs.Options{Temporal: tc, Ledger: pair.store, TaskQueue: pair.cfg.Temporal.TaskQueue,
+		Namespace: pair.cfg.Temporal.Namespace, Policy: p})
+	waitForPollers(ctx, t, tc, pair.cfg.Temporal.TaskQueue, pair.a, pair.b)
+	return pair
 }
 
 // waitForPollers waits until every process polls both the workflow and the activity task queue.

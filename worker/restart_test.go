@@ -15,15 +15,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
-	"github.com/jobbill/jobbill/app"
-	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -75,30 +71,10 @@ func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
 	if os.Getenv(RestartEnv) != "1" {
 		t.Skipf("restarts the Temporal server: runs under make test-cluster (%s=1), not on the shared dev server", RestartEnv)
 	}
-	store := ledgertest.Store(t)
-	bin := buildJobbill(t)
-
-	cfg := workertest.Config("restart")
-	env := map[string]string{
-		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
-		config.EnvName("temporal.address"):          cfg.Temporal.Address,
-		config.EnvName("temporal.namespace"):        cfg.Temporal.Namespace,
-		config.EnvName("temporal.task_queue"):       cfg.Temporal.TaskQueue,
-		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
-		config.EnvName("log.level"):                 "info",
-		config.EnvName("reconcile.interval"):        "8760h",
-	}
-	a := startWorker(t, bin, "worker-a", env)
-	bw := startWorker(t, bin, "worker-b", env)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // the build of jobbill included
 	defer cancel()
-	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
-	require.NoError(t, err, "the cluster (make temporal-cluster)")
-	defer tc.Close()
-	st := jobs.New(jobs.Options{Temporal: tc, Ledger: store, TaskQueue: cfg.Temporal.TaskQueue,
-		Namespace: cfg.Temporal.Namespace, Policy: restartPolicy()})
-	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, a, bw)
+	pair := startWorkerPair(ctx, t, "restart", restartPolicy())
+	store, tc, st, a, cfg := pair.store, pair.temporal, pair.jobs, pair.a, pair.cfg
 
 	account := ledgertest.Account(t, store, 10_000)
 	before := planJobs(t, store, account, "rs1", 20, 5)
