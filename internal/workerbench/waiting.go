@@ -184,19 +184,9 @@ func (b *bench) signalAgain(ctx context.Context, workflowID string, sig workflow
 // reclaimLatency sends a late result to each job, one every interval, waits for every reclaim row
 // and answers the latencies (created_at of the row minus the send time).
 func (b *bench) reclaimLatency(ctx context.Context, ids, workflowIDs []string, interval time.Duration) (Latency, error) {
-	sent := make(map[string]time.Time, len(ids))
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for i, id := range ids {
-		if i > 0 {
-			<-tick.C
-		}
-		t0 := time.Now()
-		sig := workflows.ResultSignal{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: t0}
-		if err := b.tc.SignalWorkflow(ctx, workflowIDs[i], "", workflows.SignalResult, sig); err != nil {
-			return Latency{}, fmt.Errorf("signalling %s: %w", id, err)
-		}
-		sent[id] = t0.Round(0)
+	sent, err := b.sendResults(ctx, ids, workflowIDs, interval)
+	if err != nil {
+		return Latency{}, err
 	}
 	if err := b.awaitStates(ctx, ids, ledgerdb.StateRecovered, len(ids), 5*time.Minute); err != nil {
 		return Latency{}, err

@@ -545,6 +545,7 @@ func (b *bench) checkClock(ctx context.Context) (ClockCheck, error) {
 // that transaction started, read from the same kernel clock as time.Now here (checkClock shows the
 // offset), so no polling interval enters the figure. The commit follows within that one
 // statement; a row that was never committed would not be found at all.
+//
 // label names the measurement in its jobs' IDs.
 func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	n := b.cfg.LatencyJobs
@@ -569,21 +570,9 @@ func (b *bench) latency(ctx context.Context, label string) (Latency, error) {
 	// Let the last jobs' workflow tasks finish, so that each signal meets an idle job.
 	time.Sleep(500 * time.Millisecond)
 
-	sent := make(map[string]time.Time, n)
-	tick := time.NewTicker(b.cfg.SignalInterval)
-	defer tick.Stop()
-	for i, id := range ids {
-		if i > 0 {
-			<-tick.C
-		}
-		t0 := time.Now()
-		sig := workflows.ResultSignal{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: t0}
-		if err := b.tc.SignalWorkflow(ctx, workflowIDs[i], "", workflows.SignalResult, sig); err != nil {
-			return Latency{}, fmt.Errorf("signalling %s: %w", id, err)
-		}
-		// Round(0) drops the monotonic reading: the subtraction below must be wall clock against
-		// wall clock, as Postgres' is.
-		sent[id] = t0.Round(0)
+	sent, err := b.sendResults(ctx, ids, workflowIDs, b.cfg.SignalInterval)
+	if err != nil {
+		return Latency{}, err
 	}
 	err = forEach(ctx, n, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		var js workflows.JobStatus
@@ -805,4 +794,25 @@ func rank(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+// sendResults sends a late result to each job, one every interval, and answers when each was
+// sent, by job ID. Round(0) drops the monotonic reading: the latency is the reclaim row's
+// created_at minus this time, wall clock against wall clock, as Postgres' is.
+func (b *bench) sendResults(ctx context.Context, ids, workflowIDs []string, interval time.Duration) (map[string]time.Time, error) {
+	sent := make(map[string]time.Time, len(ids))
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i, id := range ids {
+		if i > 0 {
+			<-tick.C
+		}
+		t0 := time.Now()
+		sig := workflows.ResultSignal{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: t0}
+		if err := b.tc.SignalWorkflow(ctx, workflowIDs[i], "", workflows.SignalResult, sig); err != nil {
+			return nil, fmt.Errorf("signalling %s: %w", id, err)
+		}
+		sent[id] = t0.Round(0)
+	}
+	return sent, nil
 }
