@@ -120,6 +120,17 @@ func (r *receiver) endpoint(t *testing.T, ws *webhooks.Store, acct string) webho
 	return ep
 }
 
+// hooked is the set-up of most delivery tests: the test ledger and its webhook store, an account
+// granted credits, and a test receiver registered as the account's endpoint.
+func hooked(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string, *receiver, webhooks.Created) {
+	t.Helper()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, credits)
+	rcv := newReceiver(t)
+	return s, ws, acct, rcv, rcv.endpoint(t, ws, acct)
+}
+
 // runWorkers runs n delivery workers for the accounts until the test ends, and answers a stop that
 // waits for them.
 func runWorkers(t *testing.T, ws *webhooks.Store, cfg config.Webhooks, n int, accounts ...string) (stop func()) {
@@ -201,11 +212,7 @@ func requireInOrderPerJob(t *testing.T, evs []webhooks.Event, got []received) {
 // The delivery log records the failed attempts with their status or error and the success.
 func TestDeliveryOutlastsAnOutageInOrder(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100000)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 100000)
 	rcv.down.Store(true)
 
 	runWorkers(t, ws, testConfig(), 3, acct)
@@ -246,11 +253,7 @@ func TestDeliveryOutlastsAnOutageInOrder(t *testing.T) {
 // verifier's five-minute tolerance all fail verification.
 func TestSignatureRefusesForgeryAndLateReplay(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 1000)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 1)
 	_, err := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct).RunOnce(ctx)
 	require.NoError(t, err)
@@ -295,11 +298,7 @@ func TestSignatureMatchesTheSpecVector(t *testing.T) {
 // concurrency: six workers claiming from the same queue at once send each of many events exactly
 // once (no two claim the same delivery) and each job's events in order.
 func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000000)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 1000000)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 5), 40)
 	cfg := testConfig()
 	cfg.BatchSize = 3
@@ -319,11 +318,7 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 // job's later event, which waited behind it, is sent.
 func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 1000)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
 	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
@@ -371,11 +366,7 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 // with nothing queued.
 func TestReplayResendsUnderTheSameID(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 1000)
 	start := time.Now().Add(-time.Second)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 2)
 	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
@@ -474,11 +465,7 @@ func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 // lease holds, no other worker sends it.
 func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 100)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
 
@@ -510,11 +497,7 @@ func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
 // it.
 func TestDeletedEndpointReceivesNothing(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
-	rcv := newReceiver(t)
-	ep := rcv.endpoint(t, ws, acct)
+	s, ws, acct, rcv, ep := hooked(t, 100)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
 	_, _, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
