@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -71,13 +72,7 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the grants cannot damage the shared test database.
-		tx, err := s.Pool().Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, stmt)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Error(t, err, stmt)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, stmt)
+		pgErr := refusal(ctx, t, s.Pool(), stmt)
 		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
 	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
@@ -286,13 +281,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the grants cannot damage the shared test database.
-		tx, err := s.Pool().Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, stmt)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Error(t, err, stmt)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, stmt)
+		pgErr := refusal(ctx, t, s.Pool(), stmt)
 		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
 
@@ -355,15 +344,9 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 		`UPDATE jobs SET units_used = 0 WHERE id = ` + q(job.String()),
 		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
 	} {
-		tx, err := owner.Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, stmt)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Error(t, err, stmt)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, stmt)
+		pgErr := refusal(ctx, t, owner, stmt)
 		require.Contains(t, []string{"JB001", "JB002"}, pgErr.Code, "%s: %s", stmt, pgErr.Message)
-		require.True(t, ledgerdb.Permanent(err), stmt)
+		require.True(t, ledgerdb.Permanent(pgErr), stmt)
 	}
 	history, err := s.PriceHistory(ctx, kind)
 	require.NoError(t, err)
@@ -406,13 +389,7 @@ func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
 		`SELECT ledger_emit_event(` + q(acct) + `, NULL, 'balance.low', '{}')`,
 		`SELECT ledger_note_debit(` + q(acct) + `, 100, 0, NULL)`,
 	} {
-		tx, err := s.Pool().Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, stmt)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Error(t, err, stmt)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, stmt)
+		pgErr := refusal(ctx, t, s.Pool(), stmt)
 		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
 
@@ -441,13 +418,24 @@ func TestDatabaseRefusesEventRewrites(t *testing.T) {
 		`TRUNCATE webhook_events CASCADE`,
 		`TRUNCATE webhook_attempts`,
 	} {
-		tx, err := owner.Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, stmt)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Error(t, err, stmt)
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, stmt)
+		pgErr := refusal(ctx, t, owner, stmt)
 		require.Equal(t, "JB001", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
+}
+
+// refusal runs stmt in a transaction that is rolled back whatever happens, so that a regression of
+// the grants or the refusing triggers cannot damage the shared test database, and answers the
+// database's refusal of it; a statement that is not refused fails the test.
+func refusal(ctx context.Context, t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, stmt string) *pgconn.PgError {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, stmt)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Error(t, err, stmt)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, stmt)
+	return pgErr
 }
