@@ -34,17 +34,43 @@ func key(t *testing.T, env *workertest.Env, scope apikeys.Scope, account string)
 // and fails the test with the command's whole output when it fails.
 func run(ctx context.Context, t *testing.T, env []string, name string, args ...string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Fatalf("the TypeScript client's tests need %s (Node 20 or later) on the PATH: %v", name, err)
-	}
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	out, err := command(ctx, t, env, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	if testing.Verbose() {
 		t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
+	}
+}
+
+// command runs name with args, and env added to this process's environment, and answers its
+// combined output.
+func command(ctx context.Context, t *testing.T, env []string, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("the TypeScript client's tests need %s (Node 20 or later) on the PATH: %v", name, err)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
+}
+
+// install installs the package's dependencies from its lockfile (npm ci). The npm registry is
+// across the network: a connection it drops (npm's "network" errors, after its own retries of
+// each fetch) is tried again, twice, before the test fails; any other failure fails at once.
+func install(ctx context.Context, t *testing.T) {
+	t.Helper()
+	args := []string{"ci", "--no-audit", "--no-fund", "--fetch-retries=4"}
+	for try := 1; ; try++ {
+		out, err := command(ctx, t, nil, "npm", args...)
+		if err == nil {
+			return
+		}
+		if try == 3 || !strings.Contains(string(out), "npm error network") || ctx.Err() != nil {
+			t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("npm ci lost the registry (try %d of 3); trying again:\n%s", try, out)
+		time.Sleep(time.Duration(try) * 5 * time.Second)
 	}
 }
 
@@ -97,7 +123,7 @@ func TestTypeScriptClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	run(ctx, t, nil, "npm", "ci", "--no-audit", "--no-fund")
+	install(ctx, t)
 	run(ctx, t, nil, "npm", "run", "build")
 	tests, err := filepath.Glob("dist/test/*.test.js")
 	if err != nil || len(tests) == 0 {
