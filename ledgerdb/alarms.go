@@ -54,7 +54,7 @@ func (s *Store) Alarms(ctx context.Context, limit int, accountIDs ...string) ([]
 	}
 	rows, err := s.pool.Query(ctx, `SELECT split_part(a.job_id, '/', 2), j.account_id, a.step, a.message, a.raised_at
 		FROM ledger_alarms a JOIN jobs j ON j.id = a.job_id
-		WHERE cardinality($2::text[]) = 0 OR j.account_id = ANY ($2::text[])
+		WHERE coalesce(cardinality($2::text[]), 0) = 0 OR j.account_id = ANY ($2::text[])
 		ORDER BY a.id LIMIT $1`, limit, accountIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading alarms: %w", translateError(err))

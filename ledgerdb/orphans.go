@@ -21,7 +21,7 @@ const MaxPlaceholders = 1000
 func (s *Store) Placeholders(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
 	return s.olderJobs(ctx, "placeholders", `SELECT j FROM jobs j
 		WHERE j.state = 'submitting' AND j.created_at < now() - $1::bigint * interval '1 microsecond'
-		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		  AND (coalesce(cardinality($3::text[]), 0) = 0 OR j.account_id = ANY ($3::text[]))
 		ORDER BY j.created_at, j.id LIMIT $2`, olderThan, limit, MaxPlaceholders, accountIDs)
 }
 
@@ -49,7 +49,7 @@ func (s *Store) RejectOrphan(ctx context.Context, key JobKey, reason RejectReaso
 func (s *Store) RunningJobs(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
 	return s.olderJobs(ctx, "running jobs", `SELECT j FROM jobs j
 		WHERE j.state = 'running' AND j.charged_at < now() - $1::bigint * interval '1 microsecond'
-		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		  AND (coalesce(cardinality($3::text[]), 0) = 0 OR j.account_id = ANY ($3::text[]))
 		ORDER BY j.charged_at, j.id LIMIT $2`, olderThan, limit, MaxRunningJobs, accountIDs)
 }
 

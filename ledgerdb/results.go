@@ -190,7 +190,7 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 	rows, err := s.pool.Query(ctx, `SELECT r.job_id, r.attempt, r.output_ref, r.finished_at, r.units_used, r.received_at
 		FROM result_reports r JOIN jobs j ON j.id = r.job_id
 		WHERE r.applied_at IS NULL AND r.received_at < now() - $1::bigint * interval '1 microsecond'
-		  AND (cardinality($3::text[]) = 0 OR j.account_id = ANY ($3::text[]))
+		  AND (coalesce(cardinality($3::text[]), 0) = 0 OR j.account_id = ANY ($3::text[]))
 		ORDER BY r.received_at, r.job_id, r.attempt LIMIT $2`, olderThan.Microseconds(), limit, accountIDs)
 	if err != nil {
 		return nil, fmt.Errorf("reading unapplied results: %w", translateError(err))
