@@ -14,8 +14,13 @@
 #   JOBBILL_PG_APP_PASSWORD  jobbill_app's password (default jobbill_app)
 #   JOBBILL_PG_DB        the service's database    (default jobbill)
 #   JOBBILL_PG_TEST_DB   the tests' database       (default jobbill_test)
-#   JOBBILL_PG_FRESH_TEST_DB=1  drop the tests' database first, so the run starts from an empty
+#   JOBBILL_PG_FRESH_TEST_DB=1  drop the tests' databases first, so the run starts from an empty
 #                        ledger whatever another checkout migrated into it (CI sets this)
+#
+# Beside the tests' database, each test deployment gets one of its own, named after it
+# (jobbill_test_worker, jobbill_test_chaos): tests that run whole `jobbill worker` processes, whose
+# scheduled reconcile pass and webhook delivery serve every account of their database as in
+# production, would otherwise heal and deliver other tests' jobs (ledgertest.Deployment).
 set -euo pipefail
 
 pg_user=${JOBBILL_PG_USER:-jobbill}
@@ -24,6 +29,10 @@ pg_db=${JOBBILL_PG_DB:-jobbill}
 pg_test_db=${JOBBILL_PG_TEST_DB:-jobbill_test}
 pg_app_user=jobbill_app
 pg_app_password=${JOBBILL_PG_APP_PASSWORD:-jobbill_app}
+# The test deployments (ledgertest.Deployments): each has the database ${pg_test_db}_<name>.
+test_deployments=(worker chaos)
+test_dbs=("$pg_test_db")
+for d in "${test_deployments[@]}"; do test_dbs+=("${pg_test_db}_$d"); done
 
 say() { printf 'postgres: %s\n' "$*" >&2; }
 
@@ -99,13 +108,15 @@ ensure_role "$pg_user" "$pg_password"
 ensure_role "$pg_app_user" "$pg_app_password"
 
 if [ "${JOBBILL_PG_FRESH_TEST_DB:-}" = 1 ]; then
-	say "dropping $pg_test_db for a fresh start"
-	psql_admin -v db="$pg_test_db" <<'SQL'
+	say "dropping ${test_dbs[*]} for a fresh start"
+	for db in "${test_dbs[@]}"; do
+		psql_admin -v db="$db" <<'SQL'
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
 SQL
+	done
 fi
 
-for db in "$pg_db" "$pg_test_db"; do
+for db in "$pg_db" "${test_dbs[@]}"; do
 	psql_admin -v db="$db" -v role="$pg_user" <<'SQL'
 SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
