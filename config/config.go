@@ -224,6 +224,9 @@ type Reconcile struct {
 	// Grace is how old a placeholder must be before the pass resumes it: younger ones may still be
 	// starting their workflow.
 	Grace time.Duration `mapstructure:"grace"`
+	// ResultGrace is how old a recorded, unapplied result must be before the pass applies it:
+	// younger ones are probably being signalled by their reporter right now.
+	ResultGrace time.Duration `mapstructure:"result_grace"`
 }
 
 // Metrics says where /metrics is served.
@@ -286,7 +289,7 @@ func Default() Config {
 			Simulated: SimulatedRunner{Duration: 2 * time.Second, FailureRate: 0, Seed: 1, LateBy: 2 * time.Second},
 			HTTP:      HTTPRunner{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
 		},
-		Reconcile: Reconcile{Interval: time.Minute, Grace: 2 * time.Minute},
+		Reconcile: Reconcile{Interval: time.Minute, Grace: 2 * time.Minute, ResultGrace: 30 * time.Second},
 		Metrics:   Metrics{Listen: "127.0.0.1:9090"},
 		API: API{
 			Listen:            "127.0.0.1:8080",
@@ -435,8 +438,8 @@ func (c Config) Validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		problems = append(problems, "policy: "+err.Error())
 	}
-	if c.Reconcile.Interval < time.Second || c.Reconcile.Grace < 0 {
-		problems = append(problems, "reconcile.interval must be at least 1s and reconcile.grace must not be negative")
+	if c.Reconcile.Interval < time.Second || c.Reconcile.Grace < 0 || c.Reconcile.ResultGrace < 0 {
+		problems = append(problems, "reconcile.interval must be at least 1s, and reconcile.grace and reconcile.result_grace must not be negative")
 	}
 	problems = append(problems, c.API.problems()...)
 	problems = append(problems, c.Webhooks.problems()...)

@@ -86,7 +86,7 @@ func EnsureReconcileSchedule(ctx context.Context, tc client.Client, c config.Con
 	action := &client.ScheduleWorkflowAction{
 		ID:        workflows.ReconcileWorkflowID,
 		Workflow:  workflows.Reconcile,
-		Args:      []any{activities.ReconcileInput{Grace: c.Reconcile.Grace}},
+		Args:      []any{activities.ReconcileInput{Grace: c.Reconcile.Grace, ResultGrace: c.Reconcile.ResultGrace}},
 		TaskQueue: c.Temporal.TaskQueue,
 		// A pass that outlives its slot is skipped over anyway; this bounds a stuck one.
 		WorkflowRunTimeout: 15 * time.Minute,
