@@ -25,17 +25,21 @@ import (
 // (m not nil), the SDK's own metrics (workflow and activity task latencies, failures, polls) join
 // jobbill's.
 func Dial(ctx context.Context, c config.Config, z *zap.Logger, m *metrics.Metrics) (client.Client, error) {
-	opts := client.Options{
+	tc, err := client.DialContext(ctx, clientOptions(c, z, m))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s: %w", c.Temporal.Address, err)
+	}
+	return tc, nil
+}
+
+// clientOptions are the Temporal client's options of a configuration.
+func clientOptions(c config.Config, z *zap.Logger, m *metrics.Metrics) client.Options {
+	return client.Options{
 		HostPort:       c.Temporal.Address,
 		Namespace:      c.Temporal.Namespace,
 		Logger:         SDKLogger(z),
 		MetricsHandler: m.SDKHandler(),
 	}
-	tc, err := client.DialContext(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to Temporal at %s: %w", c.Temporal.Address, err)
-	}
-	return tc, nil
 }
 
 // NewJobs is the job service of a configuration, over a client and ledger the caller owns; m may
@@ -85,6 +89,25 @@ func Open(ctx context.Context, c config.Config, z *zap.Logger, withMetrics bool)
 	if conns.Temporal, err = Dial(ctx, c, z, conns.Metrics); err != nil {
 		conns.Close()
 		return nil, err
+	}
+	return conns, nil
+}
+
+// OpenForCommand connects to the ledger as c says, and makes a Temporal client that connects on
+// its first call: what a one-shot command (`jobbill job ...`) works with. Every such command does
+// its ledger part first — a reported result is recorded before it is signalled, a status is read
+// from the ledger before it is healed — so Temporal being unreachable must not stop it before
+// that part: the command answers what the ledger did ("recorded"; the ledger's state stands) and
+// the reconcile pass does the rest once Temporal answers.
+func OpenForCommand(ctx context.Context, c config.Config, z *zap.Logger) (*Conns, error) {
+	conns := &Conns{Config: c, Logger: z}
+	var err error
+	if conns.Ledger, err = ledgerdb.Open(ctx, c.DatabaseURL); err != nil {
+		return nil, err
+	}
+	if conns.Temporal, err = client.NewLazyClient(clientOptions(c, z, nil)); err != nil {
+		conns.Close()
+		return nil, fmt.Errorf("Temporal at %s: %w", c.Temporal.Address, err)
 	}
 	return conns, nil
 }

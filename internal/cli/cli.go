@@ -98,8 +98,9 @@ func WithLogger(run func(ctx context.Context, cfg config.Config, logger *zap.Log
 	}
 }
 
-// WithConns runs a command over fresh ledger and Temporal connections, closed when the command is
-// done.
+// WithConns runs a command over a fresh ledger connection and a Temporal client that connects on
+// first use (app.OpenForCommand), both closed when the command is done: a command whose ledger
+// part can be done while Temporal is unreachable does it.
 func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		cfg, err := LoadConfig()
@@ -110,7 +111,7 @@ func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) 
 		if err != nil {
 			return err
 		}
-		conns, err := app.Open(cmd.Context(), cfg, logger, false)
+		conns, err := app.OpenForCommand(cmd.Context(), cfg, logger)
 		if err != nil {
 			return err
 		}
