@@ -90,16 +90,7 @@ func buildJobbill(t *testing.T) string {
 // JOBBILL_ setting, so that the machine's own configuration cannot steer it elsewhere.
 func startWorker(t *testing.T, bin, name string, env map[string]string) *workerProcess {
 	t.Helper()
-	settings := map[string]bool{}
-	for _, s := range config.Settings() {
-		settings[s.Env] = true
-	}
-	var environ []string
-	for _, kv := range os.Environ() {
-		if key, _, _ := strings.Cut(kv, "="); !settings[key] {
-			environ = append(environ, kv)
-		}
-	}
+	environ := withoutSettings(os.Environ())
 	p := &workerProcess{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
 	// Each worker serves /metrics on a port of its own (port 0: the kernel picks), as two
 	// workers on one host must.
@@ -224,23 +215,23 @@ type workerPair struct {
 }
 
 // startWorkerPair builds jobbill, starts two worker processes in the tests' namespace on a queue
-// of name's own (so that no other worker, make run's or another test's, takes its tasks), dials
+// of name's own (so that no other worker, make run's or another test's, takes its tasks) over the
+// worker package's test deployment (whose reconcile pass and webhook deliveries serve only its own
+// database, as a deployment's do), dials
 // Temporal, makes a job service with policy p, and waits until both workers poll — or the first
 // one up would take everything.
 func startWorkerPair(ctx context.Context, t *testing.T, name string, p workflows.Policy) workerPair {
 	t.Helper()
-	pair := workerPair{store: ledgertest.Store(t), cfg: workertest.Config(name)}
+	d := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker)
+	pair := workerPair{store: d.Store, cfg: workertest.Config(name)}
 	bin := buildJobbill(t)
 	env := map[string]string{
-		config.EnvName("database_url"):              ledgertest.DatabaseURL(),
+		config.EnvName("database_url"):              d.DatabaseURL,
 		config.EnvName("temporal.address"):          pair.cfg.Temporal.Address,
 		config.EnvName("temporal.namespace"):        pair.cfg.Temporal.Namespace,
 		config.EnvName("temporal.task_queue"):       pair.cfg.Temporal.TaskQueue,
 		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
 		config.EnvName("log.level"):                 "info",
-		// Each worker repoints the tests' namespace's reconcile schedule at this queue; a pass it
-		// fired would heal other tests' jobs under them, so it fires once a year.
-		config.EnvName("reconcile.interval"): "8760h",
 	}
 	pair.a = startWorker(t, bin, "worker-a", env)
 	pair.b = startWorker(t, bin, "worker-b", env)

@@ -31,7 +31,9 @@ import (
 func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	store := ledgertest.Store(t)
+	// The worker registers the pass over its ledger: the package's test deployment, whose pass
+	// must not heal the jobs of tests on the shared database.
+	store := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker).Store
 	cfg := workertest.Config("schedule")
 	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
