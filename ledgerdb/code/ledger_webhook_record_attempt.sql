@@ -6,7 +6,9 @@
 --
 -- A worker whose lease ran out (another worker claimed the delivery since) still logs its attempt;
 -- its success still marks the delivery delivered, but its failure leaves the delivery to the lease
--- holder (lease_lost).
+-- holder (lease_lost). Likewise an attempt in flight when its endpoint was deleted: taken by the
+-- receiver, its delivery ends delivered, not cancelled — the event did arrive, as the log says —
+-- and refused, it stays cancelled, never retried (already_applied).
 CREATE FUNCTION ledger_webhook_record_attempt(p_endpoint_id text, p_event_seq bigint, p_token uuid, p_attempt integer,
                                               p_delivered boolean, p_http_status integer, p_error text, p_duration_ms integer,
                                               p_retry_in interval, p_max_age interval)
@@ -32,7 +34,12 @@ BEGIN
     INSERT INTO webhook_attempts (endpoint_id, event_seq, attempt, http_status, error, duration_ms, outcome, next_attempt_at)
     VALUES (p_endpoint_id, p_event_seq, p_attempt, p_http_status, left(p_error, 500), greatest(p_duration_ms, 0), outcome,
             CASE WHEN d.lease_token IS NOT DISTINCT FROM p_token THEN next_at END);
-    IF d.status <> 'pending' THEN
+    IF d.status = 'cancelled' AND p_delivered THEN
+        -- Deleting the endpoint stopped what was queued for it, not what had already reached it.
+        UPDATE webhook_deliveries SET status = 'delivered', last_attempt_at = now(), finished_at = now()
+        WHERE endpoint_id = p_endpoint_id AND event_seq = p_event_seq;
+        RETURN outcome;
+    ELSIF d.status <> 'pending' THEN
         RETURN 'already_applied';
     ELSIF d.lease_token IS DISTINCT FROM p_token AND NOT p_delivered THEN
         RETURN 'lease_lost';
