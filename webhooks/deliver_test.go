@@ -316,7 +316,9 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 // TestGivenUpAfterMaxAgeThenTheJobMovesOn checks the retry bound: a receiver that never accepts a
 // delivery is retried with backoff until max age has passed, then the delivery is marked failed —
 // logged in the delivery log, listed among the failures and counted on the metrics page — and the
-// job's later event, which waited behind it, is sent.
+// job's later event, which waited behind it, is sent, and retried for a max age of its own counted
+// from when it could be sent (the earlier one given up), not from when it was written: waiting in
+// line uses up none of its retries.
 func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 1000)
@@ -359,6 +361,28 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, failures, 2, "visible to operators")
 	require.Equal(t, job.JobID, failures[0].JobID)
+
+	// The later event was first tried after the earlier one was given up, and given up only once
+	// its next try would have come more than max age after that: no sooner than max age less the
+	// longest backoff. The database's clock, which decides, is read on both sides.
+	givenUp := map[string]time.Time{}
+	rows, err := s.Pool().Query(ctx, `SELECT ev.type, d.finished_at FROM webhook_deliveries d
+		JOIN webhook_events ev ON ev.seq = d.event_seq WHERE d.endpoint_id = $1 AND d.status = 'failed'`, ep.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var typ string
+		var at time.Time
+		require.NoError(t, rows.Scan(&typ, &at))
+		givenUp[typ] = at
+	}
+	require.NoError(t, rows.Err())
+	for _, a := range log {
+		if a.EventType == "job.delivered" {
+			require.True(t, a.AttemptedAt.After(givenUp["job.charged"]), "the later event is tried only after the earlier is given up")
+		}
+	}
+	waited := givenUp["job.delivered"].Sub(givenUp["job.charged"])
+	require.Greater(t, waited, cfg.MaxAge-cfg.MaxBackoff, "the later event is retried for its own max age, from when it could be sent")
 }
 
 // TestReplayResendsUnderTheSameID checks replay: one event, or every event since a time, is sent
