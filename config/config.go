@@ -61,8 +61,9 @@ type Webhooks struct {
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 	// Timeout bounds one attempt: connecting, sending and reading the receiver's answer.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// MaxAge is how long a delivery is retried, from when it was queued (or replayed), before it
-	// is marked failed.
+	// MaxAge is how long a delivery is retried, from when it could first be sent (queued or
+	// replayed, or for a job's later event, the earlier one delivered or given up), before it is
+	// marked failed.
 	MaxAge time.Duration `mapstructure:"max_age"`
 	// InitialBackoff is the wait before the second attempt; each later wait doubles, up to
 	// MaxBackoff, with jitter.

@@ -23,7 +23,8 @@ import (
 // several workers, in one process or many, never send the same delivery at once), POSTs each
 // signed with its endpoint's secret, and records the attempt — delivered on a 2xx answer,
 // otherwise due again after an exponential backoff with jitter, or failed once the retry would
-// come more than max age after the delivery was queued. Delivery is at least once: a worker that
+// come more than max age after the delivery could first be sent (queued, or its job's earlier event
+// at the endpoint delivered or given up). Delivery is at least once: a worker that
 // dies after sending and before recording leaves the delivery to be sent again when its lease
 // runs out, under the same webhook-id.
 type Worker struct {

@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -315,7 +316,9 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 // TestGivenUpAfterMaxAgeThenTheJobMovesOn checks the retry bound: a receiver that never accepts a
 // delivery is retried with backoff until max age has passed, then the delivery is marked failed —
 // logged in the delivery log, listed among the failures and counted on the metrics page — and the
-// job's later event, which waited behind it, is sent.
+// job's later event, which waited behind it, is sent, and retried for a max age of its own counted
+// from when it could be sent (the earlier one given up), not from when it was written: waiting in
+// line uses up none of its retries.
 func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 1000)
@@ -358,6 +361,28 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, failures, 2, "visible to operators")
 	require.Equal(t, job.JobID, failures[0].JobID)
+
+	// The later event was first tried after the earlier one was given up, and given up only once
+	// its next try would have come more than max age after that: no sooner than max age less the
+	// longest backoff. The database's clock, which decides, is read on both sides.
+	givenUp := map[string]time.Time{}
+	rows, err := s.Pool().Query(ctx, `SELECT ev.type, d.finished_at FROM webhook_deliveries d
+		JOIN webhook_events ev ON ev.seq = d.event_seq WHERE d.endpoint_id = $1 AND d.status = 'failed'`, ep.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var typ string
+		var at time.Time
+		require.NoError(t, rows.Scan(&typ, &at))
+		givenUp[typ] = at
+	}
+	require.NoError(t, rows.Err())
+	for _, a := range log {
+		if a.EventType == "job.delivered" {
+			require.True(t, a.AttemptedAt.After(givenUp["job.charged"]), "the later event is tried only after the earlier is given up")
+		}
+	}
+	waited := givenUp["job.delivered"].Sub(givenUp["job.charged"])
+	require.Greater(t, waited, cfg.MaxAge-cfg.MaxBackoff, "the later event is retried for its own max age, from when it could be sent")
 }
 
 // TestReplayResendsUnderTheSameID checks replay: one event, or every event since a time, is sent
@@ -420,20 +445,29 @@ func TestReplayResendsUnderTheSameID(t *testing.T) {
 	require.Zero(t, pendingOf(t, s, ep.ID))
 }
 
+// heldReceiver is a receiver that holds every request until release is closed, then answers
+// status: arrived gets one value per request as it comes in, so that a test acts while an attempt
+// is in flight.
+func heldReceiver(t *testing.T, status int) (srv *httptest.Server, arrived <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	in := make(chan struct{}, 10)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		in <- struct{}{}
+		<-release
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, in, release
+}
+
 // TestStopLetsAttemptsInFlightFinish checks a clean stop: a worker told to stop while an attempt
 // is under way lets it finish and records it, then returns.
 func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
 	acct := ledgertest.Account(t, s, 1000)
-	release := make(chan struct{})
-	arrived := make(chan struct{}, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(srv.Close)
+	srv, arrived, release := heldReceiver(t, http.StatusOK)
 	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: srv.URL}, webhooks.URLPolicy{AllowPrivate: true})
 	require.NoError(t, err)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
@@ -513,4 +547,81 @@ func TestDeletedEndpointReceivesNothing(t *testing.T) {
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'cancelled'`, ep.ID).Scan(&cancelled))
 	require.Equal(t, 1, cancelled, "the charge's delivery is cancelled; the settle's was never queued")
 	require.Len(t, events(t, ws, acct), 2, "the events are written all the same")
+}
+
+// statusOf answers what became of the event's delivery to the endpoint: pending, delivered, failed
+// or cancelled.
+func statusOf(t *testing.T, s *ledgerdb.Store, endpointID, eventID string) string {
+	t.Helper()
+	var status string
+	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT d.status FROM webhook_deliveries d
+		JOIN webhook_events ev ON ev.seq = d.event_seq WHERE d.endpoint_id = $1 AND ev.id = $2`, endpointID, eventID).Scan(&status))
+	return status
+}
+
+// TestEndpointDeletedMidAttemptKeepsWhatTheAttemptEarned checks at least once as the ledger tells
+// it: an attempt in flight when its endpoint is deleted, which the receiver then takes (2xx),
+// leaves its delivery delivered — the event reached the customer, as the delivery log says — not
+// cancelled beside a delivered attempt; one the receiver refuses leaves its delivery cancelled,
+// never retried. Both endpoints receive nothing more.
+func TestEndpointDeletedMidAttemptKeepsWhatTheAttemptEarned(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 1000)
+	taking, takingArrived, releaseTaking := heldReceiver(t, http.StatusOK)
+	refusing, refusingArrived, releaseRefusing := heldReceiver(t, http.StatusServiceUnavailable)
+	endpoint := func(url string) webhooks.Created {
+		ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, webhooks.URLPolicy{AllowPrivate: true})
+		require.NoError(t, err)
+		return ep
+	}
+	took, refused := endpoint(taking.URL), endpoint(refusing.URL)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	charged := events(t, ws, acct)[0]
+
+	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
+	done := make(chan error, 1)
+	go func() {
+		n, err := w.RunOnce(ctx)
+		if err == nil && n != 2 {
+			err = fmt.Errorf("claimed %d deliveries, want 2", n)
+		}
+		done <- err
+	}()
+	// Both attempts are at their receivers, unanswered, when the endpoints are deleted.
+	<-takingArrived
+	<-refusingArrived
+	for _, ep := range []webhooks.Created{took, refused} {
+		_, out, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.Applied, out)
+		require.Equal(t, "cancelled", statusOf(t, s, ep.ID, charged.ID), "nothing queued is sent once deleted")
+	}
+	close(releaseTaking)
+	close(releaseRefusing)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the attempts in flight were never recorded")
+	}
+
+	require.Equal(t, "delivered", statusOf(t, s, took.ID, charged.ID), "the receiver took it: delivered, as its attempt says")
+	log, err := ws.Attempts(ctx, acct, took.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Equal(t, "delivered", log[0].Outcome)
+	require.Equal(t, "cancelled", statusOf(t, s, refused.ID, charged.ID), "refused after the deletion: cancelled, not retried")
+	log, err = ws.Attempts(ctx, acct, refused.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Nil(t, log[0].NextAttemptAt, "no attempt is due again")
+
+	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "deleted endpoints receive nothing more")
+	require.Zero(t, pendingOf(t, s, took.ID)+pendingOf(t, s, refused.ID))
 }

@@ -10,6 +10,7 @@
 //
 // Guarantees: at least once; a job's events reach each endpoint in order (a later one waits
 // until the earlier one is delivered or given up); retried with exponential backoff and jitter
-// for webhooks.max_age (three days), then marked failed, logged and visible in the endpoint's
+// for webhooks.max_age (three days) from when it could first be sent (waiting behind a job's
+// earlier event does not count), then marked failed, logged and visible in the endpoint's
 // delivery log; several workers deliver together safely.
 package webhooks

@@ -197,8 +197,9 @@ func (s *Store) Endpoint(ctx context.Context, accountID, id string) (Endpoint, e
 	return row.endpoint(), nil
 }
 
-// DeleteEndpoint disables the account's endpoint: it receives nothing from now on (what was queued
-// for it is cancelled); its row and its delivery log stay. Deleting it again answers ledgerdb.AlreadyApplied.
+// DeleteEndpoint disables the account's endpoint: nothing is sent to it from now on (what was
+// queued for it is cancelled; an attempt already under way ends as the receiver answers it,
+// delivered on a 2xx); its row and its delivery log stay. Deleting it again answers ledgerdb.AlreadyApplied.
 func (s *Store) DeleteEndpoint(ctx context.Context, accountID, id string) (Endpoint, ledgerdb.Outcome, error) {
 	if _, err := s.Endpoint(ctx, accountID, id); err != nil {
 		return Endpoint{}, "", err

@@ -1,4 +1,4 @@
--- Deletes an endpoint: it receives nothing from this commit on — its pending deliveries are
+-- Deletes an endpoint: nothing is sent to it from this commit on — its pending deliveries are
 -- cancelled — and its row and delivery log stay.
 -- Deleting it again answers already_applied; an ID no endpoint has, not_found.
 CREATE FUNCTION ledger_webhook_disable_endpoint(p_id text)
@@ -10,7 +10,8 @@ BEGIN
     UPDATE webhook_endpoints SET disabled_at = now() WHERE id = p_id AND disabled_at IS NULL RETURNING * INTO e;
     IF FOUND THEN
         -- What was still queued for it will never be sent: cancelled, so that no worker keeps
-        -- looking at it. An attempt in flight still logs itself.
+        -- looking at it. An attempt in flight still logs itself, and one the receiver took marks
+        -- its delivery delivered (ledger_webhook_record_attempt).
         UPDATE webhook_deliveries SET status = 'cancelled', finished_at = now(), leased_until = NULL, lease_token = NULL
         WHERE endpoint_id = p_id AND status = 'pending';
         RETURN QUERY SELECT 'applied'::text, e;

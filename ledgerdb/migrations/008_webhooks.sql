@@ -69,7 +69,8 @@ CREATE TABLE webhook_deliveries (
     job_id          text,
     status          text        NOT NULL DEFAULT 'pending',
     attempts        integer     NOT NULL DEFAULT 0,
-    -- When this round of delivery began (the event, or its replay): max_age counts from here.
+    -- When this round of delivery began (the event, or its replay): max_age counts from here, or
+    -- from when the job's earlier event at the endpoint finished, if later (ledger_webhook_record_attempt).
     queued_at       timestamptz NOT NULL DEFAULT now(),
     next_attempt_at timestamptz NOT NULL DEFAULT now(),
     leased_until    timestamptz,
