@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	temporalclient "go.temporal.io/sdk/client"
+
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
@@ -100,6 +103,22 @@ func TestTypeScriptClient(t *testing.T) {
 	srv := httptest.NewServer(api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store}).Handler())
 	t.Cleanup(srv.Close)
 
+	// A second API over the same ledger whose job service cannot reach Temporal, and a running job
+	// whose result the TypeScript tests report to it.
+	down, err := temporalclient.NewLazyClient(temporalclient.Options{HostPort: "127.0.0.1:1", Namespace: env.Config.Temporal.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: env.Store, TaskQueue: env.Config.Temporal.TaskQueue,
+		Namespace: env.Config.Temporal.Namespace})
+	downSrv := httptest.NewServer(api.New(api.Options{Config: cfg, Jobs: unreachable, Ledger: env.Store}).Handler())
+	t.Cleanup(downSrv.Close)
+	downJob := ledgertest.ID(t, "down")
+	if _, err := env.Jobs.Submit(context.Background(), jobs.Job{ID: downJob, AccountID: rich, Kind: kind, InputRef: "sim:hang"}); err != nil {
+		t.Fatalf("submitting the job whose result is reported while Temporal is down: %v", err)
+	}
+
 	vars := map[string]string{
 		"JOBBILL_TS_E2E":                "1",
 		"JOBBILL_TS_API_URL":            srv.URL,
@@ -115,6 +134,8 @@ func TestTypeScriptClient(t *testing.T) {
 		"JOBBILL_TS_TEMPORAL_ADDRESS":   env.Config.Temporal.Address,
 		"JOBBILL_TS_TEMPORAL_NAMESPACE": env.Config.Temporal.Namespace,
 		"JOBBILL_TS_TASK_QUEUE":         env.Config.Temporal.TaskQueue,
+		"JOBBILL_TS_DOWN_API_URL":       downSrv.URL,
+		"JOBBILL_TS_DOWN_JOB_ID":        downJob,
 	}
 	var extra []string
 	for k, v := range vars {
@@ -131,5 +152,9 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	run(ctx, t, extra, "node", append([]string{"--test"}, tests...)...)
 
+	pending, err := env.Store.UnappliedResults(context.Background(), 0, 10, rich)
+	if err != nil || len(pending) != 1 || pending[0].Report.Key.JobID != downJob {
+		t.Errorf("the result reported while Temporal was down must wait in the ledger's inbox; it holds %+v (%v)", pending, err)
+	}
 	ledgertest.RequireSound(t, env.Store, rich, viaTemporal, poor)
 }

@@ -115,6 +115,16 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     await assert.rejects(c.status(t.request.job_id), (err) => err instanceof APIError && err.code === 'not_received' && err.moneyState === 'not_charged');
   });
 
+  // Delivered work is never lost for want of Temporal: a result reported while the API cannot reach
+  // its workflow service is recorded in the ledger (202, path "recorded") for the reconcile pass to
+  // apply (the Go test checks the inbox afterwards).
+  it('a result reported while Temporal is down is recorded', async () => {
+    const runner = new Client({ baseUrl: env!.downApiUrl, key: env!.runnerKey, accountId: env!.account });
+    const answer = await runner.reportResult(env!.downJobId, { attempt: 1, output_ref: 's3://results/down' });
+    assert.equal(answer.path, 'recorded', answer.message);
+    assert.equal(answer.status.job_id, env!.downJobId);
+  });
+
   // Bad input gets a clear error and writes nothing: an amount is refused by the client before
   // it is sent, and the server never heard of the ID.
   it('bad input: an amount is refused before sending, nothing written', async () => {

@@ -124,6 +124,10 @@ export interface E2E {
   temporalAddress: string;
   temporalNamespace: string;
   taskQueue: string;
+  /** An API whose workflow service cannot be reached (Temporal down), over the same ledger. */
+  downApiUrl: string;
+  /** A running job of `account` whose result is reported to that API. */
+  downJobId: string;
 }
 
 /**
@@ -155,6 +159,8 @@ export function e2e(): E2E | undefined {
     temporalAddress: need('JOBBILL_TS_TEMPORAL_ADDRESS'),
     temporalNamespace: need('JOBBILL_TS_TEMPORAL_NAMESPACE'),
     taskQueue: need('JOBBILL_TS_TASK_QUEUE'),
+    downApiUrl: need('JOBBILL_TS_DOWN_API_URL'),
+    downJobId: need('JOBBILL_TS_DOWN_JOB_ID'),
   };
 }
 
