@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -26,7 +27,9 @@ import (
 // was down, so its schedule must start passes where a worker polls. A worker started with a new
 // task queue, interval or grace repoints the existing schedule (before, it was created once and
 // never updated, and a schedule left on a dead queue silently switched healing off), and the
-// audit reports a schedule whose queue nobody polls. It runs in the tests' namespace, never the
+// audit reports a schedule whose queue nobody polls; a pass the schedule started on the old queue,
+// which no worker will ever run, is ended, or the schedule would skip every later pass until it
+// timed out. It runs in the tests' namespace, never the
 // one a deployment uses, and not in parallel: the namespace has one schedule.
 func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -62,6 +65,20 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, report.Of(invariants.KindReconcileSchedule), 1, "a schedule on a queue nobody polls is reported")
 
+	// A pass started on that queue never runs, and while it is open the schedule skips every
+	// later pass (overlap policy skip) until its run timeout: healing off for a quarter of an hour.
+	require.NoError(t, handle.Trigger(ctx, client.ScheduleTriggerOptions{}))
+	var stranded client.ScheduleWorkflowExecution
+	require.Eventually(t, func() bool {
+		desc, err := handle.Describe(ctx)
+		require.NoError(t, err)
+		for _, run := range desc.Info.RunningWorkflows {
+			stranded = run
+			return true
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "the triggered pass starts")
+
 	// A worker with this test's queue, interval and grace starts: it takes the schedule over.
 	cfg.Reconcile.Interval, cfg.Reconcile.Grace = 3*time.Minute, 45*time.Second
 	w := worker.New(cfg, tc, store, app.NewJobs(cfg, tc, store, nil), nil)
@@ -70,6 +87,10 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, cfg))
 	action, in, every := describe()
 	require.Equal(t, cfg.Temporal.TaskQueue, action.TaskQueue)
+	run, err := tc.DescribeWorkflowExecution(ctx, stranded.WorkflowID, stranded.FirstExecutionRunID)
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, run.GetWorkflowExecutionInfo().GetStatus(),
+		"the pass stranded on the old queue is ended, so the schedule's next pass is not skipped")
 	require.Equal(t, 3*time.Minute, every)
 	require.Equal(t, 45*time.Second, in.Grace)
 	require.Eventually(t, func() bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -117,6 +118,36 @@ func EnsureReconcileSchedule(ctx context.Context, tc client.Client, c config.Con
 	})
 	if err != nil {
 		return fmt.Errorf("updating the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
+	}
+	return endStrandedPasses(ctx, tc, c.Temporal.TaskQueue)
+}
+
+// endStrandedPasses terminates the schedule's open passes that were started on a task queue other
+// than queue. No worker of this deployment polls such a queue, so such a pass never runs; and while
+// it is open the schedule's overlap policy skips every later pass until the stranded one reaches
+// its run timeout — healing switched off for a quarter of an hour after a move to a new queue.
+// A pass on queue itself is left alone: a worker takes it over even if the one that started it died.
+func endStrandedPasses(ctx context.Context, tc client.Client, queue string) error {
+	desc, err := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+	if err != nil {
+		return fmt.Errorf("describing the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
+	}
+	for _, run := range desc.Info.RunningWorkflows {
+		d, err := tc.DescribeWorkflowExecution(ctx, run.WorkflowID, run.FirstExecutionRunID)
+		if err != nil {
+			return fmt.Errorf("describing the reconcile pass %s: %w", run.WorkflowID, err)
+		}
+		info := d.GetWorkflowExecutionInfo()
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetTaskQueue() == queue {
+			continue
+		}
+		reason := fmt.Sprintf("the reconcile schedule moved to task queue %q; this pass waits on %q, which no worker polls", queue, info.GetTaskQueue())
+		if err := tc.TerminateWorkflow(ctx, run.WorkflowID, info.GetExecution().GetRunId(), reason); err != nil {
+			var notFound *serviceerror.NotFound
+			if !errors.As(err, &notFound) {
+				return fmt.Errorf("ending the stranded reconcile pass %s: %w", run.WorkflowID, err)
+			}
+		}
 	}
 	return nil
 }
