@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/internal/jsonint"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
@@ -120,7 +122,9 @@ func readBody(body io.Reader, max int64, optional bool) ([]byte, error) {
 }
 
 // decodeObject decodes data, one JSON object, into dst once its keys pass exactKeys. refuse, when
-// set, sees each key first and may refuse the body for it with an answer of its own.
+// set, sees each key first and may refuse the body for it with an answer of its own. Its integers
+// are read as every language writes them (jsonint.Normalize: 50.0 and 5e1 are 50, 50.5 is
+// refused naming the field).
 func decodeObject(data []byte, dst any, refuse func(key string) error) error {
 	if keys, ok := objectKeys(data); ok {
 		if refuse != nil {
@@ -134,11 +138,14 @@ func decodeObject(data []byte, dst any, refuse func(key string) error) error {
 			return err
 		}
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(jsonint.Normalize(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		var syntax *json.SyntaxError
 		var typ *json.UnmarshalTypeError
+		if field, reason, ok := jsonint.Refusal(err); ok {
+			return badRequest("Field %q %s", field, reason)
+		}
 		switch {
 		case errors.As(err, &syntax):
 			return badRequest("The body is not valid JSON (at byte %d)", syntax.Offset)
@@ -261,7 +268,7 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 			"the result reports. Remove %q. Nothing was written."); err != nil {
 		return activities.WorkResult{}, err
 	}
-	if err := ledgerdb.ValidateAttempt(req.Attempt); err != nil {
+	if err := fieldError(ledgerdb.ValidateAttempt(req.Attempt), "attempt"); err != nil {
 		return activities.WorkResult{}, err
 	}
 	if err := ledgerdb.ValidateOutputRef(req.OutputRef); err != nil {
@@ -335,7 +342,7 @@ func decodeGrant(body io.Reader, maxBytes int64, accountID string) (ledgerdb.Cre
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return ledgerdb.Credit{}, err
 	}
-	if err := ledgerdb.ValidateAmount("amount", req.Amount); err != nil {
+	if err := fieldError(ledgerdb.ValidateAmount("amount", req.Amount), "amount"); err != nil {
 		return ledgerdb.Credit{}, err
 	}
 	if err := ledgerdb.ValidateID("key", req.Key); err != nil {

@@ -285,9 +285,9 @@ func (e *env) latestBillingState(t *testing.T, workflowID string) (string, enums
 	return state, d.Status
 }
 
-// requireAudit runs the audit (invariants.Check) over the test's own jobs — its job-ID prefix, on
-// its worker's task queue, with no grace — and fails on any violation.
-func (e *env) requireAudit(t *testing.T, jobPrefix string) {
+// audit runs the audit (invariants.Check) over the test's own jobs — its job-ID prefix, on its
+// worker's task queue, with no grace — and answers its report.
+func (e *env) audit(t *testing.T, jobPrefix string) invariants.Report {
 	t.Helper()
 	report, err := invariants.Check(testContext(t), invariants.Options{
 		Ledger: e.Store, Temporal: e.Client, Namespace: e.Config.Temporal.Namespace,
@@ -295,6 +295,13 @@ func (e *env) requireAudit(t *testing.T, jobPrefix string) {
 		StuckAfter: invariants.StuckAfterFor(hangPolicy()), Grace: 0,
 	})
 	require.NoError(t, err)
+	return report
+}
+
+// requireAudit runs the audit over the test's own jobs and fails on any violation.
+func (e *env) requireAudit(t *testing.T, jobPrefix string) {
+	t.Helper()
+	report := e.audit(t, jobPrefix)
 	var text bytes.Buffer
 	require.NoError(t, report.WriteText(&text))
 	require.True(t, report.OK(), "the audit found violations:\n%s", text.String())

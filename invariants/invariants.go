@@ -68,7 +68,8 @@ const (
 	// has taken it for longer than the grace; the reconcile pass should have applied it.
 	KindUnappliedResult Kind = "unapplied_result"
 	// KindLedgerAlarm: the ledger refused one of a job's steps for good and the step is still not
-	// written: the job needs an operator.
+	// written, or the job's workflow was sent a result it could not bill and the job is still
+	// unsettled: the job needs an operator.
 	KindLedgerAlarm Kind = "ledger_alarm"
 	// KindReconcileSchedule: the reconcile schedule is missing, or points at a task queue no worker
 	// polls, so nothing heals what the doors leave behind.
@@ -221,9 +222,13 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 				Message: fmt.Sprintf("job %s has %d ledger rows booked on another account than its own (%s).", j.ID, t.ForeignEntries, j.AccountID)})
 		}
 		if step, open := openAlarm(t); open {
+			what := fmt.Sprintf("the ledger refused its %s for good and it is still not written; an operator must repair it", step)
+			if step == ledgerdb.AlarmUnbillableResult {
+				what = "a result signal for it could not be billed and it is still unsettled: its work may have been delivered " +
+					"unbilled; an operator must find the result and report it again"
+			}
 			out = append(out, Violation{Kind: KindLedgerAlarm, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
-				Message: fmt.Sprintf("job %s (%s): the ledger refused its %s for good and it is still not written; an operator must repair it (%s).",
-					j.ID, describeState(j), step, strings.Join(t.Alarms, "; "))})
+				Message: fmt.Sprintf("job %s (%s): %s (%s).", j.ID, describeState(j), what, strings.Join(t.Alarms, "; "))})
 		}
 		if t.EntrySum != j.Net() {
 			out = append(out, Violation{Kind: KindJobNet, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
@@ -243,13 +248,15 @@ func usageNote(j ledgerdb.Job) string {
 }
 
 // openAlarm says whether one of the job's alarms names a step that is still not written: the job
-// is still in a state that step moves it from.
+// is still in a state that step moves it from. An unbillable result's alarm is open while the job
+// could still take a result: until a result settles it.
 func openAlarm(t ledgerdb.JobTotals) (string, bool) {
 	pending := map[string][]ledgerdb.State{
-		"charge":  {ledgerdb.StateSubmitting},
-		"refund":  {ledgerdb.StateRunning},
-		"settle":  {ledgerdb.StateRunning, ledgerdb.StateRefunded},
-		"reclaim": {ledgerdb.StateRefunded},
+		"charge":                       {ledgerdb.StateSubmitting},
+		"refund":                       {ledgerdb.StateRunning},
+		"settle":                       {ledgerdb.StateRunning, ledgerdb.StateRefunded},
+		"reclaim":                      {ledgerdb.StateRefunded},
+		ledgerdb.AlarmUnbillableResult: {ledgerdb.StateRunning, ledgerdb.StateRefunded},
 	}
 	for _, alarm := range t.Alarms {
 		step, _, _ := strings.Cut(alarm, ":")

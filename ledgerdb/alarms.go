@@ -9,20 +9,28 @@ import (
 )
 
 // Alarm records that the database refused one of a job's ledger steps for good (see [Permanent]):
-// a refund or settlement that cannot be written needs a person, not a retry loop. A job with an
-// alarm is reported by the invariant checker until the step it names has been written.
+// a refund or settlement that cannot be written needs a person, not a retry loop. It also records
+// a result the worker could not bill ([AlarmUnbillableResult]). A job with an alarm is reported by
+// the invariant checker until the step it names has been written.
 type Alarm struct {
 	// JobID is the job's own ID (its account is AccountID).
 	JobID string
 	// AccountID is the job's account.
 	AccountID string
-	// Step is the ledger step that was refused: charge, refund or settle.
+	// Step is the ledger step that was refused: charge, refund or settle; or
+	// [AlarmUnbillableResult].
 	Step string
 	// Message is the database's refusal, scrubbed of credentials ([ScrubText]).
 	Message string
 	// RaisedAt is when the alarm was first raised.
 	RaisedAt time.Time
 }
+
+// AlarmUnbillableResult is the step of the alarm a job's workflow raises when it is sent a result
+// it cannot bill (unreadable, or naming an attempt that never ran) while the job could still take
+// one: the work may have been delivered, and no retry can tell what its sender meant. It stays
+// open until the job is settled.
+const AlarmUnbillableResult = "result"
 
 // RaiseAlarm records an alarm for a job's step, once per job and step (a repeat answers
 // AlreadyApplied and keeps the first message).

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jobbill/jobbill/internal/jsonint"
 )
 
 // The JSON contract. Product code in any language starts a MeteredJob, signals it and queries it
@@ -22,6 +24,10 @@ import (
 //     know is refused (a start ends rejected, a signal is ignored), never half-understood;
 //   - unknown fields are refused the same way, so a misspelt field (say "max_unit") can never
 //     silently bill a job differently from what its sender meant;
+//   - an integer may be written with a zero fraction or an exponent (50.0, 5e1: what Python's
+//     json.dumps and JavaScript write), as JSON Schema's "integer" allows, and a fraction (50.5)
+//     is refused (package internal/jsonint); runs from before versionWholeNumbers read the input
+//     and their signals as they did, refusing both;
 //   - the Go field names and integer nanosecond durations that runs recorded before the contract
 //     (the "legacy" form) are still read, because a worker replays those histories, and operators'
 //     scripts may still send them.
@@ -77,16 +83,35 @@ func (in JobInput) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON reads the contract's form or the legacy one. It never fails: a workflow whose
-// input cannot be decoded would fail its first task again and again and never end, so an
-// unreadable input is kept as a problem that [JobInput.Validate] reports, and the run ends
-// rejected with that reason and nothing charged.
+// UnmarshalJSON reads the contract's form or the legacy one, its integers as every language
+// writes them (jsonint.Normalize). It never fails: a workflow whose input cannot be decoded would
+// fail its first task again and again and never end, so an unreadable input is kept as a problem
+// that [JobInput.Validate] reports, and the run ends rejected with that reason and nothing
+// charged.
 func (in *JobInput) UnmarshalJSON(data []byte) error {
 	*in = JobInput{}
-	if err := in.decode(data); err != nil {
+	whole := jsonint.Normalize(data)
+	if err := in.decode(whole); err != nil {
 		*in = JobInput{problem: err}
 	}
+	if !bytes.Equal(whole, data) {
+		in.asWritten = bytes.Clone(data)
+	}
 	return nil
+}
+
+// readAsBefore is the input as a run of a version before versionWholeNumbers read it: one whose
+// integers were written with a zero fraction or an exponent is read again as it was written, and
+// refused as those runs refused it, so that they replay as they were recorded.
+func (in JobInput) readAsBefore() JobInput {
+	if in.asWritten == nil {
+		return in
+	}
+	var before JobInput
+	if err := before.decode(in.asWritten); err != nil {
+		before = JobInput{problem: err}
+	}
+	return before
 }
 
 func (in *JobInput) decode(data []byte) error {
@@ -96,7 +121,7 @@ func (in *JobInput) decode(data []byte) error {
 	}
 	if isLegacy(fields, "job_id", "account_id", "contract_version") {
 		type legacy JobInput
-		return json.Unmarshal(data, (*legacy)(in))
+		return readable(json.Unmarshal(data, (*legacy)(in)))
 	}
 	for _, name := range amountFields {
 		if _, ok := fields[name]; ok {
@@ -245,12 +270,21 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return err
+		return readable(err)
 	}
 	if dec.More() {
 		return errors.New("more than one JSON value")
 	}
 	return nil
+}
+
+// readable says why a number was refused for an integer field in the words of the one rule
+// (jsonint.Refusal), naming the field as the payload does; any other error is returned as it is.
+func readable(err error) error {
+	if field, reason, ok := jsonint.Refusal(err); ok {
+		return fmt.Errorf("%q %s", field, reason)
+	}
+	return err
 }
 
 // isLegacy reports whether a payload's fields are the legacy form: none of the contract's names

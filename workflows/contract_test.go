@@ -6,6 +6,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -264,3 +267,72 @@ func TestContractRefusesWhatItCannotRead(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"contract_version":2,"attempt":1,"output_ref":"s3://x"}`), &s))
 	require.ErrorContains(t, s.Validate(1), "contract_version 2")
 }
+
+// TestContractIntegersAreTheSchemas checks that the worker and the published schemas agree on
+// every way another language writes an integer (money rule 5: a payload the schema accepts is
+// billed as its sender meant, one it refuses is refused by the worker too): a zero fraction or an
+// exponent (Python's 20.0, 2e1, -0.0) is the integer for both, and a fraction, a number beyond the
+// field's range (1e400, Python's 1e+20 for an attempt) or a negative usage is refused by both. Each
+// payload goes through the door it comes by: the start's input decoding and validation, and a
+// current run's signal decoding and validation.
+func TestContractIntegersAreTheSchemas(t *testing.T) {
+	literals := []string{"0", "1", "20", "20.0", "2e1", "2.0E1", "2E+1", "200e-1", "-0.0", "-0", "0.0", "1.0", "1e0",
+		"20.5", "0.5", "5e-1", "-1", "-1.0", "1e3", "1.0e3", "1001", "1e+20", "1e400", "-1e400",
+		"1073741824", "1073741825", "31622400", "31622400.0", "31622401",
+		"9223372036854775807", "9223372036854775807.0", "9223372036854775808", "9.3e18"}
+	run := &meteredJob{version: latestMeteredJobVersion}
+	signal := func(payload string, v interface{ Validate() error }) error {
+		p := &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: []byte(payload)}
+		if err := run.decode(converter.NewRawValue(p), v); err != nil {
+			return err
+		}
+		return v.Validate()
+	}
+	start := func(payload string) error {
+		var in JobInput
+		if err := json.Unmarshal([]byte(payload), &in); err != nil {
+			return err
+		}
+		return in.Validate(JobWorkflowID("acme", "j"))
+	}
+	// The worker reads an explicit contract_version 0 as the version absent, 1, where the schema
+	// refuses it: a difference of what 0 means, not of how a number is written, so the zeros are
+	// left out of those rows.
+	zero := map[string]bool{"0": true, "-0": true, "0.0": true, "-0.0": true}
+	for _, tc := range []struct {
+		file, template string
+		code           func(payload string) error
+	}{
+		{"result-signal.schema.json", `{"attempt":1,"output_ref":"s3://x","units_used":%s}`,
+			func(p string) error { return signal(p, &anyAttempt{}) }},
+		{"result-signal.schema.json", `{"attempt":%s,"output_ref":"s3://x"}`,
+			func(p string) error { return signal(p, &anyAttempt{}) }},
+		{"result-signal.schema.json", `{"contract_version":%s,"attempt":1,"output_ref":"s3://x"}`,
+			func(p string) error { return signal(p, &anyAttempt{}) }},
+		{"redrive-signal.schema.json", `{"contract_version":%s,"by":"ops"}`,
+			func(p string) error { return signal(p, &RedriveRequest{}) }},
+		{"job-input.schema.json", `{"job_id":"j","account_id":"acme","kind":"k","max_units":%s}`, start},
+		{"job-input.schema.json", `{"job_id":"j","account_id":"acme","kind":"k","policy":{"maximum_attempts":%s}}`, start},
+		{"job-input.schema.json", `{"contract_version":%s,"job_id":"j","account_id":"acme","kind":"k"}`, start},
+	} {
+		schema := compileSchema(t, tc.file)
+		for _, literal := range literals {
+			if zero[literal] && strings.Contains(tc.template, `"contract_version":%s`) {
+				continue
+			}
+			payload := fmt.Sprintf(tc.template, literal)
+			v, err := jsonschema.UnmarshalJSON(strings.NewReader(payload))
+			require.NoError(t, err)
+			schemaErr, codeErr := schema.Validate(v), tc.code(payload)
+			require.Equal(t, schemaErr == nil, codeErr == nil,
+				"%s: %s\n  the schema says: %v\n  the worker says: %v", tc.file, payload, schemaErr, codeErr)
+		}
+	}
+}
+
+// anyAttempt is a result signal checked as a job whose work may have reached any attempt the
+// ledger can record would check it: the schema cannot know how many attempts a job ran.
+type anyAttempt struct{ ResultSignal }
+
+// Validate checks the signal against the ledger's own bound on attempts.
+func (s *anyAttempt) Validate() error { return s.ResultSignal.Validate(1 << 30) }

@@ -46,6 +46,9 @@ type JobInput struct {
 
 	// problem is why the input could not be decoded, or nil; Validate reports it.
 	problem error
+	// asWritten is the input as its sender wrote it, kept only when its integers were written
+	// with a zero fraction or an exponent: see readAsBefore.
+	asWritten []byte
 }
 
 // HealRequest says why a job's earlier run is being compensated.

@@ -39,8 +39,14 @@ const (
 	// the ledger refused as invalid (a maximum of units above the kind's), where earlier runs
 	// raised an alarm.
 	versionContract workflow.Version = 3
+	// versionWholeNumbers reads an integer of the input or of a signal written with a zero
+	// fraction or an exponent (50.0, 5e1) as that integer, as JSON Schema does (package
+	// internal/jsonint), where earlier runs refused it; and raises an alarm, once per run, for a
+	// result signal it cannot bill while the job could still take one, where earlier runs only
+	// counted it.
+	versionWholeNumbers workflow.Version = 4
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionContract
+	latestMeteredJobVersion = versionWholeNumbers
 )
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.

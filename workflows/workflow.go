@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -40,6 +41,9 @@ var a *activities.Activities
 func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 	version := workflow.GetVersion(ctx, meteredJobVersionID, versionOriginal, latestMeteredJobVersion)
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if version < versionWholeNumbers {
+		in = in.readAsBefore()
+	}
 	if version == versionOriginal && in.JobID == "" {
 		in.JobID = workflowID
 	}
@@ -106,6 +110,8 @@ type meteredJob struct {
 	// maxUnits is what the work is told it may use: the units a metered job's charge holds; 0
 	// for a kind sold by the job.
 	maxUnits int64
+	// resultAlarmRaised is set once the run raised its alarm for a result it could not bill.
+	resultAlarmRaised bool
 }
 
 // original reports whether this run was recorded by the first released version.
@@ -555,9 +561,14 @@ func (j *meteredJob) deadLetterDetails() string {
 func (j *meteredJob) ignoreLeftoverSignals(ctx workflow.Context) {
 	logger := workflow.GetLogger(ctx)
 	for {
-		var s ResultSignal
-		if !j.results.ReceiveAsync(&s) {
+		var raw converter.RawValue
+		if !j.results.ReceiveAsync(&raw) {
 			break
+		}
+		var s ResultSignal
+		if err := j.decode(raw, &s); err != nil {
+			logger.Info("Unreadable result ignored: the job is settled.", "State", j.status.State, "Error", err)
+			continue
 		}
 		j.status.IgnoredResults++
 		logger.Info("Result ignored: the job is settled.", "State", j.status.State, "Attempt", s.Attempt)
