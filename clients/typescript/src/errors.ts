@@ -8,7 +8,7 @@ import { JobStatus, MONEY_UNKNOWN } from './types';
  * "unknown" — such an answer says nothing about the job.
  */
 export class APIError extends Error {
-  override readonly name = 'APIError';
+  override readonly name: string = 'APIError';
   constructor(
     /** The HTTP status. */
     readonly statusCode: number,
@@ -70,4 +70,13 @@ export class InsufficientCreditsError extends Error {
   constructor(readonly status: JobStatus) {
     super('insufficient credits: the job was not started and nothing was charged');
   }
+}
+
+/**
+ * The attempt already reported a different result (another output or usage): the API's 409
+ * conflict to a result report. The first result stands and nothing was charged again; sending
+ * this report again never changes that, and no new ID helps.
+ */
+export class ResultConflictError extends APIError {
+  override readonly name = 'ResultConflictError';
 }
