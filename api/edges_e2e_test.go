@@ -4,9 +4,12 @@ package api_test
 // HTTP metrics, and the per-key rate limit.
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -307,4 +310,64 @@ func TestWorkflowURLOnlyForAdmins(t *testing.T) {
 	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
 	require.Equal(t, 201, a.code, a.raw)
 	require.True(t, strings.HasPrefix(a.str("status", "workflow_url"), internal), "an admin still gets the link: %s", a.raw)
+}
+
+// TestOversizeHeaderBlockAnswersInTheAPIShape sends, over a raw connection to the API's own
+// listener (api.Server.Serve, as `jobbill api` runs it), a request whose header block is over the
+// limit: the answer is 431 in the API's error shape — code headers_too_large, a sentence saying the
+// limit and that nothing was done, no-store — with an X-Request-Id that the request's log line
+// carries too, and the metrics count it; before, the HTTP server answered it itself in plain text,
+// without either. Money rule 8: a refused request is told apart by its ID, and says that it did
+// nothing. A header block within the limit on the same listener is served as usual.
+func TestOversizeHeaderBlockAnswersInTheAPIShape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	core, logs := observer.New(zapcore.InfoLevel)
+	m := metrics.New()
+	t.Cleanup(func() { _ = m.Close() })
+	s := api.New(api.Options{Config: config.Default().API, Jobs: e.Jobs, Ledger: e.Store, Logger: zap.New(core), Metrics: m})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	// raw sends a GET /healthz whose X-Padding header holds padding bytes, as bytes on the wire,
+	// and reads the answer.
+	raw := func(padding int) (*http.Response, []byte) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: api\r\nX-Request-Id: mine\r\nX-Padding: %s\r\n\r\n", strings.Repeat("a", padding))
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, body
+	}
+
+	resp, body := raw(api.MaxHeaderBytes + 8<<10)
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode, "%s", body)
+	require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%s", body)
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	id := resp.Header.Get("X-Request-Id")
+	require.Regexp(t, saneRequestID, id)
+	var got api.Error
+	require.NoError(t, json.Unmarshal(body, &got), "%s", body)
+	require.Equal(t, "headers_too_large", got.Code)
+	require.Contains(t, got.Message, "16 KiB")
+	require.Contains(t, got.Message, "Nothing was done")
+	require.NotEmpty(t, logs.FilterField(zap.String("request_id", id)).FilterField(zap.Int("status", 431)).All(),
+		"the refused request's log line carries its ID")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Contains(t, rec.Body.String(), `jobbill_http_requests_total{route="",status="431"} 1`+"\n")
+
+	resp, body = raw(api.MaxHeaderBytes / 2)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, "mine", resp.Header.Get("X-Request-Id"))
 }

@@ -84,7 +84,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 }
 
 // aboutExisting completes a 409 or 410 for an ID that exists in the caller's account with the
-// state of the job and its money. (The submission was checked against the key first: a job ID
+// state of the job and its money. (The request was checked against the key first: a job ID
 // names a job of the caller's account only.)
 func (s *Server) aboutExisting(key ledgerdb.JobKey, e *apiError) *apiError {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -192,6 +192,10 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 		return 0, nil, gone(st)
 	}
 	report, err := s.opts.Jobs.ReportResult(r.Context(), st.Key(), res)
+	if errors.Is(err, ledgerdb.ErrConflict) {
+		// The attempt's first result stands: this is no submission's conflict, and no new ID helps.
+		return 0, nil, s.aboutExisting(st.Key(), newError(http.StatusConflict, "conflict", jobs.ResultConflictMessage))
+	}
 	if err != nil {
 		return 0, nil, err
 	}

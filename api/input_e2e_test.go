@@ -35,9 +35,10 @@ func (e *env) inbox(t *testing.T, account, jobID string) int {
 
 // TestTextFieldsRefuseInvisibleCharacters checks every free-text field the API takes — a
 // submission's input_ref, a result's output_ref, a price's and a grant's memo, a redrive's by and
-// note — against the ledger's one text rule: a zero-width, bidirectional, byte-order or control
-// character is 400 invalid_input naming the field as the body names it, and nothing is written (no
-// job, no result, no price, no grant; rule 1: what is kept reads as what it is).
+// note, an API key's name — against the ledger's one text rule: a zero-width, bidirectional,
+// byte-order or control character is 400 invalid_input naming the field as the body names it, and
+// nothing is written (no job, no result, no price, no grant, no key; rule 1: what is kept reads as
+// what it is).
 func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -62,6 +63,7 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 			{"memo", "POST", "/v1/accounts/" + acct + "/grants", map[string]any{"amount": 5, "key": fmt.Sprintf("g-%X", r), "memo": bad}},
 			{"by", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, map[string]any{"by": bad}},
 			{"note", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + acct, map[string]any{"by": "ops", "note": bad}},
+			{"name", "POST", "/v1/keys", map[string]any{"scope": "runner", "name": unwritten + bad}},
 		} {
 			a := call(t, base, tc.method, tc.path, admin, tc.body)
 			require.Equal(t, 400, a.code, "%s with %U: %s", tc.field, r, a.raw)
@@ -70,6 +72,9 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 			require.Contains(t, a.str("message"), fmt.Sprintf("%U", r), "the message names the character")
 		}
 		require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+unwritten+"?account_id="+acct, admin, nil).code, "the refused submission wrote nothing")
+		var keys int
+		require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1`, unwritten+bad).Scan(&keys))
+		require.Zero(t, keys, "%U: the refused key was not written", r)
 	}
 
 	_, err := e.Store.PriceHistory(context.Background(), newKind)

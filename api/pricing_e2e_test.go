@@ -11,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
@@ -388,4 +390,47 @@ func TestPriceRoutes(t *testing.T) {
 
 	require.Equal(t, 401, call(t, base, "GET", "/v1/prices", "", nil).code)
 	require.Equal(t, 405, call(t, base, "POST", path, admin, v1).code)
+}
+
+// TestResultConflictSaysTheFirstResultStands checks the report door when an attempt reports a
+// second, different result (money rules 2 and 8: a job is settled once, whatever is reported
+// twice). The first report settles the metered job at its usage; a second one of the same attempt
+// with another usage is refused with 409 conflict in the result's own fixed words — the first
+// result stands, nothing was charged again — never the submission's "use a new ID", with the job's
+// state and money state; the Go client reports it as ErrResultConflict with the same words. Nothing
+// is written: the rows and the settlement are the first report's.
+func TestResultConflictSaysTheFirstResultStands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.meteredRunning(t)
+	acct, runner, base, id := m.acct, m.runner, m.base, m.id
+	path := "/v1/jobs/" + id + "/result?account_id=" + acct
+
+	a := call(t, base, "POST", path, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/first", "units_used": 120})
+	require.Equal(t, 200, a.code, a.raw)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
+	settled := []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -300}, {Kind: ledgerdb.KindRelease, Amount: 180}}
+	require.Equal(t, settled, e.jobRows(t, acct, id))
+
+	a = call(t, base, "POST", path, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/first", "units_used": 60})
+	require.Equal(t, 409, a.code, a.raw)
+	require.Equal(t, "conflict", a.str("code"))
+	require.Equal(t, jobs.ResultConflictMessage, a.str("message"))
+	require.NotContains(t, a.str("message"), "new ID")
+	require.Equal(t, "delivered", a.str("state"))
+	require.Equal(t, "charged", a.str("money_state"))
+
+	c := &apiclient.Client{BaseURL: base, Key: runner, AccountID: acct}
+	used := int64(60)
+	_, err := c.ReportResult(context.Background(), id, apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out/other", UnitsUsed: &used})
+	require.ErrorIs(t, err, apiclient.ErrResultConflict)
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 409, ae.StatusCode)
+	require.Equal(t, jobs.ResultConflictMessage, ae.Message)
+	require.Equal(t, "charged", ae.MoneyState)
+
+	require.Equal(t, 1, e.resultReports(t, acct, id), "only the first report was recorded")
+	require.Equal(t, settled, e.jobRows(t, acct, id))
+	ledgertest.RequireBalance(t, e.Store, acct, 1000-120)
 }

@@ -165,7 +165,8 @@ func New(opts Options) *Server {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve answers requests on ln until ctx is done, then stops taking new ones and gives
-// in-flight requests (a submission waiting for its charge decision) ShutdownTimeout to finish.
+// in-flight requests (a submission waiting for its charge decision) ShutdownTimeout to finish. A
+// header block over MaxHeaderBytes is answered in the API's error shape too (headerLimitListener).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -173,11 +174,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadTimeout:       s.opts.Config.ReadTimeout,
 		WriteTimeout:      s.opts.Config.WriteTimeout,
 		IdleTimeout:       s.opts.Config.IdleTimeout,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          zap.NewStdLog(s.opts.Logger),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(headerLimitListener{Listener: ln, s: s}) }()
 	select {
 	case err := <-errc:
 		return err
@@ -285,14 +286,18 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
-// writeJSON answers a status and a JSON body. Answers about money must never be cached.
+// writeJSON answers a status and a JSON body.
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	h := w.Header()
+	jsonHeaders(w.Header())
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// jsonHeaders are the headers of every JSON answer. Answers about money must never be cached.
+func jsonHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
 }
 
 // healthz says the process is up; it checks nothing else, so an orchestrator does not restart a

@@ -113,7 +113,14 @@ type APIError struct {
 	RetryAfter time.Duration `json:"-"`
 	// notAPI marks an answer whose body was not the API's error shape.
 	notAPI bool
+	// is is the client's own error the answer means, where a call knows one (a result's 409
+	// conflict is [ErrResultConflict]); nil otherwise.
+	is error
 }
+
+// Unwrap lets errors.Is match the client's own error the answer means, such as
+// [ErrResultConflict].
+func (e *APIError) Unwrap() error { return e.is }
 
 // FromAPI reports whether the answer was the API's own error (a JSON body with a code), whose
 // code and money state can be believed; an answer from a proxy or a misrouted request is not.
@@ -132,6 +139,11 @@ var (
 	ErrNotReceived = errors.New("not received by the server, not charged; please retry")
 	// ErrInsufficientCredits means the job was rejected; nothing was charged.
 	ErrInsufficientCredits = errors.New("insufficient credits: the job was not started and nothing was charged")
+	// ErrResultConflict means the attempt already reported a different result (another output or
+	// usage): the first result stands, and nothing was charged again. [Client.ReportResult]
+	// answers it as an *APIError that matches it with errors.Is; sending the report again never
+	// changes the answer.
+	ErrResultConflict = errors.New("this attempt already reported a different result; the first result stands and nothing was charged again")
 	// ErrInvalidInput means the client refused a call's arguments before sending anything (an
 	// empty ID, a negative limit …); the error's text says which.
 	ErrInvalidInput = errors.New("jobbill client: invalid input, nothing was sent")

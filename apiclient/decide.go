@@ -99,6 +99,10 @@ const (
 	CodeDeleted = "deleted"
 	// CodeInsufficientCredits is the API's 402: the job was rejected and nothing was charged.
 	CodeInsufficientCredits = "insufficient_credits"
+	// CodeConflict is the API's 409 for a request that contradicts an earlier one under the same
+	// ID: a submission's different request, or, to a result report, a different result of the
+	// same attempt ([ErrResultConflict]).
+	CodeConflict = "conflict"
 )
 
 // Observation is one look at a job: a transport error, or an HTTP status with, for 200, the

@@ -53,6 +53,9 @@ type decisionTable struct {
 	MaxResubmissions int           `json:"max_resubmissions"`
 	OnNotFound       []decisionRow `json:"on_not_found"`
 	Decide           []decisionRow `json:"decide"`
+	// WorkflowIDHeld is the rule of a submission through Temporal, which the job service's and the
+	// TypeScript Temporal helper's tests read; this client submits through the API.
+	WorkflowIDHeld json.RawMessage `json:"workflow_id_held"`
 }
 
 // readDecisions reads the shared table; unknown fields are refused, so a row the Go test would

@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -74,7 +75,9 @@ func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
 // ReportResult reports that a job's result landed (POST /v1/jobs/{id}/result), with the units
 // its work used. It takes a runner key (the GPU service's) or an admin key: the usage decides what
 // the job costs, so a customer key is refused (403). Reporting the same result again is harmless
-// (path already_applied). A refusal is an *APIError; nothing was written.
+// (path already_applied); a different result of an attempt that already reported one is an
+// *APIError matching [ErrResultConflict] (the first result stands, nothing was charged again). A
+// refusal is an *APIError; nothing was written.
 func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
 	id, err := pathID("job ID", jobID)
 	if err != nil {
@@ -86,6 +89,10 @@ func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport)
 	}
 	var answer ResultAnswer
 	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(""), body, &answer, http.StatusOK, http.StatusAccepted)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.FromAPI() && ae.StatusCode == http.StatusConflict && ae.Code == CodeConflict {
+		ae.is = ErrResultConflict
+	}
 	return answer, err
 }
 

@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -148,8 +147,12 @@ func (s Spec) Validate(now time.Time) error {
 		return &ledgerdb.InvalidInputError{Field: "name", Reason: "is not valid UTF-8"}
 	case n > MaxNameLength:
 		return &ledgerdb.InvalidInputError{Field: "name", Reason: fmt.Sprintf("is %d characters; at most %d are allowed", n, MaxNameLength)}
-	case strings.IndexFunc(s.Name, unicode.IsControl) >= 0:
-		return &ledgerdb.InvalidInputError{Field: "name", Reason: "must not contain control characters"}
+	}
+	// The ledger's one rule for free text: a name is shown in every list and log line, where a
+	// bidirectional override or a zero-width character would make it read as another name. The
+	// length is bounded in characters above, so the rule's bound in bytes is the most they take.
+	if err := ledgerdb.ValidateText("name", s.Name, MaxNameLength*utf8.UTFMax); err != nil {
+		return err
 	}
 	if s.ExpiresAt != nil && !s.ExpiresAt.After(now) {
 		return &ledgerdb.InvalidInputError{Field: "expires_at", Reason: fmt.Sprintf("is %s; it must be in the future", s.ExpiresAt.UTC().Format(time.RFC3339))}

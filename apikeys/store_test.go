@@ -163,8 +163,9 @@ func TestExpiredKeyFailsAuthentication(t *testing.T) {
 
 // TestBadSpecWritesNothing checks that a key that cannot be is refused with an error naming what
 // is wrong, and that nothing is written: an unknown scope, a customer key without an account, a
-// runner or admin key with one, a malformed or unknown account, a missing, overlong or
-// control-character name, an expiry in the past.
+// runner or admin key with one, a malformed or unknown account, a missing or overlong name, a name
+// the ledger's one text rule refuses (a control, bidirectional or zero-width character: a name
+// must read as what it is in every list and log), an expiry in the past.
 func TestBadSpecWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -186,7 +187,9 @@ func TestBadSpecWritesNothing(t *testing.T) {
 		{"unknown account", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: ghost}, "unknown account"},
 		{"blank name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: " "}, "name: is required"},
 		{"overlong name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: strings.Repeat("n", 201)}, "name: is 201 characters"},
-		{"control in name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: "a\nb"}, "name: must not contain control characters"},
+		{"control in name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: "a\nb"}, "name: must not contain the invisible or control character U+000A"},
+		{"bidi override in name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: "ops: \u202eecila"}, "name: must not contain the invisible or control character U+202E"},
+		{"zero-width space in name", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, Name: "acme\u200bweb app"}, "name: must not contain the invisible or control character U+200B"},
 		{"expired already", apikeys.Spec{Scope: apikeys.ScopeCustomer, AccountID: acct, ExpiresAt: &past}, "expires_at"},
 	} {
 		if tc.spec.Name == "" {

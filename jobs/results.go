@@ -33,6 +33,12 @@ const (
 // this sentence alone.
 const RecordedMessage = "The result is recorded and will be applied as soon as the workflow service is reachable."
 
+// ResultConflictMessage is what a reporter is told when the attempt already reported a different
+// result (another output or usage): [Service.ReportResult]'s [ledgerdb.ErrConflict]. It is not a
+// submission's conflict — no new ID helps — so every door that takes a result (the HTTP API,
+// `jobbill job report`, the clients) says this, in these fixed words.
+const ResultConflictMessage = "This attempt already reported a different result (another output or usage). The first result stands and this one was not recorded; nothing was charged again."
+
 // ResultReport is what [Service.ReportResult] did with a result.
 type ResultReport struct {
 	// Path is how the result reached the job: PathSignal, PathFallback, PathRecorded or

@@ -207,18 +207,47 @@ func (s *Service) startAndAwaitCharge(ctx context.Context, job Job, placeholder 
 	return handle.Get(ctx, &decision)
 }
 
+// heldIDAction is what a submission does when its start is refused because a workflow already
+// holds the job's workflow ID.
+type heldIDAction string
+
+// The actions of [onWorkflowIDHeld].
+const (
+	// joinRun: the job's own workflow runs; send the charge-decision update to it.
+	joinRun heldIDAction = "join"
+	// answerFromRecord: the job's own workflow has closed; answer the job as it stands and never
+	// start it again (a closed run's ID starting again is how a closed job could run twice).
+	answerFromRecord heldIDAction = "answer_from_record"
+	// workflowIDTaken: another program's workflow holds the ID, running or closed; the job can
+	// never start under it.
+	workflowIDTaken heldIDAction = "workflow_id_taken"
+)
+
+// onWorkflowIDHeld is the rule for a job's workflow ID held by a workflow of workflowType that is
+// running or not. It is shared, row for row, with the TypeScript Temporal helper: both are tested
+// against the workflow_id_held table of apiclient/testdata/submission-decisions.json.
+func onWorkflowIDHeld(workflowType string, running bool) heldIDAction {
+	switch {
+	case workflowType != workflows.WorkflowType:
+		return workflowIDTaken
+	case running:
+		return joinRun
+	}
+	return answerFromRecord
+}
+
 // attach sends the charge-decision update to the workflow already under the job's workflow ID,
-// after checking that it is this job's MeteredJob and that it runs.
+// after checking that it is this job's MeteredJob and that it runs ([onWorkflowIDHeld]).
 func (s *Service) attach(ctx context.Context, workflowID, jobID string) (client.WorkflowUpdateHandle, error) {
 	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("describing the workflow under the job's ID: %w", err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	switch {
-	case info.GetType().GetName() != workflows.WorkflowType:
+	switch onWorkflowIDHeld(info.GetType().GetName(), info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+	case workflowIDTaken:
 		return nil, fmt.Errorf("%w (a %q workflow)", errWorkflowIDTaken, info.GetType().GetName())
-	case info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	case answerFromRecord:
 		return nil, errWorkflowEnded
 	}
 	handle, err := s.opts.Temporal.UpdateWorkflow(ctx, chargeDecisionUpdate(workflowID, jobID))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -44,6 +45,45 @@ func TestURLPolicyRefusesInternalAddresses(t *testing.T) {
 	require.NoError(t, open.Check("https://localhost/"))
 	require.Error(t, open.Check("ftp://127.0.0.1/"))
 	require.Error(t, open.Check("not a url"))
+}
+
+// TestURLPolicyNormalisesTheHost checks the SSRF rule against hosts written so that the URL's text
+// misses what the worker's dialer would reach: a trailing dot (a fully qualified name: localhost.
+// is localhost, metadata.google.internal. the cloud metadata service), letters in another case,
+// international forms that map to an internal name or address (a circled or fullwidth letter or
+// digit, an ideographic full stop), IPv4 in notations other than four decimal numbers (one number,
+// hexadecimal, octal, fewer parts — which resolvers read as 127.0.0.1), a name of one label (only
+// a resolver's search domains make it resolve, inside), and IPv6 forms that embed an internal IPv4
+// address (NAT64, IPv4-compatible), with or without a zone. Each is refused when the endpoint is made, as bad input naming
+// the field — before, such a URL passed, and its deliveries were refused at connect time and retried
+// for 72 hours. Public hosts in the same forms still pass.
+func TestURLPolicyNormalisesTheHost(t *testing.T) {
+	strict := webhooks.URLPolicy{}
+	for _, bad := range []string{
+		"https://localhost./x", "https://localhost../x", "https://LOCALHOST/x", "https://LocalHost./x",
+		"https://metadata.google.internal./computeMetadata/v1/", "https://Metadata.Google.Internal/",
+		"https://printer.LOCAL./", "https://api.localhost./", "https://127.0.0.1./", "https://169.254.169.254./",
+		"https://ⓛocalhost/", "https://ｌｏｃａｌｈｏｓｔ/",
+		"https://１２７.０.０.１/", "https://127。0。0。1/", "https://169。254。169。254/",
+		"https://2130706433/", "https://0x7f000001/", "https://0177.0.0.1/", "https://127.1/", "https://0/",
+		"https://0xa9.0xfe.0xa9.0xfe/", "https://2852039166/", "https://10.1/",
+		"https://metadata/computeMetadata/v1/", "https://router./",
+		"https://[64:ff9b::a9fe:a9fe]/", "https://[64:ff9b::7f00:1]/", "https://[::7f00:1]/", "https://[::a00:307]/",
+		"https://./", "https://[::ffff:169.254.169.254]/", "https://[64:ff9b::7f00:1%25eth0]/", "https://[::7f00:1%25eth0]/",
+		"https://[2001:db8::1%25eth0]/",
+	} {
+		err := strict.Check(bad)
+		var invalid *ledgerdb.InvalidInputError
+		require.ErrorAs(t, err, &invalid, "%q passed the check", bad)
+		require.Equal(t, "url", invalid.Field, bad)
+	}
+	for _, ok := range []string{
+		"https://Hooks.Example.COM/jobbill", "https://hooks.example.com./jobbill", "https://bücher.example/hooks",
+		"https://xn--bcher-kva.example/hooks", "https://hooks_1.example.com/", "https://[64:ff9b::5db8:d70e]/",
+		"https://93.184.215.14./x",
+	} {
+		require.NoError(t, strict.Check(ok), ok)
+	}
 }
 
 // TestWorkerRefusesInternalAddressAtSend checks the SSRF rule at send time: an endpoint whose URL
@@ -89,9 +129,11 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 }
 
 // TestWorkerRefusesANameThatResolvesInside checks the SSRF rule where the URL alone cannot tell:
-// a host name that passes the URL check but resolves to an internal address (this machine's own
-// name, or a name re-pointed after the endpoint was made) is refused when the worker connects,
-// before anything is sent, and the attempt is logged with the reason.
+// a host name that resolves to an internal address (this machine's own name, or a name re-pointed
+// after the endpoint was made) is refused when the worker connects, before anything is sent, and
+// the attempt is logged with the reason. A machine's name of one label is refused already when an
+// endpoint is made (only search domains resolve it), so the endpoint is then one made while private
+// URLs were allowed, which the worker's dialer must refuse all the same.
 func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	ctx := context.Background()
 	host, err := os.Hostname()
@@ -109,7 +151,12 @@ func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
 	require.NoError(t, err)
 	url := "https://" + host + ":" + port + "/hooks"
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, webhooks.URLPolicy{})
+	made := webhooks.URLPolicy{}
+	if !strings.Contains(host, ".") {
+		require.Error(t, made.Check(url), "a name of one label is refused when an endpoint is made")
+		made.AllowPrivate = true
+	}
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, made)
 	require.NoError(t, err, "the URL itself names no internal address")
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))

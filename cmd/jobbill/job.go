@@ -141,7 +141,8 @@ the reconcile pass applies it later ("path": "recorded"). A metered job is settl
 charged units × unit price, capped at its hold, the rest of the hold released; without it, the
 whole hold is charged. A kind sold by the job costs its price whatever its usage. An attempt below
 1 or beyond the attempts the job has started, an empty output, or a negative usage is refused with
-nothing written.`,
+nothing written; so is a different result of an attempt that already reported one, whose first
+result stands.`,
 		Example: `  jobbill job report tr-1 --account acme --attempt 1 --output s3://results/tr-1 --units-used 137`,
 		// Checked before connecting, so that a refused usage never reaches the ledger.
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -157,7 +158,11 @@ nothing written.`,
 			// the job costs its price whatever a result says it used.
 			result.UnitsUsed = &unitsUsed
 		}
-		return st.ReportResult(cmd.Context(), key, result)
+		report, err := st.ReportResult(cmd.Context(), key, result)
+		if errors.Is(err, ledgerdb.ErrConflict) {
+			return nil, fmt.Errorf("job %q of %s, attempt %d: %s", key.JobID, key.AccountID, attempt, jobs.ResultConflictMessage)
+		}
+		return report, err
 	})
 	cmd.Flags().IntVar(&attempt, "attempt", 1, "the attempt that produced the result (one the job's work has started)")
 	cmd.Flags().StringVar(&outputRef, "output", "", "where the result is (required)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,4 +42,33 @@ func TestJobStatusShowsOperatorsTheScrubbedDetail(t *testing.T) {
 	out, err = e.run(t, "job", "status", ledgertest.ID(t, "never-sent"), "--account", acct)
 	require.ErrorContains(t, err, jobs.NotReceivedMessage, out)
 	ledgertest.RequireBalance(t, e.Store, acct, 100)
+}
+
+// TestJobReportConflictSaysTheFirstResultStands checks `jobbill job report` when an attempt
+// reports a second, different result (money rules 2 and 8: a job is settled once, whatever is
+// reported twice): the command fails with the result's own fixed words — the first result stands,
+// nothing was charged again — never a submission's "use a new ID", and writes nothing: the job
+// keeps the first output and the one charge.
+func TestJobReportConflictSaysTheFirstResultStands(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, e.Store, 100)
+	kind := ledgertest.Fixed(t, e.Store, 10)
+	id := ledgertest.ID(t, "job")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	e.ok(t, "job", "submit", id, acct, kind, "--input", "sim:hang")
+	e.ok(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/first")
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := e.Jobs.Wait(waitCtx, key, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+
+	out, err := e.run(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/second")
+	require.ErrorContains(t, err, jobs.ResultConflictMessage, out)
+	require.NotContains(t, err.Error(), "different request")
+	st, err := e.Jobs.Status(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "s3://out/first", st.OutputRef)
+	ledgertest.RequireRows(t, e.Store, key, 10, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 90)
 }

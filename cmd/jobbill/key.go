@@ -156,8 +156,11 @@ func newKeyListCommand() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSCOPE\tACCOUNT\tSTATUS\tCREATED\tEXPIRES\tREVOKED\tNAME")
 			for _, k := range keys {
+				// A name stored before key names came under the ledger's text rule may hold a
+				// bidirectional override or a zero-width character: printed as the rule would
+				// have kept it, it reads as what it is.
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Scope, orDash(k.AccountID), k.Status,
-					k.CreatedAt.Format("2006-01-02 15:04:05"), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt), k.Name)
+					k.CreatedAt.Format("2006-01-02 15:04:05"), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt), ledgerdb.ClipText(k.Name))
 			}
 			return w.Flush()
 		}),

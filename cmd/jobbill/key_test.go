@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"regexp"
 	"testing"
@@ -70,7 +73,8 @@ func TestKeyCommandsRoundTrip(t *testing.T) {
 // TestKeyCreateBadInputWritesNothing checks that `jobbill key create` refuses a key that cannot
 // be with an error naming the flag, and writes nothing: an unknown scope, an account missing for
 // a customer key or given for a runner or admin key, an account that does not exist, an expiry
-// that is no duration or time, not above zero or in the past, a missing name or scope.
+// that is no duration or time, not above zero or in the past, a missing name or scope, a name the
+// ledger's one text rule refuses (a bidirectional override, a zero-width space).
 func TestKeyCreateBadInputWritesNothing(t *testing.T) {
 	e := newCLIEnv(t)
 	acct := ledgertest.Account(t, e.Store, 0)
@@ -90,6 +94,8 @@ func TestKeyCreateBadInputWritesNothing(t *testing.T) {
 		{[]string{"--scope", "customer", "--account", acct, "--expires", "-1h"}, "--expires is -1h; a duration must be above zero"},
 		{[]string{"--scope", "customer", "--account", acct, "--expires", "2020-01-01T00:00:00Z"}, "--expires is 2020-01-01T00:00:00Z; it must be in the future"},
 		{[]string{"--scope", "customer", "--account", acct, "--name", ""}, "--name is required"},
+		{[]string{"--scope", "customer", "--account", acct, "--name", "acme \u202eppa bew"}, "--name must not contain the invisible or control character U+202E"},
+		{[]string{"--scope", "customer", "--account", acct, "--name", "acme\u200bweb"}, "--name must not contain the invisible or control character U+200B"},
 		{[]string{"--account", acct}, `required flag(s) "scope" not set`},
 	} {
 		args := append([]string{"key", "create", "--name", name}, tc.args...)
@@ -101,4 +107,28 @@ func TestKeyCreateBadInputWritesNothing(t *testing.T) {
 	var n int
 	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1 OR account_id = $2`, name, acct).Scan(&n))
 	require.Zero(t, n, "no refused key was written")
+}
+
+// TestKeyListPrintsStoredNamesSafely checks `jobbill key list` on a key whose name was stored
+// before key names came under the ledger's text rule (written here through the ledger's own
+// function, as the rule's absence let it be): the table never prints a bidirectional override or
+// a zero-width character raw — they would make the operator read another name, or shift the
+// columns — but the rest of the name, so the key can still be told apart and revoked.
+func TestKeyListPrintsStoredNamesSafely(t *testing.T) {
+	e := newCLIEnv(t)
+	acct := ledgertest.Account(t, e.Store, 0)
+	var random [12]byte
+	_, _ = rand.Read(random[:])
+	id := "key_" + hex.EncodeToString(random[:])
+	hash := sha256.Sum256(random[:])
+	var outcome string
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
+		`SELECT outcome FROM ledger_create_api_key($1, $2, 'customer', $3, $4, NULL)`,
+		id, hash[:], acct, "acme \u202eppa bew\u200b").Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+
+	out := e.ok(t, "key", "list", "--account", acct)
+	require.NotContains(t, out, "\u202e")
+	require.NotContains(t, out, "\u200b")
+	require.Regexp(t, id+`\s+customer\s+`+acct+`\s+active\s+.*acme\s+ppa bew`, out)
 }

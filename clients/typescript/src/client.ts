@@ -14,7 +14,7 @@
 
 import { Backoff, BackoffOptions, parseRetryAfter } from './backoff';
 import { CODE_INSUFFICIENT_CREDITS, decide, isTransient, isTransientStatus, Observation, Tracked } from './decide';
-import { APIError, InsufficientCreditsError, InvalidInputError, JobDeletedError, NotReceivedError } from './errors';
+import { APIError, InsufficientCreditsError, InvalidInputError, JobDeletedError, NotReceivedError, ResultConflictError } from './errors';
 import {
   Account,
   JobPage,
@@ -390,7 +390,9 @@ export class Client {
   /**
    * Reports that a job's result landed (POST /v1/jobs/{id}/result), with the units its work used.
    * It takes a runner (or admin) key: the usage decides what a metered job costs. The same report
-   * again is harmless (path already_applied). A refusal is an APIError; nothing was written.
+   * again is harmless (path already_applied); a different result of an attempt that already
+   * reported one is a {@link ResultConflictError} (the first result stands, nothing was charged
+   * again). A refusal is an APIError; nothing was written.
    */
   async reportResult(jobId: string, report: ResultReport, opts: CallOptions = {}): Promise<ResultAnswer> {
     checkId('job_id', jobId);
@@ -403,14 +405,21 @@ export class Client {
     if (r.units_used !== undefined) {
       checkCount('units_used', r.units_used, 0);
     }
-    return this.call<ResultAnswer>(
-      'POST',
-      `/v1/jobs/${encodeURIComponent(jobId)}/result`,
-      this.jobQuery(undefined),
-      JSON.stringify(report),
-      [200, 202],
-      opts,
-    );
+    try {
+      return await this.call<ResultAnswer>(
+        'POST',
+        `/v1/jobs/${encodeURIComponent(jobId)}/result`,
+        this.jobQuery(undefined),
+        JSON.stringify(report),
+        [200, 202],
+        opts,
+      );
+    } catch (err) {
+      if (err instanceof APIError && err.fromAPI && err.statusCode === 409 && err.code === 'conflict') {
+        throw new ResultConflictError(err.statusCode, err.code, err.apiMessage, err.moneyState, err.state, err.retryAfterMs, err.fromAPI);
+      }
+      throw err;
+    }
   }
 
   /**

@@ -8,7 +8,7 @@ import { JobStatus, MONEY_UNKNOWN } from './types';
  * "unknown" — such an answer says nothing about the job.
  */
 export class APIError extends Error {
-  override readonly name = 'APIError';
+  override readonly name: string = 'APIError';
   constructor(
     /** The HTTP status. */
     readonly statusCode: number,
@@ -69,5 +69,36 @@ export class InsufficientCreditsError extends Error {
   override readonly name = 'InsufficientCreditsError';
   constructor(readonly status: JobStatus) {
     super('insufficient credits: the job was not started and nothing was charged');
+  }
+}
+
+/**
+ * The attempt already reported a different result (another output or usage): the API's 409
+ * conflict to a result report. The first result stands and nothing was charged again; sending
+ * this report again never changes that, and no new ID helps.
+ */
+export class ResultConflictError extends APIError {
+  override readonly name = 'ResultConflictError';
+}
+
+/**
+ * The job's workflow ID is held by another program's workflow (running or closed), so the job's
+ * own workflow can never start under it: the job was not started, nothing was charged, and this
+ * ID can never be charged — a new try needs a new ID. The helpers never send the job's charge
+ * decision into a workflow that is not the job's.
+ */
+export class WorkflowIdTakenError extends Error {
+  override readonly name = 'WorkflowIdTakenError';
+  /** Where the money stands: the job was never started. */
+  readonly moneyState = 'not_charged';
+  constructor(
+    /** The job's workflow ID. */
+    readonly workflowId: string,
+    /** The type of the workflow that holds it. */
+    readonly workflowType: string,
+  ) {
+    super(
+      `the job's workflow ID ${workflowId} is held by another program's workflow (${workflowType}): the job was not started and nothing was charged; this ID can never be charged, so submit the job again under a new ID`,
+    );
   }
 }

@@ -3,8 +3,15 @@
 // JSON contract (contract/*.schema.json): namespace jobbill, task queue jobbill-metered-jobs,
 // workflow MeteredJob under the ID job/<account>/<job>, payloads in snake_case.
 
-import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
-import { InvalidInputError } from './errors';
+import {
+  Client,
+  Connection,
+  WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowHandle,
+  WorkflowNotFoundError,
+} from '@temporalio/client';
+import { InvalidInputError, WorkflowIdTakenError } from './errors';
 import { checkCount, checkId, checkKeys, checkSubmission, checkText, SUBMISSION_FIELDS } from './validate';
 
 /** jobbill's own Temporal namespace. */
@@ -174,14 +181,37 @@ function checkVersion(v: unknown): void {
 }
 
 /**
- * Submits a job: starts its MeteredJob workflow under job/<account>/<job> with Update-With-Start
- * (conflict policy USE_EXISTING, so a repeated submission joins the job's running workflow
- * instead of starting a second) and waits for the charge-decision update's answer: running
- * (charged) or rejected (not charged, with the reason). The same submission after the workflow
- * closed is answered from the ledger (docs/contract.md): an ID is charged once whatever is sent
- * twice. The update's ID is the one the job service uses, so a retried submission is the same
- * update, answered once. An input that carries an amount, an unknown field or an invalid ID or kind
- * throws {@link InvalidInputError} and nothing is sent.
+ * What a submission does when its start is refused because a workflow already holds the job's
+ * workflow ID: `join` (the job's own workflow runs: send the charge-decision update to it),
+ * `answer_from_record` (it has closed: answer the job as it stands, never start it again) or
+ * `workflow_id_taken` (another program's workflow, running or closed: the job can never start).
+ */
+export type HeldIdAction = 'join' | 'answer_from_record' | 'workflow_id_taken';
+
+/**
+ * The rule for a job's workflow ID held by a workflow of workflowType, running or not: the job
+ * service's own (jobs/service.go), tested row for row against the same table
+ * (apiclient/testdata/submission-decisions.json, workflow_id_held).
+ */
+export function onWorkflowIdHeld(workflowType: string, running: boolean): HeldIdAction {
+  if (workflowType !== WORKFLOW_TYPE) {
+    return 'workflow_id_taken';
+  }
+  return running ? 'join' : 'answer_from_record';
+}
+
+/**
+ * Submits a job as jobbill's job service does: starts its MeteredJob workflow under
+ * job/<account>/<job> with Update-With-Start and waits for the charge-decision update's answer:
+ * running (charged) or rejected (not charged, with the reason). The start takes conflict policy
+ * FAIL and reuse policy REJECT_DUPLICATE, so it never joins blindly and a closed job's ID never
+ * starts again; when a workflow already holds the ID, {@link onWorkflowIdHeld} decides: the job's
+ * own running workflow gets the same update (its ID is the job service's, so a retried submission
+ * is the same update, answered once); a closed one — found closed, or closed by the time its
+ * decision is answered — answers from its `status` query, the job as it stands (a run that closed
+ * before its charge was decided answers `submitting`, not charged: jobbill's reconcile pass settles
+ * it); another program's workflow throws {@link WorkflowIdTakenError}, nothing started or charged. An ID is charged once whatever is sent twice. An input that carries an amount, an
+ * unknown field or an invalid ID or kind throws {@link InvalidInputError} and nothing is sent.
  */
 export async function submitJob(client: Client, input: JobInput, opts: SubmitOptions = {}): Promise<ChargeDecision> {
   checkSubmission('the job input', input, ['contract_version', 'policy'], 0);
@@ -190,16 +220,60 @@ export async function submitJob(client: Client, input: JobInput, opts: SubmitOpt
     checkPolicy(input.policy);
   }
   const workflowId = jobWorkflowId(input.account_id, input.job_id);
+  const updateId = `${UPDATE_CHARGE_DECISION}:${input.job_id}`;
   const startWorkflowOperation = new WithStartWorkflowOperation(WORKFLOW_TYPE, {
     workflowId,
     taskQueue: opts.taskQueue ?? TASK_QUEUE,
     args: [{ contract_version: CONTRACT_VERSION, ...input }],
-    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdConflictPolicy: 'FAIL',
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
   });
-  return client.workflow.executeUpdateWithStart<any, ChargeDecision, []>(UPDATE_CHARGE_DECISION, {
-    startWorkflowOperation,
-    updateId: `${UPDATE_CHARGE_DECISION}:${input.job_id}`,
-  });
+  const handle = client.workflow.getHandle(workflowId);
+  let decision: ChargeDecision;
+  try {
+    decision = await client.workflow.executeUpdateWithStart<any, ChargeDecision, []>(UPDATE_CHARGE_DECISION, {
+      startWorkflowOperation,
+      updateId,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+      throw err;
+    }
+    return answerHeld(handle, workflowId, updateId);
+  }
+  // Temporal answers a retried submission's update from the execution that took it, without
+  // starting anything, also once that execution has closed — its decision then long out of date (a
+  // refunded job still "charged"). So, as the job service reads the ledger after the decision, a
+  // run that is no longer running answers from its status.
+  if ((await handle.describe()).status.name === 'RUNNING') {
+    return decision;
+  }
+  return statusDecision(handle);
+}
+
+/** Answers a submission whose start was refused because a workflow holds the job's workflow ID. */
+async function answerHeld(handle: WorkflowHandle, workflowId: string, updateId: string): Promise<ChargeDecision> {
+  const held = await handle.describe();
+  switch (onWorkflowIdHeld(held.type, held.status.name === 'RUNNING')) {
+    case 'workflow_id_taken':
+      throw new WorkflowIdTakenError(workflowId, held.type);
+    case 'join':
+      try {
+        return await handle.executeUpdate<ChargeDecision, []>(UPDATE_CHARGE_DECISION, { updateId });
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) {
+          throw err;
+        }
+        // It closed between the two calls: its status is the answer.
+      }
+  }
+  return statusDecision(handle);
+}
+
+/** The job's charge as its workflow's status query tells it now: a closed run's answer. */
+async function statusDecision(handle: WorkflowHandle): Promise<ChargeDecision> {
+  const st = await handle.query<WorkflowJobStatus>(QUERY_STATUS);
+  return { state: st.state, money_state: st.money_state, reason: st.state === 'rejected' ? st.reason : '' };
 }
 
 /** Reads a job's status from its workflow (query `status`); it answers closed workflows too. */

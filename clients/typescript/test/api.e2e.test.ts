@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
-import { APIError, Client, InsufficientCreditsError, InvalidInputError, JobDeletedError, JobStatus, newJobId } from '../src';
+import { APIError, Client, InsufficientCreditsError, InvalidInputError, JobDeletedError, JobStatus, newJobId, ResultConflictError } from '../src';
 import { e2e, SKIP_E2E } from './support';
 
 const env = e2e();
@@ -71,7 +71,10 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
   });
 
   // Money rules 2 and 3: a result that lands after the refund (reported by the GPU service with a
-  // runner key) reclaims the refund exactly once: the job is recovered and charged its price.
+  // runner key) reclaims the refund exactly once: the job is recovered and charged its price. A
+  // different result of the same attempt is a ResultConflictError in the result's own words (the
+  // first result stands, nothing was charged again — never a submission's "use a new ID"), and
+  // writes nothing.
   it('recovered: refunded, then a late result reclaims the refund', async () => {
     const c = customer();
     const body = job('sim:fail');
@@ -86,6 +89,17 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.equal(recovered.output_ref, 's3://results/late');
     const again = await runner.reportResult(body.job_id, { attempt: 1, output_ref: 's3://results/late', units_used: 1 });
     assert.equal(again.path, 'already_applied', 'the same result again changes nothing');
+    await assert.rejects(runner.reportResult(body.job_id, { attempt: 1, output_ref: 's3://results/other', units_used: 1 }), (err) => {
+      assert.ok(err instanceof ResultConflictError, String(err));
+      assert.ok(err instanceof APIError);
+      assert.equal(err.statusCode, 409);
+      assert.equal(err.code, 'conflict');
+      assert.match(err.apiMessage, /^This attempt already reported a different result .*The first result stands.*nothing was charged again\.$/);
+      assert.doesNotMatch(err.message, /new ID/);
+      assert.equal(err.moneyState, 'charged');
+      return true;
+    });
+    assert.equal((await c.status(body.job_id)).output_ref, 's3://results/late', 'the first result stands');
     assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge', 'refund', 'reclaim']);
   });
 

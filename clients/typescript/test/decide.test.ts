@@ -1,9 +1,10 @@
 // The submission rules' decision table, row for row the Go client's: both read
-// apiclient/testdata/submission-decisions.json, so the two clients cannot drift.
+// apiclient/testdata/submission-decisions.json, so the two clients cannot drift. The Temporal
+// helper's rule for a held workflow ID is the job service's, from the same file.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CONFIRM_WINDOW_MS, decide, MAX_RESUBMISSIONS, Observation, onNotFound, Tracked } from '../src';
+import { CONFIRM_WINDOW_MS, decide, MAX_RESUBMISSIONS, Observation, onNotFound, temporal, Tracked } from '../src';
 import { DecisionRow, decisionTable, goDurationMs } from './support';
 
 // The rows' creation time is the epoch: a millisecond count near 2026 cannot hold the table's
@@ -55,6 +56,19 @@ describe('decide covers every answer', () => {
       const obs: Observation =
         o.network_error !== undefined ? { error: new Error(o.network_error) } : { status_code: o.status_code, state: o.state, code: o.code };
       assert.equal(decide(tracked(row), obs, goDurationMs(row.since_created)), row.want);
+    });
+  }
+});
+
+// Money rules 7 and 8, as the job service keeps them: a submission through Temporal whose start
+// is refused because a workflow holds the job's ID joins the job's own running workflow, answers a
+// closed one from its status without ever starting it again, and never sends its charge decision
+// into another program's workflow. The rows are the shared table's workflow_id_held.
+describe('onWorkflowIdHeld follows every row of the held-ID table', () => {
+  assert.ok(table.workflow_id_held.length > 0);
+  for (const row of table.workflow_id_held) {
+    it(row.name, () => {
+      assert.equal(temporal.onWorkflowIdHeld(row.workflow_type, row.running), row.want);
     });
   }
 });

@@ -83,12 +83,21 @@ export interface DecisionRow {
   want: string;
 }
 
-/** The shared decision table, which the Go client's tests read too. */
+/** One row of the shared table's rule for a workflow that holds a job's workflow ID. */
+export interface HeldRow {
+  name: string;
+  workflow_type: string;
+  running: boolean;
+  want: string;
+}
+
+/** The shared decision table, which the Go client's and the job service's tests read too. */
 export function decisionTable(): {
   confirm_window: string;
   max_resubmissions: number;
   on_not_found: DecisionRow[];
   decide: DecisionRow[];
+  workflow_id_held: HeldRow[];
 } {
   return JSON.parse(readFileSync(path.join(repoRoot(), 'apiclient', 'testdata', 'submission-decisions.json'), 'utf8'));
 }

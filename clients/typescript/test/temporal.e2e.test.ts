@@ -4,8 +4,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Client as TemporalClient, WorkflowNotFoundError } from '@temporalio/client';
-import { Client, InvalidInputError, newJobId, temporal } from '../src';
+import { Client as TemporalClient, WorkflowExecutionDescription, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, InvalidInputError, newJobId, temporal, WorkflowIdTakenError } from '../src';
 import { e2e, SKIP_E2E } from './support';
 
 const env = e2e();
@@ -58,13 +58,42 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     return page.entries.filter((e) => e.job_id === jobId).map((e) => e.kind);
   }
 
+  /** Waits, for at most 30 s, until the job's workflow has closed, and answers its description. */
+  async function closed(account: string, jobId: string): Promise<WorkflowExecutionDescription> {
+    const handle = tc.workflow.getHandle(temporal.jobWorkflowId(account, jobId));
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const d = await handle.describe();
+      if (d.status.name !== 'RUNNING' || Date.now() > deadline) {
+        assert.notEqual(d.status.name, 'RUNNING', `the workflow of ${jobId} did not close`);
+        return d;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** p, or a rejection once ms have passed without its answer. */
+  async function within<T>(p: Promise<T>, ms: number): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    });
+    try {
+      return await Promise.race([p, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   // Money rules 2, 3 and 8: Update-With-Start answers "charged" once the charge is decided; the
-  // job is delivered and charged its price once — a second submitJob joins the same workflow
-  // (USE_EXISTING) and the same update, and charges nothing more.
+  // job is delivered and charged its price once — a second submitJob while it runs sends the
+  // same update to the same workflow, and charges nothing more.
   it('delivered: submitJob answers the charge decision, and a repeat charges nothing', async () => {
     const i = input('sim:ok');
     const decision = await submit(i);
-    assert.equal(decision.state, 'running');
+    // The job as it stands once charged: running, or delivered if its work was done before the
+    // answer was read.
+    assert.ok(['running', 'delivered'].includes(decision.state), decision.state);
     assert.equal(decision.money_state, 'charged');
     const again = await submit(i);
     assert.equal(again.money_state, 'charged');
@@ -77,6 +106,53 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     const closedOrNot = await submit(i);
     assert.equal(closedOrNot.money_state, 'charged', 'a delivered job answers its decision, charged once');
     assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge']);
+  });
+
+  // Money rules 7 and 8, as the job service keeps them: once the job's workflow has closed, its ID
+  // never starts a run again (reuse policy REJECT_DUPLICATE); submitting the job again answers it
+  // from the closed run's status — delivered, charged once — with no second run and no new row.
+  it('a closed job is answered from its status, and its ID never starts again', async () => {
+    const i = input('sim:ok');
+    assert.equal((await submit(i)).money_state, 'charged');
+    await until(i.account_id, i.job_id, 'delivered');
+    const run = await closed(i.account_id, i.job_id);
+    const again = await submit(i);
+    assert.deepEqual(again, { state: 'delivered', money_state: 'charged', reason: '' });
+    const after = await tc.workflow.getHandle(temporal.jobWorkflowId(i.account_id, i.job_id)).describe();
+    assert.equal(after.runId, run.runId, 'no second run started under the closed job\'s ID');
+    assert.equal(after.status.name, run.status.name);
+    assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge']);
+  });
+
+  // Money rule 7 in a namespace other programs may share, as the job service keeps it: when
+  // another program's workflow holds the job's workflow ID, running or closed, submitJob answers
+  // at once with WorkflowIdTakenError — never waiting on, or sending the charge decision into, a
+  // workflow that is not the job's, and never starting the job: nothing is charged or written.
+  it('another program\'s workflow under the ID: the job is not started, nothing charged', async () => {
+    for (const foreignClosed of [false, true]) {
+      const i = input('sim:ok');
+      const workflowId = temporal.jobWorkflowId(i.account_id, i.job_id);
+      const foreign = await tc.workflow.start('SomeoneElsesWorkflow', { workflowId, taskQueue: 'nobody-polls-this', args: [] });
+      if (foreignClosed) {
+        await foreign.terminate('done');
+      }
+      try {
+        await assert.rejects(within(submit(i), 10_000), (err) => {
+          assert.ok(err instanceof WorkflowIdTakenError, `closed=${foreignClosed}: ${err}`);
+          assert.equal(err.workflowType, 'SomeoneElsesWorkflow');
+          assert.equal(err.moneyState, 'not_charged');
+          assert.match(err.message, /new ID/);
+          return true;
+        });
+      } finally {
+        if (!foreignClosed) {
+          await foreign.terminate('test over');
+        }
+      }
+      assert.equal((await foreign.describe()).type, 'SomeoneElsesWorkflow', 'the ID still names the foreign workflow');
+      assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), []);
+      await assert.rejects(api.status(i.job_id), /not_received/);
+    }
   });
 
   // Money rules 2 and 3: work that fails for good is refunded, the job dead-lettered.
