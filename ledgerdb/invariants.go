@@ -42,8 +42,8 @@ type AccountTotals struct {
 	// AwaitingReclaim is the account's stored sum of refunds that a late result may still reclaim,
 	// which its lower exposure bound rests on (MaxBalance).
 	AwaitingReclaim int64
-	// RefundedCosts is the sum of the costs of the account's refunded jobs: what AwaitingReclaim
-	// must equal.
+	// RefundedCosts is the sum of the costs of the account's refunded jobs, deleted ones included
+	// (a late result still reclaims their refund): what AwaitingReclaim must equal.
 	RefundedCosts int64
 }
 
@@ -135,7 +135,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(c.id) FILTER (WHERE c.balance_after <> c.running),
 		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0),
 		       s.awaiting_reclaim,
-		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.state = 'refunded')
+		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.is_refunded AND NOT j.is_reclaimed)
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
