@@ -188,7 +188,9 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return 0, nil, err
 	}
-	if st.State == ledgerdb.StateDeleted {
+	if !st.TakesResult() {
+		// A deleted refunded job takes its late result: deletion never cancels what delivered
+		// work costs. Other tombstones have nothing left to bill.
 		return 0, nil, gone(st)
 	}
 	report, err := s.opts.Jobs.ReportResult(r.Context(), st.Key(), res)

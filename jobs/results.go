@@ -51,7 +51,9 @@ type ResultReport struct {
 // The result is written to the ledger's inbox first, so that once this call answers, the result
 // cannot be lost. Then the job's workflow takes it as a signal: while the work is retrying, it
 // delivers; once refunded, it reclaims the refund; once settled, nothing changes. When the
-// workflow has closed, the late-result fallback bills it in a workflow of its own. When Temporal
+// workflow has closed, the late-result fallback bills it in a workflow of its own. A deleted
+// refunded job takes it too (its refund reclaimed, its output not kept); another deleted job's
+// result is [ledgerdb.ErrGone], nothing written. When Temporal
 // cannot be reached, the answer is PathRecorded: the reconcile pass applies the result later. A
 // result never carries an amount: the ledger bills the usage it reports (result.UnitsUsed; the
 // whole hold when nil) at the job's recorded price, capped at the hold.
@@ -106,13 +108,15 @@ func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedR
 // fallback, and then marks it applied in the inbox. A repeat is harmless: a workflow takes one
 // result, and the fallback's step is guarded.
 func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.ResultReport) (ResultReport, error) {
-	if job.State == ledgerdb.StateDeleted {
-		// A deleted job's result is discarded; its money stays as it was.
+	if !takesResult(job) {
+		// A tombstone with nothing left to bill (deleted once delivered, recovered or rejected):
+		// the result changes nothing. A deleted refunded job goes on below: deletion never
+		// cancels what delivered work costs.
 		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedSettled); err != nil {
 			return ResultReport{}, err
 		}
 		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
-			Message: "The job was deleted; its result is discarded and its money stays as it was."}, nil
+			Message: "The job was deleted with nothing left to bill; its result is discarded and its money stays as it was."}, nil
 	}
 	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt, UnitsUsed: r.UnitsUsed}
 	err := s.opts.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "", workflows.SignalResult, sig)
@@ -155,6 +159,21 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 		return ResultReport{}, err
 	}
 	return ResultReport{Path: PathFallback, Outcome: out.Outcome, Status: s.statusOf(current), Message: out.Message}, nil
+}
+
+// takesResult says whether a result can still bill the job: every job but a tombstone with
+// nothing left to bill. A deleted refunded job still takes its late result, which reclaims the
+// refund and settles the job (docs/design.md, "The job state machine").
+func takesResult(job ledgerdb.Job) bool {
+	return job.State != ledgerdb.StateDeleted || (job.IsRefunded && !job.IsReclaimed)
+}
+
+// TakesResult says whether a result reported for the job can still bill it: always, except for a
+// deleted job with nothing left to bill (deleted once delivered, recovered or rejected), whose
+// results are refused as gone. A deleted refunded job takes its late result: deletion removes a
+// job's content from view, never what its delivered work costs.
+func (st Status) TakesResult() bool {
+	return st.State != ledgerdb.StateDeleted || st.MoneyState == ledgerdb.MoneyRefunded
 }
 
 // ReportLateResult lets the job service serve as the simulated runner's [activities.LateResultReporter].

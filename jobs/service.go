@@ -300,7 +300,9 @@ func chargeError(job ledgerdb.Job) error {
 }
 
 // Delete turns a settled job into a tombstone: its ID can never be submitted or charged again,
-// and its money stays as it was. A job still submitting or running is refused with
+// and deleting moves no money. It removes the job's content (its output) from view, never an
+// obligation: a refunded job's late result still takes the refund back and settles the job at its
+// usage ([Service.ReportResult]). A job still submitting or running is refused with
 // [ledgerdb.ErrJobActive].
 func (s *Service) Delete(ctx context.Context, key ledgerdb.JobKey) (Status, error) {
 	t, err := s.opts.Ledger.Delete(ctx, key)

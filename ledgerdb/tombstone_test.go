@@ -91,7 +91,11 @@ func TestDeletedRefundedJobTakesItsLateResult(t *testing.T) {
 	reclaim, err := s.Reclaim(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, reclaim.Outcome)
-	// Another attempt's result has nothing left to bill: the tombstone refuses it, nothing written.
+	// The same report again is a repeat; another attempt's result has nothing left to bill: the
+	// tombstone refuses it, nothing written.
+	repeat, err := s.RecordResult(ctx, ledgerdb.ResultReport{Key: key, Attempt: 1, OutputRef: "s3://out/late", UnitsUsed: ledgerdb.Units(90)})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, repeat.Outcome)
 	_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: key, Attempt: 2, OutputRef: "s3://out/other"})
 	require.ErrorIs(t, err, ledgerdb.ErrGone)
 	// Nor does the tombstone come back to life, or take a new charge.
