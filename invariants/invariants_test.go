@@ -510,3 +510,44 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		require.Contains(t, got[k], fragment, "%s of %s", k.kind, k.job)
 	}
 }
+
+// TestDiscardedResultOfDeletedJob is the outcome deletion must never have (rule 3: deletion hides
+// a job, never what it owes): a refunded job deleted by its customer, whose late result was taken
+// and discarded while its refund could still be reclaimed — as the job service did before a
+// tombstone took its late result, and as a worker of that time still could. The customer keeps
+// the refund for delivered work. The checker reports it once older than the grace; reporting the
+// same result again bills it (the refund reclaimed, the job settled) and the check passes again.
+func TestDiscardedResultOfDeletedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("discarded")
+	id := p + "deleted"
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
+	key := charged.Job.Key()
+	_, err := e.Store.Refund(ctx, key, ledgerdb.ReasonTimedOut, "timed out after 1 attempt", 1)
+	require.NoError(t, err)
+	_, err = e.Store.Delete(ctx, key)
+	require.NoError(t, err)
+	result := ledgerdb.ResultReport{Key: key, Attempt: 1, OutputRef: "s3://late/" + id}
+	_, err = e.Store.RecordResult(ctx, result)
+	require.NoError(t, err)
+	// The discard: the result marked taken, the refund left standing.
+	_, err = e.Store.MarkResultApplied(ctx, key, 1, ledgerdb.AppliedSettled)
+	require.NoError(t, err)
+
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
+	v := requireOnly(t, e.check(t, p), invariants.KindDiscardedResult, id)
+	require.Equal(t, 3, v.Rule)
+	require.Contains(t, v.Message, "deleted while refunded")
+	require.Contains(t, v.Message, "refund of 30 credits was never reclaimed")
+
+	rep, err := e.jobService().ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: result.OutputRef})
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathFallback, rep.Path, rep.Message)
+	require.Equal(t, ledgerdb.Applied, rep.Outcome)
+	require.Equal(t, ledgerdb.MoneyCharged, rep.Status.MoneyState)
+	requireOK(t, e.check(t, p))
+	ledgertest.RequireSound(t, e.Store, acct)
+}

@@ -70,7 +70,7 @@ func (c *temporalCheck) run(ctx context.Context) error {
 		}
 	}
 	for _, step := range []func(context.Context) error{
-		c.checkPlaceholders, c.checkStuck, c.checkUnsettled, c.checkUnappliedResults,
+		c.checkPlaceholders, c.checkStuck, c.checkUnsettled, c.checkUnappliedResults, c.checkDiscardedResults,
 		c.checkWorkflowsWithoutJob, c.checkBillingStates, c.checkSchedule,
 	} {
 		if err := step(ctx); err != nil {
@@ -318,6 +318,24 @@ func (c *temporalCheck) checkUnappliedResults(context.Context) error {
 		c.report.add(Violation{Kind: KindUnappliedResult, JobID: t.Job.ID, AccountID: t.Job.AccountID,
 			Message: fmt.Sprintf("job %s has %d recorded result(s) that no workflow has taken, the oldest for %s; the reconcile pass should have applied them (is Temporal reachable, and its schedule running?).",
 				t.Job.ID, t.UnappliedResults, roundAge(c.snap.AsOf.Sub(*t.OldestUnappliedResult)))})
+	}
+	return nil
+}
+
+// checkDiscardedResults reports deleted refunded jobs whose refund still awaits a reclaim although
+// a result reported for them was taken longer than the grace ago: the result was discarded — as
+// the job service did before a tombstone took its late result — and the customer keeps the refund
+// for delivered work. A live taking settles the job within moments, which the grace allows for.
+func (c *temporalCheck) checkDiscardedResults(context.Context) error {
+	for _, t := range c.snap.Jobs {
+		j := t.Job
+		if j.State != ledgerdb.StateDeleted || !j.IsRefunded || j.IsReclaimed || t.LastAppliedResult == nil ||
+			c.snap.AsOf.Sub(*t.LastAppliedResult) < c.opts.Grace {
+			continue
+		}
+		c.report.add(Violation{Kind: KindDiscardedResult, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
+			Message: fmt.Sprintf("job %s was deleted while refunded, and a result reported for it was taken %s ago but not billed: the refund of %d credits was never reclaimed, so the customer keeps it for delivered work. Report the same result again (jobbill job report, or POST /v1/jobs/{id}/result with a runner key) to bill it.",
+				j.ID, roundAge(c.snap.AsOf.Sub(*t.LastAppliedResult)), j.Cost)})
 	}
 	return nil
 }

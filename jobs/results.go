@@ -80,10 +80,12 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 	if err != nil {
 		return ResultReport{}, err
 	}
-	if recorded.AppliedAt != nil {
+	if recorded.AppliedAt != nil && !(job.State == ledgerdb.StateDeleted && takesResult(job)) {
 		return ResultReport{Path: PathAlreadyApplied, Status: s.statusOf(job),
 			Message: "This result was reported and taken before; nothing changed."}, nil
 	}
+	// A deleted refunded job whose result was taken and its refund not reclaimed had the result
+	// discarded (as deleted jobs' results once were; the audit reports it): it is billed now.
 	applied, err := s.apply(ctx, job, report)
 	if err != nil {
 		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
