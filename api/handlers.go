@@ -231,6 +231,10 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 		return 0, nil, newError(http.StatusConflict, "not_dead_lettered",
 			fmt.Sprintf("Only a refunded (dead-lettered) job can be re-driven; this one is %s. Nothing was changed.", redriven.State)).withJob(redriven)
 	}
+	if errors.Is(err, jobs.ErrWorkflowIDTaken) {
+		return 0, nil, newError(http.StatusConflict, "workflow_id_taken",
+			"Another program's workflow holds this job's workflow ID, so its work cannot run again until that workflow closes. Nothing was changed.").withJob(redriven)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

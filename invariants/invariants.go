@@ -74,6 +74,10 @@ const (
 	// delivered work (rule 3: deletion hides a job, never what it owes). Reporting the same
 	// result again bills it.
 	KindDiscardedResult Kind = "discarded_result"
+	// KindForeignWorkflow: an open workflow of another type (another program's) holds a job's
+	// workflow ID: it never settles the job, no run of the job's own workflow can start under the
+	// ID (a redrive is refused), and healing has to go around it.
+	KindForeignWorkflow Kind = "foreign_workflow"
 	// KindLedgerAlarm: the ledger refused one of a job's steps for good and the step is still not
 	// written: the job needs an operator.
 	KindLedgerAlarm Kind = "ledger_alarm"
@@ -86,7 +90,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
-		KindDiscardedResult, KindLedgerAlarm, KindReconcileSchedule}
+		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule}
 }
 
 // Violation is one broken rule.

@@ -551,3 +551,57 @@ func TestDiscardedResultOfDeletedJob(t *testing.T) {
 	requireOK(t, e.check(t, p))
 	ledgertest.RequireSound(t, e.Store, acct)
 }
+
+// TestForeignWorkflowHoldsJobID is another program's workflow under a job's workflow ID (rule 3
+// and the doors of docs/design.md): the job is charged and running, its own workflow gone, and a
+// workflow of a type nobody registers holds the ID, open. The checker reports the job as unsettled
+// — the foreign run never settles it — naming the foreign run, and the foreign run itself. Healing
+// goes around it (the refund written in the ledger); the foreign run is still reported until it
+// closes, and then the check passes.
+func TestForeignWorkflowHoldsJobID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("foreign")
+	id := p + "held"
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
+	workflowID := workflows.JobWorkflowID(acct, id)
+	foreign, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "invariants test done")
+	})
+
+	var report invariants.Report
+	require.Eventually(t, func() bool {
+		// Not e.check: a failing require must not run on Eventually's goroutine. Visibility lags.
+		var err error
+		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
+		return err == nil && len(report.Violations) == 2
+	}, 15*time.Second, 200*time.Millisecond, "the check never reported the job and the foreign run: %+v", report.Violations)
+	unsettled := report.Of(invariants.KindUnsettledJob)
+	require.Len(t, unsettled, 1)
+	require.Contains(t, unsettled[0].Message, "SomeoneElsesWorkflow")
+	require.Contains(t, unsettled[0].Message, foreign.GetRunID())
+	held := report.Of(invariants.KindForeignWorkflow)
+	require.Len(t, held, 1)
+	require.Equal(t, id, held[0].JobID)
+	require.Contains(t, held[0].Message, "SomeoneElsesWorkflow")
+	require.Contains(t, held[0].Message, foreign.GetRunID())
+
+	healed, err := e.jobService().Heal(ctx, charged.Job)
+	require.NoError(t, err)
+	require.True(t, healed)
+	v := requireOnly(t, e.check(t, p), invariants.KindForeignWorkflow, id)
+	require.Contains(t, v.Message, "refunded")
+
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, foreign.GetRunID(), "invariants test: foreign run closed"))
+	require.Eventually(t, func() bool {
+		report, err := invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
+		return err == nil && report.OK()
+	}, 15*time.Second, 200*time.Millisecond, "the closed foreign run is still reported")
+	ledgertest.RequireSound(t, e.Store, acct)
+}

@@ -106,9 +106,10 @@ func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedR
 	return err
 }
 
-// apply hands a recorded result to the job's workflow, or, when it has closed, to the late-result
-// fallback, and then marks it applied in the inbox. A repeat is harmless: a workflow takes one
-// result, and the fallback's step is guarded.
+// apply hands a recorded result to the job's workflow, or, when no run of it is open (it closed,
+// or another program's workflow holds its ID), to the late-result fallback, and then marks it
+// applied in the inbox. A repeat is harmless: a workflow takes one result, and the fallback's step
+// is guarded.
 func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.ResultReport) (ResultReport, error) {
 	if !takesResult(job) {
 		// A tombstone with nothing left to bill (deleted once delivered, recovered or rejected):
@@ -121,7 +122,17 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 			Message: "The job was deleted with nothing left to bill; its result is discarded and its money stays as it was."}, nil
 	}
 	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt, UnitsUsed: r.UnitsUsed}
-	err := s.opts.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "", workflows.SignalResult, sig)
+	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
+	latest, err := s.describeRun(ctx, workflowID)
+	if err != nil {
+		return ResultReport{}, fmt.Errorf("job %q: describing its workflow: %w", job.ID, err)
+	}
+	err = &serviceerror.NotFound{}
+	if latest.own() && latest.open() {
+		// Only the job's own run takes the result, and only the run just described: another
+		// program's workflow under the ID (a heal went around it) would swallow the signal.
+		err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, latest.runID, workflows.SignalResult, sig)
+	}
 	var notFound *serviceerror.NotFound
 	switch {
 	case err == nil:
