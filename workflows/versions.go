@@ -39,8 +39,13 @@ const (
 	// the ledger refused as invalid (a maximum of units above the kind's), where earlier runs
 	// raised an alarm.
 	versionContract workflow.Version = 3
+	// versionLedgerTruth keeps a refused start from contradicting the ledger in the UI: a run
+	// refused because the job's ID holds another request, or a tombstone, upserts the job's search
+	// attributes with what the ledger answered about the job (a settled job's state, not
+	// rejected), and a run refused before it asked the ledger (an invalid input) upserts none.
+	versionLedgerTruth workflow.Version = 4
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionContract
+	latestMeteredJobVersion = versionLedgerTruth
 )
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.
