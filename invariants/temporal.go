@@ -407,6 +407,12 @@ func (c *temporalCheck) checkForeignRuns(ctx context.Context) error {
 			if !ok || !strings.HasPrefix(jobID, c.opts.JobIDPrefix) {
 				continue
 			}
+			// Visibility lags: the run may have closed since, or the ID been taken back.
+			if now, found, err := c.describe(ctx, r.id); err != nil {
+				return err
+			} else if !found || !now.open() || !now.foreign() {
+				continue
+			}
 			key := ledgerdb.JobKey{AccountID: accountID, JobID: jobID}
 			j, ok := c.jobs[key]
 			if !ok {
