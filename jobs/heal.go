@@ -84,7 +84,7 @@ func (s *Service) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
 		return false, nil
 	case !run.found:
 		// Its history is gone (or it never started under this ID): nobody will settle it.
-		closed = closedRun{code: ledgerdb.ReasonInterrupted, reason: "the job's workflow is gone without settling it"}
+		closed = goneRun
 	case run.foreign():
 		closed = s.whyOwnRunClosed(ctx, workflowID)
 		closed.reason = ledgerdb.ScrubText(fmt.Sprintf("%s; another program's workflow (%s, run %s) holds the job's workflow ID",
@@ -190,7 +190,6 @@ func (s *Service) describeRun(ctx context.Context, workflowID string) (latestRun
 // taken its ID: the latest run of the job's workflow type under the ID, found in visibility,
 // read as whyClosed reads it. A job whose runs visibility no longer has reads as interrupted.
 func (s *Service) whyOwnRunClosed(ctx context.Context, workflowID string) closedRun {
-	gone := closedRun{code: ledgerdb.ReasonInterrupted, reason: "the job's workflow is gone without settling it"}
 	resp, err := s.opts.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace: s.opts.Namespace,
 		PageSize:  100,
@@ -198,7 +197,7 @@ func (s *Service) whyOwnRunClosed(ctx context.Context, workflowID string) closed
 		Query: fmt.Sprintf("WorkflowId = '%s' AND WorkflowType = '%s'", workflowID, workflows.WorkflowType),
 	})
 	if err != nil {
-		return gone
+		return goneRun
 	}
 	var last *workflowpb.WorkflowExecutionInfo
 	for _, e := range resp.GetExecutions() {
@@ -208,7 +207,7 @@ func (s *Service) whyOwnRunClosed(ctx context.Context, workflowID string) closed
 		}
 	}
 	if last == nil {
-		return gone
+		return goneRun
 	}
 	return s.whyClosed(ctx, workflowID, last.GetExecution().GetRunId(), last.GetStatus())
 }
@@ -228,6 +227,10 @@ type closedRun struct {
 	code   ledgerdb.Reason
 	reason string
 }
+
+// goneRun is why a job is healed whose own workflow Temporal no longer has (its history is past
+// retention, or it never started under the ID): nobody will settle it.
+var goneRun = closedRun{code: ledgerdb.ReasonInterrupted, reason: "the job's workflow is gone without settling it"}
 
 // whyClosed reads how a closed run ended, from its close event when it can: an operator's
 // Terminate carries a reason, a failure its message. Those words are the operator's detail,

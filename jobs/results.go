@@ -53,10 +53,10 @@ type ResultReport struct {
 // delivers; once refunded, it reclaims the refund; once settled, nothing changes. When the
 // workflow has closed, the late-result fallback bills it in a workflow of its own. A deleted
 // refunded job takes it too (its refund reclaimed, its output not kept); another deleted job's
-// result is [ledgerdb.ErrGone], nothing written. When Temporal
-// cannot be reached, the answer is PathRecorded: the reconcile pass applies the result later. A
-// result never carries an amount: the ledger bills the usage it reports (result.UnitsUsed; the
-// whole hold when nil) at the job's recorded price, capped at the hold.
+// result is [ledgerdb.ErrGone], nothing written. When Temporal cannot be reached, the answer is
+// PathRecorded: the reconcile pass applies the result later. A result never carries an amount:
+// the ledger bills the usage it reports (result.UnitsUsed; the whole hold when nil) at the job's
+// recorded price, capped at the hold.
 //
 // Bad input is refused with nothing written: an attempt below 1 or beyond the attempts the job
 // has started, an empty or unprintable output reference, a negative usage
@@ -127,22 +127,22 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 	if err != nil {
 		return ResultReport{}, fmt.Errorf("job %q: describing its workflow: %w", job.ID, err)
 	}
-	err = &serviceerror.NotFound{}
 	if latest.own() && latest.open() {
 		// Only the job's own run takes the result, and only the run just described: another
 		// program's workflow under the ID (a heal went around it) would swallow the signal.
-		err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, latest.runID, workflows.SignalResult, sig)
-	}
-	var notFound *serviceerror.NotFound
-	switch {
-	case err == nil:
-		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
-			return ResultReport{}, err
+		err := s.opts.Temporal.SignalWorkflow(ctx, workflowID, latest.runID, workflows.SignalResult, sig)
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
+				return ResultReport{}, err
+			}
+			return ResultReport{Path: PathSignal, Status: s.statusOf(job),
+				Message: "The job's workflow received the result and settles it."}, nil
+		case !errors.As(err, &notFound):
+			return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
 		}
-		return ResultReport{Path: PathSignal, Status: s.statusOf(job),
-			Message: "The job's workflow received the result and settles it."}, nil
-	case !errors.As(err, &notFound):
-		return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
+		// The run closed since it was described: the fallback takes the result.
 	}
 
 	in := workflows.LateResultInput{JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Result: sig}
