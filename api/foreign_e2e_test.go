@@ -31,7 +31,9 @@ func TestRedriveRefusedUnderForeignWorkflow(t *testing.T) {
 	workflowID := workflows.JobWorkflowID(acct, id)
 	foreign, err := e.Client.ExecuteWorkflow(ctx, temporalclient.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "test done") })
+	t.Cleanup(func() {
+		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "test done")
+	})
 
 	a := call(t, base, "POST", "/v1/jobs/"+id+"/redrive?account_id="+acct, admin, map[string]any{"by": "ops"})
 	require.Equal(t, 409, a.code, a.raw)
