@@ -188,7 +188,9 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return 0, nil, err
 	}
-	if st.State == ledgerdb.StateDeleted {
+	if !st.TakesResult() {
+		// A deleted refunded job takes its late result: deletion never cancels what delivered
+		// work costs. Other tombstones have nothing left to bill.
 		return 0, nil, gone(st)
 	}
 	report, err := s.opts.Jobs.ReportResult(r.Context(), st.Key(), res)
@@ -232,6 +234,10 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if errors.Is(err, jobs.ErrNotDeadLettered) {
 		return 0, nil, newError(http.StatusConflict, "not_dead_lettered",
 			fmt.Sprintf("Only a refunded (dead-lettered) job can be re-driven; this one is %s. Nothing was changed.", redriven.State)).withJob(redriven)
+	}
+	if errors.Is(err, jobs.ErrWorkflowIDTaken) {
+		return 0, nil, newError(http.StatusConflict, "workflow_id_taken",
+			"Another program's workflow holds this job's workflow ID, so its work cannot run again until that workflow closes. Nothing was changed.").withJob(redriven)
 	}
 	if err != nil {
 		return 0, nil, err

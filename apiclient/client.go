@@ -134,7 +134,7 @@ func (e *APIError) Error() string {
 // The ends of a submission that are not a settled job. Each message says where the money is.
 var (
 	// ErrDeleted means the job was accepted and later deleted. It is never resubmitted.
-	ErrDeleted = errors.New("the job's record was deleted; its money stays as it was. Submit a new job (a new charge) only if the user asks")
+	ErrDeleted = errors.New("the job was deleted; deleting moved no money, and a refunded job's late result may still take its refund back: the answer's money state says where it stands. Submit a new job (a new charge) only if the user asks")
 	// ErrNotReceived means the server never received the submission within ConfirmWindow.
 	ErrNotReceived = errors.New("not received by the server, not charged; please retry")
 	// ErrInsufficientCredits means the job was rejected; nothing was charged.

@@ -95,7 +95,9 @@ func OnNotFound(t Tracked, now time.Time) Action {
 const (
 	// CodeNotReceived is the API's 404 for a job ID that never reached it: nothing was charged.
 	CodeNotReceived = "not_received"
-	// CodeDeleted is the API's 410 for a job ID whose job was deleted; its money stays as it was.
+	// CodeDeleted is the API's 410 for a job ID whose job was deleted. Deleting moves no money; the
+	// money state the answer carries says where it stands (a refunded job's late result may still
+	// take its refund back).
 	CodeDeleted = "deleted"
 	// CodeInsufficientCredits is the API's 402: the job was rejected and nothing was charged.
 	CodeInsufficientCredits = "insufficient_credits"

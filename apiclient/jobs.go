@@ -59,7 +59,9 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 }
 
 // DeleteJob deletes a settled job (DELETE /v1/jobs/{id}) and answers its tombstone: state
-// deleted, with the money state it had, which deletion never changes. Deleting it again answers
+// deleted, with the money state it had, which deletion itself never changes. Deletion hides the
+// job's output, never an obligation: a refunded job's late result still takes the refund back,
+// and the tombstone then reads money state charged with the figures. Deleting it again answers
 // the same tombstone. A job still submitting or running is an *APIError with code job_active,
 // and nothing changes. A deleted ID can never be used again.
 func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {

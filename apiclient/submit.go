@@ -94,7 +94,7 @@ const (
 	moneyNotPaid  = "not_charged"
 	// msgGoneAfterAccepted is what the user reads when the API no longer knows an ID it once
 	// accepted: its 404 says "not charged" of an ID it never saw, which is not this one.
-	msgGoneAfterAccepted = "The job was accepted earlier and its record is gone: it was deleted. Its money stays as it was; the client cannot tell where it stands."
+	msgGoneAfterAccepted = "The job was accepted earlier and its record is gone: it was deleted. Deleting moves no money, and a refunded job's late result may still take its refund back; the client cannot tell where it stands."
 )
 
 // post sends the submission once. An answer that settles the submission's fate — accepted, or

@@ -76,7 +76,8 @@ func (e *env) submitWithUpdate(t *testing.T, workflowID, input string) map[strin
 //     result signalled in the contract's form reclaims it once (rules 1, 2);
 //   - rejected: an unknown kind, more units than the kind allows, an amount or a misspelt field
 //     in the input: the run ends rejected with the reason, and nothing is written (rule 5);
-//   - a second start of a job with a different request ends rejected without charging (rule 7).
+//   - a second start of a job with a different request charges nothing (rule 7), and its run
+//     shows the job as the ledger has it (delivered), never rejected.
 //
 // The audit over the test's jobs is clean.
 func TestCLIStoriesThroughTheContract(t *testing.T) {
@@ -180,8 +181,13 @@ func TestCLIStoriesThroughTheContract(t *testing.T) {
 		e.cli.must(t, "workflow", "start", "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
 			"--workflow-id", workflowID, "--input", contractInput(id, acct, fixed, "sim:another-input"))
 		final := e.awaitClosed(t, workflowID)
-		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+		// The run charged nothing and shows the job as the ledger has it: delivered, not rejected.
+		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
+		require.Equal(t, ledgerdb.MoneyCharged, final.MoneyState)
+		require.Contains(t, final.Reason, "this start was refused")
 		require.Contains(t, final.Reason, "different request")
+		state, _ := e.latestBillingState(t, workflowID)
+		require.Equal(t, string(ledgerdb.StateDelivered), state, "the UI does not contradict the ledger")
 		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	})
 

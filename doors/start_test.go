@@ -51,8 +51,9 @@ func (e *env) startDirectlyWith(t *testing.T, jobID, accountID, input string) st
 // job is delivered with one charge of the recorded cost, and the job service's submission of the same
 // job afterwards answers the original job without charging it again (rule 8). A start for an
 // unknown account ends rejected with nothing in the ledger; a start whose ID already holds
-// another request's placeholder ends rejected with nothing charged, and the placeholder's own
-// submission then learns that its ID can never be charged (rule 3: net 0).
+// another request's placeholder charges nothing and shows that placeholder as the ledger has it,
+// and the placeholder's own submission then learns that its ID can never be charged (rule 3: net
+// 0).
 func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -100,8 +101,10 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(owner.InputRef)})
 		require.NoError(t, err)
 		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:someone-elses-input"))
-		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
+		// Refused, and shown as the ledger has the job under the ID: the other request's placeholder.
+		require.Equal(t, ledgerdb.StateSubmitting, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
+		require.Contains(t, final.Reason, "this start was refused")
 		require.Contains(t, final.Reason, "different request")
 		job, err := e.Store.Job(ctx, key)
 		require.NoError(t, err)

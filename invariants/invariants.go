@@ -12,6 +12,8 @@
 //   - an open workflow whose BillingState search attribute disagrees with the ledger;
 //   - charged jobs whose workflow closed without settling them, results recorded but never
 //     applied, and ledger alarms — what the reconcile pass heals, left unhealed;
+//   - deleted refunded jobs whose late result was taken but discarded, their refund never
+//     reclaimed (deletion hides a job, never what it owes);
 //   - a reconcile schedule that is missing or points at a task queue nobody polls.
 //
 // It only reads. `jobbill audit` is its command; tests call it, scoped to their own account or
@@ -67,6 +69,15 @@ const (
 	// KindUnappliedResult: a result was recorded (while Temporal was unreachable) and no workflow
 	// has taken it for longer than the grace; the reconcile pass should have applied it.
 	KindUnappliedResult Kind = "unapplied_result"
+	// KindDiscardedResult: a refunded job was deleted, and a result reported for it was taken but
+	// not billed while its refund could still be reclaimed: the customer keeps the refund for
+	// delivered work (rule 3: deletion hides a job, never what it owes). Reporting the same
+	// result again bills it.
+	KindDiscardedResult Kind = "discarded_result"
+	// KindForeignWorkflow: an open workflow of another type (another program's) holds a job's
+	// workflow ID: it never settles the job, no run of the job's own workflow can start under the
+	// ID (a redrive is refused), and healing has to go around it.
+	KindForeignWorkflow Kind = "foreign_workflow"
 	// KindLedgerAlarm: the ledger refused one of a job's steps for good and the step is still not
 	// written, or the job's workflow was sent a result it could not bill and the job is still
 	// unsettled: the job needs an operator.
@@ -80,7 +91,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
-		KindLedgerAlarm, KindReconcileSchedule}
+		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule}
 }
 
 // Violation is one broken rule.

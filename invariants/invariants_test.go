@@ -510,3 +510,98 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		require.Contains(t, got[k], fragment, "%s of %s", k.kind, k.job)
 	}
 }
+
+// TestDiscardedResultOfDeletedJob is the outcome deletion must never have (rule 3: deletion hides
+// a job, never what it owes): a refunded job deleted by its customer, whose late result was taken
+// and discarded while its refund could still be reclaimed — as the job service did before a
+// tombstone took its late result, and as a worker of that time still could. The customer keeps
+// the refund for delivered work. The checker reports it once older than the grace; reporting the
+// same result again bills it (the refund reclaimed, the job settled) and the check passes again.
+func TestDiscardedResultOfDeletedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("discarded")
+	id := p + "deleted"
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
+	key := charged.Job.Key()
+	_, err := e.Store.Refund(ctx, key, ledgerdb.ReasonTimedOut, "timed out after 1 attempt", 1)
+	require.NoError(t, err)
+	_, err = e.Store.Delete(ctx, key)
+	require.NoError(t, err)
+	result := ledgerdb.ResultReport{Key: key, Attempt: 1, OutputRef: "s3://late/" + id}
+	_, err = e.Store.RecordResult(ctx, result)
+	require.NoError(t, err)
+	// The discard: the result marked taken, the refund left standing.
+	_, err = e.Store.MarkResultApplied(ctx, key, 1, ledgerdb.AppliedSettled)
+	require.NoError(t, err)
+
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
+	v := requireOnly(t, e.check(t, p), invariants.KindDiscardedResult, id)
+	require.Equal(t, 3, v.Rule)
+	require.Contains(t, v.Message, "deleted while refunded")
+	require.Contains(t, v.Message, "refund of 30 credits was never reclaimed")
+
+	rep, err := e.jobService().ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: result.OutputRef})
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathFallback, rep.Path, rep.Message)
+	require.Equal(t, ledgerdb.Applied, rep.Outcome)
+	require.Equal(t, ledgerdb.MoneyCharged, rep.Status.MoneyState)
+	requireOK(t, e.check(t, p))
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestForeignWorkflowHoldsJobID is another program's workflow under a job's workflow ID (rule 3
+// and the doors of docs/design.md): the job is charged and running, its own workflow gone, and a
+// workflow of a type nobody registers holds the ID, open. The checker reports the job as unsettled
+// — the foreign run never settles it — naming the foreign run, and the foreign run itself. Healing
+// goes around it (the refund written in the ledger); the foreign run is still reported until it
+// closes, and then the check passes.
+func TestForeignWorkflowHoldsJobID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("foreign")
+	id := p + "held"
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
+	workflowID := workflows.JobWorkflowID(acct, id)
+	foreign, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "invariants test done")
+	})
+
+	var report invariants.Report
+	require.Eventually(t, func() bool {
+		// Not e.check: a failing require must not run on Eventually's goroutine. Visibility lags.
+		var err error
+		report, err = invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
+		return err == nil && len(report.Violations) == 2
+	}, 15*time.Second, 200*time.Millisecond, "the check never reported the job and the foreign run: %+v", report.Violations)
+	unsettled := report.Of(invariants.KindUnsettledJob)
+	require.Len(t, unsettled, 1)
+	require.Contains(t, unsettled[0].Message, "SomeoneElsesWorkflow")
+	require.Contains(t, unsettled[0].Message, foreign.GetRunID())
+	held := report.Of(invariants.KindForeignWorkflow)
+	require.Len(t, held, 1)
+	require.Equal(t, id, held[0].JobID)
+	require.Contains(t, held[0].Message, "SomeoneElsesWorkflow")
+	require.Contains(t, held[0].Message, foreign.GetRunID())
+
+	healed, err := e.jobService().Heal(ctx, charged.Job)
+	require.NoError(t, err)
+	require.True(t, healed)
+	v := requireOnly(t, e.check(t, p), invariants.KindForeignWorkflow, id)
+	require.Contains(t, v.Message, "refunded")
+
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, foreign.GetRunID(), "invariants test: foreign run closed"))
+	require.Eventually(t, func() bool {
+		report, err := invariants.Check(ctx, invariants.Options{Ledger: e.Store, Temporal: e.Client,
+			Namespace: e.Config.Temporal.Namespace, TaskQueue: e.Config.Temporal.TaskQueue, JobIDPrefix: p})
+		return err == nil && report.OK()
+	}, 15*time.Second, 200*time.Millisecond, "the closed foreign run is still reported")
+	ledgertest.RequireSound(t, e.Store, acct)
+}

@@ -28,9 +28,11 @@ const (
 	mismatchRecheckGap = 500 * time.Millisecond
 )
 
-// workflowRun is what the check needs of one MeteredJob run.
+// workflowRun is what the check needs of one run under a job's workflow ID: a MeteredJob's, or,
+// described, whatever holds the ID.
 type workflowRun struct {
 	id, runID    string
+	typ          string
 	status       enumspb.WorkflowExecutionStatus
 	start        time.Time
 	billingState string
@@ -40,6 +42,14 @@ type workflowRun struct {
 func (r workflowRun) open() bool {
 	return r.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
+
+// foreign reports whether the run is of another workflow type than the job's own: another
+// program's workflow under the job's ID, which never settles the job.
+func (r workflowRun) foreign() bool { return r.typ != workflows.WorkflowType }
+
+// ownOpen reports whether the run is an open run of the job's own workflow: one that will settle
+// the job.
+func (r workflowRun) ownOpen() bool { return r.open() && !r.foreign() }
 
 // statusName is the run's status as the UI shows it ("Running", "Failed").
 func statusName(s enumspb.WorkflowExecutionStatus) string { return s.String() }
@@ -70,8 +80,8 @@ func (c *temporalCheck) run(ctx context.Context) error {
 		}
 	}
 	for _, step := range []func(context.Context) error{
-		c.checkPlaceholders, c.checkStuck, c.checkUnsettled, c.checkUnappliedResults,
-		c.checkWorkflowsWithoutJob, c.checkBillingStates, c.checkSchedule,
+		c.checkPlaceholders, c.checkStuck, c.checkUnsettled, c.checkUnappliedResults, c.checkDiscardedResults,
+		c.checkWorkflowsWithoutJob, c.checkForeignRuns, c.checkBillingStates, c.checkSchedule,
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -140,6 +150,7 @@ func runOf(e *workflowpb.WorkflowExecutionInfo) workflowRun {
 	r := workflowRun{
 		id:     e.GetExecution().GetWorkflowId(),
 		runID:  e.GetExecution().GetRunId(),
+		typ:    e.GetType().GetName(),
 		status: e.GetStatus(),
 		start:  e.GetStartTime().AsTime(),
 	}
@@ -173,7 +184,7 @@ func (c *temporalCheck) describe(ctx context.Context, id string) (r workflowRun,
 	if err != nil {
 		return workflowRun{}, false, fmt.Errorf("describing workflow %s: %w", id, err)
 	}
-	r = workflowRun{id: id, runID: d.WorkflowExecution.RunID, status: d.Status, start: d.WorkflowStartTime}
+	r = workflowRun{id: id, runID: d.WorkflowExecution.RunID, typ: d.WorkflowType.Name, status: d.Status, start: d.WorkflowStartTime}
 	r.billingState, _ = d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 	r.accountID, _ = d.TypedSearchAttributes.GetKeyword(workflows.AccountIDKey)
 	return r, true, nil
@@ -253,7 +264,7 @@ func (c *temporalCheck) checkStuck(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if (!found || !r.open()) && (j.State == ledgerdb.StateRunning || age >= c.opts.Grace) {
+		if (!found || !r.ownOpen()) && (j.State == ledgerdb.StateRunning || age >= c.opts.Grace) {
 			// checkPlaceholders and checkUnsettled report these, more precisely.
 			continue
 		}
@@ -290,16 +301,20 @@ func (c *temporalCheck) checkUnsettled(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if found && r.open() {
+		if found && r.ownOpen() {
 			continue
 		}
 		if legacy, legacyFound, err := c.describe(ctx, j.ID); err != nil {
 			return err
-		} else if legacyFound && legacy.open() {
+		} else if legacyFound && legacy.ownOpen() {
 			continue // a run of the original version, under the bare job ID
 		}
 		how := "it has no workflow"
-		if found {
+		switch {
+		case found && r.foreign():
+			how = fmt.Sprintf("its own workflow is gone and another program's workflow (%s, run %s, %s) holds its workflow ID",
+				r.typ, r.runID, statusName(r.status))
+		case found:
 			how = fmt.Sprintf("its workflow closed as %s", statusName(r.status))
 		}
 		c.report.add(Violation{Kind: KindUnsettledJob, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
@@ -318,6 +333,24 @@ func (c *temporalCheck) checkUnappliedResults(context.Context) error {
 		c.report.add(Violation{Kind: KindUnappliedResult, JobID: t.Job.ID, AccountID: t.Job.AccountID,
 			Message: fmt.Sprintf("job %s has %d recorded result(s) that no workflow has taken, the oldest for %s; the reconcile pass should have applied them (is Temporal reachable, and its schedule running?).",
 				t.Job.ID, t.UnappliedResults, roundAge(c.snap.AsOf.Sub(*t.OldestUnappliedResult)))})
+	}
+	return nil
+}
+
+// checkDiscardedResults reports deleted refunded jobs whose refund still awaits a reclaim although
+// a result reported for them was taken longer than the grace ago: the result was discarded — as
+// the job service did before a tombstone took its late result — and the customer keeps the refund
+// for delivered work. A live taking settles the job within moments, which the grace allows for.
+func (c *temporalCheck) checkDiscardedResults(context.Context) error {
+	for _, t := range c.snap.Jobs {
+		j := t.Job
+		if j.State != ledgerdb.StateDeleted || !j.IsRefunded || j.IsReclaimed || t.LastAppliedResult == nil ||
+			c.snap.AsOf.Sub(*t.LastAppliedResult) < c.opts.Grace {
+			continue
+		}
+		c.report.add(Violation{Kind: KindDiscardedResult, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
+			Message: fmt.Sprintf("job %s was deleted while refunded, and a result reported for it was taken %s ago but not billed: the refund of %d credits was never reclaimed, so the customer keeps it for delivered work. Report the same result again (jobbill job report, or POST /v1/jobs/{id}/result with a runner key) to bill it.",
+				j.ID, roundAge(c.snap.AsOf.Sub(*t.LastAppliedResult)), j.Cost)})
 	}
 	return nil
 }
@@ -347,6 +380,59 @@ func (c *temporalCheck) checkWorkflowsWithoutJob(ctx context.Context) error {
 				id, r.runID, roundAge(c.snap.AsOf.Sub(r.start)))})
 	}
 	return nil
+}
+
+// checkForeignRuns reports open workflows of another type than the job's own (another program's,
+// in a namespace it shares) under the workflow ID of a job the ledger has: they never settle the
+// job, they keep its own workflow from running (a redrive is refused), and a result or a heal has
+// to go around them. One visibility query finds them all; it is not scoped to the task queue,
+// since another program's workflow runs on a queue of its own.
+func (c *temporalCheck) checkForeignRuns(ctx context.Context) error {
+	prefix := "job/"
+	if c.opts.AccountID != "" {
+		prefix = workflows.JobWorkflowID(c.opts.AccountID, c.opts.JobIDPrefix)
+	}
+	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND WorkflowType != '%s' AND ExecutionStatus = 'Running'", prefix, workflows.WorkflowType)
+	var next []byte
+	for {
+		resp, err := c.opts.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: c.opts.Namespace, Query: query, NextPageToken: next,
+		})
+		if err != nil {
+			return fmt.Errorf("listing workflows (%s): %w", query, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			r := runOf(e)
+			accountID, jobID, ok := workflows.ParseJobWorkflowID(r.id)
+			if !ok || !strings.HasPrefix(jobID, c.opts.JobIDPrefix) {
+				continue
+			}
+			// Visibility lags: the run may have closed since, or the ID been taken back.
+			if now, found, err := c.describe(ctx, r.id); err != nil {
+				return err
+			} else if !found || !now.open() || !now.foreign() {
+				continue
+			}
+			key := ledgerdb.JobKey{AccountID: accountID, JobID: jobID}
+			j, ok := c.jobs[key]
+			if !ok {
+				// Outside the snapshot (submitted after it, or out of scope): only a job the
+				// ledger has is jobbill's business.
+				var err error
+				if j, err = c.opts.Ledger.Job(ctx, key); errors.Is(err, ledgerdb.ErrJobNotFound) || errors.Is(err, ledgerdb.ErrInvalidInput) {
+					continue
+				} else if err != nil {
+					return err
+				}
+			}
+			c.report.add(Violation{Kind: KindForeignWorkflow, JobID: j.ID, AccountID: j.AccountID,
+				Message: fmt.Sprintf("another program's workflow (%s, run %s, open for %s) holds the workflow ID %s of job %s, which is %s: it never settles the job, no run of the job's own workflow can start under the ID (a redrive is refused), and a heal or a late result goes around it. Find the program that starts workflows under jobbill's job IDs in this namespace.",
+					r.typ, r.runID, roundAge(c.snap.AsOf.Sub(r.start)), r.id, j.ID, describeState(j))})
+		}
+		if next = resp.GetNextPageToken(); len(next) == 0 {
+			return nil
+		}
+	}
 }
 
 // checkSchedule reports a reconcile schedule that is missing or that starts its passes on a task
@@ -420,7 +506,7 @@ func (c *temporalCheck) checkBillingStates(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if !found || !r.open() {
+			if !found || !r.ownOpen() {
 				continue
 			}
 			j, err := c.opts.Ledger.Job(ctx, s.job.Key())

@@ -57,10 +57,12 @@ type ResultReport struct {
 // The result is written to the ledger's inbox first, so that once this call answers, the result
 // cannot be lost. Then the job's workflow takes it as a signal: while the work is retrying, it
 // delivers; once refunded, it reclaims the refund; once settled, nothing changes. When the
-// workflow has closed, the late-result fallback bills it in a workflow of its own. When Temporal
-// cannot be reached, the answer is PathRecorded: the reconcile pass applies the result later. A
-// result never carries an amount: the ledger bills the usage it reports (result.UnitsUsed; the
-// whole hold when nil) at the job's recorded price, capped at the hold.
+// workflow has closed, the late-result fallback bills it in a workflow of its own. A deleted
+// refunded job takes it too (its refund reclaimed, its output not kept); another deleted job's
+// result is [ledgerdb.ErrGone], nothing written. When Temporal cannot be reached, the answer is
+// PathRecorded: the reconcile pass applies the result later. A result never carries an amount:
+// the ledger bills the usage it reports (result.UnitsUsed; the whole hold when nil) at the job's
+// recorded price, capped at the hold.
 //
 // Bad input is refused with nothing written: an attempt below 1 or beyond the attempts the job
 // has started, an empty or unprintable output reference, a negative usage
@@ -84,10 +86,12 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 	if err != nil {
 		return ResultReport{}, err
 	}
-	if recorded.AppliedAt != nil {
+	if recorded.AppliedAt != nil && !(job.State == ledgerdb.StateDeleted && takesResult(job)) {
 		return ResultReport{Path: PathAlreadyApplied, Status: s.statusOf(job),
 			Message: "This result was reported and taken before; nothing changed."}, nil
 	}
+	// A deleted refunded job whose result was taken and its refund not reclaimed had the result
+	// discarded (as deleted jobs' results once were; the audit reports it): it is billed now.
 	applied, err := s.apply(ctx, job, report)
 	if err != nil {
 		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
@@ -108,30 +112,43 @@ func (s *Service) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedR
 	return err
 }
 
-// apply hands a recorded result to the job's workflow, or, when it has closed, to the late-result
-// fallback, and then marks it applied in the inbox. A repeat is harmless: a workflow takes one
-// result, and the fallback's step is guarded.
+// apply hands a recorded result to the job's workflow, or, when no run of it is open (it closed,
+// or another program's workflow holds its ID), to the late-result fallback, and then marks it
+// applied in the inbox. A repeat is harmless: a workflow takes one result, and the fallback's step
+// is guarded.
 func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.ResultReport) (ResultReport, error) {
-	if job.State == ledgerdb.StateDeleted {
-		// A deleted job's result is discarded; its money stays as it was.
+	if !takesResult(job) {
+		// A tombstone with nothing left to bill (deleted once delivered, recovered or rejected):
+		// the result changes nothing. A deleted refunded job goes on below: deletion never
+		// cancels what delivered work costs.
 		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedSettled); err != nil {
 			return ResultReport{}, err
 		}
 		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
-			Message: "The job was deleted; its result is discarded and its money stays as it was."}, nil
+			Message: "The job was deleted with nothing left to bill; its result is discarded and its money stays as it was."}, nil
 	}
 	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt, UnitsUsed: r.UnitsUsed}
-	err := s.opts.Temporal.SignalWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "", workflows.SignalResult, sig)
-	var notFound *serviceerror.NotFound
-	switch {
-	case err == nil:
-		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
-			return ResultReport{}, err
+	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
+	latest, err := s.describeRun(ctx, workflowID)
+	if err != nil {
+		return ResultReport{}, fmt.Errorf("job %q: describing its workflow: %w", job.ID, err)
+	}
+	if latest.own() && latest.open() {
+		// Only the job's own run takes the result, and only the run just described: another
+		// program's workflow under the ID (a heal went around it) would swallow the signal.
+		err := s.opts.Temporal.SignalWorkflow(ctx, workflowID, latest.runID, workflows.SignalResult, sig)
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
+				return ResultReport{}, err
+			}
+			return ResultReport{Path: PathSignal, Status: s.statusOf(job),
+				Message: "The job's workflow received the result and settles it."}, nil
+		case !errors.As(err, &notFound):
+			return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
 		}
-		return ResultReport{Path: PathSignal, Status: s.statusOf(job),
-			Message: "The job's workflow received the result and settles it."}, nil
-	case !errors.As(err, &notFound):
-		return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
+		// The run closed since it was described: the fallback takes the result.
 	}
 
 	in := workflows.LateResultInput{JobID: job.ID, AccountID: job.AccountID, Cost: job.Cost, Result: sig}
@@ -161,6 +178,21 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 		return ResultReport{}, err
 	}
 	return ResultReport{Path: PathFallback, Outcome: out.Outcome, Status: s.statusOf(current), Message: out.Message}, nil
+}
+
+// takesResult says whether a result can still bill the job: every job but a tombstone with
+// nothing left to bill. A deleted refunded job still takes its late result, which reclaims the
+// refund and settles the job (docs/design.md, "The job state machine").
+func takesResult(job ledgerdb.Job) bool {
+	return job.State != ledgerdb.StateDeleted || (job.IsRefunded && !job.IsReclaimed)
+}
+
+// TakesResult says whether a result reported for the job can still bill it: always, except for a
+// deleted job with nothing left to bill (deleted once delivered, recovered or rejected), whose
+// results are refused as gone. A deleted refunded job takes its late result: deletion removes a
+// job's content from view, never what its delivered work costs.
+func (st Status) TakesResult() bool {
+	return st.State != ledgerdb.StateDeleted || st.MoneyState == ledgerdb.MoneyRefunded
 }
 
 // ReportLateResult lets the job service serve as the simulated runner's [activities.LateResultReporter].

@@ -142,7 +142,7 @@ func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledger
 	switch {
 	case errors.Is(err, errWorkflowEnded):
 		reject = ledgerdb.RejectWorkflowEnded
-	case errors.Is(err, errWorkflowIDTaken):
+	case errors.Is(err, ErrWorkflowIDTaken):
 		reject = ledgerdb.RejectWorkflowIDTaken
 	case err != nil:
 		return ledgerdb.Job{}, fmt.Errorf("job %q: starting its workflow: %w", job.ID, err)
@@ -158,13 +158,16 @@ func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledger
 	return s.opts.Ledger.Job(ctx, job.Key())
 }
 
-// Errors of startAndAwaitCharge that say no workflow will ever charge the placeholder.
-var (
-	// errWorkflowEnded: the job's workflow closed before charging it; its ID cannot start again.
-	errWorkflowEnded = errors.New("the job's workflow ended before charging it")
-	// errWorkflowIDTaken: the job's workflow ID is held by a workflow that is not its MeteredJob.
-	errWorkflowIDTaken = errors.New("the job's workflow ID is held by another program's workflow")
-)
+// errWorkflowEnded, from startAndAwaitCharge, says the job's workflow closed before charging it;
+// its ID cannot start again, so no workflow will ever charge the placeholder.
+var errWorkflowEnded = errors.New("the job's workflow ended before charging it")
+
+// ErrWorkflowIDTaken means the job's workflow ID is held by an open workflow that is not the job's
+// MeteredJob (another program's, in a namespace it shares): no run of the job's own workflow can
+// start under the ID, and nothing is sent to the foreign run. A submission is rejected for it
+// (nothing charged), a redrive refused; a heal and a reported result go around it (the ledger's
+// guarded refund, the late-result fallback).
+var ErrWorkflowIDTaken = errors.New("the job's workflow ID is held by another program's workflow")
 
 // startAndAwaitCharge starts the job's workflow and waits for the charge decision. The ID
 // policies make a second charge impossible on the Temporal side too: a closed run is never
@@ -246,7 +249,7 @@ func (s *Service) attach(ctx context.Context, workflowID, jobID string) (client.
 	info := desc.GetWorkflowExecutionInfo()
 	switch onWorkflowIDHeld(info.GetType().GetName(), info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
 	case workflowIDTaken:
-		return nil, fmt.Errorf("%w (a %q workflow)", errWorkflowIDTaken, info.GetType().GetName())
+		return nil, fmt.Errorf("%w (a %q workflow)", ErrWorkflowIDTaken, info.GetType().GetName())
 	case answerFromRecord:
 		return nil, errWorkflowEnded
 	}
@@ -329,7 +332,9 @@ func chargeError(job ledgerdb.Job) error {
 }
 
 // Delete turns a settled job into a tombstone: its ID can never be submitted or charged again,
-// and its money stays as it was. A job still submitting or running is refused with
+// and deleting moves no money. It removes the job's content (its output) from view, never an
+// obligation: a refunded job's late result still takes the refund back and settles the job at its
+// usage ([Service.ReportResult]). A job still submitting or running is refused with
 // [ledgerdb.ErrJobActive].
 func (s *Service) Delete(ctx context.Context, key ledgerdb.JobKey) (Status, error) {
 	t, err := s.opts.Ledger.Delete(ctx, key)
@@ -365,7 +370,16 @@ func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note str
 		return s.statusOf(job), fmt.Errorf("job %s is %s: %w", key, job.State, ErrNotDeadLettered)
 	}
 	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
-	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalRedrive, req)
+	run, err := s.describeRun(ctx, workflowID)
+	if err != nil {
+		return Status{}, fmt.Errorf("job %s: redrive: %w", key, err)
+	}
+	if run.foreign() && run.open() {
+		// The redrive runs the work in a run of the job's own workflow, which cannot start while
+		// another program's run holds the ID; signalled, that run would swallow the redrive.
+		return s.statusOf(job), fmt.Errorf("job %s: redrive: %w (a %q workflow, run %s)", key, ErrWorkflowIDTaken, run.typ, run.runID)
+	}
+	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, run.signalRunID(), workflows.SignalRedrive, req)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		// The late-result window ended and the workflow closed. A new run of the same ID finds

@@ -28,7 +28,8 @@ type Status struct {
 	// UnitsUsed is the usage the job was settled at (capped at HeldUnits); absent until then.
 	UnitsUsed *int64 `json:"units_used,omitempty"`
 	// OutputRef is the output the job's result was settled with (delivered or recovered); absent
-	// until then, and for jobs settled before the ledger kept it.
+	// until then, for jobs settled before the ledger kept it, and once the job is deleted
+	// (deletion removes its content from view).
 	OutputRef string `json:"output_ref,omitempty"`
 	// Charged is what the job costs the account as it stands: the whole hold while charged and
 	// unsettled, UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
@@ -74,7 +75,6 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 		HeldUnits:    job.HeldUnits,
 		Held:         job.Cost,
 		UnitsUsed:    job.UnitsUsed,
-		OutputRef:    job.OutputRef,
 		Charged:      job.Charged(),
 		Released:     job.Released(),
 		State:        job.State,
@@ -82,6 +82,9 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 		Attempts:     job.Attempts,
 		CreatedAt:    job.CreatedAt,
 		WorkflowURL:  s.WorkflowURL(workflows.JobWorkflowID(job.AccountID, job.ID)),
+	}
+	if job.State != ledgerdb.StateDeleted {
+		st.OutputRef = job.OutputRef
 	}
 	switch {
 	case job.RefundReason != "" && (job.State == ledgerdb.StateRefunded || job.StateBeforeDelete == ledgerdb.StateRefunded):
@@ -119,14 +122,29 @@ func Message(job ledgerdb.Job) string {
 		}
 		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the %d credits were charged again.", job.Cost)
 	case ledgerdb.StateDeleted:
-		return fmt.Sprintf("Deleted; its ID can never be used again. Your money stays as it was: %s.",
-			map[ledgerdb.MoneyState]string{
-				ledgerdb.MoneyNotCharged: "you were not charged",
-				ledgerdb.MoneyCharged:    fmt.Sprintf("%d credits charged", job.Charged()),
-				ledgerdb.MoneyRefunded:   fmt.Sprintf("%d credits refunded", job.Cost),
-			}[job.MoneyState()])
+		return deletedMessage(job)
 	}
 	return "Unknown state; keep polling this ID. Do not submit a new job."
+}
+
+// deletedMessage says where a tombstone's money stands. Deleting moves no money and cancels no
+// obligation: a refunded job's late result still takes the refund back (docs/design.md, "The job
+// state machine"), so a refunded tombstone says so, and one recovered says what it now costs —
+// true whether its result landed before or after the deletion.
+func deletedMessage(job ledgerdb.Job) string {
+	const deleted = "Deleted; its ID can never be used again. "
+	switch {
+	case job.StateBeforeDelete == ledgerdb.StateRecovered && job.IsSettled && job.Unit == ledgerdb.UnitGPUSecond:
+		return deleted + "Its result arrived after it had been refunded, so the refund was taken back: " + chargedText(job)
+	case job.StateBeforeDelete == ledgerdb.StateRecovered:
+		return deleted + fmt.Sprintf("Its result arrived after it had been refunded, so the %d credits were charged again.", job.Charged())
+	case job.MoneyState() == ledgerdb.MoneyRefunded:
+		return deleted + fmt.Sprintf("Your %d credits were refunded; if the job's result still arrives, the refund is taken back "+
+			"and the job settled at its usage.", job.Cost)
+	case job.MoneyState() == ledgerdb.MoneyCharged:
+		return deleted + fmt.Sprintf("Your money stays as it was: %d credits charged.", job.Charged())
+	}
+	return deleted + "Your money stays as it was: you were not charged."
 }
 
 // chargedText says what a delivered or recovered job was charged: its whole cost, or, once

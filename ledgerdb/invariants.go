@@ -42,8 +42,8 @@ type AccountTotals struct {
 	// AwaitingReclaim is the account's stored sum of refunds that a late result may still reclaim,
 	// which its lower exposure bound rests on (MaxBalance).
 	AwaitingReclaim int64
-	// RefundedCosts is the sum of the costs of the account's refunded jobs: what AwaitingReclaim
-	// must equal.
+	// RefundedCosts is the sum of the costs of the account's refunded jobs, deleted ones included
+	// (a late result still reclaims their refund): what AwaitingReclaim must equal.
 	RefundedCosts int64
 }
 
@@ -64,6 +64,10 @@ type JobTotals struct {
 	UnappliedResults int
 	// OldestUnappliedResult is when the oldest of them was recorded; nil when there is none.
 	OldestUnappliedResult *time.Time
+	// LastAppliedResult is when a result recorded for the job was last taken (by its workflow, the
+	// fallback, or as nothing left to bill); nil when none was. A job whose refund still awaits a
+	// reclaim long after a result was taken lost that result.
+	LastAppliedResult *time.Time
 }
 
 // LedgerSnapshot is the ledger's totals in scope, read in one repeatable-read transaction so that
@@ -135,7 +139,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(c.id) FILTER (WHERE c.balance_after <> c.running),
 		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0),
 		       s.awaiting_reclaim,
-		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.state = 'refunded')
+		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.is_refunded AND NOT j.is_reclaimed)
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
@@ -166,7 +170,8 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(e.id) FILTER (WHERE e.account_id <> j.account_id),
 		       (SELECT coalesce(array_agg(a.step || ': ' || a.message ORDER BY a.id), '{}') FROM ledger_alarms a WHERE a.job_id = j.id),
 		       (SELECT count(*) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
-		       (SELECT min(r.received_at) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL)
+		       (SELECT min(r.received_at) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
+		       (SELECT max(r.applied_at) FROM result_reports r WHERE r.job_id = j.id)
 		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
 		WHERE ($1 = '' OR j.account_id = $1) AND ($2 = '' OR starts_with(j.id, j.account_id || '/' || $2))
 		GROUP BY j.id
@@ -180,7 +185,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 			job *jobRow
 		)
 		err := row.Scan(&job, &t.Charges, &t.Refunds, &t.Reclaims, &t.Releases, &t.EntrySum, &t.ForeignEntries,
-			&t.Alarms, &t.UnappliedResults, &t.OldestUnappliedResult)
+			&t.Alarms, &t.UnappliedResults, &t.OldestUnappliedResult, &t.LastAppliedResult)
 		t.Job = job.job()
 		return t, err
 	})

@@ -273,7 +273,9 @@ func (s *Store) Refund(ctx context.Context, key JobKey, reason Reason, detail st
 // recovered), for a caller that knows no usage: a priced job is settled at its whole hold, nothing
 // released ([Store.Settle] knows the usage). The original workflow's success path calls it
 // unconditionally: on a job that was never refunded it answers NotApplied and writes nothing. The
-// account may go below zero; see the debt rule of docs/design.md.
+// account may go below zero; see the debt rule of docs/design.md. A deleted refunded job is
+// reclaimed too, and stays a tombstone; any other tombstone answers as the state it was deleted
+// from would, or [ErrGone] when it was never charged.
 func (s *Store) Reclaim(ctx context.Context, key JobKey) (Transition, error) {
 	if err := key.Validate(); err != nil {
 		return Transition{}, err
@@ -288,7 +290,10 @@ func (s *Store) Reclaim(ctx context.Context, key JobKey) (Transition, error) {
 // one release row. attempts is the attempt that produced the result; outputRef, its output, is
 // kept on the job ("" when unknown). A settled job answers AlreadyApplied with the units and the
 // output it was settled at; a job never charged, NotApplied; a negative usage or an output the
-// ledger refuses is an [*InvalidInputError], with nothing written.
+// ledger refuses is an [*InvalidInputError], with nothing written. Deletion hides a job, never
+// what it owes: a deleted refunded job is recovered as a tombstone (State deleted,
+// StateBeforeDelete recovered) and settled, its output not kept; a deleted settled job answers
+// AlreadyApplied, a deleted rejected one [ErrGone].
 func (s *Store) Settle(ctx context.Context, key JobKey, attempts int, unitsUsed *int64, outputRef string) (Transition, error) {
 	if err := ValidateUnitsUsed(unitsUsed); err != nil {
 		return Transition{}, err
@@ -326,8 +331,9 @@ func (s *Store) RecordAttempt(ctx context.Context, key JobKey, attempts int) (Tr
 }
 
 // Delete turns a settled job (rejected, delivered, refunded or recovered) into a tombstone: its ID
-// can never be submitted or charged again, and its money stays as it was. A job that is
-// submitting or running is refused with [ErrJobActive].
+// can never be submitted or charged again, and deleting moves no money. It removes the job's
+// content from view, never an obligation: a refunded job's late result still reclaims its refund
+// ([Store.Settle]). A job that is submitting or running is refused with [ErrJobActive].
 func (s *Store) Delete(ctx context.Context, key JobKey) (Transition, error) {
 	if err := key.Validate(); err != nil {
 		return Transition{}, err

@@ -192,7 +192,7 @@ func TestStateMachineEdges(t *testing.T) {
 		ledgertest.RequireBalance(t, s, acct, 60)
 	})
 
-	t.Run("terminal to deleted: the ID is burnt and the money kept", func(t *testing.T) {
+	t.Run("terminal to deleted: the ID is burnt and the money kept, a late result still owed", func(t *testing.T) {
 		for _, end := range []ledgerdb.State{ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered} {
 			credits := int64(100)
 			if end == ledgerdb.StateRejected {
@@ -229,19 +229,39 @@ func TestStateMachineEdges(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 
-			// Rule 7: the ID can never be submitted or charged again, nor can money move on it.
+			// Rule 7: the ID can never be submitted or charged again, nor refunded again.
 			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Charge(ctx, job)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late", 9)
 			require.ErrorIs(t, err, ledgerdb.ErrGone)
-			_, err = s.Reclaim(ctx, job)
-			require.ErrorIs(t, err, ledgerdb.ErrGone)
 			read, err := s.Job(ctx, job)
 			require.NoError(t, err)
 			require.Equal(t, ledgerdb.StateDeleted, read.State)
 			ledgertest.RequireBalance(t, s, acct, before)
+
+			// A late result's reclaim answers the tombstone as the state it was deleted from — except
+			// that a refunded job's refund is still reclaimed (rule 3: deletion hides a job, never
+			// what it owes; TestDeletedRefundedJobTakesItsLateResult).
+			rec, err := s.Reclaim(ctx, job)
+			switch end {
+			case ledgerdb.StateRejected:
+				require.ErrorIs(t, err, ledgerdb.ErrGone)
+			case ledgerdb.StateRefunded:
+				require.NoError(t, err)
+				require.Equal(t, ledgerdb.Applied, rec.Outcome)
+				require.Equal(t, ledgerdb.StateDeleted, rec.Job.State)
+				require.Equal(t, ledgerdb.StateRecovered, rec.Job.StateBeforeDelete)
+				ledgertest.RequireBalance(t, s, acct, before-40)
+			default:
+				require.NoError(t, err)
+				require.Equal(t, map[ledgerdb.State]ledgerdb.Outcome{
+					ledgerdb.StateDelivered: ledgerdb.NotApplied, ledgerdb.StateRecovered: ledgerdb.AlreadyApplied,
+				}[end], rec.Outcome, end)
+				require.Zero(t, rec.EntryID)
+				ledgertest.RequireBalance(t, s, acct, before)
+			}
 		}
 	})
 }

@@ -324,12 +324,17 @@ func TestMeteredSettlement(t *testing.T) {
 				ledgertest.RequireRowAmounts(t, s, job, want...)
 				ledgertest.RequireBalance(t, s, acct, balance)
 
-				// A tombstone keeps the settlement and its money.
+				// A tombstone keeps the settlement and its money: a late result's settle answers
+				// it as settled, writing nothing.
 				del, err := s.Delete(ctx, job)
 				require.NoError(t, err)
 				requireSettled(t, del.Job, c.used)
-				_, err = s.Settle(ctx, job, 3, ledgerdb.Units(0), "")
-				require.ErrorIs(t, err, ledgerdb.ErrGone)
+				again, err := s.Settle(ctx, job, 3, ledgerdb.Units(0), "")
+				require.NoError(t, err)
+				require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+				require.Zero(t, again.EntryID)
+				requireSettled(t, again.Job, c.used)
+				ledgertest.RequireRowAmounts(t, s, job, want...)
 				ledgertest.RequireBalance(t, s, acct, balance)
 			})
 		}

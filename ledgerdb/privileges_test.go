@@ -66,7 +66,7 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 		`DROP TABLE ledger_entries`,
 		`DROP FUNCTION ledger_charge(text, bytea)`,
 		`CREATE FUNCTION app_role_probe() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
-		`CREATE OR REPLACE FUNCTION ledger_job_unmatched(p_job_id text, p_done_states text[])
+		`CREATE OR REPLACE FUNCTION ledger_job_unmatched(p_job_id text, p_done_states text[], p_as_deleted_from boolean)
 			RETURNS ledger_job_result LANGUAGE sql AS 'SELECT NULL::ledger_job_result'`,
 		`ALTER FUNCTION ledger_charge(text, bytea) SECURITY INVOKER`,
 	} {

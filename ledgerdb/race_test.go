@@ -40,11 +40,13 @@ func (a raceAnswer) String() string {
 // hundreds of times, twice at once, while other goroutines keep resubmitting the same ID (with
 // the same body and with another one) and charging it, and the job's late result lands (reclaim,
 // then deliver). It checks money rules 7, 8, 2, 3 and 6: the ID is never resurrected or charged
-// again once deleted (rule 7: every call that starts after a Delete returned answers ErrGone, and
-// the row stays a tombstone); a racing Delete, Submit or Charge answers as a repeat and writes
-// nothing (rule 8); the job keeps the rows it had, one charge at most, plus a reclaim only if the
-// late result of a refunded job beat the delete (rule 2); the tombstone remembers the money state
-// that matches those rows (rule 3); and every balance equals the sum of its rows (rule 6).
+// again once deleted (rule 7: every submission, charge or delivery that starts after a Delete
+// returned answers ErrGone, and the row stays a tombstone); a racing Delete, Submit or Charge
+// answers as a repeat and writes nothing (rule 8); the job keeps the rows it had, one charge at
+// most, plus one reclaim when it was refunded — its late result reclaims the refund whether it
+// beat the delete or not, since deletion hides a job, never what it owes (rule 2); the tombstone
+// remembers the money state that matches those rows (rule 3); and every balance equals the sum of
+// its rows (rule 6).
 func TestDeleteRacesResubmit(t *testing.T) {
 	const (
 		rounds = 300
@@ -101,13 +103,17 @@ func TestDeleteRacesResubmit(t *testing.T) {
 	require.NoError(t, ctx.Err(), "seed %d", seed)
 
 	wantRich := int64(grant)
-	var before, after, lateWins int
+	var before, after, lateWins, tombstoneReclaims int
 	var problems []string
 	for round, r := range results {
 		problems = append(problems, r.problems...)
 		before, after = before+r.before, after+r.after
-		if r.fate != plans[round].fate {
-			lateWins++
+		if plans[round].fate == ledgerdb.StateRefunded {
+			if r.deletedAs == ledgerdb.StateRecovered {
+				lateWins++
+			} else {
+				tombstoneReclaims++
+			}
 		}
 		if r.fate == ledgerdb.StateDelivered || r.fate == ledgerdb.StateRecovered {
 			wantRich -= 1 + int64(round%50)
@@ -116,8 +122,8 @@ func TestDeleteRacesResubmit(t *testing.T) {
 	require.Empty(t, problems, "seed %d: %d problems", seed, len(problems))
 	// Both sides of the race must have happened, or the test proved only one of them.
 	require.Positive(t, before, "seed %d: no racer call landed before a delete", seed)
-	t.Logf("%d rounds: %d racer calls before a delete returned, %d after; a late result beat the delete of a refunded job %d times",
-		rounds, before, after, lateWins)
+	t.Logf("%d rounds: %d racer calls before a delete returned, %d after; a late result beat the delete of a refunded job %d times, and reclaimed its tombstone %d times",
+		rounds, before, after, lateWins, tombstoneReclaims)
 
 	balance, err := store.Balance(ctx, rich)
 	require.NoError(t, err)
@@ -135,11 +141,12 @@ type deleteRacePlan struct {
 }
 
 // deleteRaceResult is what a round saw: its problems (empty when sound), how many racing calls
-// started before and after the delete returned, and the state the tombstone remembers.
+// started before and after the delete returned, the state the tombstone remembers in the end, and
+// the state the delete found.
 type deleteRaceResult struct {
-	problems      []string
-	before, after int
-	fate          ledgerdb.State
+	problems        []string
+	before, after   int
+	fate, deletedAs ledgerdb.State
 }
 
 // raceDeleteRound settles one job, races its delete against resubmissions, charges and a late
@@ -202,7 +209,7 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 		})
 	}
 	// The job's late result lands at the same time: the success path reclaims (which applies
-	// only to a refunded job that is not yet deleted), then delivers.
+	// only to a refunded job, deleted or not), then delivers.
 	wg.Go(func() {
 		<-start
 		for range maxLoop {
@@ -256,10 +263,10 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	for r, list := range answers {
 		for _, a := range list {
 			if a.call == "reclaim" && a.err == nil && a.outcome == ledgerdb.Applied {
-				// Only the late result of a refunded job may move money, and only before the
-				// delete; whether it won the race decides what the tombstone remembers.
+				// Only the late result of a refunded job may move money, once, before the delete
+				// or on its tombstone.
 				reclaimed++
-				if fate != ledgerdb.StateRefunded || a.afterDelete || a.entryID == 0 {
+				if fate != ledgerdb.StateRefunded || a.entryID == 0 {
 					fail("reclaim applied: %s", a)
 				}
 				continue
@@ -280,8 +287,19 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 			if a.afterDelete {
 				res.after++
 				sawAfter = true
-				if !errors.Is(a.err, ledgerdb.ErrGone) {
-					fail("after the delete, want ErrGone: %s", a)
+				ok := errors.Is(a.err, ledgerdb.ErrGone)
+				if a.call == "reclaim" {
+					// A late result's reclaim answers a tombstone as the state it was deleted from
+					// (a refunded one's applied, above): a rejected one is gone.
+					switch fate {
+					case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
+						ok = a.err == nil && a.outcome == ledgerdb.AlreadyApplied
+					case ledgerdb.StateDelivered:
+						ok = a.err == nil && a.outcome == ledgerdb.NotApplied
+					}
+				}
+				if !ok {
+					fail("after the delete: %s", a)
 				}
 				continue
 			}
@@ -319,16 +337,20 @@ func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePla
 	if !sawAfter {
 		fail("no racer call started after the delete returned")
 	}
+	if fate == ledgerdb.StateRefunded && reclaimed != 1 {
+		fail("the late result of a refunded job reclaimed %d times, want once", reclaimed)
+	}
 	if reclaimed == 1 {
 		fate = ledgerdb.StateRecovered
 		res.fate = fate
 	}
+	res.deletedAs = deletedAs
 	if len(res.problems) > 0 {
 		return res
 	}
 
 	// The tombstone holds: the state, the money it remembers, and the rows of its fate only.
-	if deletedAs != fate {
+	if deletedAs != fate && !(deletedAs == ledgerdb.StateRefunded && p.fate == ledgerdb.StateRefunded) {
 		fail("the applied delete says the job was %q, want %q", deletedAs, fate)
 	}
 	job, err := store.Job(ctx, sub.Key())

@@ -48,7 +48,9 @@ const (
 // settled, else 0 (rule 3); every row moving exactly what the job's recorded price says, whatever
 // the resubmission or the reported usage said (rule 5); the balance equal to the sum of the rows
 // and to the model, via store.Audit (rule 6); a deleted ID never submitted or charged again
-// (rule 7); and every repeated call answering as the model says, with nothing written (rule 8).
+// (rule 7), while a deleted refunded job's late result still reclaims its refund (deletion hides a
+// job, never what it owes: rule 3); and every repeated call answering as the model says, with
+// nothing written (rule 8).
 // A settle reports no usage, zero, a usage within the hold, the hold, one above it (capped), or a
 // negative one (refused, nothing written); it lands on running jobs, refunded ones (a late result:
 // reclaim and release in one step), and settled ones (AlreadyApplied with the recorded units,
@@ -170,7 +172,7 @@ func TestRandomizedSequences(t *testing.T) {
 			"settle:delivered", "settle:recovered", "settle:after-old-steps", "settle:again", "settle:not-charged",
 			"settle:release", "settle:nil", "settle:zero", "settle:within", "settle:exact", "settle:capped", "settle:negative",
 			"settle:reclaim-into-debt", "settle:fixed-zero", "submit:unknown-kind", "submit:same-hold", "submit:other-hold", "submit:metered",
-			"submit:smaller-hold",
+			"submit:smaller-hold", "settle:tombstone", "reclaim:tombstone",
 		} {
 			require.Positive(t, coverage[k], "seed %d: no step covered %s", seed, k)
 		}
@@ -527,7 +529,7 @@ func (s *rndSequence) next() rndStep {
 	case ledgerdb.StateRefunded:
 		step.op = pick("success", "reclaim", "redrive", "delete", "refund", "settle", "settle")
 	case ledgerdb.StateDeleted:
-		step.op = pick("submit", "charge", "delete", "settle")
+		step.op = pick("submit", "charge", "delete", "settle", "reclaim")
 		step.variant = r.IntN(len(rndSubmitVariants))
 	default: // rejected, delivered, recovered
 		step.op = pick("delete", "delete", "submit", "charge", "success", "settle", "settle")
@@ -867,6 +869,17 @@ func (s *rndSequence) reclaim(ctx context.Context, j *rndJob) error {
 		}
 	case m.State == ledgerdb.StateRecovered:
 		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateDeleted && m.StateBeforeDelete == ledgerdb.StateRefunded:
+		// Deletion hides a job, never what it owes: the tombstone's refund is reclaimed.
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance -= j.cost
+		m.StateBeforeDelete, m.IsReclaimed = ledgerdb.StateRecovered, true
+		s.settleWhole(j, "reclaim")
+		s.coverage["reclaim:tombstone"]++
+	case m.State == ledgerdb.StateDeleted && m.StateBeforeDelete == ledgerdb.StateRecovered:
+		want.outcome = ledgerdb.AlreadyApplied
+	case m.State == ledgerdb.StateDeleted && m.StateBeforeDelete == ledgerdb.StateDelivered:
+		want.outcome = ledgerdb.NotApplied
 	case m.State == ledgerdb.StateDeleted:
 		want.err = ledgerdb.ErrGone
 	default:
@@ -934,6 +947,16 @@ func (s *rndSequence) settle(ctx context.Context, j *rndJob, attempts int, usage
 		s.coverage["settle:negative"]++
 	case !j.exists:
 		want.err = ledgerdb.ErrJobNotFound
+	case m.State == ledgerdb.StateDeleted && m.StateBeforeDelete == ledgerdb.StateRefunded:
+		// Deletion hides a job, never what it owes: the tombstone's refund is reclaimed and the
+		// job settled at its usage; it stays a tombstone.
+		want.outcome, money = ledgerdb.Applied, true
+		s.balance -= j.cost
+		m.StateBeforeDelete, m.IsReclaimed = ledgerdb.StateRecovered, true
+		s.release(j, usage)
+		s.coverage["settle:tombstone"]++
+	case m.State == ledgerdb.StateDeleted && (m.StateBeforeDelete == ledgerdb.StateDelivered || m.StateBeforeDelete == ledgerdb.StateRecovered):
+		want.outcome = ledgerdb.AlreadyApplied
 	case m.State == ledgerdb.StateDeleted:
 		want.err = ledgerdb.ErrGone
 	case m.State == ledgerdb.StateRunning:

@@ -94,7 +94,8 @@ type RecordedResult struct {
 // RecordResult writes a report to the inbox, once per job and attempt, before it is signalled. The
 // same report again answers AlreadyApplied; another output or usage for the same attempt is
 // [ErrConflict]; a
-// job never charged is [ErrNotStarted]; a deleted one [ErrGone]; an unknown one [ErrJobNotFound].
+// job never charged is [ErrNotStarted]; a deleted one [ErrGone], unless its refund can still be
+// reclaimed (a deleted refunded job still takes its late result); an unknown one [ErrJobNotFound].
 func (s *Store) RecordResult(ctx context.Context, r ResultReport) (RecordedResult, error) {
 	if err := r.Validate(); err != nil {
 		return RecordedResult{}, err

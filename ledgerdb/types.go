@@ -19,7 +19,8 @@ const (
 	StateRefunded State = "refunded"
 	// StateRecovered means the job was refunded, then its result landed and the refund was reclaimed.
 	StateRecovered State = "recovered"
-	// StateDeleted is the tombstone: the ID is burnt forever; the money stays as it was.
+	// StateDeleted is the tombstone: the ID is burnt forever; deleting moves no money, and a
+	// refunded job's late result still reclaims its refund (StateBeforeDelete then says recovered).
 	StateDeleted State = "deleted"
 )
 
@@ -63,7 +64,8 @@ type Job struct {
 	Cost int64
 	// State is the job's place in the state machine.
 	State State
-	// StateBeforeDelete is the state the job had when it was deleted; empty unless State is deleted.
+	// StateBeforeDelete is the state the job had when it was deleted — or recovered, when a
+	// deleted refunded job took its late result; empty unless State is deleted.
 	StateBeforeDelete State
 	// IsCharged, IsRefunded and IsReclaimed are the guard flags; each goes from false to true once.
 	IsCharged, IsRefunded, IsReclaimed bool

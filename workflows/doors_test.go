@@ -139,7 +139,8 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 // TestDirectStartWritesItsPlaceholder protects money rules 5, 7 and 8 at the door of another
 // Temporal client: a run started without the job service's placeholder writes it (the same guarded
 // submission), charges it and bills the job; a run whose ID holds another request's placeholder
-// charges nothing; a run for an unknown account is rejected.
+// charges nothing and shows that job as the ledger has it; a run for an unknown account is
+// rejected.
 func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, in workflows.JobInput) workflows.JobStatus {
 		h := harnessOver(t, ledger, in.AccountID, in.JobID, succeed)
@@ -167,7 +168,8 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	_, err := ledger.Submit(context.Background(), ledgerdb.Submission{JobID: "taken", AccountID: account, Kind: kind, Request: []byte("s3://in/theirs")})
 	require.NoError(t, err)
 	conflict := run(t, ledger, input("taken", "s3://in/mine"))
-	assert.Equal(t, rejected, conflict.State)
+	assert.Equal(t, submitting, conflict.State, "the other request's placeholder, as the ledger has it")
+	assert.Contains(t, conflict.Reason, "this start was refused")
 	assert.Contains(t, conflict.Reason, "different request")
 	assert.Empty(t, ledger.Kinds(jobOf("taken")))
 
@@ -203,4 +205,54 @@ func countCalls(ledger *activitiestest.MemoryLedger, op string, job ledgerdb.Job
 		}
 	}
 	return n
+}
+
+// TestRefusedStartShowsTheLedgersJob keeps the Temporal UI from contradicting the ledger when
+// another program starts a run under the ID of a job the ledger has settled (rules 3 and 7: the
+// run charges nothing): a run with another input shows the job as the ledger answered — delivered,
+// or deleted with its money state kept — in its search attributes and its status, never
+// "rejected"; a run whose input cannot be billed, refused before it asks the ledger, upserts no
+// search attribute at all.
+func TestRefusedStartShowsTheLedgersJob(t *testing.T) {
+	ledger := newLedger()
+	ledger.Grant(account, 100)
+	// start runs the job's workflow over the ledger with input, as another Temporal client would
+	// start it, and answers the run's harness and its final status.
+	start := func(in workflows.JobInput) (*harness, workflows.JobStatus) {
+		h := harnessOver(t, ledger, account, "settled", succeed)
+		h.env.ExecuteWorkflow(workflows.MeteredJob, in)
+		require.True(t, h.env.IsWorkflowCompleted())
+		require.NoError(t, h.env.GetWorkflowError())
+		var status workflows.JobStatus
+		require.NoError(t, h.env.GetWorkflowResult(&status))
+		return h, status
+	}
+	input := func(inputRef string) workflows.JobInput {
+		return workflows.JobInput{JobID: "settled", AccountID: account, Kind: kind, Policy: testPolicy,
+			Work: activities.WorkRequest{InputRef: inputRef}}
+	}
+	_, status := start(input("s3://in/first"))
+	require.Equal(t, delivered, status.State)
+
+	again, status := start(input("s3://in/another"))
+	assert.Equal(t, delivered, status.State)
+	assert.Equal(t, ledgerdb.MoneyCharged, status.MoneyState)
+	assert.Contains(t, status.Reason, "this start was refused")
+	again.assertStates([]ledgerdb.State{submitting, delivered}, []bool{false, false})
+
+	require.NoError(t, ledger.Delete(jobOf("settled")))
+	gone, status := start(input("s3://in/another"))
+	assert.Equal(t, ledgerdb.StateDeleted, status.State)
+	assert.Equal(t, ledgerdb.MoneyCharged, status.MoneyState, "a tombstone keeps its money state")
+	gone.assertStates([]ledgerdb.State{submitting, ledgerdb.StateDeleted}, []bool{false, false})
+
+	withAmount := input("s3://in/another")
+	withAmount.Cost = 1
+	unasked, status := start(withAmount)
+	assert.Equal(t, rejected, status.State, "this run charged nothing")
+	unasked.assertStates(nil, nil)
+
+	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(jobOf("settled")))
+	assert.Equal(t, int64(100-cost), ledger.Balance(account))
+	require.NoError(t, ledger.Audit(), "money rules 2 and 6")
 }

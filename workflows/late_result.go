@@ -50,9 +50,9 @@ func (in LateResultInput) StaticSummary() string {
 type LateResultOutcome struct {
 	// JobID is the job.
 	JobID string
-	// Outcome is Applied when this result billed the job (reclaimed its refund, or delivered a
-	// job left running), AlreadyApplied when an earlier report did, NotApplied when there was
-	// nothing to bill (the job was never charged).
+	// Outcome is Applied when this result billed the job (reclaimed its refund — a deleted
+	// job's too — or delivered a job left running), AlreadyApplied when an earlier report did,
+	// NotApplied when there was nothing to bill (the job was never charged).
 	Outcome ledgerdb.Outcome
 	// State is the job's state after the fallback.
 	State ledgerdb.State
@@ -66,7 +66,8 @@ type LateResultOutcome struct {
 // result that lands after the job's workflow closed is not lost. It bills the result with the
 // same guarded step the job's workflow would have run: a refunded job becomes recovered; a job
 // left running by a run that ended unsettled (terminated, failed) becomes delivered; a delivered
-// or recovered job stays as it is; a deleted job keeps its tombstone. Its own workflow makes the
+// or recovered job stays as it is; a deleted refunded job is reclaimed and settled too, and keeps
+// its tombstone (deletion hides a job, never what it owes). Its own workflow makes the
 // step visible in the UI beside the job. (Runs of the original version only reclaimed.)
 func LateResult(ctx workflow.Context, in LateResultInput) (LateResultOutcome, error) {
 	out := LateResultOutcome{JobID: in.JobID}

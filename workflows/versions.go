@@ -45,8 +45,13 @@ const (
 	// result signal it cannot bill while the job could still take one, where earlier runs only
 	// counted it.
 	versionWholeNumbers workflow.Version = 4
+	// versionLedgerTruth keeps a refused start from contradicting the ledger in the UI: a run
+	// refused because the job's ID holds another request, or a tombstone, upserts the job's search
+	// attributes with what the ledger answered about the job (a settled job's state, not
+	// rejected), and a run refused before it asked the ledger (an invalid input) upserts none.
+	versionLedgerTruth workflow.Version = 5
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionWholeNumbers
+	latestMeteredJobVersion = versionLedgerTruth
 )
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.

@@ -80,7 +80,11 @@ func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
 				ErrorTypeInvalidJobInput, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 	} else if problem := in.validate(workflowID, version); problem != nil {
-		j.refuse(ctx, "invalid input: "+problem.Error())
+		if version >= versionLedgerTruth {
+			j.refuseUnasked(ctx, "invalid input: "+problem.Error())
+		} else {
+			j.refuse(ctx, "invalid input: "+problem.Error())
+		}
 		return j.status, nil
 	}
 	err = j.run(ctx)
@@ -160,6 +164,10 @@ func (j *meteredJob) run(ctx workflow.Context) error {
 	charge, err := j.charge(ctx)
 	if err != nil {
 		if reason, ok := j.rejection(err); ok {
+			if job, held := j.heldByAnother(err); held {
+				j.refuseStart(ctx, reason, job)
+				return nil
+			}
 			j.refuse(ctx, reason)
 			return nil
 		}
@@ -257,6 +265,45 @@ func (j *meteredJob) refuse(ctx workflow.Context, reason string) {
 	j.decideCharge(ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, reason)
 	j.transition(ctx, ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, false,
 		fmt.Sprintf("Rejected: %s. Nothing was charged.", reason))
+}
+
+// heldByAnother says whether a refused charge refused this start, not the job: the job's ID holds
+// another request, or a tombstone, which the ledger keeps as it is. The refusal carries the job as
+// the ledger has it. Runs before versionLedgerTruth showed such a start as the job's rejection.
+func (j *meteredJob) heldByAnother(err error) (activities.LedgerResult, bool) {
+	var appErr *temporal.ApplicationError
+	if j.version < versionLedgerTruth || !errors.As(err, &appErr) ||
+		(appErr.Type() != activities.ErrorTypeJobConflict && appErr.Type() != activities.ErrorTypeJobGone) {
+		return activities.LedgerResult{}, false
+	}
+	var job activities.LedgerResult
+	if !appErr.HasDetails() || appErr.Details(&job) != nil || job.State == "" {
+		return activities.LedgerResult{}, false
+	}
+	return job, true
+}
+
+// refuseStart ends a run whose start the ledger refused while it keeps the job under the ID as it
+// is (another request's, or a tombstone): nothing is charged for this start, and the run shows
+// the job as the ledger has it — its search attributes, its status — so that the job's latest run
+// in the UI never contradicts the ledger (a delivered job must not read "rejected").
+func (j *meteredJob) refuseStart(ctx workflow.Context, reason string, job activities.LedgerResult) {
+	j.record(job)
+	j.status.Reason = fmt.Sprintf("this start was refused: %s; nothing was charged for it", reason)
+	j.decideCharge(job.State, job.MoneyState, j.status.Reason)
+	j.transition(ctx, job.State, job.MoneyState, job.State == ledgerdb.StateRefunded,
+		fmt.Sprintf("Refused this start: %s. Nothing was charged for it; the job stays %s, as the ledger has it.", reason, job.State))
+}
+
+// refuseUnasked ends a run refused before it asked the ledger (its input cannot be billed):
+// nothing is charged, and the run upserts no search attribute, since it cannot say how the job
+// under its ID stands — a settled job's latest run must not read "rejected".
+func (j *meteredJob) refuseUnasked(ctx workflow.Context, reason string) {
+	j.status.Reason = reason
+	j.status.State, j.status.MoneyState = ledgerdb.StateRejected, ledgerdb.MoneyNotCharged
+	j.decideCharge(ledgerdb.StateRejected, ledgerdb.MoneyNotCharged, reason)
+	j.setDetails(ctx, fmt.Sprintf("Refused this start before asking the ledger: %s. Nothing was charged by this run; "+
+		"the ledger's record of the job under this ID, if any, is unchanged.", reason))
 }
 
 // refund is the compensation of the charge: the job's work will not be delivered, so its cost

@@ -512,9 +512,10 @@ func TestRedriveThatFailsStaysRefunded(t *testing.T) {
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
-// TestDeletedWhileDeadLettered protects money rule 7 (a tombstone keeps its money and its ID is
-// burnt): a refunded job deleted while its workflow waits is not reclaimed by a late result; the
-// workflow ends as deleted, without error, and the money stays refunded.
+// TestDeletedWhileDeadLettered protects money rule 3 against deletion (deletion hides a job,
+// never what it owes) and rule 7 (its ID stays burnt): a refunded job deleted while its workflow
+// waits still takes its late result — the refund is reclaimed, once — and the workflow ends
+// showing the tombstone as the ledger has it: deleted, charged, no longer a dead letter.
 func TestDeletedWhileDeadLettered(t *testing.T) {
 	h := newHarness(t, "deleted", 100, timeOut)
 	h.env.RegisterDelayedCallback(func() { require.NoError(t, h.ledger.Delete(h.key())) }, 5*time.Minute)
@@ -522,10 +523,13 @@ func TestDeletedWhileDeadLettered(t *testing.T) {
 	status := h.run()
 
 	assert.Equal(t, ledgerdb.StateDeleted, status.State)
-	assert.Equal(t, ledgerdb.MoneyRefunded, status.MoneyState)
+	assert.Equal(t, ledgerdb.MoneyCharged, status.MoneyState)
 	h.assertCalls(map[string]int{activitiestest.OpCharge: 1, activitiestest.OpRefund: 1, activitiestest.OpSettle: 1})
-	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	h.assertStates([]ledgerdb.State{submitting, running, refunded, ledgerdb.StateDeleted}, []bool{false, false, true, true})
+	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	h.assertStates([]ledgerdb.State{submitting, running, refunded, ledgerdb.StateDeleted}, []bool{false, false, true, false})
+	job, _ := h.ledger.Job(h.key())
+	assert.Equal(t, ledgerdb.StateRecovered, job.StateBeforeDelete)
+	assert.Empty(t, job.OutputRef, "a deleted job's output is not kept")
 }
 
 // TestLedgerRetryAfterCommit protects money rules 4 and 8: when the worker loses a ledger
@@ -686,8 +690,9 @@ func TestChargeDecisionUpdate(t *testing.T) {
 
 // TestLateResultFallback checks the fallback for a result that lands after the job's workflow
 // closed: a refunded job is reclaimed once (money rule 2: a second report reclaims nothing; rule
-// 3: the job nets -cost again), a delivered job is left alone, and a deleted job keeps its
-// tombstone (rule 7).
+// 3: the job nets -cost again), a delivered job is left alone, and a refunded job deleted since is
+// reclaimed too and keeps its tombstone (rule 3: deletion hides a job, never what it owes; rule
+// 7).
 func TestLateResultFallback(t *testing.T) {
 	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, jobID string) workflows.LateResultOutcome {
 		t.Helper()
@@ -740,10 +745,14 @@ func TestLateResultFallback(t *testing.T) {
 	require.Equal(t, ledgerdb.StateDelivered, leftRunning.State)
 	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(jobOf("left-running")))
 
+	// A refunded job deleted since: deletion hides a job, never what it owes — reclaimed, and it
+	// stays a tombstone.
 	deleted := run(t, ledger, "deleted")
+	require.Equal(t, ledgerdb.Applied, deleted.Outcome)
 	require.Equal(t, ledgerdb.StateDeleted, deleted.State)
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds(jobOf("deleted")))
-	require.Equal(t, int64(200-3*cost), ledger.Balance(account))
+	require.Equal(t, ledgerdb.MoneyCharged, deleted.MoneyState)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim}, ledger.Kinds(jobOf("deleted")))
+	require.Equal(t, int64(200-4*cost), ledger.Balance(account))
 }
 
 // TestAnyRunnerMessageStillRefunds protects money rule 3: whatever a GPU service says when it

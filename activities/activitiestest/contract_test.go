@@ -207,14 +207,40 @@ var contractCases = map[string]contractCase{
 		{op: "settle", arg: 1, outcome: ledgerdb.Applied, state: ledgerdb.StateDelivered, balance: 60},
 		{op: "delete", balance: 60},
 		{op: "charge", err: ledgerdb.ErrGone, balance: 60},
-		{op: "settle", arg: 1, err: ledgerdb.ErrGone, balance: 60},
+		// A late result's steps answer a tombstone as the state it was deleted from.
+		{op: "settle", arg: 1, outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 60, wrote: &no},
+		{op: "reclaim", outcome: ledgerdb.NotApplied, state: ledgerdb.StateDeleted, balance: 60, wrote: &no},
 		{op: "deliver", arg: 1, err: ledgerdb.ErrGone, balance: 60},
-		{op: "reclaim", err: ledgerdb.ErrGone, balance: 60},
+		{op: "refund", arg: 1, err: ledgerdb.ErrGone, balance: 60},
 		{op: "submit", err: ledgerdb.ErrGone, balance: 60},
 		// Bad input is refused before the job is read: invalid, not gone.
 		{op: "settle", arg: -1, err: ledgerdb.ErrInvalidInput, balance: 60},
 		{op: "deliver", arg: -1, err: ledgerdb.ErrInvalidInput, balance: 60},
 	}},
+	// Deletion hides a job, never what it owes: its late result still reclaims the refund.
+	"a deleted refunded job takes its late result": {metered: true, steps: []step{
+		{op: "charge", outcome: ledgerdb.Applied, state: ledgerdb.StateRunning, balance: 60},
+		{op: "refund", arg: 1, outcome: ledgerdb.Applied, state: ledgerdb.StateRefunded, balance: 100},
+		{op: "delete", balance: 100},
+		{op: "settle", arg: 1, units: units(3), outcome: ledgerdb.Applied, state: ledgerdb.StateDeleted, balance: 88, used: units(3), wrote: &yes},
+		{op: "settle", arg: 1, units: units(9), outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 88, used: units(3), wrote: &no},
+		{op: "reclaim", outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 88, wrote: &no},
+		{op: "charge", err: ledgerdb.ErrGone, balance: 88},
+		{op: "refund", arg: 1, err: ledgerdb.ErrGone, balance: 88},
+	}, rows: []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRefund, 40), row(ledgerdb.KindReclaim, -40), row(ledgerdb.KindRelease, 28)}},
+	"a deleted refunded job reclaimed by the original step": {steps: []step{
+		{op: "charge", outcome: ledgerdb.Applied, state: ledgerdb.StateRunning, balance: 60},
+		{op: "refund", arg: 1, outcome: ledgerdb.Applied, state: ledgerdb.StateRefunded, balance: 100},
+		{op: "delete", balance: 100},
+		{op: "reclaim", outcome: ledgerdb.Applied, state: ledgerdb.StateDeleted, balance: 60, used: units(1), wrote: &yes},
+		{op: "settle", arg: 1, outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 60, wrote: &no},
+	}, rows: []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRefund, 40), row(ledgerdb.KindReclaim, -40)}},
+	"a deleted rejected job takes nothing": {credits: 30, steps: []step{
+		{op: "charge", err: ledgerdb.ErrInsufficientCredits, state: ledgerdb.StateRejected, balance: 30},
+		{op: "delete", balance: 30},
+		{op: "settle", arg: 1, err: ledgerdb.ErrGone, balance: 30},
+		{op: "reclaim", err: ledgerdb.ErrGone, balance: 30},
+	}, rows: []ledgertest.Row{}},
 	"an alarm is raised once": {steps: []step{
 		{op: "alarm", outcome: ledgerdb.Applied, balance: 100},
 		{op: "alarm", outcome: ledgerdb.AlreadyApplied, balance: 100},
@@ -261,7 +287,7 @@ var contractCases = map[string]contractCase{
 		{op: "refund", arg: 1, outcome: ledgerdb.NotApplied, state: ledgerdb.StateDelivered, balance: 88},
 		{op: "reclaim", outcome: ledgerdb.NotApplied, state: ledgerdb.StateDelivered, balance: 88},
 		{op: "delete", balance: 88},
-		{op: "settle", arg: 1, units: units(1), err: ledgerdb.ErrGone, balance: 88},
+		{op: "settle", arg: 1, units: units(1), outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 88, used: units(3)},
 	}, rows: []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRelease, 28)}},
 	"metered: usage above the hold is capped": {metered: true, steps: []step{
 		{op: "charge", outcome: ledgerdb.Applied, state: ledgerdb.StateRunning, balance: 60},
@@ -347,7 +373,7 @@ var contractCases = map[string]contractCase{
 		{op: "delete", balance: 84},
 		// Refused before the job is read: invalid, not gone, in both ledgers.
 		{op: "settle", arg: 1, units: units(-1), err: ledgerdb.ErrInvalidInput, balance: 84},
-		{op: "settle", arg: 1, units: units(1), err: ledgerdb.ErrGone, balance: 84},
+		{op: "settle", arg: 1, units: units(1), outcome: ledgerdb.AlreadyApplied, state: ledgerdb.StateDeleted, balance: 84, used: units(4)},
 	}, rows: []ledgertest.Row{row(ledgerdb.KindCharge, -40), row(ledgerdb.KindRelease, 24)}},
 	"metered: a negative usage on an old-step job writes nothing": {metered: true, steps: []step{
 		{op: "charge", outcome: ledgerdb.Applied, state: ledgerdb.StateRunning, balance: 60},

@@ -375,10 +375,10 @@ func (m *MemoryLedger) Refund(_ context.Context, key ledgerdb.JobKey, reason led
 // priced job settled at its whole hold (nothing released: the caller knows no usage).
 func (m *MemoryLedger) Reclaim(_ context.Context, key ledgerdb.JobKey) (ledgerdb.Transition, error) {
 	return m.do(Call{Op: OpReclaim, Job: key}, func(j *ledgerdb.Job) (ledgerdb.Transition, error) {
-		if j.State != ledgerdb.StateRefunded || !j.IsRefunded || j.IsReclaimed {
-			return m.unmatched(j, ledgerdb.StateRecovered)
+		if !awaitsReclaim(j) {
+			return m.lateResultOf(j, ledgerdb.StateRecovered)
 		}
-		j.State, j.IsReclaimed = ledgerdb.StateRecovered, true
+		reclaimRefund(j)
 		return m.release(j, nil, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
 	})
 }
@@ -421,11 +421,14 @@ func (m *MemoryLedger) Settle(_ context.Context, key ledgerdb.JobKey, attempts i
 			j.State, j.OutputRef = ledgerdb.StateDelivered, outputRef
 			j.Attempts = max(j.Attempts, attempts)
 			return m.release(j, unitsUsed, 0), nil
-		case j.State == ledgerdb.StateRefunded && j.IsRefunded && !j.IsReclaimed:
-			j.State, j.IsReclaimed, j.OutputRef = ledgerdb.StateRecovered, true, outputRef
+		case awaitsReclaim(j):
+			if j.State != ledgerdb.StateDeleted {
+				j.OutputRef = outputRef
+			}
+			reclaimRefund(j)
 			return m.release(j, unitsUsed, m.append(j.AccountID, j.ID, ledgerdb.KindReclaim, -j.Cost)), nil
 		}
-		return m.unmatched(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
+		return m.lateResultOf(j, ledgerdb.StateDelivered, ledgerdb.StateRecovered)
 	})
 }
 
@@ -493,7 +496,8 @@ func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition,
 		switch {
 		case !ok:
 			return ledgerdb.Transition{}, fmt.Errorf("job %s: %w", c.Job, ledgerdb.ErrJobNotFound)
-		case j.State == ledgerdb.StateDeleted:
+		case j.State == ledgerdb.StateDeleted && c.Op != OpSettle && c.Op != OpReclaim:
+			// The steps that bill a late result judge a tombstone themselves (lateResultOf).
 			return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", c.Job, ledgerdb.ErrGone)
 		}
 		return op(j)
@@ -506,6 +510,37 @@ func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition,
 	}
 	m.calls = append(m.calls, c)
 	return t, err
+}
+
+// awaitsReclaim follows ledger_reclaim_refund's guard: a refunded job — deleted or not — whose
+// refund is not reclaimed yet.
+func awaitsReclaim(j *ledgerdb.Job) bool {
+	return (j.State == ledgerdb.StateRefunded || j.StateBeforeDelete == ledgerdb.StateRefunded) && j.IsRefunded && !j.IsReclaimed
+}
+
+// reclaimRefund follows ledger_reclaim_refund's change: refunded -> recovered, or, for a
+// tombstone, its state before deletion (a tombstone stays one).
+func reclaimRefund(j *ledgerdb.Job) {
+	if j.State == ledgerdb.StateDeleted {
+		j.StateBeforeDelete = ledgerdb.StateRecovered
+	} else {
+		j.State = ledgerdb.StateRecovered
+	}
+	j.IsReclaimed = true
+}
+
+// lateResultOf follows ledger_job_unmatched as the steps that bill a late result call it: a
+// tombstone answers as the state it was deleted from, and one never charged (rejected) is gone.
+func (m *MemoryLedger) lateResultOf(j *ledgerdb.Job, done ...ledgerdb.State) (ledgerdb.Transition, error) {
+	switch {
+	case j.State != ledgerdb.StateDeleted:
+		return m.unmatched(j, done...)
+	case slices.Contains(done, j.StateBeforeDelete):
+		return m.answer(ledgerdb.AlreadyApplied, j, 0), nil
+	case j.StateBeforeDelete == ledgerdb.StateRejected:
+		return m.answer(ledgerdb.NotApplied, j, 0), fmt.Errorf("job %s: %w", j.Key(), ledgerdb.ErrGone)
+	}
+	return m.answer(ledgerdb.NotApplied, j, 0), nil
 }
 
 // unmatched follows ledger_job_unmatched: a job already in one of the done states answers

@@ -174,7 +174,7 @@ result stands.`,
 func newJobDeleteCommand() *cobra.Command {
 	return onJob(&cobra.Command{
 		Use:   "delete JOB_ID --account ACCOUNT",
-		Short: "Delete a settled job: its ID is burnt forever, its money stays as it was",
+		Short: "Delete a settled job: its ID is burnt forever and its output hidden; no money moves, and a refunded job's late result still takes the refund back",
 	}, func(cmd *cobra.Command, st *jobs.Service, key ledgerdb.JobKey) (any, error) {
 		return st.Delete(cmd.Context(), key)
 	})

@@ -72,3 +72,48 @@ func TestJobReportConflictSaysTheFirstResultStands(t *testing.T) {
 	ledgertest.RequireRows(t, e.Store, key, 10, ledgerdb.KindCharge)
 	ledgertest.RequireBalance(t, e.Store, acct, 90)
 }
+
+// TestDeletedJobStillPaysForItsLateResult is money rule 3 at the command line: deleting a job
+// removes its content from view, never an obligation. A metered job (300 held at 1 credit)
+// refunded after its workflow ended, then deleted with `jobbill job delete`, still takes the late
+// result `jobbill job report --units-used 90` brings: the refund is reclaimed and the job settled
+// at 90 (net −90), and `jobbill job status` answers state deleted, money state charged, with the
+// figures.
+func TestDeletedJobStillPaysForItsLateResult(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, e.Store, 1000)
+	id := ledgertest.ID(t, "cli-tomb")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Metered(t, e.Store, 1, 300), Request: []byte("s3://in")})
+	require.NoError(t, err)
+	_, err = e.Store.Charge(ctx, key)
+	require.NoError(t, err)
+	_, err = e.Store.Refund(ctx, key, ledgerdb.ReasonTimedOut, "timed out after 1 attempt", 1)
+	require.NoError(t, err)
+
+	var st jobs.Status
+	out := e.ok(t, "job", "delete", id, "--account", acct)
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Equal(t, ledgerdb.StateDeleted, st.State)
+	require.Equal(t, ledgerdb.MoneyRefunded, st.MoneyState)
+
+	out = e.ok(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://late/"+id, "--units-used", "90")
+	var report jobs.ResultReport
+	require.NoError(t, json.Unmarshal([]byte(out), &report), out)
+	require.Equal(t, jobs.PathFallback, report.Path, out)
+	require.Equal(t, ledgerdb.Applied, report.Outcome, out)
+
+	out = e.ok(t, "job", "status", id, "--account", acct)
+	st = jobs.Status{}
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Equal(t, ledgerdb.StateDeleted, st.State)
+	require.Equal(t, ledgerdb.MoneyCharged, st.MoneyState)
+	require.Equal(t, int64(90), st.Charged)
+	require.Equal(t, int64(210), st.Released)
+	require.Empty(t, st.OutputRef)
+	ledgertest.RequireRowAmounts(t, e.Store, key,
+		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: 300},
+		ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 210})
+	ledgertest.RequireBalance(t, e.Store, acct, 1000-90)
+}

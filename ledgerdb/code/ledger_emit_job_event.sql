@@ -10,10 +10,11 @@ DECLARE
     charged  bigint;
     released bigint;
 BEGIN
-    charged := CASE
-        WHEN j.state = 'running' THEN j.cost
-        WHEN j.state IN ('delivered', 'recovered') AND j.is_settled THEN j.units_used * j.unit_price
-        WHEN j.state IN ('delivered', 'recovered') THEN j.cost
+    -- A tombstone costs what the state it was deleted from (or recovered to) costs.
+    charged := CASE coalesce(j.state_before_delete, j.state)
+        WHEN 'running' THEN j.cost
+        WHEN 'delivered' THEN CASE WHEN j.is_settled THEN j.units_used * j.unit_price ELSE j.cost END
+        WHEN 'recovered' THEN CASE WHEN j.is_settled THEN j.units_used * j.unit_price ELSE j.cost END
         ELSE 0 END;
     released := CASE WHEN j.is_settled THEN (j.held_units - j.units_used) * j.unit_price ELSE 0 END;
     PERFORM ledger_emit_event(j.account_id, j.id, p_type, jsonb_build_object(

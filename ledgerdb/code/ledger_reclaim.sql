@@ -2,6 +2,10 @@
 -- balance check: the work was delivered, so the debt stands (the debt rule); the lower exposure
 -- bound guarantees the balance still fits. Only the reclaim: ledger_reclaim and ledger_settle
 -- settle the job in the same transaction.
+-- A tombstone of a refunded job is reclaimed the same way and stays a tombstone (deleted, its
+-- state before deletion now recovered): deletion hides a job, it never cancels what the customer
+-- owes for work that was delivered. Any other tombstone answers as the state it was deleted from
+-- (ledger_job_unmatched), so that a retried step gets the answer its first call lost.
 CREATE FUNCTION ledger_reclaim_refund(p_job_id text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -9,8 +13,10 @@ DECLARE
     r ledger_job_result;
 BEGIN
     WITH recovered AS (
-        UPDATE jobs SET state = 'recovered', is_reclaimed = true, reclaimed_at = now(), updated_at = now()
-        WHERE id = p_job_id AND state = 'refunded' AND is_refunded AND NOT is_reclaimed
+        UPDATE jobs SET state = CASE WHEN state = 'deleted' THEN 'deleted' ELSE 'recovered' END,
+                        state_before_delete = CASE WHEN state = 'deleted' THEN 'recovered' END,
+                        is_reclaimed = true, reclaimed_at = now(), updated_at = now()
+        WHERE id = p_job_id AND coalesce(state_before_delete, state) = 'refunded' AND is_refunded AND NOT is_reclaimed
         RETURNING jobs AS job
     ), debit AS (
         UPDATE accounts a SET balance = a.balance - (j.job).cost, awaiting_reclaim = a.awaiting_reclaim - (j.job).cost,
@@ -27,7 +33,7 @@ BEGIN
     IF FOUND THEN
         RETURN r;
     END IF;
-    RETURN ledger_job_unmatched(p_job_id, ARRAY['recovered']);
+    RETURN ledger_job_unmatched(p_job_id, ARRAY['recovered'], true);
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_reclaim_refund(text)") }}

@@ -1,7 +1,10 @@
 -- Writes a reported result to the inbox before anyone acknowledges it: once per job and attempt.
 -- The same report again answers already_applied; another output or usage for the same attempt,
 -- conflict.
--- A job that was never charged (submitting, rejected) has no work to deliver: not_started.
+-- A job that was never charged (submitting, rejected) has no work to deliver: not_started. A
+-- tombstone takes a result only while its refund can still be reclaimed (a refunded job deleted):
+-- deletion never cancels what delivered work costs; any other tombstone is gone, but for a repeat
+-- of a report it took.
 CREATE FUNCTION ledger_record_result(p_job_id text, p_attempt integer, p_output_ref text, p_finished_at timestamptz,
                                      p_units_used bigint)
 RETURNS TABLE (outcome text, job_state text, received_at timestamptz, applied_at timestamptz)
@@ -14,8 +17,16 @@ BEGIN
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::timestamptz, NULL::timestamptz;
         RETURN;
-    ELSIF j.state = 'deleted' THEN
-        RETURN QUERY SELECT 'gone'::text, j.state, NULL::timestamptz, NULL::timestamptz;
+    ELSIF j.state = 'deleted' AND NOT (j.is_refunded AND NOT j.is_reclaimed) THEN
+        -- A repeat of a report it took before answers as a repeat does; anything new is gone.
+        SELECT * INTO rr FROM result_reports r
+        WHERE r.job_id = p_job_id AND r.attempt = p_attempt AND r.output_ref = p_output_ref
+          AND r.units_used IS NOT DISTINCT FROM p_units_used;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'already_applied'::text, j.state, rr.received_at, rr.applied_at;
+        ELSE
+            RETURN QUERY SELECT 'gone'::text, j.state, NULL::timestamptz, NULL::timestamptz;
+        END IF;
         RETURN;
     ELSIF NOT j.is_charged THEN
         RETURN QUERY SELECT 'not_started'::text, j.state, NULL::timestamptz, NULL::timestamptz;

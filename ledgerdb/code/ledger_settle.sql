@@ -4,8 +4,11 @@
 -- units its charge held (the hold is a hard spending cap), and the unused part of the hold goes
 -- back in one release row. p_units_used NULL means the runner did not say: the job is settled at
 -- its whole hold. p_output_ref, the output of the result, is kept on the job (NULL: none known).
--- A settled job answers already_applied with the units and output it was settled at. One step,
--- so that a result that races a refund can never be lost between a reclaim and a delivery.
+-- A settled job answers already_applied with the units and output it was settled at. A deleted
+-- refunded job is recovered as a tombstone (ledger_reclaim_refund) and settled, its output not
+-- kept: deletion hid the job's content, not what it owes; any other tombstone answers as the state
+-- it was deleted from (already_applied once settled). One step, so that a result that races a
+-- refund can never be lost between a reclaim and a delivery.
 -- Applied, it writes job.delivered, or job.reclaimed (and balance.low when the reclaim crosses the
 -- threshold), in the same transaction (ledger_emit_event).
 CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text DEFAULT NULL)
@@ -31,15 +34,19 @@ BEGIN
     END IF;
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        -- The reclaim made the job recovered, under the row lock it holds: its output next.
-        UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
+        -- The reclaim made the job recovered, under the row lock it holds: its output next (a
+        -- tombstone keeps none).
+        j := r.job;
+        IF j.state <> 'deleted' THEN
+            UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
+        END IF;
         reclaimed := r;
         r := ledger_release(j, p_units_used, r.entry_id, r.balance_after);
         PERFORM ledger_emit_job_event('job.reclaimed', r.job, r.balance_after);
         PERFORM ledger_note_debit(j.account_id, reclaimed.balance_after + j.cost, r.balance_after, j.id);
         RETURN r;
     END IF;
-    RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
+    RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered'], true);
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_settle(text, integer, bigint, text)") }}

@@ -113,7 +113,7 @@ const STATE_REJECTED = 'rejected';
 const MONEY_NOT_CHARGED = 'not_charged';
 /** What the user reads when the API no longer knows an ID it once accepted. */
 const MSG_GONE_AFTER_ACCEPTED =
-  'The job was accepted earlier and its record is gone: it was deleted. Its money stays as it was; the client cannot tell where it stands.';
+  "The job was accepted earlier and its record is gone: it was deleted. Deleting moves no money, and a refunded job's late result may still take its refund back; the client cannot tell where it stands.";
 
 /** A client of one jobbill API with one key. */
 export class Client {
@@ -379,8 +379,10 @@ export class Client {
 
   /**
    * Deletes a settled job (DELETE /v1/jobs/{id}) and answers its tombstone: state deleted, with the
-   * money state it had, which deletion never changes. A job still submitting or running is an
-   * APIError job_active, and nothing changes. A deleted ID can never be used again.
+   * money state it had, which deletion itself never changes. Deletion hides the job's output, never
+   * an obligation: a refunded job's late result still takes the refund back, and the tombstone then
+   * reads money state charged with the figures. A job still submitting or running is an APIError
+   * job_active, and nothing changes. A deleted ID can never be used again.
    */
   async deleteJob(jobId: string, opts: CallOptions = {}): Promise<JobStatus> {
     checkId('job_id', jobId);

@@ -47,7 +47,7 @@ export class InvalidInputError extends Error {
 export class JobDeletedError extends Error {
   override readonly name = 'JobDeletedError';
   constructor(readonly status: JobStatus) {
-    super("the job's record was deleted; its money stays as it was. Submit a new job (a new charge) only if the user asks");
+    super("the job was deleted; deleting moved no money, and a refunded job's late result may still take its refund back: the answer's money state says where it stands. Submit a new job (a new charge) only if the user asks");
   }
 }
 
