@@ -74,9 +74,12 @@ type Healer interface {
 	// Resume finishes a placeholder whose workflow never started, or rejects it when no workflow
 	// can ever charge it, and answers the job's state after it.
 	Resume(ctx context.Context, job ledgerdb.JobKey) (ledgerdb.State, ledgerdb.RejectReason, error)
-	// HealRunning heals the running jobs among jobs whose workflow has closed, and says how many
-	// it healed, and which it could not.
-	HealRunning(ctx context.Context, jobs []ledgerdb.Job) (healed int, failures []string, err error)
+	// WithoutOpenWorkflow answers the jobs among jobs whose own workflow is not open (a job whose
+	// workflow runs is settled by it and needs no healing).
+	WithoutOpenWorkflow(ctx context.Context, jobs []ledgerdb.Job) ([]ledgerdb.Job, error)
+	// Heal heals a running job whose workflow has closed without settling it (a heal run refunds
+	// it), and says whether it had to.
+	Heal(ctx context.Context, job ledgerdb.Job) (bool, error)
 	// ApplyRecordedResult hands a recorded result on to its job.
 	ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error
 }
@@ -89,6 +92,8 @@ type Reconciler struct {
 	Ledger *ledgerdb.Store
 	// Healer heals them.
 	Healer Healer
+	// JobTimeout bounds healing one job or applying one result; resumeTimeout when zero.
+	JobTimeout time.Duration
 }
 
 // ReconcileOrphans is one reconcile pass (the name is the registered activity's, kept from when a
@@ -118,6 +123,10 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	if r.Healer == nil {
 		return ReconcileResult{}, errors.New("reconciler: no healer configured")
 	}
+	jobTimeout := r.JobTimeout
+	if jobTimeout <= 0 {
+		jobTimeout = resumeTimeout
+	}
 	var out ReconcileResult
 	fail := func(id string, err error) {
 		out.Failed++
@@ -135,7 +144,7 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	}
 	for _, u := range results {
 		heartbeat(u.Report.Key.String())
-		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
+		jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
 		err := r.Healer.ApplyRecordedResult(jobCtx, u)
 		cancel()
 		if err != nil {
@@ -154,12 +163,28 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	}
 	heartbeat("running jobs")
 	out.RunningChecked = len(running)
-	healed, failures, err := r.Healer.HealRunning(ctx, running)
-	out.Healed = healed
-	out.Failed += len(failures)
-	out.Failures = append(out.Failures, failures...)
-	if err != nil {
-		return out, err
+	if len(running) > 0 {
+		orphaned, err := r.Healer.WithoutOpenWorkflow(ctx, running)
+		if err != nil {
+			return out, err
+		}
+		for _, job := range orphaned {
+			// Each heal is bounded and heartbeats, like every other step of the pass: one job
+			// whose heal run is slow must not hold the rest, nor let the pass's heartbeat lapse.
+			heartbeat(job.ID)
+			jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
+			healed, err := r.Healer.Heal(jobCtx, job)
+			cancel()
+			switch {
+			case err != nil:
+				fail(job.ID, err)
+			case healed:
+				out.Healed++
+			}
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+		}
 	}
 
 	jobs, err := r.Ledger.Placeholders(ctx, in.Grace, in.Limit, in.AccountIDs...)
@@ -169,7 +194,7 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	out.Examined = len(jobs)
 	for _, job := range jobs {
 		heartbeat(job.ID)
-		jobCtx, cancel := context.WithTimeout(ctx, resumeTimeout)
+		jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
 		state, reject, err := r.Healer.Resume(jobCtx, job.Key())
 		cancel()
 		switch {

@@ -268,45 +268,23 @@ func (s *Service) whyClosed(ctx context.Context, workflowID, runID string, statu
 	return closed
 }
 
-// HealReport counts what [Service.HealRunning] did.
-type HealReport struct {
-	// Checked is how many running jobs were compared with the open workflows.
-	Checked int
-	// Healed is how many were refunded by a heal run.
-	Healed int
-	// Failures says which could not be healed, and why; the next pass tries again.
-	Failures []string
-}
-
-// HealRunning heals every job of jobs (running jobs, from [ledgerdb.Store.RunningJobs]) whose
-// workflow has closed. One list of the open MeteredJob workflows tells which jobs to look at
-// closer, so that a pass costs one visibility query, not one call per running job; visibility lags,
-// so each job missing from it is confirmed with [Service.Heal]'s describe before it is healed.
-func (s *Service) HealRunning(ctx context.Context, jobs []ledgerdb.Job) (HealReport, error) {
-	report := HealReport{Checked: len(jobs)}
-	if len(jobs) == 0 {
-		return report, nil
-	}
+// WithoutOpenWorkflow answers the jobs among jobs (running jobs, from [ledgerdb.Store.RunningJobs])
+// whose MeteredJob run is not open: the ones that may need healing. One list of the namespace's
+// open runs tells them apart, so that a reconcile pass costs one visibility query, not one call
+// per running job; visibility lags, so [Service.Heal] confirms each with a describe before it
+// heals it.
+func (s *Service) WithoutOpenWorkflow(ctx context.Context, jobs []ledgerdb.Job) ([]ledgerdb.Job, error) {
 	open, err := s.openJobWorkflows(ctx)
 	if err != nil {
-		return report, err
+		return nil, err
 	}
+	var closed []ledgerdb.Job
 	for _, job := range jobs {
-		if open[workflows.JobWorkflowID(job.AccountID, job.ID)] || open[job.ID] {
-			continue
-		}
-		healed, err := s.Heal(ctx, job)
-		switch {
-		case err != nil:
-			report.Failures = append(report.Failures, fmt.Sprintf("%s: %v", job.ID, err))
-		case healed:
-			report.Healed++
-		}
-		if ctx.Err() != nil {
-			return report, ctx.Err()
+		if !open[workflows.JobWorkflowID(job.AccountID, job.ID)] && !open[job.ID] {
+			closed = append(closed, job)
 		}
 	}
-	return report, nil
+	return closed, nil
 }
 
 // openJobWorkflows lists the workflow IDs of the namespace's open MeteredJob runs.

@@ -32,7 +32,7 @@ import (
 // timed out. It runs in the tests' namespace, never the
 // one a deployment uses, and not in parallel: the namespace has one schedule.
 func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The worker registers the pass over its ledger: the package's test deployment, whose pass
 	// must not heal the jobs of tests on the shared database.

@@ -48,7 +48,7 @@ const (
 //
 // Before, the schedule's pass read no account at all and healed none of them.
 func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // the build of jobbill included
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a backstop: the test waits on passes, not on the clock
 	defer cancel()
 	d := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker)
 	store := d.Store

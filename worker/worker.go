@@ -66,9 +66,12 @@ func (h healer) Resume(ctx context.Context, key ledgerdb.JobKey) (ledgerdb.State
 	return job.State, job.RejectReason, err
 }
 
-func (h healer) HealRunning(ctx context.Context, jobs []ledgerdb.Job) (int, []string, error) {
-	report, err := h.st.HealRunning(ctx, jobs)
-	return report.Healed, report.Failures, err
+func (h healer) WithoutOpenWorkflow(ctx context.Context, jobs []ledgerdb.Job) ([]ledgerdb.Job, error) {
+	return h.st.WithoutOpenWorkflow(ctx, jobs)
+}
+
+func (h healer) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) {
+	return h.st.Heal(ctx, job)
 }
 
 func (h healer) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedResult) error {
