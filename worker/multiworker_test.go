@@ -401,7 +401,7 @@ func await(ctx context.Context, t *testing.T, what string, done func() (bool, st
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Fatalf("waited %s for %s; %s", eventLimit, what, state)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
