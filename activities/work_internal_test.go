@@ -206,8 +206,9 @@ func TestAccountOfWorkflowID(t *testing.T) {
 // works (and RunWork heartbeats) until a file named after the job's ID appears in the release
 // directory, then succeeds — every later attempt of the job at once — and gives up with its
 // context. Without a release directory, or with one that is not a directory, the scenario is
-// refused as work that can never succeed (RunWork refunds the job at once rather than leaving it
-// running for ever), naming the setting.
+// refused as work that can never succeed, naming the setting: RunWork fails it for good, so the
+// job is refunded at once (money rule 3: a job whose work is never delivered nets 0) rather than
+// left charged and running for ever.
 func TestSimulatedHoldWorksUntilReleased(t *testing.T) {
 	dir := t.TempDir()
 	r := &SimulatedRunner{ReleaseDir: dir}
