@@ -2,14 +2,20 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobbill/jobbill/ledgerdb"
 )
 
 // SimulatedRunner stands in for a GPU service so the stories can be replayed on any
@@ -17,6 +23,10 @@ import (
 // Temporal gave up on it and reports its result late.
 //
 // The zero value finishes every attempt at once. It is safe for concurrent use.
+//
+// Tests whose outcome must not depend on how loaded the machine is end the work themselves:
+// a "sim:hold" job works until the test releases it ([SimulatedRunner.ReleaseDir]), and a
+// "sim:hang" job never finishes, so that only a timeout or a reported result ends it.
 type SimulatedRunner struct {
 	// Duration is how long an attempt works before it finishes.
 	Duration time.Duration
@@ -37,6 +47,11 @@ type SimulatedRunner struct {
 	Reporter LateResultReporter
 	// Logger logs reporter failures; slog.Default() when nil.
 	Logger *slog.Logger
+
+	// ReleaseDir is where "sim:hold" jobs are released: an attempt of such a job works until a
+	// file named after the job's ID exists in it (looked for every [ReleasePoll]), and so does
+	// every later attempt, which then finishes at once. Empty refuses "sim:hold".
+	ReleaseDir string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -59,6 +74,11 @@ func (s *SimulatedRunner) Run(ctx context.Context, req WorkRequest) (WorkResult,
 	case ScenarioHang:
 		<-ctx.Done()
 		return WorkResult{}, ctx.Err()
+	case ScenarioHold:
+		if err := s.awaitRelease(ctx, req.JobID); err != nil {
+			return WorkResult{}, err
+		}
+		return s.result(req, sc, started), nil
 	}
 	if lateAttempt > 0 && req.Attempt <= lateAttempt {
 		if req.Attempt == lateAttempt {
@@ -109,6 +129,9 @@ const (
 	ScenarioLate ScenarioKind = "late"
 	// ScenarioHang never finishes any attempt, and reports nothing: "sim:hang".
 	ScenarioHang ScenarioKind = "hang"
+	// ScenarioHold works until the job is released (see [SimulatedRunner.ReleaseDir]), then
+	// succeeds: "sim:hold".
+	ScenarioHold ScenarioKind = "hold"
 )
 
 // Scenario is what one simulated job does, chosen by its input reference so that a single worker
@@ -150,7 +173,7 @@ func ParseScenario(inputRef string) (Scenario, bool) {
 	kind, arg, hasArg := strings.Cut(spec, ":")
 	sc := Scenario{Kind: ScenarioKind(kind), Used: used}
 	switch sc.Kind {
-	case ScenarioSucceed, ScenarioFail, ScenarioHang:
+	case ScenarioSucceed, ScenarioFail, ScenarioHang, ScenarioHold:
 		return sc, !hasArg
 	case ScenarioSucceedOnAttempt, ScenarioLate:
 		n, err := strconv.Atoi(arg)
@@ -173,6 +196,44 @@ func (sc Scenario) String() string {
 		ref = fmt.Sprintf("%s%s%d", ref, usedSuffix, *sc.Used)
 	}
 	return ref
+}
+
+// ReleasePoll is how often a held attempt looks for its release.
+const ReleasePoll = 100 * time.Millisecond
+
+// awaitRelease waits until the job's release file exists in ReleaseDir, or ctx is done (RunWork
+// heartbeats meanwhile). Without a usable release directory the job could never be released, so
+// the scenario is refused as work that can never succeed, naming the setting, rather than left
+// to run until its attempts time out.
+func (s *SimulatedRunner) awaitRelease(ctx context.Context, jobID string) error {
+	const setting = "runner.simulated.release_dir"
+	if s.ReleaseDir == "" {
+		return fmt.Errorf("%w: %s%s waits for its release, and %s is not set", ErrWorkPermanent, ScenarioPrefix, ScenarioHold, setting)
+	}
+	if info, err := os.Stat(s.ReleaseDir); err != nil || !info.IsDir() {
+		return fmt.Errorf("%w: %s %q is not a directory", ErrWorkPermanent, setting, s.ReleaseDir)
+	}
+	// The ledger's ID rule keeps the file inside the directory: no separator, no "..".
+	if err := ledgerdb.ValidateID("job_id", jobID); err != nil {
+		return fmt.Errorf("%w: %w", ErrWorkPermanent, err)
+	}
+	release := filepath.Join(s.ReleaseDir, jobID)
+	tick := time.NewTicker(ReleasePoll)
+	defer tick.Stop()
+	for {
+		_, err := os.Stat(release)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("looking for the release of job %q in %s: %w", jobID, setting, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // finishLate starts the part of the work that outlives the attempt: it ends LateBy after the

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,6 +65,8 @@ func TestParseScenario(t *testing.T) {
 		"sim:ok":                          {Kind: ScenarioSucceed},
 		"sim:fail":                        {Kind: ScenarioFail},
 		"sim:hang":                        {Kind: ScenarioHang},
+		"sim:hold":                        {Kind: ScenarioHold},
+		"sim:hold+used:7":                 {Kind: ScenarioHold, Used: used(7)},
 		"sim:late:3":                      {Kind: ScenarioLate, Attempt: 3},
 		"sim:ok-on-attempt:2":             {Kind: ScenarioSucceedOnAttempt, Attempt: 2},
 		"sim:ok+used:137":                 {Kind: ScenarioSucceed, Used: used(137)},
@@ -78,7 +83,7 @@ func TestParseScenario(t *testing.T) {
 			t.Errorf("%s.String() = %q; want %q", fmtScenario(got), got.String(), ref)
 		}
 	}
-	for _, ref := range []string{"", "s3://bucket/input", "sim:", "sim:late", "sim:late:0", "sim:late:x", "sim:ok:1", "sim:explode",
+	for _, ref := range []string{"", "s3://bucket/input", "sim:", "sim:late", "sim:late:0", "sim:late:x", "sim:ok:1", "sim:hold:1", "sim:explode",
 		"sim:ok+used:-1", "sim:ok+used:x", "sim:ok+used:", "sim:ok+used:1.5", "sim:ok+used:1e3", "sim:ok+used:9223372036854775808",
 		"sim:ok+used:1+used:2", "sim:+used:5", "sim:late+used:5", "sim:late:0+used:5", "sim:explode+used:5", "sim:ok+used:5:6",
 		"s3://bucket/input+used:5"} {
@@ -192,6 +197,69 @@ func TestAccountOfWorkflowID(t *testing.T) {
 	} {
 		if got := accountOfWorkflowID(id); got != want {
 			t.Errorf("accountOfWorkflowID(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+// TestSimulatedHoldWorksUntilReleased checks "sim:hold", the scenario that lets a test end the
+// work when it chooses instead of after a duration a loaded machine may stretch: an attempt
+// works (and RunWork heartbeats) until a file named after the job's ID appears in the release
+// directory, then succeeds — every later attempt of the job at once — and gives up with its
+// context. Without a release directory, or with one that is not a directory, the scenario is
+// refused as work that can never succeed, naming the setting: RunWork fails it for good, so the
+// job is refunded at once (money rule 3: a job whose work is never delivered nets 0) rather than
+// left charged and running for ever.
+func TestSimulatedHoldWorksUntilReleased(t *testing.T) {
+	dir := t.TempDir()
+	r := &SimulatedRunner{ReleaseDir: dir}
+	ctx := context.Background()
+
+	type answer struct {
+		res WorkResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := r.Run(ctx, WorkRequest{JobID: "held-1", Attempt: 1, InputRef: "sim:hold+used:7"})
+		done <- answer{res, err}
+	}()
+	// Another job's release does not release this one.
+	if err := os.WriteFile(filepath.Join(dir, "held-2"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("the held attempt finished before its release: %+v, %v", a.res, a.err)
+	case <-time.After(300 * time.Millisecond): // three looks for the file, none finding it
+	}
+	if err := os.WriteFile(filepath.Join(dir, "held-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-done:
+		if a.err != nil || a.res.Attempt != 1 || a.res.UnitsUsed == nil || *a.res.UnitsUsed != 7 {
+			t.Fatalf("released attempt = %+v, %v; want attempt 1 with 7 units used", a.res, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the released attempt did not finish")
+	}
+	// Released for good: a later attempt finishes at once.
+	if res, err := r.Run(ctx, WorkRequest{JobID: "held-1", Attempt: 2, InputRef: "sim:hold"}); err != nil || res.Attempt != 2 {
+		t.Errorf("attempt 2 of a released job = %+v, %v", res, err)
+	}
+
+	// An attempt of a job never released ends with its context.
+	attemptCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Run(attemptCtx, WorkRequest{JobID: "held-3", Attempt: 1, InputRef: "sim:hold"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a held attempt ended with %v; want its deadline", err)
+	}
+
+	notDir := filepath.Join(dir, "held-2")
+	for _, runner := range []*SimulatedRunner{{}, {ReleaseDir: filepath.Join(dir, "missing")}, {ReleaseDir: notDir}} {
+		_, err := runner.Run(ctx, WorkRequest{JobID: "held-4", Attempt: 1, InputRef: "sim:hold"})
+		if !errors.Is(err, ErrWorkPermanent) || !strings.Contains(err.Error(), "runner.simulated.release_dir") {
+			t.Errorf("sim:hold with release dir %q: %v; want a permanent failure naming runner.simulated.release_dir", runner.ReleaseDir, err)
 		}
 	}
 }

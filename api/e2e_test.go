@@ -39,7 +39,7 @@ import (
 type env struct{ *workertest.Env }
 
 // newEnv starts, once per process, a worker with a policy that settles jobs in seconds: 2
-// attempts of at most 2 s, 0.5 s apart (workertest.QuickPolicy with one attempt fewer).
+// attempts, 0.5 s apart (workertest.QuickPolicy with one attempt fewer), of work of 0.5 s.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return &env{workertest.Shared(t, "api-test", func(cfg *config.Config) {

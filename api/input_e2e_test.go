@@ -13,14 +13,14 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// settled submits a job and waits until it is settled — delivered, or refunded when a loaded
-// machine ran its attempts out — so that its ledger rows no longer move: a target for bad result
-// and redrive bodies, which are refused before the job's state is looked at.
+// settled submits a job and waits until it is delivered, so that its ledger rows no longer move:
+// a target for bad result and redrive bodies, which are refused before the job's state is looked
+// at.
 func (e *env) settled(t *testing.T, base, key, account, kind string) string {
 	t.Helper()
 	id := ledgertest.ID(t, "job-done")
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, account, kind, "sim:ok")).code)
-	e.wait(t, account, id, ledgerdb.StateDelivered, ledgerdb.StateRefunded)
+	e.wait(t, account, id, ledgerdb.StateDelivered)
 	return id
 }
 

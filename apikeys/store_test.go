@@ -136,7 +136,9 @@ func TestExpiredKeyFailsAuthentication(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	keys, _ := store(t)
-	expires := time.Now().Add(1500 * time.Millisecond)
+	// Far enough ahead that the key surely authenticates before it expires, however slowly a
+	// loaded machine creates and first checks it.
+	expires := time.Now().Add(5 * time.Second)
 	created, err := keys.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeRunner, Name: ledgertest.ID(t, "gpu"), ExpiresAt: &expires})
 	require.NoError(t, err)
 	require.WithinDuration(t, expires, *created.ExpiresAt, time.Millisecond)
@@ -146,7 +148,7 @@ func TestExpiredKeyFailsAuthentication(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := keys.Authenticate(ctx, created.Secret)
 		return err != nil
-	}, 10*time.Second, 100*time.Millisecond)
+	}, 30*time.Second, 100*time.Millisecond)
 	_, err = keys.Authenticate(ctx, created.Secret)
 	require.ErrorIs(t, err, apikeys.ErrUnauthenticated)
 	all, err := keys.List(ctx, "")

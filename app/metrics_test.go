@@ -37,11 +37,12 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	store := ledgertest.Store(t)
 
 	cfg := workertest.Config("metrics")
-	cfg.Policy = workflows.Policy{
-		InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 200 * time.Millisecond,
-		MaximumAttempts: 2, StartToClose: 2 * time.Second, HeartbeatTimeout: 2 * time.Second,
-		LateResultWindow: time.Second,
-	}
+	// Two attempts 200 ms apart, a window of a second, and QuickPolicy's timeouts, far beyond the
+	// work: the delivered jobs are delivered and the failing one fails, however loaded the machine.
+	cfg.Policy = workertest.QuickPolicy()
+	cfg.Policy.InitialInterval, cfg.Policy.BackoffCoefficient, cfg.Policy.MaximumInterval = 200*time.Millisecond, 1, 200*time.Millisecond
+	cfg.Policy.MaximumAttempts = 2
+	cfg.Policy.LateResultWindow = time.Second
 	cfg.Runner.Simulated.Duration = 100 * time.Millisecond
 	logger, err := app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 	require.NoError(t, err)

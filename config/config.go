@@ -268,6 +268,10 @@ type SimulatedRunner struct {
 	Seed uint64 `mapstructure:"seed"`
 	// LateBy is how long after its attempt's deadline a "sim:late:N" job's result lands.
 	LateBy time.Duration `mapstructure:"late_by"`
+	// ReleaseDir is the directory that releases "sim:hold" jobs: their attempts work until a
+	// file named after the job's ID exists in it. Empty (the default) refuses such jobs. Tests
+	// set it to end work when they choose, so that a loaded machine cannot change how it ends.
+	ReleaseDir string `mapstructure:"release_dir"`
 }
 
 // Default is the configuration of a local machine set up by the project's scripts.

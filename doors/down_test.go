@@ -17,12 +17,14 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// downPolicy keeps a "sim:hang" job running through a Temporal outage of a minute or so: an
-// attempt may run two minutes and go 30 s without a heartbeat reaching the server.
+// downPolicy keeps a "sim:hang" job running through a Temporal outage for longer than the test
+// may last: an attempt may run ten minutes and go five without a heartbeat reaching the server,
+// so however long a loaded machine takes to stop and start the server, the job is still running
+// when its recorded result is applied.
 func downPolicy() workflows.Policy {
 	p := doorPolicy()
-	p.StartToClose = 2 * time.Minute
-	p.HeartbeatTimeout = 30 * time.Second
+	p.StartToClose = 10 * time.Minute
+	p.HeartbeatTimeout = 5 * time.Minute
 	return p
 }
 
@@ -44,8 +46,8 @@ func (e *env) inbox(t *testing.T, key ledgerdb.JobKey, attempt int) inboxRow {
 // TestResultWhileTemporalIsDown checks money rules 3 and 8 at the report door while Temporal
 // itself is down: a result reported then is written to the ledger's inbox first and answered
 // "recorded" with no error — never lost — and once Temporal is back a reconcile pass hands it to
-// the job, which is then settled by it exactly once: one charge, at most one reclaim, net −cost,
-// the inbox row applied. The outage is real: a dev server of the test's own (the shared one must
+// the job's own run, still running, which is then delivered by it exactly once: one charge, net
+// −cost, the inbox row applied by the signal. The outage is real: a dev server of the test's own (the shared one must
 // never stop), stopped and started again on its file store, with an in-process worker against it.
 func TestResultWhileTemporalIsDown(t *testing.T) {
 	t.Parallel()
@@ -96,18 +98,13 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	pass := e.reconcilePass(t, acct)
 	require.Equal(t, 1, pass.ResultsApplied, "%+v", pass)
 	final := e.awaitClosed(t, workflowID)
-	require.Contains(t, []ledgerdb.State{ledgerdb.StateDelivered, ledgerdb.StateRecovered}, final.State, "%+v", final)
+	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 	require.Equal(t, "s3://out/"+id, final.OutputRef)
-	if final.State == ledgerdb.StateDelivered {
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	} else {
-		// Every attempt timed out while the result waited: refunded, then reclaimed once.
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	}
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 	applied := e.inbox(t, key, 1)
 	require.NotNil(t, applied.appliedAt, "the pass applied the recorded result")
 	require.NotNil(t, applied.appliedVia)
-	require.Contains(t, []string{ledgerdb.AppliedBySignal, ledgerdb.AppliedByFallback}, *applied.appliedVia)
+	require.Equal(t, ledgerdb.AppliedBySignal, *applied.appliedVia, "the job's own run took it")
 	require.Zero(t, e.reconcilePass(t, acct).ResultsApplied, "an applied result is applied once")
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
 	e.requireAudit(t, p)

@@ -16,12 +16,13 @@ import (
 
 // pythonInput is a MeteredJob input as Python's json.dumps writes it — ", " and ": " between
 // fields, and its integers floats when the program computed them as floats: one attempt
-// ("maximum_attempts": 1.0), and a late-result window long enough that the job still listens
+// ("maximum_attempts": 1.0), timeouts that a loaded machine cannot make its one attempt miss
+// (workertest.QuickPolicy's), and a late-result window long enough that the job still listens
 // whatever the machine's load. It is written out by hand, byte for byte, and the CLI sends it as
 // typed.
 func pythonInput(jobID, accountID, kind, inputRef string) string {
 	return fmt.Sprintf(`{"job_id": %q, "account_id": %q, "kind": %q, "input_ref": %q, `+
-		`"policy": {"initial_interval": "500ms", "maximum_attempts": 1.0, "start_to_close": "2s", "heartbeat_timeout": "2s", `+
+		`"policy": {"initial_interval": "500ms", "maximum_attempts": 1.0, "start_to_close": "1m", "heartbeat_timeout": "30s", `+
 		`"late_result_window": "10m"}}`, jobID, accountID, kind, inputRef)
 }
 

@@ -104,7 +104,7 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	cfg := workertest.Config("doors-twice")
 	configureWorker(&cfg)
 	late := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: cfg.Temporal.TaskQueue,
-		Namespace: cfg.Temporal.Namespace, Policy: hangPolicy()})
+		Namespace: cfg.Temporal.Namespace, Policy: doorPolicy()})
 	type answer struct {
 		sub jobs.Submission
 		err error

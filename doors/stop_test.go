@@ -15,11 +15,11 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// submitHanging submits a "sim:hang" job under hangPolicy, whose work never finishes by itself,
+// submitHanging submits a "sim:hang" job under doorPolicy, whose work never finishes by itself,
 // and waits until its first attempt runs: the job is charged and running, as an operator finds it.
 func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	sub, err := e.JobsWith(hangPolicy()).Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
+	sub, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, 1)

@@ -37,7 +37,8 @@ import (
 const simulatedDuration = 300 * time.Millisecond
 
 // testPolicy fails a job for good after one attempt and closes its workflow a second after the
-// refund, so every story here settles within a few seconds.
+// refund, so every story here settles within a few seconds; its attempt's timeouts are
+// workertest.QuickPolicy's, far beyond the work, so a job that should be delivered is.
 func testPolicy() workflows.Policy {
 	p := workertest.QuickPolicy()
 	p.MaximumAttempts = 1
@@ -161,8 +162,9 @@ func TestCleanJobsPass(t *testing.T) {
 	refunded := submit(st, "refunded", acct, "sim:fail", nil)
 	recovered := submit(st, "recovered", acct, "sim:fail", nil)
 	deleted := submit(st, "deleted", acct, "sim:ok", nil)
+	// Listening far longer than the test takes to check it; its late result closes it.
 	longWindow := testPolicy()
-	longWindow.LateResultWindow = 30 * time.Second
+	longWindow.LateResultWindow = 10 * time.Minute
 	openJobs := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: longWindow})
 	open := submit(openJobs, "open", acct, "sim:fail", nil)
@@ -382,8 +384,9 @@ func TestBillingStateMismatch(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 100)
 	p := prefix("mismatch")
 	id := p + "behind-its-back"
+	// Listening far longer than the test takes; its late result closes it.
 	policy := testPolicy()
-	policy.LateResultWindow = 30 * time.Second
+	policy.LateResultWindow = 10 * time.Minute
 	st := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
 	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 20), InputRef: "sim:fail"})

@@ -38,6 +38,15 @@ import (
 // e2ePolicy makes the stories take seconds (workertest.QuickPolicy).
 func e2ePolicy() workflows.Policy { return workertest.QuickPolicy() }
 
+// lateStoryPolicy is for the stories whose every attempt times out before their result lands:
+// attempts of 2 s (workertest.TimeoutPolicy, for work that never finishes), and a late-result
+// window far longer than the test takes to report the result, which closes the run.
+func lateStoryPolicy() workflows.Policy {
+	p := workertest.TimeoutPolicy()
+	p.LateResultWindow = 10 * time.Minute
+	return p
+}
+
 // shortWindow is e2ePolicy with the given number of attempts and a late-result window so short
 // that a refunded job's workflow closes within the test.
 func shortWindow(attempts int32) workflows.Policy {
@@ -47,9 +56,7 @@ func shortWindow(attempts int32) workflows.Policy {
 	return p
 }
 
-// simulatedDuration is how long a simulated attempt works, and how late (after its deadline) the
-// late attempt of sim:late:N reports. A second leaves the workflow time to see the timeout and
-// refund before the late result lands.
+// simulatedDuration is how long a simulated attempt works: a sliver of QuickPolicy's timeouts.
 const simulatedDuration = time.Second
 
 // waitLimit bounds every wait of a story for its workflow, its ledger state or visibility.
@@ -215,6 +222,18 @@ func (e *e2eEnv) submitStoryOf(t *testing.T, st *jobs.Service, kind string, cost
 	return s
 }
 
+// landLate waits until every attempt of the story's job has timed out and the job is refunded,
+// then reports the result of its last attempt, attempt 3, with the usage it names (nil: none).
+func (e *e2eEnv) landLate(t *testing.T, st *jobs.Service, s *story, used *int64) {
+	t.Helper()
+	refunded := e.waitState(t, st, s.key(), ledgerdb.StateRefunded)
+	require.Equal(t, ledgerdb.ReasonTimedOut, refunded.Reason, "%+v", refunded)
+	res := activities.WorkResult{Attempt: 3, OutputRef: fmt.Sprintf("sim://%s/attempt-3", s.id), FinishedAt: time.Now().UTC(), UnitsUsed: used}
+	report, err := st.ReportResult(testContext(t), s.key(), res)
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathSignal, report.Path, "the refunded run still listens for its late result")
+}
+
 // TestE2EStories plays the seven stories of `make run` (internal/stories) side by side, each on
 // its own account: every job is submitted first, so that the seven workflows run at the same
 // time, and then each story is checked in its own subtest.
@@ -226,13 +245,17 @@ func TestE2EStories(t *testing.T) {
 	// Metered by the GPU-second at 2 credits, at most 60 seconds: a hold of 120 credits.
 	gpu := ledgertest.Metered(t, e.Store, 2, 60)
 
+	// The late stories' work never finishes, so its attempts surely time out, and their result
+	// lands once the test has seen the refund — as a GPU service's late call reports it — rather
+	// than a set time after the last deadline, which a loaded machine could reach first.
+	late := e.JobsWith(lateStoryPolicy())
 	a := e.submitStory(t, e.Jobs, 40, "sim:ok")
-	b := e.submitStory(t, e.Jobs, 40, "sim:late:3")
+	b := e.submitStory(t, late, 40, "sim:hang")
 	c := e.submitStory(t, e.JobsWith(shortWindow(3)), 40, "sim:fail")
 	d := e.submitStory(t, e.Jobs, 40, "sim:hang")
 	eStory := e.submitStory(t, e.Jobs, 10_000, "sim:ok")
 	f := e.submitStoryOf(t, e.Jobs, gpu, 120, "sim:ok+used:37")
-	g := e.submitStoryOf(t, e.Jobs, gpu, 120, "sim:late:3+used:25")
+	g := e.submitStoryOf(t, late, gpu, 120, "sim:hang")
 
 	// (d)'s result is reported at once, twice, concurrently, as a duplicated callback would.
 	dResult := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + d.id + "/callback", FinishedAt: time.Now().UTC()}
@@ -268,12 +291,13 @@ func TestE2EStories(t *testing.T) {
 		e.recordHistory(t, "a-first-try", workflows.JobWorkflowID(a.acct, a.id))
 	})
 
-	// (b) Every attempt times out → refunded → the late attempt's result lands (the simulated
-	// runner reports it through the job service) → recovered. Money rules 2, 3, 5, 8: charge, refund
-	// and reclaim rows of −cost, +cost, −cost (net −cost), the refund never doubled.
+	// (b) Every attempt times out → refunded → the late attempt's result lands (reported through
+	// the job service) → recovered. Money rules 2, 3, 5, 8: charge, refund and reclaim rows of
+	// −cost, +cost, −cost (net −cost), the refund never doubled.
 	t.Run("b-late-recovered", func(t *testing.T) {
 		require.NoError(t, b.err)
 		require.Equal(t, ledgerdb.StateRunning, b.sub.Status.State)
+		e.landLate(t, late, b, nil)
 
 		final := e.awaitClosed(t, workflows.JobWorkflowID(b.acct, b.id))
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "the late result of attempt 3 recovers the job")
@@ -384,6 +408,8 @@ func TestE2EStories(t *testing.T) {
 	// +70, net −25 × 2.
 	t.Run("g-metered-late", func(t *testing.T) {
 		require.NoError(t, g.err)
+		used := int64(25)
+		e.landLate(t, late, g, &used)
 		final := e.awaitClosed(t, workflows.JobWorkflowID(g.acct, g.id))
 		require.Equal(t, ledgerdb.StateRecovered, final.State)
 		require.Equal(t, int64(50), final.Charged)
@@ -501,9 +527,9 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	id := ledgertest.ID(t, "job")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	// Three attempts fail; the fourth, the redrive's, succeeds. The window only has to outlast
-	// the test's redrive, and keeps a failing test short.
+	// the test's redrive, which closes the run: it is far longer than the test takes.
 	p := e2ePolicy()
-	p.LateResultWindow = 5 * time.Second
+	p.LateResultWindow = 10 * time.Minute
 	st := e.JobsWith(p)
 	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
 	require.NoError(t, err)

@@ -36,15 +36,22 @@ func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) l
 	return sub.Key()
 }
 
-// reconcilePass runs one Reconcile workflow over the account's placeholders and returns its counts.
+// reconcilePass runs one Reconcile workflow over the account's placeholders, with the tests'
+// grace, and returns its counts.
 func reconcilePass(t *testing.T, env *e2eEnv, accountID string) activities.ReconcileResult {
+	t.Helper()
+	return reconcilePassWithin(t, env, accountID, reconcileGrace)
+}
+
+// reconcilePassWithin is reconcilePass with the given grace.
+func reconcilePassWithin(t *testing.T, env *e2eEnv, accountID string, grace time.Duration) activities.ReconcileResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	run, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        fmt.Sprintf("reconcile-test/%s/%d", accountID, time.Now().UnixNano()),
 		TaskQueue: env.Config.Temporal.TaskQueue,
-	}, workflows.Reconcile, activities.ReconcileInput{Grace: reconcileGrace, AccountIDs: []string{accountID}})
+	}, workflows.Reconcile, activities.ReconcileInput{Grace: grace, AccountIDs: []string{accountID}})
 	require.NoError(t, err)
 	var out activities.ReconcileResult
 	require.NoError(t, run.Get(ctx, &out))
@@ -62,35 +69,39 @@ func chargeRows(t *testing.T, env *e2eEnv, key ledgerdb.JobKey) int {
 }
 
 // TestReconcileHealsOrphanedPlaceholderOnce checks money rules 2, 3 and 8 (one charge per job;
-// the net matches the state; every door idempotent): a placeholder whose workflow never started
-// is started by one pass and charged exactly once; a second pass and two concurrent passes change
-// nothing; a placeholder younger than the grace is left alone.
+// the net matches the state; every door idempotent): a placeholder younger than the grace is left
+// alone; once older, its workflow never having started, it is started by one pass and charged
+// exactly once; a second pass and two concurrent passes change nothing. A placeholder is younger
+// than a grace of an hour, and older than the tests' second once the test has slept it, however
+// slowly a loaded machine runs the passes.
 func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
 	account := ledgertest.Account(t, env.Store, 1000)
 	orphan := writePlaceholder(t, env, account, 40)
-	time.Sleep(reconcileGrace + 500*time.Millisecond)
-	fresh := writePlaceholder(t, env, account, 30)
 
+	// Within its grace: untouched, no workflow.
+	within := reconcilePassWithin(t, env, account, time.Hour)
+	require.Equal(t, 0, within.Examined, "a placeholder younger than the grace is not examined")
+	job, err := env.Store.Job(ctx, orphan)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateSubmitting, job.State)
+	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, orphan.JobID), "")
+	require.Error(t, err, "a placeholder within its grace must not get a workflow")
+
+	time.Sleep(reconcileGrace)
 	first := reconcilePass(t, env, account)
-	require.Equal(t, 1, first.Examined, "only the placeholder older than the grace is examined")
+	require.Equal(t, 1, first.Examined, "the placeholder older than the grace is examined")
 	require.Equal(t, 1, first.Started)
 	st, err := env.Jobs.Wait(ctx, orphan, ledgerdb.StateDelivered)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.MoneyCharged, st.MoneyState)
 	require.Equal(t, 1, chargeRows(t, env, orphan))
 
-	// The fresh placeholder was younger than the grace: untouched, no workflow.
-	job, err := env.Store.Job(ctx, fresh)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateSubmitting, job.State)
-	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, fresh.JobID), "")
-	require.Error(t, err, "a placeholder within its grace must not get a workflow")
-
-	// The fresh one now ages past the grace; a second pass heals it and leaves the first alone,
+	// Another placeholder ages past the grace; a second pass heals it and leaves the first alone,
 	// and two concurrent passes after that change nothing.
+	fresh := writePlaceholder(t, env, account, 30)
 	time.Sleep(reconcileGrace)
 	second := reconcilePass(t, env, account)
 	require.Equal(t, 1, second.Examined, "the healed job is no longer a placeholder")

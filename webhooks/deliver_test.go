@@ -328,7 +328,9 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 
 	rcv.down.Store(true)
 	cfg := testConfig()
-	cfg.MaxAge = 300 * time.Millisecond
+	// Long enough, against backoffs of 80 ms at most, that the first attempt is surely retried
+	// before max age passes, however slowly a loaded machine makes it.
+	cfg.MaxAge = 2 * time.Second
 	m := metrics.New()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -503,16 +505,17 @@ func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
 
-	// The dead worker: it claims with a short lease and is never heard of again.
+	// The dead worker: it claims with a short lease and is never heard of again. The lease is
+	// long enough that the look below surely comes while it holds, however loaded the machine.
 	var claimed int
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger_webhook_claim(10, '300 milliseconds', $1)`, []string{acct}).Scan(&claimed))
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM ledger_webhook_claim(10, '2 seconds', $1)`, []string{acct}).Scan(&claimed))
 	require.Equal(t, 1, claimed)
 	w := webhooks.NewWorker(ws, testConfig(), nil).OnlyAccounts(acct)
 	n, err := w.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "leased to the dead worker")
 
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(2050 * time.Millisecond)
 	n, err = w.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

@@ -6,6 +6,10 @@ package worker_test
 // checks every job's ledger rows; then it SIGKILLs one worker while it holds running attempts and
 // shows the other finishes them with the money rules intact.
 //
+// Nothing in it depends on how fast a loaded machine runs: the jobs it kills a worker under are
+// held (sim:hold) until the test releases them, and every wait is for an event, with a generous
+// deadline.
+//
 // It needs `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
 // runs both).
 
@@ -24,7 +28,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -37,29 +40,29 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// multiPolicy settles a job in seconds: 2 attempts of at most 12 s, 200 ms apart. The heartbeat
-// timeout, 6 s, is how soon an attempt on a killed worker is taken for dead and retried on the
-// other. The SDK sends heartbeats at most every 0.8 × that timeout, so an attempt that heartbeats
-// for long can miss it on a loaded machine (at 4 s, 8 s attempts of succeeding jobs timed out and
-// were refunded); the work, multiWorkDuration, ends before its second heartbeat is due. A
-// refunded job closes 1 s after its refund.
+// multiPolicy: 5 attempts, 200 ms apart and doubling to 1 s, each of at most 5 minutes. The
+// heartbeat timeout, 20 s, is how soon an attempt on a killed worker is taken for dead and
+// retried on the other. The SDK sends a heartbeat at most every 0.8 × that timeout, so a held
+// attempt, which heartbeats until it is released, has 4 s of slack for each one: a loaded
+// machine that eats them anyway costs an attempt, of which a job has five, never its delivery.
+// A refunded job closes 1 s after its refund.
 func multiPolicy() workflows.Policy {
 	p := workertest.QuickPolicy()
 	p.InitialInterval = 200 * time.Millisecond
-	p.MaximumAttempts = 2
-	p.StartToClose = 12 * time.Second
-	p.HeartbeatTimeout = 6 * time.Second
+	p.MaximumAttempts = 5
+	p.StartToClose = 5 * time.Minute
+	p.HeartbeatTimeout = 20 * time.Second
 	p.LateResultWindow = time.Second
 	return p
 }
 
-// multiWorkDuration is how long each simulated attempt works: long enough that the killed worker
-// surely holds an attempt with killTime to go when it dies, short of 0.8 × the heartbeat timeout.
-const multiWorkDuration = 4 * time.Second
+// multiWorkDuration is how long an attempt of a "sim:ok" job works: a sliver of its heartbeat
+// timeout, so that it ends long before its first throttled heartbeat is due.
+const multiWorkDuration = 200 * time.Millisecond
 
-// killTime is how long an attempt must still have to run when it is picked to be killed: the
-// kill follows at once, and must land before the attempt ends.
-const killTime = 1500 * time.Millisecond
+// eventLimit bounds each wait of the tests for an event — a worker holding an attempt, an
+// attempt moving to the other worker: generous, since load only slows them.
+const eventLimit = 2 * time.Minute
 
 // workerProcess is one `jobbill worker` process.
 type workerProcess struct {
@@ -147,7 +150,7 @@ func (j multiJob) workflowID() string { return workflows.JobWorkflowID(j.account
 // worker is SIGKILLed while running attempts: the other takes them over and finishes every job,
 // and the money rules still hold.
 func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // the build of jobbill included
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // the build of jobbill included
 	defer cancel()
 	pair := startWorkerPair(ctx, t, "multi", multiPolicy())
 	store, tc, st, a, bw := pair.store, pair.temporal, pair.jobs, pair.a, pair.b
@@ -156,7 +159,7 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	var all []multiJob
 
 	// Phase 1: 40 jobs, a quarter of them failing every attempt (refunded).
-	phase1 := planJobs(t, store, account, "p1", 40, 4)
+	phase1 := planJobs(t, store, account, "p1", 40, 4, "sim:ok")
 	submitJobs(ctx, t, st, phase1)
 	all = append(all, phase1...)
 	waitSettled(ctx, t, st, phase1)
@@ -171,29 +174,16 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	require.GreaterOrEqual(t, ranBy[bw.name], len(phase1)/10, "worker B ran too few jobs: %v", ranBy)
 	requireLedger(ctx, t, store, account, 10_000, all)
 
-	// Phase 2: 20 more jobs; once worker A holds a running attempt, kill it without warning. The
-	// attempts of a batch all start while it is submitted, so the watch starts with it.
-	phase2 := planJobs(t, store, account, "p2", 20, 5)
+	// Phase 2: 20 more jobs, held until the test releases them but for every fifth, which fails.
+	// Once worker A holds an attempt, kill it without warning: each attempt it held must be
+	// retried on B, and delivered there once released.
+	phase2 := planJobs(t, store, account, "p2", 20, 5, "sim:hold")
 	all = append(all, phase2...)
-	type kill struct {
-		onA []string
-		err error
-	}
-	killed := make(chan kill, 1)
-	go func() {
-		onA, err := runningOn(ctx, tc, phase2, a)
-		if err == nil {
-			err = a.cmd.Process.Signal(syscall.SIGKILL)
-		}
-		killed <- kill{onA, err}
-	}()
 	submitJobs(ctx, t, st, phase2)
-	k := <-killed
-	require.NoError(t, k.err)
-	onA := k.onA
-	<-a.done
-	require.ErrorContains(t, a.err, "killed")
-	t.Logf("phase 2: killed %s (pid %d) while it ran %d attempts", a.name, a.cmd.Process.Pid, len(onA))
+	onA := killHolding(ctx, t, tc, phase2, a)
+	t.Logf("phase 2: killed %s (pid %d) while it held %d attempts", a.name, a.cmd.Process.Pid, len(onA))
+	awaitRetriedOn(ctx, t, tc, account, onA, bw)
+	release(t, pair.releaseDir, phase2)
 
 	waitSettled(ctx, t, st, phase2)
 	for _, id := range onA {
@@ -207,11 +197,13 @@ func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 // workerPair is two worker processes of the jobbill binary on a task queue of their own, and a
 // client and a job service over them.
 type workerPair struct {
-	store    *ledgerdb.Store
-	cfg      config.Config
-	a, b     *workerProcess
-	temporal client.Client
-	jobs     *jobs.Service
+	store *ledgerdb.Store
+	cfg   config.Config
+	// releaseDir releases the workers' "sim:hold" jobs (runner.simulated.release_dir).
+	releaseDir string
+	a, b       *workerProcess
+	temporal   client.Client
+	jobs       *jobs.Service
 }
 
 // startWorkerPair builds jobbill, starts two worker processes in the tests' namespace on a queue
@@ -223,15 +215,16 @@ type workerPair struct {
 func startWorkerPair(ctx context.Context, t *testing.T, name string, p workflows.Policy) workerPair {
 	t.Helper()
 	d := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker)
-	pair := workerPair{store: d.Store, cfg: workertest.Config(name)}
+	pair := workerPair{store: d.Store, cfg: workertest.Config(name), releaseDir: t.TempDir()}
 	bin := buildJobbill(t)
 	env := map[string]string{
-		config.EnvName("database_url"):              d.DatabaseURL,
-		config.EnvName("temporal.address"):          pair.cfg.Temporal.Address,
-		config.EnvName("temporal.namespace"):        pair.cfg.Temporal.Namespace,
-		config.EnvName("temporal.task_queue"):       pair.cfg.Temporal.TaskQueue,
-		config.EnvName("runner.simulated.duration"): multiWorkDuration.String(),
-		config.EnvName("log.level"):                 "info",
+		config.EnvName("runner.simulated.release_dir"): pair.releaseDir,
+		config.EnvName("database_url"):                 d.DatabaseURL,
+		config.EnvName("temporal.address"):             pair.cfg.Temporal.Address,
+		config.EnvName("temporal.namespace"):           pair.cfg.Temporal.Namespace,
+		config.EnvName("temporal.task_queue"):          pair.cfg.Temporal.TaskQueue,
+		config.EnvName("runner.simulated.duration"):    multiWorkDuration.String(),
+		config.EnvName("log.level"):                    "info",
 	}
 	pair.a = startWorker(t, bin, "worker-a", env)
 	pair.b = startWorker(t, bin, "worker-b", env)
@@ -281,13 +274,13 @@ func waitForPollers(ctx context.Context, t *testing.T, tc client.Client, queue s
 	}
 }
 
-// planJobs plans n jobs, every failEvery-th one failing every attempt, each of a kind sold at its
-// cost.
-func planJobs(t *testing.T, store *ledgerdb.Store, account, prefix string, n, failEvery int) []multiJob {
+// planJobs plans n jobs of the input (a scenario whose work succeeds), every failEvery-th one
+// failing every attempt instead, each of a kind sold at its cost.
+func planJobs(t *testing.T, store *ledgerdb.Store, account, prefix string, n, failEvery int, input string) []multiJob {
 	t.Helper()
 	planned := make([]multiJob, n)
 	for i := range planned {
-		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), input: "sim:ok", want: ledgerdb.StateDelivered}
+		j := multiJob{account: account, id: ledgertest.ID(t, prefix), cost: int64(10 + i%7), input: input, want: ledgerdb.StateDelivered}
 		if i%failEvery == failEvery-1 {
 			j.input, j.want = "sim:fail", ledgerdb.StateRefunded
 		}
@@ -370,39 +363,105 @@ func whose(t *testing.T, identity string, procs ...*workerProcess) string {
 	return ""
 }
 
-// runningOn watches the jobs until p runs an attempt of one with at least killTime of its work to
-// go, and answers that job at once: the caller kills p next, and an attempt found later in its
-// work could finish on p before the kill. Running attempts are not in the history yet;
-// DescribeWorkflowExecution's pending activities name the worker that holds each, and when it
-// started. A job not submitted yet has no workflow to describe and is passed over. Only jobs
-// whose work succeeds count: a failing attempt ends at once, and its retry may run and fail on p
-// again before the kill. It runs beside the submission, so it reports rather than fails the test.
-func runningOn(ctx context.Context, tc client.Client, jobs []multiJob, p *workerProcess) ([]string, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, j := range jobs {
-			if j.want != ledgerdb.StateDelivered {
-				continue
-			}
-			d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
-			var notFound *serviceerror.NotFound
-			if errors.As(err, &notFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, pa := range d.GetPendingActivities() {
-				if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
-					strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) &&
-					time.Since(pa.GetLastStartedTime().AsTime()) < multiWorkDuration-killTime {
-					return []string{j.id}, nil
-				}
+// heldOn answers, for each of the jobs whose work p runs now, the attempt it runs: the job's
+// pending RunWork is started and was last taken by p. Running attempts are not in the history
+// yet; DescribeWorkflowExecution's pending activities name the worker that holds each. Only jobs
+// whose work succeeds count: a failing attempt ends at once, and its retry may run anywhere.
+func heldOn(ctx context.Context, tc client.Client, jobs []multiJob, p *workerProcess) (map[string]int32, error) {
+	held := map[string]int32{}
+	for _, j := range jobs {
+		if j.want != ledgerdb.StateDelivered {
+			continue
+		}
+		d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
+		if err != nil {
+			return nil, fmt.Errorf("describing %s: %w", j.workflowID(), err)
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
+				strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) {
+				held[j.id] = pa.GetAttempt()
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("%s never ran an attempt of the batch", p.name)
+	return held, nil
+}
+
+// await polls until done answers true, and fails the test when eventLimit passes first, saying
+// what it waited for and what done last said stood in the way (an error of Temporal's included:
+// the server may be coming back from a restart).
+func await(ctx context.Context, t *testing.T, what string, done func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(eventLimit)
+	for {
+		ok, state := done()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("waited %s for %s; %s", eventLimit, what, state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// killHolding waits until p holds an attempt of one of the held jobs, SIGKILLs it, and answers
+// every job whose attempt it held when it died: the ones seen before the kill, and the ones a
+// look right after it finds still on p (it may have taken more in between). The jobs are held,
+// so no attempt can end on p between the look and the kill.
+func killHolding(ctx context.Context, t *testing.T, tc client.Client, held []multiJob, p *workerProcess) []string {
+	t.Helper()
+	var onP map[string]int32
+	await(ctx, t, p.name+" to hold an attempt", func() (bool, string) {
+		var err error
+		onP, err = heldOn(ctx, tc, held, p)
+		return len(onP) > 0, fmt.Sprintf("it holds none (%v)", err)
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+	require.ErrorContains(t, p.err, "killed")
+	after, err := heldOn(ctx, tc, held, p)
+	require.NoError(t, err)
+	for id, attempt := range after {
+		onP[id] = attempt
+	}
+	ids := make([]string, 0, len(onP))
+	for id := range onP {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// awaitRetriedOn waits until each of the jobs' work runs again on p: its pending RunWork is
+// started there, on attempt 2 or later — the dead worker's attempt timed out by its heartbeat and
+// was retried.
+func awaitRetriedOn(ctx context.Context, t *testing.T, tc client.Client, account string, ids []string, p *workerProcess) {
+	t.Helper()
+	jobs := make([]multiJob, len(ids))
+	for i, id := range ids {
+		jobs[i] = multiJob{account: account, id: id, want: ledgerdb.StateDelivered}
+	}
+	await(ctx, t, "the killed attempts to be retried on "+p.name, func() (bool, string) {
+		on, err := heldOn(ctx, tc, jobs, p)
+		if err != nil {
+			return false, err.Error()
+		}
+		var missing []string
+		for _, id := range ids {
+			if on[id] < 2 {
+				missing = append(missing, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("not yet retried there: %v", missing)
+	})
+}
+
+// release releases every one of the jobs (runner.simulated.release_dir): their attempts finish.
+func release(t *testing.T, dir string, jobs []multiJob) {
+	t.Helper()
+	for _, j := range jobs {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, j.id), nil, 0o644))
+	}
 }
 
 // requireLedger checks every job's rows — a delivered job one charge of its cost, a refunded one

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ const RestartEnv = "JOBBILL_TEST_TEMPORAL_RESTART"
 // rather than run out of attempts.
 func restartPolicy() workflows.Policy {
 	p := multiPolicy()
-	p.MaximumAttempts = 5
+	p.MaximumAttempts = 10
 	return p
 }
 
@@ -62,45 +61,39 @@ func requireServerDown(t *testing.T, address string) {
 }
 
 // TestJobsSurviveTemporalRestartAndWorkerKill runs two worker processes on the cluster, SIGKILLs
-// one while it runs an attempt, then stops the Temporal server (SIGTERM) and starts it again while
-// the batch is in flight, and submits a second batch once it is back. Every job must end as its
-// input says, charged exactly once and, when refunded, refunded exactly once (money rules 2 and 3);
-// the balance must equal the grant less the delivered jobs (rule 6); and the audit across the
-// ledger and Temporal (`jobbill audit`, scoped to the test's account) must be clean.
+// one while it holds attempts of a batch held until the test releases it (sim:hold), then stops
+// the Temporal server (SIGTERM) and starts it again while the batch is in flight, waits until the
+// killed attempts are retried on the other worker, releases the batch and submits a second one.
+// Every job must end as its input says, charged exactly once and, when refunded, refunded exactly
+// once (money rules 2 and 3); the balance must equal the grant less the delivered jobs (rule 6);
+// and the audit across the ledger and Temporal (`jobbill audit`, scoped to the test's account)
+// must be clean.
 func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
 	if os.Getenv(RestartEnv) != "1" {
 		t.Skipf("restarts the Temporal server: runs under make test-cluster (%s=1), not on the shared dev server", RestartEnv)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // the build of jobbill included
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // the build of jobbill included
 	defer cancel()
 	pair := startWorkerPair(ctx, t, "restart", restartPolicy())
 	store, tc, st, a, cfg := pair.store, pair.temporal, pair.jobs, pair.a, pair.cfg
 
 	account := ledgertest.Account(t, store, 10_000)
-	before := planJobs(t, store, account, "rs1", 20, 5)
-	killed := make(chan error, 1)
-	go func() {
-		_, err := runningOn(ctx, tc, before, a)
-		if err == nil {
-			err = a.cmd.Process.Signal(syscall.SIGKILL)
-		}
-		killed <- err
-	}()
+	before := planJobs(t, store, account, "rs1", 20, 5, "sim:hold")
 	submitInTurn(ctx, t, st, before)
-	require.NoError(t, <-killed)
-	<-a.done
-	require.ErrorContains(t, a.err, "killed")
-	t.Logf("killed %s (pid %d) while it ran an attempt", a.name, a.cmd.Process.Pid)
+	onA := killHolding(ctx, t, tc, before, a)
+	t.Logf("killed %s (pid %d) while it held %d attempts", a.name, a.cmd.Process.Pid, len(onA))
 
-	// The batch's attempts are running on worker B (and timing out on the dead A) while the
-	// server goes down and comes back.
+	// The batch's attempts are held on worker B (and timing out on the dead A) while the server
+	// goes down and comes back.
 	down := time.Now()
 	clusterScript(t, "stop")
 	requireServerDown(t, cfg.Temporal.Address)
 	clusterScript(t)
 	t.Logf("Temporal server down and back in %s", time.Since(down).Round(time.Millisecond))
+	awaitRetriedOn(ctx, t, tc, account, onA, pair.b)
+	release(t, pair.releaseDir, before)
 
-	after := planJobs(t, store, account, "rs2", 10, 5)
+	after := planJobs(t, store, account, "rs2", 10, 5, "sim:ok")
 	submitInTurn(ctx, t, st, after)
 	all := append(before, after...)
 	waitSettled(ctx, t, st, all)

@@ -172,5 +172,6 @@ func newRunner(c config.Runner, reporter activities.LateResultReporter) activiti
 		Seed:        c.Simulated.Seed,
 		LateBy:      c.Simulated.LateBy,
 		Reporter:    reporter,
+		ReleaseDir:  c.Simulated.ReleaseDir,
 	}
 }

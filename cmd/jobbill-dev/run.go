@@ -84,7 +84,9 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	}
 	defer w.Stop()
 
-	if err := stories.Play(ctx, conns.Ledger, st, out); err != nil {
+	timingOut := cfg
+	timingOut.Policy = stories.TimeoutPolicy(cfg)
+	if err := stories.Play(ctx, conns.Ledger, st, app.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out); err != nil {
 		return err
 	}
 	if metricsAddr != "" {

@@ -23,21 +23,35 @@ import (
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
 )
 
-// Configure makes the stories take seconds rather than the GPU defaults' minutes: 3 attempts of
-// at most 3 s, 1 s then 2 s apart, and 2 minutes to wait for a late result. The worker that
-// plays them must run with it.
+// Configure makes the stories take seconds rather than the GPU defaults' minutes: 3 attempts,
+// 1 s then 2 s apart, and 2 minutes to wait for a late result. An attempt may run a minute and
+// go 30 s without a heartbeat, far beyond the simulated work of a second, so that a story whose
+// work finishes ends as it says however loaded the machine; the stories whose attempts must time
+// out run under [TimeoutPolicy]. The worker that plays them must run with it.
 func Configure(c *config.Config) {
 	c.Policy.InitialInterval = time.Second
 	c.Policy.BackoffCoefficient = 2
 	c.Policy.MaximumInterval = 5 * time.Second
 	c.Policy.MaximumAttempts = 3
-	c.Policy.StartToClose = 3 * time.Second
-	c.Policy.HeartbeatTimeout = 2 * time.Second
+	c.Policy.StartToClose = time.Minute
+	c.Policy.HeartbeatTimeout = 30 * time.Second
 	c.Policy.LateResultWindow = 2 * time.Minute
 	c.Runner.Simulated.Duration = time.Second
 	c.Runner.Simulated.FailureRate = 0
+}
+
+// TimeoutPolicy is the policy of the stories whose every attempt times out, (b) and (g): the
+// configured one (Configure's), but an attempt may run 3 s. Their work never finishes
+// ("sim:hang"), so the timeouts are certain, and short, so the stories stay quick; their result
+// lands once the story has seen the refund, as a GPU service's late call would report it.
+func TimeoutPolicy(c config.Config) workflows.Policy {
+	p := c.Policy
+	p.StartToClose = 3 * time.Second
+	p.HeartbeatTimeout = 3 * time.Second
+	return p
 }
 
 // The price list the stories are billed at. Play sets it (a price equal to the latest changes
@@ -57,6 +71,8 @@ type story struct {
 	name, title string
 	kind        string
 	input       string
+	// timesOut says the story runs under [TimeoutPolicy].
+	timesOut bool
 	// then runs after the charge is decided, to report results as the story needs.
 	then func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error
 	// ends are the states the story waits for.
@@ -66,10 +82,10 @@ type story struct {
 	charged int64
 }
 
-// Play plays the stories through st, whose worker runs as [Configure] says, on a fresh account
-// of ledger, and fails when a story ends otherwise than it should or the account's audit finds a
-// broken money rule.
-func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.Writer) error {
+// Play plays the stories through st, whose worker runs as [Configure] says, and timingOut, the
+// same job service with [TimeoutPolicy], on a fresh account of ledger, and fails when a story ends
+// otherwise than it should or the account's audit finds a broken money rule.
+func Play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer) error {
 	var suffix [2]byte
 	_, _ = rand.Read(suffix[:])
 	run := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
@@ -103,14 +119,29 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 		wg.Wait()
 		return errors.Join(errs...)
 	}
+	// landsLate reports the result of the last attempt once every attempt has timed out and the
+	// job is refunded, with the usage the GPU service measured (nil: none).
+	landsLate := func(used *int64) func(context.Context, *jobs.Service, ledgerdb.JobKey) error {
+		return func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error {
+			waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			defer cancel()
+			if _, err := st.Wait(waitCtx, job, ledgerdb.StateRefunded); err != nil {
+				return err
+			}
+			res := activities.WorkResult{Attempt: 3, OutputRef: fmt.Sprintf("sim://%s/attempt-3", job.JobID), FinishedAt: time.Now().UTC(), UnitsUsed: used}
+			_, err := st.ReportResult(ctx, job, res)
+			return err
+		}
+	}
+	used90 := int64(90)
 	stories := []story{
 		{name: "a", title: "success on the first try", kind: "render", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
-		{name: "b", title: "every attempt times out, refunded, then the result lands late", kind: "render", input: "sim:late:3", ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 40},
+		{name: "b", title: "every attempt times out, refunded, then the result lands late", kind: "render", input: "sim:hang", timesOut: true, then: landsLate(nil), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 40},
 		{name: "c", title: "every attempt fails: refunded and dead-lettered for good", kind: "render", input: "sim:fail", ends: []ledgerdb.State{ledgerdb.StateRefunded}},
 		{name: "d", title: "the same result signalled twice", kind: "render", input: "sim:hang", then: reportTwice, ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
 		{name: "e", title: "insufficient credits: rejected, nothing charged", kind: "render-batch", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateRejected}},
 		{name: "f", title: "metered: 300 credits held, 137 GPU-seconds used", kind: "gpu-render", input: "sim:ok+used:137", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 137},
-		{name: "g", title: "metered: every attempt times out, refunded, then the result lands late with 90 GPU-seconds used", kind: "gpu-render", input: "sim:late:3+used:90", ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 90},
+		{name: "g", title: "metered: every attempt times out, refunded, then the result lands late with 90 GPU-seconds used", kind: "gpu-render", input: "sim:hang", timesOut: true, then: landsLate(&used90), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 90},
 	}
 	final := make([]jobs.Status, len(stories))
 	errs := make([]error, len(stories))
@@ -119,7 +150,11 @@ func Play(ctx context.Context, ledger *ledgerdb.Store, st *jobs.Service, out io.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			final[i], errs[i] = playStory(ctx, st, account, run, s)
+			via := st
+			if s.timesOut {
+				via = timingOut
+			}
+			final[i], errs[i] = playStory(ctx, via, account, run, s)
 		}()
 	}
 	wg.Wait()

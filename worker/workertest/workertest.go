@@ -71,11 +71,15 @@ func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	return env
 }
 
-// QuickPolicy makes a job settle in seconds instead of the GPU defaults' minutes: 3 attempts of
-// at most 2 s, 0.5 s then 1 s apart, and 20 s to wait for a late result — long enough that a
-// result a test reports reaches the job's own run, not the fallback. The heartbeat timeout
-// equals StartToClose: the SDK heartbeats at 0.8× the timeout, and a tighter one times out
-// healthy attempts on a loaded two-core machine. Tests that need other timing change fields of
+// QuickPolicy makes a job settle in seconds instead of the GPU defaults' minutes: 3 attempts,
+// 0.5 s then 1 s apart, and 20 s to wait for a late result — long enough that a result a test
+// reports reaches the job's own run, not the fallback. Its timeouts are for work that finishes
+// (simulated work of a second at most) or that the test ends itself, and are far from anything a
+// loaded machine can eat: an attempt may run a minute and go 30 s without a heartbeat. The SDK
+// sends heartbeats at most every 0.8 × the heartbeat timeout, so a long attempt has 6 s of slack
+// for each, and a short one ends before its second is due. A job whose work never finishes
+// ("sim:hang") stays running for minutes, however slowly the test acts on it. A test that wants
+// its attempts to time out uses [TimeoutPolicy]; tests that need other timing change fields of
 // it and say why.
 func QuickPolicy() workflows.Policy {
 	return workflows.Policy{
@@ -83,10 +87,21 @@ func QuickPolicy() workflows.Policy {
 		BackoffCoefficient: 2,
 		MaximumInterval:    time.Second,
 		MaximumAttempts:    3,
-		StartToClose:       2 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
+		StartToClose:       time.Minute,
+		HeartbeatTimeout:   30 * time.Second,
 		LateResultWindow:   20 * time.Second,
 	}
+}
+
+// TimeoutPolicy is QuickPolicy for jobs whose attempts must time out: every attempt may run 2 s.
+// Only work that never finishes by itself may run under it ("sim:hang", and the overrunning
+// attempts of "sim:late:N"), so that its timeouts are certain whatever the machine's load, and
+// short, so that a test waiting for them stays quick.
+func TimeoutPolicy() workflows.Policy {
+	p := QuickPolicy()
+	p.StartToClose = 2 * time.Second
+	p.HeartbeatTimeout = 2 * time.Second
+	return p
 }
 
 // DefaultNamespace is the Temporal namespace tests run in, which scripts/ensure-temporal.sh
