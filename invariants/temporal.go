@@ -121,7 +121,21 @@ func jobKeyOf(r workflowRun) ledgerdb.JobKey {
 // (a job has at most one), otherwise the latest started. Earlier runs are a redriven job's.
 func (c *temporalCheck) listRuns(ctx context.Context) error {
 	c.runs = map[string]workflowRun{}
-	query := c.visibilityQuery()
+	return c.eachRun(ctx, c.visibilityQuery(), func(r workflowRun) error {
+		if !strings.HasPrefix(jobKeyOf(r).JobID, c.opts.JobIDPrefix) {
+			return nil
+		}
+		if prev, ok := c.runs[r.id]; ok && (prev.open() || (!r.open() && prev.start.After(r.start))) {
+			return nil
+		}
+		c.runs[r.id] = r
+		return nil
+	})
+}
+
+// eachRun pages through the runs visibility answers for query and hands each to visit, stopping at
+// visit's first error.
+func (c *temporalCheck) eachRun(ctx context.Context, query string, visit func(workflowRun) error) error {
 	var next []byte
 	for {
 		resp, err := c.opts.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -131,14 +145,9 @@ func (c *temporalCheck) listRuns(ctx context.Context) error {
 			return fmt.Errorf("listing workflows (%s): %w", query, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			r := runOf(e)
-			if !strings.HasPrefix(jobKeyOf(r).JobID, c.opts.JobIDPrefix) {
-				continue
+			if err := visit(runOf(e)); err != nil {
+				return err
 			}
-			if prev, ok := c.runs[r.id]; ok && (prev.open() || (!r.open() && prev.start.After(r.start))) {
-				continue
-			}
-			c.runs[r.id] = r
 		}
 		if next = resp.GetNextPageToken(); len(next) == 0 {
 			return nil
@@ -393,46 +402,34 @@ func (c *temporalCheck) checkForeignRuns(ctx context.Context) error {
 		prefix = workflows.JobWorkflowID(c.opts.AccountID, c.opts.JobIDPrefix)
 	}
 	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND WorkflowType != '%s' AND ExecutionStatus = 'Running'", prefix, workflows.WorkflowType)
-	var next []byte
-	for {
-		resp, err := c.opts.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: c.opts.Namespace, Query: query, NextPageToken: next,
-		})
-		if err != nil {
-			return fmt.Errorf("listing workflows (%s): %w", query, err)
-		}
-		for _, e := range resp.GetExecutions() {
-			r := runOf(e)
-			accountID, jobID, ok := workflows.ParseJobWorkflowID(r.id)
-			if !ok || !strings.HasPrefix(jobID, c.opts.JobIDPrefix) {
-				continue
-			}
-			// Visibility lags: the run may have closed since, or the ID been taken back.
-			if now, found, err := c.describe(ctx, r.id); err != nil {
-				return err
-			} else if !found || !now.open() || !now.foreign() {
-				continue
-			}
-			key := ledgerdb.JobKey{AccountID: accountID, JobID: jobID}
-			j, ok := c.jobs[key]
-			if !ok {
-				// Outside the snapshot (submitted after it, or out of scope): only a job the
-				// ledger has is jobbill's business.
-				var err error
-				if j, err = c.opts.Ledger.Job(ctx, key); errors.Is(err, ledgerdb.ErrJobNotFound) || errors.Is(err, ledgerdb.ErrInvalidInput) {
-					continue
-				} else if err != nil {
-					return err
-				}
-			}
-			c.report.add(Violation{Kind: KindForeignWorkflow, JobID: j.ID, AccountID: j.AccountID,
-				Message: fmt.Sprintf("another program's workflow (%s, run %s, open for %s) holds the workflow ID %s of job %s, which is %s: it never settles the job, no run of the job's own workflow can start under the ID (a redrive is refused), and a heal or a late result goes around it. Find the program that starts workflows under jobbill's job IDs in this namespace.",
-					r.typ, r.runID, roundAge(c.snap.AsOf.Sub(r.start)), r.id, j.ID, describeState(j))})
-		}
-		if next = resp.GetNextPageToken(); len(next) == 0 {
+	return c.eachRun(ctx, query, func(r workflowRun) error {
+		accountID, jobID, ok := workflows.ParseJobWorkflowID(r.id)
+		if !ok || !strings.HasPrefix(jobID, c.opts.JobIDPrefix) {
 			return nil
 		}
-	}
+		// Visibility lags: the run may have closed since, or the ID been taken back.
+		if now, found, err := c.describe(ctx, r.id); err != nil {
+			return err
+		} else if !found || !now.open() || !now.foreign() {
+			return nil
+		}
+		key := ledgerdb.JobKey{AccountID: accountID, JobID: jobID}
+		j, ok := c.jobs[key]
+		if !ok {
+			// Outside the snapshot (submitted after it, or out of scope): only a job the
+			// ledger has is jobbill's business.
+			var err error
+			if j, err = c.opts.Ledger.Job(ctx, key); errors.Is(err, ledgerdb.ErrJobNotFound) || errors.Is(err, ledgerdb.ErrInvalidInput) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
+		c.report.add(Violation{Kind: KindForeignWorkflow, JobID: j.ID, AccountID: j.AccountID,
+			Message: fmt.Sprintf("another program's workflow (%s, run %s, open for %s) holds the workflow ID %s of job %s, which is %s: it never settles the job, no run of the job's own workflow can start under the ID (a redrive is refused), and a heal or a late result goes around it. Find the program that starts workflows under jobbill's job IDs in this namespace.",
+				r.typ, r.runID, roundAge(c.snap.AsOf.Sub(r.start)), r.id, j.ID, describeState(j))})
+		return nil
+	})
 }
 
 // checkSchedule reports a reconcile schedule that is missing or that starts its passes on a task
