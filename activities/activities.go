@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -43,6 +44,18 @@ type Activities struct {
 	Runner Runner
 	// Metrics records each ledger call (a *metrics.Metrics); nil records nothing.
 	Metrics LedgerRecorder
+	// Healer heals a job that the charge step charged after its workflow had closed (see
+	// [Activities.Charge]); in production the job service. nil heals nothing: the reconcile pass
+	// does, within its interval.
+	Healer ChargeHealer
+}
+
+// ChargeHealer heals a charged job that no workflow runs. It is an interface because the job
+// service's package imports this one.
+type ChargeHealer interface {
+	// Heal compensates the running job when its workflow has closed without settling it — a heal
+	// run refunds it — and says whether it had to; while a run of the job is open it does nothing.
+	Heal(ctx context.Context, job ledgerdb.Job) (bool, error)
 }
 
 // LedgerRecorder records a guarded ledger call: which operation, what it answered, how long it took.
@@ -250,8 +263,47 @@ func (a *Activities) Submit(ctx context.Context, in SubmitInput) (LedgerResult, 
 // Charge takes the job's recorded cost from its account. A refused charge (insufficient credits,
 // a deleted ID, an unknown job, another request under the ID) is a non-retryable error; a repeat
 // answers AlreadyApplied.
+//
+// A charge can commit after the run that asked for it has closed: an operator terminated the run
+// while the charge waited for a busy ledger, and the step ran on to its end. No run will then
+// deliver or refund the job, so a charge that leaves the job running is handed to the Healer,
+// which heals it at once when the job's workflow has closed (and, the usual case, finds it open
+// and does nothing), rather than leave the job charged until the next reconcile pass.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
-	return a.call("charge", func() (ledgerdb.Transition, error) { return a.Ledger.ChargeMatching(ctx, in.Job, in.Fingerprint) })
+	var charged ledgerdb.Job
+	res, err := a.call("charge", func() (ledgerdb.Transition, error) {
+		t, err := a.Ledger.ChargeMatching(ctx, in.Job, in.Fingerprint)
+		charged = t.Job
+		return t, err
+	})
+	if err == nil && res.State == ledgerdb.StateRunning && a.Healer != nil {
+		a.healOrphanedCharge(ctx, charged)
+	}
+	return res, err
+}
+
+// healTimeout bounds the heal a charge step makes of a job charged after its run closed: a start
+// and the wait for its refund. A heal that takes longer is left to the reconcile pass.
+const healTimeout = 30 * time.Second
+
+// healOrphanedCharge heals job when its workflow has closed, on a context of its own: the step's
+// may be cancelled by then, since its run is gone. A heal that fails is logged and left to the
+// reconcile pass, and the charge's answer stands either way: it is the ledger's.
+func (a *Activities) healOrphanedCharge(ctx context.Context, job ledgerdb.Job) {
+	healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), healTimeout)
+	defer cancel()
+	healed, err := a.Healer.Heal(healCtx, job)
+	if !activity.IsActivity(ctx) {
+		return
+	}
+	switch {
+	case err != nil:
+		activity.GetLogger(ctx).Warn("The job was charged after its workflow closed, and healing it failed; the reconcile pass heals it.",
+			"JobID", job.ID, "AccountID", job.AccountID, "Error", err)
+	case healed:
+		activity.GetLogger(ctx).Info("The job was charged after its workflow closed; healed at once: a heal run refunded it.",
+			"JobID", job.ID, "AccountID", job.AccountID)
+	}
 }
 
 // Refund gives a running job's recorded cost back because its work failed for good or timed out,

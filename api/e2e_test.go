@@ -574,9 +574,10 @@ func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 }
 
 // TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
-// api.request_timeout is answered 202 "received, not charged yet" — slow is not failed
-// — with the placeholder written and nothing charged (rules 3 and 7). No worker serves the task
-// queue, so the decision never comes; the workflow is terminated at the end.
+// api.request_timeout is answered 202 "received; the charge is being decided" — slow is not failed
+// — with the placeholder written, nothing charged yet (rules 3 and 7), and money state pending:
+// not "not charged", since the charge may still come. No worker serves the task queue, so the
+// decision never comes; the workflow is terminated at the end.
 func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -593,10 +594,52 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, e.fixed(t, 10), "sim:ok"))
 	require.Equal(t, 202, a.code, a.raw)
 	require.Equal(t, "submitting", a.str("status", "state"))
-	require.Equal(t, "not_charged", a.str("status", "money_state"))
+	require.Equal(t, "pending", a.str("status", "money_state"))
+	require.NotContains(t, strings.ToLower(a.str("status", "message")), "not charged", a.raw)
+	require.NotContains(t, strings.ToLower(a.str("status", "message")), "not been charged", a.raw)
 	a = call(t, base, "DELETE", "/v1/jobs/"+id, key, nil)
 	require.Equal(t, 409, a.code, "a submitting job is evidence: %s", a.raw)
 	require.Empty(t, e.kinds(t, acct, id))
+}
+
+// TestSubmissionWhileTemporalIsDownIsPending checks the answer to a submission whose placeholder is
+// written but whose workflow cannot be started, Temporal being unreachable: the job is received and
+// its charge not decided — money state pending, and no "not charged" in words — because the same
+// request again, or the reconcile pass, starts it and charges it. The same POST to a server that
+// reaches Temporal then charges the job once (money rules 7 and 8). Before, the answer said "you
+// were not charged" of a job that was charged a moment later.
+func TestSubmissionWhileTemporalIsDownIsPending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	secret := e.key(t, apikeys.ScopeCustomer, acct)
+	down, err := temporalclient.NewLazyClient(temporalclient.Options{HostPort: "127.0.0.1:1", Namespace: e.Config.Temporal.Namespace})
+	require.NoError(t, err)
+	t.Cleanup(down.Close)
+	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
+		Namespace: e.Config.Temporal.Namespace})
+	cut := e.serve(t, func(o *api.Options) { o.Jobs, o.Config.RequestTimeout = unreachable, 3*time.Second })
+	base := e.serve(t, nil)
+	id := ledgertest.ID(t, "down")
+	body := job(id, acct, e.fixed(t, 40), "sim:hang")
+
+	a := call(t, cut, "POST", "/v1/jobs", secret, body)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusServiceUnavailable}, a.code, a.raw)
+	money, message := a.str("money_state")+a.str("status", "money_state"), a.str("message")+a.str("status", "message")
+	require.Equal(t, "pending", money, a.raw)
+	require.NotContains(t, strings.ToLower(message), "not charged", a.raw)
+	require.NotContains(t, strings.ToLower(message), "not been charged", a.raw)
+	require.Empty(t, e.kinds(t, acct, id))
+
+	a = call(t, base, "POST", "/v1/jobs", secret, body)
+	require.Equal(t, http.StatusOK, a.code, a.raw)
+	require.Equal(t, "running", a.str("status", "state"))
+	require.Equal(t, "charged", a.str("status", "money_state"))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
+	a = call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, e.key(t, apikeys.ScopeRunner, ""), map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	require.Equal(t, http.StatusOK, a.code, a.raw)
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
+	ledgertest.RequireSound(t, e.Store, acct)
 }
 
 // TestHealthReadinessAndRouting checks /healthz, /readyz (503 naming the unreachable dependency,

@@ -98,7 +98,7 @@ func fromDomain(err error) *apiError {
 	case errors.Is(err, ledgerdb.ErrOverflow), errors.Is(err, ledgerdb.ErrBalanceOutOfRange):
 		return newError(http.StatusUnprocessableEntity, "out_of_range", "The amount would take the balance out of the range in which every pending refund and reclaim still fits. Nothing was written.")
 	case errors.Is(err, ledgerdb.ErrNotStarted):
-		return newError(http.StatusConflict, "not_started", "This job was never charged (it is still being decided, or it was rejected), so it has no result to take. Nothing was written.")
+		return newError(http.StatusConflict, "not_started", "This job has not started: its charge is still being decided, or it was rejected, so it has no result to take. Nothing was written.")
 	case timedOut(err):
 		return newError(http.StatusServiceUnavailable, "unavailable", msgUnavailable).withMoney("unknown")
 	}

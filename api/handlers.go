@@ -79,8 +79,11 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		// Slow is not failed: the job is received and its charge is being decided.
 		return http.StatusAccepted, jobs.Submission{Status: st}, nil
 	}
+	// Received, and no run is known to decide the charge: the same request again starts one (and
+	// the reconcile pass would). Nothing was charged yet, but the charge is still to come, so the
+	// answer says nothing of the money beyond that (money state pending).
 	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
-		"Received, but the job could not be started yet; you were not charged. Retry the same request with the same ID.").withJob(st)
+		"Received, but the job could not be started yet, so its charge is not decided. Retry the same request with the same ID: it is charged once at most.").withJob(st)
 }
 
 // aboutExisting completes a 409 or 410 for an ID that exists in the caller's account with the

@@ -83,7 +83,8 @@ type Status struct {
 	Released int64 `json:"released"`
 	// State is submitting, rejected, running, delivered, refunded, recovered or deleted.
 	State string `json:"state"`
-	// MoneyState is not_charged, charged or refunded.
+	// MoneyState is pending (submitting: the charge is being decided, and may still be taken),
+	// not_charged (rejected: never charged, and never will be), charged or refunded.
 	MoneyState string `json:"money_state"`
 	// Attempts is how many attempts the work has had.
 	Attempts int `json:"attempts"`

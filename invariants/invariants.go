@@ -64,7 +64,8 @@ const (
 	// KindUnsettledJob: a job is charged and running, but no workflow runs it (its run was
 	// terminated, failed, timed out): nothing will deliver or refund it. The reconcile pass heals
 	// such a job within an interval, so one older than the grace means the pass is not running
-	// (rule 3).
+	// (rule 3). A job charged after its run had closed is reported at once: the step that charged
+	// it heals it at once.
 	KindUnsettledJob Kind = "unsettled_job"
 	// KindUnappliedResult: a result was recorded (while Temporal was unreachable) and no workflow
 	// has taken it for longer than the grace; the reconcile pass should have applied it.
@@ -133,8 +134,9 @@ type Options struct {
 	// Grace is how old a placeholder must be before a missing workflow counts: the job service writes
 	// the placeholder first and starts the workflow a moment later, so on a live system a young
 	// placeholder without a workflow is normal. It is also how long a charged job may have no
-	// workflow, and a recorded result stay unapplied, before the reconcile pass counts as late.
-	// Zero checks everything (quiescent systems and tests).
+	// workflow, and a recorded result stay unapplied, before the reconcile pass counts as late —
+	// except a job charged after its run had closed, which no grace covers. Zero checks everything
+	// (quiescent systems and tests).
 	Grace time.Duration
 	// Schedule, when set, also checks the reconcile schedule: that it exists and that a worker
 	// polls the task queue it starts its passes on. `jobbill audit` sets it unless the audit is

@@ -338,6 +338,49 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
+// TestChargeAfterItsRunClosedIsReportedAtOnce charges a job after its workflow's run was
+// terminated — what a charge held up by a busy ledger does when an operator stops the run
+// meanwhile: charged and running, and no run that could ever settle it (rule 3). The run closed
+// before the charge, so no healing that is merely late can explain it: the checker reports it at
+// once, within any grace, and says that the charge came after the run closed. Healing it refunds
+// it, and the check passes again. Before, the checker kept silent for its grace.
+func TestChargeAfterItsRunClosedIsReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	p := prefix("late-charge")
+	id := p + "charged"
+	workflowID := workflows.JobWorkflowID(acct, id)
+	_, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue + "-nobody-polls"},
+		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 30), Work: activities.WorkRequest{InputRef: "sim:ok"}})
+	require.NoError(t, err)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "invariants test: stopped before its charge"))
+	closed, err := e.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	require.NoError(t, err)
+	closedAt := closed.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+	// The charge commits after the close, on the database's clock.
+	for {
+		var now time.Time
+		require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT now()`).Scan(&now))
+		if now.After(closedAt) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	charged := ledgertest.Charged(t, e.Store, acct, id, 30, "sim:ok")
+
+	v := requireOnly(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }), invariants.KindUnsettledJob, id)
+	require.Contains(t, v.Message, "charged 30 credits and running, but its workflow closed as Terminated")
+	require.Contains(t, v.Message, "before the charge committed")
+
+	healed, err := e.jobService().Heal(ctx, charged.Job)
+	require.NoError(t, err)
+	require.True(t, healed)
+	requireOK(t, e.check(t, p, func(o *invariants.Options) { o.Grace = time.Hour }))
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
 // TestStuckJob starts a charged job's workflow on a task queue no worker polls: the workflow is
 // open, but nothing runs it. Within its timeouts that is normal; beyond StuckAfter the checker
 // reports it (rules 2, 3 and 6 still hold, which is why only the age catches it). The test then

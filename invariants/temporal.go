@@ -31,10 +31,12 @@ const (
 // workflowRun is what the check needs of one run under a job's workflow ID: a MeteredJob's, or,
 // described, whatever holds the ID.
 type workflowRun struct {
-	id, runID    string
-	typ          string
-	status       enumspb.WorkflowExecutionStatus
-	start        time.Time
+	id, runID string
+	typ       string
+	status    enumspb.WorkflowExecutionStatus
+	start     time.Time
+	// closed is when the run closed; zero while it is open.
+	closed       time.Time
 	billingState string
 	accountID    string
 }
@@ -163,6 +165,9 @@ func runOf(e *workflowpb.WorkflowExecutionInfo) workflowRun {
 		status: e.GetStatus(),
 		start:  e.GetStartTime().AsTime(),
 	}
+	if e.GetCloseTime() != nil {
+		r.closed = e.GetCloseTime().AsTime()
+	}
 	fields := e.GetSearchAttributes().GetIndexedFields()
 	r.billingState = keyword(fields, workflows.SearchAttributeBillingState)
 	r.accountID = keyword(fields, workflows.SearchAttributeAccountID)
@@ -194,6 +199,9 @@ func (c *temporalCheck) describe(ctx context.Context, id string) (r workflowRun,
 		return workflowRun{}, false, fmt.Errorf("describing workflow %s: %w", id, err)
 	}
 	r = workflowRun{id: id, runID: d.WorkflowExecution.RunID, typ: d.WorkflowType.Name, status: d.Status, start: d.WorkflowStartTime}
+	if d.WorkflowCloseTime != nil {
+		r.closed = *d.WorkflowCloseTime
+	}
 	r.billingState, _ = d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 	r.accountID, _ = d.TypedSearchAttributes.GetKeyword(workflows.AccountIDKey)
 	return r, true, nil
@@ -299,18 +307,23 @@ func (c *temporalCheck) checkStuck(ctx context.Context) error {
 
 // checkUnsettled reports charged jobs that no workflow runs: their run closed without delivering
 // or refunding them. The reconcile pass heals them within an interval, so one older than the
-// grace means healing is not running.
+// grace means healing is not running. A job charged after its run had closed is reported at once,
+// whatever its age: its charge committed when no run could settle it any more (a charge held up
+// by a busy ledger while an operator terminated the run), so the step that committed it should
+// have healed it, and no healing that is merely late explains it.
 func (c *temporalCheck) checkUnsettled(ctx context.Context) error {
 	for _, t := range c.snap.Jobs {
 		j := t.Job
-		if j.State != ledgerdb.StateRunning || j.ChargedAt == nil || c.snap.AsOf.Sub(*j.ChargedAt) < c.opts.Grace {
+		if j.State != ledgerdb.StateRunning || j.ChargedAt == nil {
 			continue
 		}
+		young := c.snap.AsOf.Sub(*j.ChargedAt) < c.opts.Grace
 		r, found, err := c.latestRun(ctx, workflowIDOf(j))
 		if err != nil {
 			return err
 		}
-		if found && r.ownOpen() {
+		chargedAfterClose := found && !r.open() && !r.closed.IsZero() && j.ChargedAt.After(r.closed)
+		if (found && r.ownOpen()) || (young && !chargedAfterClose) {
 			continue
 		}
 		if legacy, legacyFound, err := c.describe(ctx, j.ID); err != nil {
@@ -318,17 +331,21 @@ func (c *temporalCheck) checkUnsettled(ctx context.Context) error {
 		} else if legacyFound && legacy.ownOpen() {
 			continue // a run of the original version, under the bare job ID
 		}
-		how := "it has no workflow"
+		how, healer := "it has no workflow", "the reconcile pass should have refunded it (is its schedule running?)"
 		switch {
 		case found && r.foreign():
 			how = fmt.Sprintf("its own workflow is gone and another program's workflow (%s, run %s, %s) holds its workflow ID",
 				r.typ, r.runID, statusName(r.status))
+		case chargedAfterClose:
+			how = fmt.Sprintf("its workflow closed as %s at %s, %s before the charge committed",
+				statusName(r.status), r.closed.UTC().Format(time.RFC3339), roundAge(j.ChargedAt.Sub(r.closed)))
+			healer = "the charge step should have healed it at once (could its worker reach Temporal?), and the reconcile pass will"
 		case found:
 			how = fmt.Sprintf("its workflow closed as %s", statusName(r.status))
 		}
 		c.report.add(Violation{Kind: KindUnsettledJob, Rule: 3, JobID: j.ID, AccountID: j.AccountID,
-			Message: fmt.Sprintf("job %s is charged %d credits and running, but %s, so nothing will deliver or refund it; the reconcile pass should have refunded it (is its schedule running?).",
-				j.ID, j.Cost, how)})
+			Message: fmt.Sprintf("job %s is charged %d credits and running, but %s, so nothing will deliver or refund it; %s.",
+				j.ID, j.Cost, how, healer)})
 	}
 	return nil
 }

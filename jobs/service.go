@@ -14,6 +14,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -103,10 +104,14 @@ type Submission struct {
 // decided. A kind with no price is [ledgerdb.ErrUnknownKind], with nothing written. A job that cannot be paid
 // for is answered with its status rejected and [ledgerdb.ErrInsufficientCredits]; a job rejected
 // for another reason with [ledgerdb.ErrRejected]. Either way nothing was charged and the ID can
-// never be charged: a new attempt needs a new ID. Submitting the same ID and request again
-// answers the original job without charging it again; a different request under the ID is
-// [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone]. An input reference the ledger's text
-// rule refuses ([ledgerdb.ValidateInputRef]) is an [*ledgerdb.InvalidInputError], nothing written.
+// never be charged: a new attempt needs a new ID. A workflow that closes before its charge
+// commits (an operator's Terminate) rejects the job, or, when the charge in flight commits first,
+// is healed before Submit answers: the job is then refunded. A job whose run is open but whose
+// decision Submit could not wait for answers submitting, its charge still to be decided.
+// Submitting the same ID and request again answers the original job without charging it again; a
+// different request under the ID is [ledgerdb.ErrConflict]; a deleted ID is [ledgerdb.ErrGone].
+// An input reference the ledger's text rule refuses ([ledgerdb.ValidateInputRef]) is an
+// [*ledgerdb.InvalidInputError], nothing written.
 func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
 	if err := ledgerdb.ValidateInputRef(job.InputRef); err != nil {
 		return Submission{}, err
@@ -136,31 +141,115 @@ func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
 // answers the job as the ledger then has it. A placeholder that no workflow can ever charge — its
 // workflow closed before charging it, or its workflow ID is held by another program's workflow —
 // is rejected, nothing charged, so that its user learns at once where their money stands.
+//
+// A workflow that closes under the submission (an operator's Terminate while the charge waits for
+// a busy ledger) is such a workflow, whatever Temporal's error says of the aborted update. Its
+// charge may still be in flight, so the rejection goes through the ledger's guard, which waits for
+// it: when the charge commits first, the job stands charged with no workflow to settle it, and is
+// healed at once. Either way the answer is where the money ends, never "not charged" of a job that
+// a charge in flight is about to charge.
 func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledgerdb.Job) (ledgerdb.Job, error) {
 	err := s.startAndAwaitCharge(ctx, job, placeholder)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errWorkflowEnded) && !errors.Is(err, ErrWorkflowIDTaken) {
+		err = s.whyUndecided(ctx, job, err)
+	}
 	var reject ledgerdb.RejectReason
 	switch {
 	case errors.Is(err, errWorkflowEnded):
 		reject = ledgerdb.RejectWorkflowEnded
 	case errors.Is(err, ErrWorkflowIDTaken):
 		reject = ledgerdb.RejectWorkflowIDTaken
+	case errors.Is(err, errDeciding):
+		// The run decides the charge; the ledger says how far it got (still submitting: received,
+		// the charge being decided).
 	case err != nil:
 		return ledgerdb.Job{}, fmt.Errorf("job %q: starting its workflow: %w", job.ID, err)
 	}
 	if reject != "" {
-		// The guard in ledger_reject_orphan rejects the job only if it is still uncharged: a
-		// charge that committed just before the workflow closed is left standing (and healed).
-		if _, err := s.opts.Ledger.RejectOrphan(ctx, job.Key(), reject); err != nil {
+		// The guard in ledger_reject_orphan rejects the job only if it is still uncharged, after
+		// the charge in flight, which holds the job's row, has committed or rolled back.
+		orphan, err := s.opts.Ledger.RejectOrphan(ctx, job.Key(), reject)
+		if err != nil {
 			return ledgerdb.Job{}, err
+		}
+		if orphan.Job.State == ledgerdb.StateRunning {
+			if err := s.healNow(ctx, orphan.Job); err != nil {
+				return ledgerdb.Job{}, err
+			}
 		}
 	}
 	// Whatever the workflow answered, the ledger is the record; read the job as it now stands.
 	return s.opts.Ledger.Job(ctx, job.Key())
 }
 
-// errWorkflowEnded, from startAndAwaitCharge, says the job's workflow closed before charging it;
-// its ID cannot start again, so no workflow will ever charge the placeholder.
-var errWorkflowEnded = errors.New("the job's workflow ended before charging it")
+// whyUndecided reads, after the start or the charge-decision update failed with err, what holds
+// the job's workflow ID: a closed run of the job (Temporal aborts the update of a run that closes
+// under it), another program's workflow, or the job's open run, which still decides the charge
+// (errDeciding). When Temporal cannot tell — it is unreachable, or no run was ever started — err
+// stands: the job is received, and its charge undecided.
+func (s *Service) whyUndecided(ctx context.Context, job Job, err error) error {
+	desc, descErr := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "")
+	if descErr != nil {
+		return err
+	}
+	if held := holding(desc.GetWorkflowExecutionInfo()); held != nil {
+		return fmt.Errorf("%w (after: %v)", held, err)
+	}
+	return fmt.Errorf("%w (after: %v)", errDeciding, err)
+}
+
+// holding says what the description of a job's workflow ID shows: another program's workflow
+// (ErrWorkflowIDTaken), a run of the job that has closed (errWorkflowEnded), or the job's open run
+// (nil).
+func holding(info *workflowpb.WorkflowExecutionInfo) error {
+	switch onWorkflowIDHeld(info.GetType().GetName(), info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+	case workflowIDTaken:
+		return fmt.Errorf("%w (a %q workflow)", ErrWorkflowIDTaken, info.GetType().GetName())
+	case answerFromRecord:
+		return errWorkflowEnded
+	}
+	return nil
+}
+
+// healNow heals a job that a charge in flight charged after its workflow had closed, and waits
+// until it is refunded, so that the submission answers where its money ends. The charge step may
+// have started the heal run itself a moment before ([activities.Activities.Charge] heals what it
+// charges for a closed run): then this waits for that run's decision.
+func (s *Service) healNow(ctx context.Context, job ledgerdb.Job) error {
+	healed, err := s.Heal(ctx, job)
+	if err != nil || healed {
+		return err
+	}
+	current, err := s.opts.Ledger.Job(ctx, job.Key())
+	if err != nil || current.State != ledgerdb.StateRunning {
+		return err
+	}
+	// Still running, and a run is open under the ID (Heal leaves a job to its open run): wait for
+	// that run's decision. A run that closed meanwhile has settled, or is healed by the next read.
+	handle, err := s.attach(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "heal-wait:"+job.ID)
+	if errors.Is(err, errWorkflowEnded) || errors.Is(err, ErrWorkflowIDTaken) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("job %q: waiting for its heal run: %w", job.ID, err)
+	}
+	var decision workflows.ChargeDecision
+	if err := handle.Get(ctx, &decision); err != nil {
+		return fmt.Errorf("job %q: waiting for its heal run: %w", job.ID, err)
+	}
+	return nil
+}
+
+// What holds the job's workflow ID when the charge decision did not come (the errors of
+// startAndAwaitCharge and whyUndecided): the first two say that no workflow will ever charge the
+// placeholder.
+var (
+	// errWorkflowEnded: the job's workflow closed before charging it; its ID cannot start again.
+	errWorkflowEnded = errors.New("the job's workflow ended before charging it")
+	// errDeciding: the submission could not wait for the charge decision, but the job's run is
+	// open and decides it.
+	errDeciding = errors.New("the job's workflow runs and decides the charge")
+)
 
 // ErrWorkflowIDTaken means the job's workflow ID is held by an open workflow that is not the job's
 // MeteredJob (another program's, in a namespace it shares): no run of the job's own workflow can
@@ -196,18 +285,72 @@ func (s *Service) startAndAwaitCharge(ctx context.Context, job Job, placeholder 
 		StaticSummary:            in.StaticSummary(placeholder.Cost),
 		TypedSearchAttributes:    jobSearchAttributes(job.AccountID, ledgerdb.StateSubmitting),
 	}, workflows.MeteredJob, in)
-	handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions:          chargeDecisionUpdate(workflowID, job.ID),
+	return s.unlessClosed(ctx, workflowID, func(ctx context.Context) error {
+		handle, err := s.opts.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions:          chargeDecisionUpdate(workflowID, job.ID),
+		})
+		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			handle, err = s.attach(ctx, workflowID, job.ID)
+		}
+		if err != nil {
+			return err
+		}
+		var decision workflows.ChargeDecision
+		return handle.Get(ctx, &decision)
 	})
-	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		handle, err = s.attach(ctx, workflowID, job.ID)
+}
+
+// unlessClosed runs await — a wait for the charge decision — until it answers, or until the job's
+// run under workflowID closes: then it answers errWorkflowEnded. Temporal aborts the update of a
+// run that closes under it, but not always in a way its caller hears of (the update's wait may go
+// on until its deadline), so the close itself is watched: the submission learns at once that no
+// run will decide the charge, rather than answer "undecided" of a charge in flight.
+func (s *Service) unlessClosed(ctx context.Context, workflowID string, await func(context.Context) error) error {
+	awaitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		if s.awaitClose(awaitCtx, workflowID) {
+			cancel(errWorkflowEnded)
+		}
+	}()
+	err := await(awaitCtx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(awaitCtx), errWorkflowEnded) {
+		return errWorkflowEnded
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// awaitClose waits until the job's MeteredJob run under workflowID has closed, and says whether it
+// did; it answers false when ctx ends first, or when another program's workflow holds the ID
+// (the start or the attach says so). It first waits one poll interval, within which most charge
+// decisions come and the watch ends before it began; then it finds the run (looking again while it
+// has not started yet) and long-polls its close event, which Temporal answers when it closes.
+func (s *Service) awaitClose(ctx context.Context, workflowID string) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pollEvery):
+		}
+		desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			continue
+		}
+		switch held := holding(desc.GetWorkflowExecutionInfo()); {
+		case errors.Is(held, ErrWorkflowIDTaken):
+			return false
+		case held != nil:
+			return true
+		}
+		iter := s.opts.Temporal.GetWorkflowHistory(ctx, workflowID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), true,
+			enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		if iter.HasNext() {
+			if _, err := iter.Next(); err == nil {
+				return true
+			}
+		}
 	}
-	var decision workflows.ChargeDecision
-	return handle.Get(ctx, &decision)
 }
 
 // heldIDAction is what a submission does when its start is refused because a workflow already
@@ -246,12 +389,8 @@ func (s *Service) attach(ctx context.Context, workflowID, jobID string) (client.
 	if err != nil {
 		return nil, fmt.Errorf("describing the workflow under the job's ID: %w", err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
-	switch onWorkflowIDHeld(info.GetType().GetName(), info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
-	case workflowIDTaken:
-		return nil, fmt.Errorf("%w (a %q workflow)", ErrWorkflowIDTaken, info.GetType().GetName())
-	case answerFromRecord:
-		return nil, errWorkflowEnded
+	if held := holding(desc.GetWorkflowExecutionInfo()); held != nil {
+		return nil, held
 	}
 	handle, err := s.opts.Temporal.UpdateWorkflow(ctx, chargeDecisionUpdate(workflowID, jobID))
 	var notFound *serviceerror.NotFound

@@ -102,7 +102,8 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 func Message(job ledgerdb.Job) string {
 	switch job.State {
 	case ledgerdb.StateSubmitting:
-		return "Received; the charge is being decided. You have not been charged yet."
+		// Never "not charged": the charge may still commit (money state pending).
+		return SubmittingMessage
 	case ledgerdb.StateRejected:
 		return RejectedMessage(job.RejectReason)
 	case ledgerdb.StateRunning:
@@ -165,6 +166,10 @@ func RejectedMessage(reason ledgerdb.RejectReason) string {
 	return fmt.Sprintf("Not started: %s. You were not charged. This job ID can never be charged: "+
 		"submit the job again under a new ID.", reason.Reason().Text())
 }
+
+// SubmittingMessage is what a user reads about a job whose charge is being decided: received, and
+// neither charged nor rejected yet. It says nothing of the money that the charge may still change.
+const SubmittingMessage = "Received; the charge is being decided. Keep polling this ID: it is charged once at most."
 
 // NotReceivedMessage is what a user reads about a job ID the server never received (HTTP 404).
 const NotReceivedMessage = "Not received by the server — you were not charged. Please retry."

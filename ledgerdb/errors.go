@@ -35,9 +35,9 @@ var (
 	// ErrBalanceOutOfRange means a grant or adjustment would take the account's balance, with its
 	// pending refunds or reclaims, past [MaxBalance]: refused, nothing written.
 	ErrBalanceOutOfRange = errors.New("the account's balance would leave the range in which every pending refund and reclaim fits")
-	// ErrNotStarted means a result was reported for a job that was never charged (still
-	// submitting, or rejected): there is no work of it to deliver.
-	ErrNotStarted = errors.New("the job was never charged, so it has no result to take")
+	// ErrNotStarted means a result was reported for a job that is not charged (still submitting,
+	// its charge undecided, or rejected): there is no work of it to deliver.
+	ErrNotStarted = errors.New("the job has not started (its charge is still being decided, or it was rejected), so it has no result to take")
 	// ErrRejected means the job was rejected before it was charged, for any reason; a
 	// [*RejectedError] says which. A rejected job ID can never be charged: a new attempt needs a
 	// new ID.

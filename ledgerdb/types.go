@@ -32,7 +32,11 @@ type MoneyState string
 
 // The money states of the state table (docs/design.md).
 const (
-	// MoneyNotCharged means nothing was taken for the job.
+	// MoneyPending means the job's charge is being decided: nothing was taken yet, and the hold
+	// may still be (a job submitting). Only a decided job is told it was not charged.
+	MoneyPending MoneyState = "pending"
+	// MoneyNotCharged means nothing was taken for the job, and nothing ever will be: it was
+	// rejected (or never received).
 	MoneyNotCharged MoneyState = "not_charged"
 	// MoneyCharged means the job's cost was taken and stands (also after a recovery).
 	MoneyCharged MoneyState = "charged"
@@ -48,6 +52,8 @@ func (s State) MoneyState() MoneyState {
 		return MoneyCharged
 	case StateRefunded:
 		return MoneyRefunded
+	case StateSubmitting:
+		return MoneyPending
 	default:
 		return MoneyNotCharged
 	}

@@ -38,6 +38,10 @@ func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Ser
 	if m != nil {
 		acts.Metrics = m
 	}
+	if st != nil {
+		// A charge that commits after its run closed is healed by its own step.
+		acts.Healer = st
+	}
 	w.RegisterActivity(acts)
 	// Orphan repair: the Reconcile workflow (run by the schedule EnsureReconcileSchedule creates)
 	// heals placeholders through the job service's Resume, the same start path as a submission.

@@ -179,6 +179,7 @@ func TestContractWritesWhatTheSchemasSay(t *testing.T) {
 		{"result-signal.schema.json", ResultSignal{Attempt: 2, OutputRef: "s3://out"}},
 		{"redrive-signal.schema.json", RedriveRequest{By: "ops", Note: "pool fixed"}},
 		{"charge-decision.schema.json", ChargeDecision{State: ledgerdb.StateRejected, MoneyState: ledgerdb.MoneyNotCharged, Reason: "insufficient credits"}},
+		{"job-status.schema.json", JobStatus{JobID: "j", AccountID: "a", Kind: "k", State: ledgerdb.StateSubmitting, MoneyState: ledgerdb.MoneyPending}},
 		{"job-status.schema.json", JobStatus{JobID: "j", AccountID: "a", Cost: 10, Kind: "k", UnitsUsed: &units, Charged: 4, Released: 6,
 			State: ledgerdb.StateRecovered, MoneyState: ledgerdb.MoneyCharged, Attempts: 3, OutputRef: "s3://out"}},
 	} {

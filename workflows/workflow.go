@@ -221,10 +221,10 @@ func (j *meteredJob) announce(ctx workflow.Context) {
 		details = fmt.Sprintf("Charging the hold of a %s job to account %s, at the price list's price.", j.kindName(), j.in.AccountID)
 	}
 	if _, set := workflow.GetTypedSearchAttributes(ctx).GetKeyword(BillingStateKey); j.original() || !set {
-		j.transition(ctx, ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged, false, details)
+		j.transition(ctx, ledgerdb.StateSubmitting, ledgerdb.MoneyPending, false, details)
 		return
 	}
-	j.status.State, j.status.MoneyState = ledgerdb.StateSubmitting, ledgerdb.MoneyNotCharged
+	j.status.State, j.status.MoneyState = ledgerdb.StateSubmitting, ledgerdb.MoneyPending
 	j.setDetails(ctx, details)
 }
 

@@ -41,7 +41,10 @@ export interface JobStatus {
   released?: number;
   /** submitting, rejected, running, delivered, refunded, recovered or deleted. */
   state: string;
-  /** not_charged, charged, refunded — or {@link MONEY_UNKNOWN} when no answer told. */
+  /**
+   * pending (submitting: the charge is being decided, and may still be taken), not_charged (rejected:
+   * never charged, and never will be), charged, refunded — or {@link MONEY_UNKNOWN} when no answer told.
+   */
   money_state: string;
   attempts?: number;
   /** Why a job was refunded or rejected: a code of the fixed vocabulary (docs/api.md). */

@@ -55,7 +55,7 @@ describe('the submission rules against a scripted server', () => {
       (res: any) => reply(res, 502),
       (res: any) => reply(res, 429),
       (res: any) => res.socket.destroy(),
-      (res: any) => reply(res, 200, { job_id: 'render-1', state: 'submitting', money_state: 'not_charged' }),
+      (res: any) => reply(res, 200, { job_id: 'render-1', state: 'submitting', money_state: 'pending' }),
       (res: any) => reply(res, 503),
       (res: any) => reply(res, 200, { job_id: 'render-1', state: 'running', money_state: 'charged' }),
       (res: any) => reply(res, 200, { job_id: 'render-1', state: 'delivered', money_state: 'charged' }),
@@ -63,7 +63,7 @@ describe('the submission rules against a scripted server', () => {
     let gets = 0;
     const srv = await scriptedServer((req, res) => {
       if (req.method === 'POST') {
-        reply(res, 202, { status: { job_id: 'render-1', state: 'submitting', money_state: 'not_charged' } });
+        reply(res, 202, { status: { job_id: 'render-1', state: 'submitting', money_state: 'pending' } });
         return;
       }
       answers[Math.min(gets++, answers.length - 1)](res);
