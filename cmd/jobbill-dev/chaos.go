@@ -13,8 +13,8 @@ import (
 
 // newChaosCommand is `jobbill-dev chaos`, the chaos run: jobs through real worker processes while
 // workers are SIGKILLed, the run's own Temporal dev server is restarted, (with --restart-postgres)
-// Postgres too, and an operator terminates and resets jobs' workflows; then the invariant checker.
-// It exits 1 on any violation or anomaly.
+// Postgres too, and an operator terminates and resets jobs' workflows; the workers' scheduled
+// reconcile pass heals; then the invariant checker. It exits 1 on any violation or anomaly.
 func newChaosCommand() *cobra.Command {
 	cfg := chaos.DefaultConfig()
 	cfg.Jobs = 2000
@@ -28,13 +28,23 @@ runner's scenarios) and meanwhile, at seeded moments: SIGKILL a worker and resta
 twice, delete settled jobs and resubmit their IDs (ErrGone expected), resubmit live IDs (the
 original expected), write placeholders with no workflow, terminate jobs' running workflows and
 reset others to their first workflow task (as an operator does in the Temporal UI), restart the
-dev server once and, with --restart-postgres, Postgres once (only when nothing else uses the
-cluster). Then heal the orphans and the terminated jobs through the reconcile workflow, wait for
-quiescence, check that every terminated job ended refunded (or delivered or recovered by its
-result) and run the invariant checker on the run's job-ID prefix. The ledger is the configured
-database_url (migrated first as migrate_database_url).`,
-		Example: `  jobbill-dev chaos --jobs 2000 --seed 42 --restart-postgres
-  jobbill-dev chaos --jobs 200 --seed 7`,
+dev server once — reporting results while it is down, which are recorded — and, with
+--restart-postgres, Postgres once (only when nothing else uses the cluster).
+
+Nothing but the reconcile schedule the workers create (a pass every --pass-interval) heals: the driver follows
+jobs in the ledger and through Temporal's describe, never through the job service's status read,
+which heals on read (--reads turns such reads on). It waits until the run is at rest, every
+orphan, terminated job and recorded result repaired within ` + fmt.Sprint(chaos.HealPasses) + ` scheduled passes, checks that every
+terminated job ended refunded (or delivered or recovered by its result) and every recorded result
+was billed, and runs the invariant checker on the run's job-ID prefix.
+
+The ledger is the configured database_url (migrated first as migrate_database_url). It must be a
+database of the run's own: the workers' pass heals every account of it, so the run refuses one
+holding another deployment's jobs that the pass would act on.`,
+		Example: `  jobbill-dev chaos --jobs 2000 --seed 42 --restart-postgres \
+    --database-url postgres://jobbill_app:jobbill_app@127.0.0.1:5432/jobbill_chaos \
+    --migrate-database-url postgres://jobbill:jobbill@127.0.0.1:5432/jobbill_chaos
+  jobbill-dev chaos --jobs 200 --seed 7 --reads --database-url ... --migrate-database-url ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Seed == 0 {
@@ -77,6 +87,9 @@ database_url (migrated first as migrate_database_url).`,
 	f.BoolVar(&cfg.RestartTemporal, "restart-temporal", cfg.RestartTemporal, "restart the run's own Temporal dev server once")
 	f.BoolVar(&cfg.RestartPostgres, "restart-postgres", false, "restart Postgres once (pg_ctlcluster 15 main restart): only when nothing else uses it")
 	f.IntVar(&cfg.Orphans, "orphans", cfg.Orphans, "placeholders without a workflow to write and heal")
+	f.IntVar(&cfg.OutageResults, "outage-results", cfg.OutageResults, "results to report while the dev server is down (recorded, then applied by the pass)")
+	f.BoolVar(&cfg.Reads, "reads", false, "also read jobs through the job service's status, which heals on read (default: only the scheduled pass heals)")
+	f.DurationVar(&cfg.PassInterval, "pass-interval", cfg.PassInterval, "the workers' reconcile.interval")
 	f.StringVar(&cfg.Binary, "binary", "", "jobbill binary the workers run (default: built from ./cmd/jobbill)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "keep the dev server's store and the processes' logs here (default: a temporary directory, removed)")
 	return cmd

@@ -1,12 +1,17 @@
 // Package chaos is jobbill's chaos run: N jobs through real `jobbill worker` processes and the
 // simulated runner, while the run kills workers with SIGKILL, restarts its own Temporal dev server
-// (and, when asked, Postgres), reports results twice, deletes settled jobs and resubmits their
-// IDs, resubmits live IDs, writes orphaned placeholders, and acts as an operator would in the
-// Temporal UI: terminates jobs' running workflows and resets them to their first workflow task. It
-// then heals what was left behind through the reconcile workflow, waits for quiescence, checks
-// that every terminated job was refunded (or settled by its result) and runs the invariant
-// checker scoped to the run's job-ID prefix and task queue. Every choice (scenarios, which jobs
-// get which injection, when each injection fires) comes from the seed, so a run can be repeated.
+// (and, when asked, Postgres), reports results while that server is down and twice, deletes settled
+// jobs and resubmits their IDs, resubmits live IDs, writes orphaned placeholders, and acts as an
+// operator would in the Temporal UI: terminates jobs' running workflows and resets them to their
+// first workflow task. Healing is left to what a deployment has when nobody looks at the jobs: the
+// reconcile schedule the workers create, with short settings. The driver follows jobs in the ledger
+// and through Temporal's describe, never through the job service's status read, which heals on
+// read (unless [Config.Reads] asks for it). It waits until the run is at rest — every fault
+// repaired within a bounded number of scheduled passes — checks that every terminated job was
+// refunded (or settled by its result) and every result recorded while Temporal was down was
+// billed, and runs the invariant checker scoped to the run's job-ID prefix and task queue. Every
+// choice (scenarios, which jobs get which injection, when each injection fires) comes from the
+// seed, so a run can be repeated.
 package chaos
 
 import (
@@ -20,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,6 +59,7 @@ const (
 	KindRestartTemporal = "restart_temporal" // the run's dev server stopped and started on its file store
 	KindRestartPostgres = "restart_postgres" // the Postgres cluster restarted
 	KindOrphan          = "orphan"           // a placeholder written with no workflow
+	KindRecordedResult  = "recorded_result"  // a result reported while the dev server was down (answered recorded)
 	KindTerminate       = "terminate"        // an operator terminated a job's running workflow
 	KindReset           = "reset"            // an operator reset a job's running workflow to its first workflow task
 )
@@ -109,6 +116,19 @@ type Config struct {
 	PostgresRestartCommand []string
 	// Orphans is how many placeholders without a workflow the run writes on purpose.
 	Orphans int
+	// OutageResults is how many results the run reports while its dev server is down (with
+	// RestartTemporal): each must be recorded in the ledger's inbox and applied by the pass.
+	OutageResults int
+	// Reads makes the driver follow jobs as a user polling them does, through the job service's
+	// status read, which heals a job on read: it waits on the jobs it deletes with Service.Wait and
+	// reads each terminated job until it is settled. Off (the default), the driver reads the ledger
+	// and Temporal's describe directly, and only the workers' scheduled reconcile pass heals, as in
+	// a deployment where nobody looks at the jobs.
+	Reads bool
+	// PassInterval, PassGrace and PassResultGrace are the workers' reconcile.interval,
+	// reconcile.grace and reconcile.result_grace: the schedule they create runs the pass that heals
+	// the run.
+	PassInterval, PassGrace, PassResultGrace time.Duration
 	// WorkDir keeps the dev server's store and the processes' logs; a fresh temporary directory
 	// (removed afterwards) when empty.
 	WorkDir string
@@ -130,7 +150,8 @@ func DefaultPolicy() workflows.Policy {
 	}
 }
 
-// DefaultConfig is a CI-sized run: 200 jobs over about 50 seconds, Temporal restarted, Postgres not.
+// DefaultConfig is a CI-sized run: 200 jobs over about 50 seconds, Temporal restarted, Postgres
+// not, reads off, a scheduled pass every two seconds.
 func DefaultConfig() Config {
 	return Config{
 		DatabaseURL:            config.Default().DatabaseURL,
@@ -146,6 +167,10 @@ func DefaultConfig() Config {
 		RestartTemporal:        true,
 		PostgresRestartCommand: []string{"pg_ctlcluster", "15", "main", "restart"},
 		Orphans:                3,
+		OutageResults:          4,
+		PassInterval:           2 * time.Second,
+		PassGrace:              3 * time.Second,
+		PassResultGrace:        time.Second,
 		QuiesceTimeout:         5 * time.Minute,
 	}
 }
@@ -180,6 +205,18 @@ func (c Config) withDefaults() Config {
 	if c.Orphans <= 0 {
 		c.Orphans = d.Orphans
 	}
+	if c.OutageResults <= 0 {
+		c.OutageResults = d.OutageResults
+	}
+	if c.PassInterval <= 0 {
+		c.PassInterval = d.PassInterval
+	}
+	if c.PassGrace <= 0 {
+		c.PassGrace = d.PassGrace
+	}
+	if c.PassResultGrace <= 0 {
+		c.PassResultGrace = d.PassResultGrace
+	}
 	if c.QuiesceTimeout <= 0 {
 		c.QuiesceTimeout = d.QuiesceTimeout
 	}
@@ -209,11 +246,26 @@ type Report struct {
 	// the check: refunded (healed), or recovered or delivered when their result landed. A
 	// terminated job left running was never healed, and is an anomaly.
 	Terminated map[ledgerdb.State]int
+	// Recorded counts the jobs whose result was reported while the dev server was down, by their
+	// ledger state at the check: delivered or recovered once the pass applied the result. Any
+	// other state means delivered work went unbilled, and is an anomaly.
+	Recorded map[ledgerdb.State]int
+	// Reads says whether the driver read jobs through the job service's healing status read.
+	Reads bool
+	// Passes is what the workers' scheduled reconcile passes did during the run (over every
+	// account of the database).
+	Passes PassTotals
+	// Repaired counts the faults left for the pass (orphans, terminated jobs, recorded results,
+	// jobs found running with no workflow) that were repaired, and MostPassesOutlasted the most
+	// completed passes that had started after one of them became repairable and left it as it
+	// was (at most HealPasses-1 in a clean run).
+	Repaired, MostPassesOutlasted int
 	// TransientErrors counts calls the driver retried (Temporal or Postgres being restarted).
 	TransientErrors int64
 	// Anomalies are wrong answers the driver saw: a deleted ID not answering ErrGone, a live
 	// resubmission not answering the original, a job that never settled, a terminated job that
-	// did not end refunded, delivered or recovered.
+	// did not end refunded, delivered or recovered, a recorded result left unbilled, a fault that
+	// HealPasses scheduled passes left as it was, a run not at rest within QuiesceTimeout.
 	Anomalies []string
 	// Violations are the invariant checker's findings.
 	Violations []invariants.Violation
@@ -238,10 +290,11 @@ type jobPlan struct {
 
 // timedInjection is a run-wide injection at an offset from the start of submissions.
 type timedInjection struct {
-	at     time.Duration
-	kind   string
-	worker int // for kills
-	orphan int // for orphans
+	at      time.Duration
+	kind    string
+	worker  int        // for kills
+	orphan  int        // for orphans
+	results []jobs.Job // for the dev server's restart: the jobs whose results may be reported while it is down
 }
 
 type run struct {
@@ -259,18 +312,30 @@ type run struct {
 	server *devserver.Server
 	procs  []*workerProc
 
+	passes *passWatcher
+	faults *faults
+
 	mu         sync.Mutex
 	injections map[string]int
 	anomalies  []string
+	submitted  map[string]bool   // the jobs whose submission has answered, by ID
 	terminated []ledgerdb.JobKey // the jobs whose running workflow was terminated
+	recorded   []ledgerdb.JobKey // the jobs whose result was recorded while the dev server was down
 	transient  atomic.Int64
 }
 
 // event prints one line with the run's clock and counts it under kind.
 func (r *run) event(kind, format string, args ...any) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.injections[kind]++
+	r.mu.Unlock()
+	r.logf(kind, format, args...)
+}
+
+// logf prints one line with the run's clock, as event does, without counting it.
+func (r *run) logf(kind, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	fmt.Fprintf(r.out, "[%8.3fs] %-16s %s\n", time.Since(r.start).Seconds(), kind, fmt.Sprintf(format, args...))
 }
 
@@ -310,13 +375,29 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	_, _ = rand.Read(b[:])
 	suffix := fmt.Sprintf("%d-%s", cfg.Seed, hex.EncodeToString(b[:]))
 	r := &run{
-		cfg: cfg, out: out, start: time.Now(), injections: map[string]int{},
+		cfg: cfg, out: out, start: time.Now(), injections: map[string]int{}, submitted: map[string]bool{},
 		prefix: "chaos-" + suffix + "-", taskQueue: "jobbill-chaos-" + suffix,
 	}
-	report := Report{Seed: cfg.Seed, Prefix: r.prefix, TaskQueue: r.taskQueue, Jobs: cfg.Jobs,
-		Scenarios: map[string]int{}, States: map[ledgerdb.State]int{}, Terminated: map[ledgerdb.State]int{}}
-	fmt.Fprintf(out, "chaos run: seed %d, %d jobs, prefix %s, task queue %s, work dir %s\n",
-		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir)
+	report := Report{Seed: cfg.Seed, Prefix: r.prefix, TaskQueue: r.taskQueue, Jobs: cfg.Jobs, Reads: cfg.Reads,
+		Scenarios: map[string]int{}, States: map[ledgerdb.State]int{}, Terminated: map[ledgerdb.State]int{},
+		Recorded: map[ledgerdb.State]int{}}
+	reads := "off: only the workers' scheduled pass heals"
+	if cfg.Reads {
+		reads = "on: the driver reads jobs through the job service, which heals on read"
+	}
+	fmt.Fprintf(out, "chaos run: seed %d, %d jobs, prefix %s, task queue %s, work dir %s\n"+
+		"reads %s; a scheduled pass every %s (grace %s, result grace %s)\n",
+		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir, reads, cfg.PassInterval, cfg.PassGrace, cfg.PassResultGrace)
+
+	wcfg := config.Default()
+	wcfg.DatabaseURL = cfg.DatabaseURL
+	wcfg.Temporal.TaskQueue = r.taskQueue
+	r.namespace = wcfg.Temporal.Namespace
+	wcfg.Policy = cfg.Policy
+	wcfg.Reconcile = config.Reconcile{Interval: cfg.PassInterval, Grace: cfg.PassGrace, ResultGrace: cfg.PassResultGrace}
+	if err := wcfg.Validate(); err != nil {
+		return report, fmt.Errorf("chaos: the workers' configuration: %w", err)
+	}
 
 	if cfg.MigrateDatabaseURL != "" {
 		if err := ledgerdb.Migrate(ctx, cfg.MigrateDatabaseURL); err != nil {
@@ -327,6 +408,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 		return report, fmt.Errorf("chaos: opening the ledger: %w", err)
 	}
 	defer r.ledger.Close()
+	if err := ownDatabase(ctx, r.ledger); err != nil {
+		return report, err
+	}
 
 	if r.server, err = devserver.New(tbin, workDir); err != nil {
 		return report, err
@@ -337,12 +421,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	defer r.server.Stop()
 	fmt.Fprintf(out, "temporal dev server on %s (pid %d)\n", r.server.Address(), r.server.PID())
 
-	wcfg := config.Default()
-	wcfg.DatabaseURL = cfg.DatabaseURL
 	wcfg.Temporal.Address = r.server.Address()
-	wcfg.Temporal.TaskQueue = r.taskQueue
-	r.namespace = wcfg.Temporal.Namespace
-	wcfg.Policy = cfg.Policy
 	if r.tc, err = app.Dial(ctx, wcfg, zap.NewNop(), nil); err != nil {
 		return report, err
 	}
@@ -369,6 +448,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 		}
 	}()
 
+	// The scheduled passes are watched from the start: the faults the run leaves behind are
+	// repaired by them while it goes on, and each must be within HealPasses of its own.
+	r.passes = &passWatcher{tc: r.tc, log: r.logf}
+	r.faults = &faults{}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	var watcher sync.WaitGroup
+	watcher.Go(func() { r.watch(watchCtx) })
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var injectors sync.WaitGroup
@@ -381,10 +469,24 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 		return report, ctx.Err()
 	}
 
+	r.settle(ctx)
+	stopWatching()
+	watcher.Wait()
 	report.Orphans = cfg.Orphans
-	report.OrphansHealed = r.heal(ctx)
-	r.quiesce(ctx)
-	r.checkTerminated(ctx, &report)
+	report.OrphansHealed = r.orphansHealed(ctx)
+	if report.OrphansHealed < cfg.Orphans {
+		r.anomaly("only %d of %d orphans healed", report.OrphansHealed, cfg.Orphans)
+	}
+	r.mu.Lock()
+	terminated, recorded := append([]ledgerdb.JobKey(nil), r.terminated...), append([]ledgerdb.JobKey(nil), r.recorded...)
+	r.mu.Unlock()
+	// A terminated job must never stay charged with no run to settle it (money rule 3): it ends
+	// refunded, or settled by its result.
+	r.countFinal(ctx, "terminated", terminated, report.Terminated, ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered)
+	// A result taken into the inbox is delivered work: the job ends billed for it.
+	r.countFinal(ctx, "recorded-result", recorded, report.Recorded, ledgerdb.StateRecovered, ledgerdb.StateDelivered)
+	report.Passes = r.passes.figures()
+	report.Repaired, report.MostPassesOutlasted = r.faults.figures()
 
 	check, err := invariants.Check(ctx, invariants.Options{
 		Ledger: r.ledger, Temporal: r.tc, Namespace: wcfg.Temporal.Namespace, TaskQueue: r.taskQueue,
@@ -420,7 +522,8 @@ func maps(m map[string]int) map[string]int {
 }
 
 // workerEnv is the workers' environment: the driver's own without any JOBBILL_* variable (an
-// operator's settings must not leak into the run), then the run's settings.
+// operator's settings must not leak into the run), then the run's settings, among them the
+// reconcile schedule's, which each worker creates or updates at start as in a deployment.
 func workerEnv(w config.Config, c Config) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -445,6 +548,9 @@ func workerEnv(w config.Config, c Config) []string {
 		"runner.kind":                "simulated",
 		"runner.simulated.duration":  c.SimulatedDuration.String(),
 		"runner.simulated.late_by":   c.LateBy.String(),
+		"reconcile.interval":         w.Reconcile.Interval.String(),
+		"reconcile.grace":            w.Reconcile.Grace.String(),
+		"reconcile.result_grace":     w.Reconcile.ResultGrace.String(),
 	}
 	keys := make([]string, 0, len(set))
 	for k := range set {
@@ -580,6 +686,12 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 	for i := range cfg.Orphans {
 		timeline = append(timeline, timedInjection{at: time.Duration(float64(phase) * rng.Float64()), kind: KindOrphan, orphan: i})
 	}
+	// Drawn last, so that they change none of the choices above.
+	for i := range timeline {
+		if timeline[i].kind == KindRestartTemporal {
+			timeline[i].results = r.outageJobs(plans, rng)
+		}
+	}
 	sort.SliceStable(timeline, func(a, b int) bool { return timeline[a].at < timeline[b].at })
 
 	var dup, del, live, term, reset int
@@ -590,9 +702,38 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 	fmt.Fprintf(r.out, "plan: scenarios %v (%d metered by the GPU-second); duplicate results for %d jobs, delete+resubmit %d, live resubmits %d, terminates %d, resets %d\n",
 		report.Scenarios, report.Metered, dup, del, live, term, reset)
 	for _, t := range timeline {
-		fmt.Fprintf(r.out, "plan: at +%.3fs %s\n", t.at.Seconds(), t.kind)
+		var results string
+		if len(t.results) > 0 {
+			results = fmt.Sprintf("; results of up to %d of %d candidate jobs reported while it is down", r.cfg.OutageResults, len(t.results))
+		}
+		fmt.Fprintf(r.out, "plan: at +%.3fs %s%s\n", t.at.Seconds(), t.kind, results)
 	}
 	return plans, timeline
+}
+
+// outageJobs draws the order in which jobs are picked for a result reported while the dev server
+// is down: jobs a rich account pays for, with no other follow-up, whose work fails, hangs or is
+// late, so that the result decides what the job costs — but not late on attempt 1, whose result
+// the simulated runner reports itself, with another output. While the server is down, the first
+// OutageResults of them whose submission has answered (their charge is decided: a result needs
+// it) get one; which have answered by then depends on how fast the machine is.
+func (r *run) outageJobs(plans []jobPlan, rng *mrand.Rand) []jobs.Job {
+	var candidates []jobs.Job
+	for _, p := range plans {
+		sc, _ := activities.ParseScenario(p.job.InputRef)
+		matters := sc.Kind == activities.ScenarioHang || sc.Kind == activities.ScenarioFail ||
+			(sc.Kind == activities.ScenarioLate && sc.Attempt > 1)
+		if matters && !p.hasFollowUp() && p.job.AccountID != r.accounts[richAccounts] {
+			candidates = append(candidates, p.job)
+		}
+	}
+	rng.Shuffle(len(candidates), func(a, b int) { candidates[a], candidates[b] = candidates[b], candidates[a] })
+	return candidates
+}
+
+// hasFollowUp reports whether the plan has any follow-up.
+func (p jobPlan) hasFollowUp() bool {
+	return p.duplicate || p.deleteAfter || p.resubmitLive || p.terminate || p.reset
 }
 
 // clearFollowUps takes every follow-up off the plan.
@@ -709,6 +850,9 @@ func (r *run) submitAll(ctx context.Context, plans []jobPlan, followUps *sync.Wa
 				r.anomaly("submitting %s failed: %v", p.job.ID, err)
 				return
 			}
+			r.mu.Lock()
+			r.submitted[p.job.ID] = true
+			r.mu.Unlock()
 			followUps.Go(func() { r.followUp(ctx, p) })
 		})
 	}
@@ -736,7 +880,7 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 		r.event(KindResubmitLive, "%s answered the original job (%s)", p.job.ID, sub.Status.State)
 	case p.duplicate:
 		sleep(ctx, p.followUpDelay)
-		res := activities.WorkResult{Attempt: 1, OutputRef: "chaos://" + p.job.ID, FinishedAt: time.Now()}
+		res := resultOf(p.job)
 		paths := make([]string, 2)
 		var both sync.WaitGroup
 		for k := range 2 {
@@ -768,20 +912,13 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 		sleep(ctx, p.followUpDelay/4)
 		r.reset(ctx, p)
 	case p.deleteAfter:
-		wctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
-		defer cancel()
-		var st jobs.Status
-		err := r.retry(wctx, func(ctx context.Context) error {
-			var err error
-			st, err = r.st.Wait(wctx, p.job.Key(), terminal...)
-			return err
-		})
+		state, err := r.waitSettled(ctx, p.job.Key())
 		if err != nil {
 			r.anomaly("%s never settled before its delete: %v", p.job.ID, err)
 			return
 		}
 		if err := r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Delete(ctx, p.job.Key()); return err }); err != nil {
-			r.anomaly("deleting settled %s (%s): %v", p.job.ID, st.State, err)
+			r.anomaly("deleting settled %s (%s): %v", p.job.ID, state, err)
 			return
 		}
 		err = r.retry(ctx, func(ctx context.Context) error { _, err := r.st.Submit(ctx, p.job); return err })
@@ -789,8 +926,47 @@ func (r *run) followUp(ctx context.Context, p jobPlan) {
 			r.anomaly("resubmitting deleted %s: want ErrGone, got %v", p.job.ID, err)
 			return
 		}
-		r.event(KindDeleteResubmit, "%s deleted when %s; resubmission answered ErrGone", p.job.ID, st.State)
+		r.event(KindDeleteResubmit, "%s deleted when %s; resubmission answered ErrGone", p.job.ID, state)
 	}
+}
+
+// resultOf is the result the driver reports for job, as its GPU service would: attempt 1's, with
+// no usage (billed the whole hold).
+func resultOf(job jobs.Job) activities.WorkResult {
+	return activities.WorkResult{Attempt: 1, OutputRef: "chaos://" + job.ID, FinishedAt: time.Now()}
+}
+
+// waitSettled waits, for up to QuiesceTimeout, until the job is in one of the terminal states and
+// answers that state. With reads on it waits as a user polling the job does, through the job
+// service's status read (which heals on read); with reads off it polls the ledger itself, so that
+// only the scheduled pass heals.
+func (r *run) waitSettled(ctx context.Context, key ledgerdb.JobKey) (ledgerdb.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QuiesceTimeout)
+	defer cancel()
+	var state ledgerdb.State
+	// Each try waits on ctx, not on the retry's per-call deadline: settling may take minutes.
+	err := r.retry(ctx, func(context.Context) error {
+		if r.cfg.Reads {
+			st, err := r.st.Wait(ctx, key, terminal...)
+			state = st.State
+			return err
+		}
+		for {
+			job, err := r.ledger.Job(ctx, key)
+			if err != nil {
+				return err
+			}
+			if state = job.State; slices.Contains(terminal, state) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("job %s still %s: %w", key, state, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	return state, err
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -820,12 +996,12 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 			r.event(KindRestartTemporal, "stopping the dev server on %s", r.server.Address())
 			began := time.Now()
 			r.server.Stop()
+			r.reportWhileDown(ctx, t.results)
 			if err := r.server.Start(ctx); err != nil {
 				r.anomaly("the dev server did not come back: %v", err)
 				continue
 			}
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s dev server back after %.1fs (pid %d)\n", time.Since(r.start).Seconds(), "",
-				time.Since(began).Seconds(), r.server.PID())
+			r.logf("", "dev server back after %.1fs (pid %d)", time.Since(began).Seconds(), r.server.PID())
 		case KindRestartPostgres:
 			r.event(KindRestartPostgres, "%s", strings.Join(r.cfg.PostgresRestartCommand, " "))
 			began := time.Now()
@@ -834,7 +1010,7 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 				r.anomaly("restarting Postgres failed: %v: %s", err, strings.TrimSpace(string(outb)))
 				continue
 			}
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s Postgres back after %.1fs\n", time.Since(r.start).Seconds(), "", time.Since(began).Seconds())
+			r.logf("", "Postgres back after %.1fs", time.Since(began).Seconds())
 		case KindOrphan:
 			id := r.orphanKey(t.orphan)
 			err := r.retry(ctx, func(ctx context.Context) error {
@@ -846,78 +1022,55 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 				continue
 			}
 			r.event(KindOrphan, "%s: placeholder written, no workflow started (a submitter crashed)", id)
+			r.faults.add("job:"+id.String(), "orphaned placeholder "+id.String(), time.Now().Add(r.cfg.PassGrace), r.leaves(id, ledgerdb.StateSubmitting))
 		}
 	}
 }
 
-// heal runs the reconcile workflow over the run's accounts, as the schedule does but with a
-// one-second grace, until every orphan has left the submitting state, no terminated job is left
-// running and no recorded result is left unapplied (a report that met the dev server restarting
-// answers "recorded"), and answers how many orphans were healed. The schedule would do the same
-// within its interval; the driver does not wait for it.
-func (r *run) heal(ctx context.Context) int {
-	healed, unhealed := 0, []string(nil)
-	for pass := 1; pass <= 5; pass++ {
-		var res activities.ReconcileResult
-		err := r.retry(ctx, func(ctx context.Context) error {
-			wr, err := r.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID:        fmt.Sprintf("reconcile-chaos/%s/%d", r.prefix, pass),
-				TaskQueue: r.taskQueue,
-			}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Second, ResultGrace: time.Millisecond, AccountIDs: r.accounts})
-			if err != nil {
-				return err
+// reportWhileDown reports, while the dev server is down, the results of the first OutageResults
+// of candidates whose submission has answered, as a GPU service whose call cannot reach Temporal:
+// the job service waits for Temporal for outageReportWait, then answers "recorded" — the result is
+// in the ledger's inbox, and the scheduled pass must apply it once Temporal is back.
+func (r *run) reportWhileDown(ctx context.Context, candidates []jobs.Job) {
+	var results []jobs.Job
+	r.mu.Lock()
+	for _, job := range candidates {
+		if r.submitted[job.ID] && len(results) < r.cfg.OutageResults {
+			results = append(results, job)
+		}
+	}
+	r.mu.Unlock()
+	var all sync.WaitGroup
+	for _, job := range results {
+		all.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, outageReportWait)
+			rep, err := r.st.ReportResult(rctx, job.Key(), resultOf(job))
+			cancel()
+			switch {
+			case err != nil:
+				r.anomaly("reporting %s's result while Temporal was down: %v", job.ID, err)
+			case rep.Path != jobs.PathRecorded:
+				r.anomaly("reporting %s's result while Temporal was down answered %s, not %s", job.ID, rep.Path, jobs.PathRecorded)
+			default:
+				r.mu.Lock()
+				r.recorded = append(r.recorded, job.Key())
+				r.mu.Unlock()
+				r.event(KindRecordedResult, "%s (%s) result reported while Temporal was down: %s (the ledger says %s)", job.ID, job.InputRef, rep.Path, rep.Status.State)
+				key := job.Key()
+				r.faults.add("result:"+key.String(), "result recorded for "+key.String(), time.Now().Add(r.cfg.PassResultGrace), r.resultApplied(key))
 			}
-			return wr.Get(ctx, &res)
 		})
-		if err != nil {
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d failed: %v\n", time.Since(r.start).Seconds(), "reconcile", pass, err)
-		} else {
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s pass %d: examined %d, started %d, rejected orphans %d, still submitting %d, running checked %d, healed %d, results applied %d, failed %d\n",
-				time.Since(r.start).Seconds(), "reconcile", pass, res.Examined, res.Started, res.RejectedOrphans, res.StillSubmitting,
-				res.RunningChecked, res.Healed, res.ResultsApplied, res.Failed)
-		}
-		healed = 0
-		for i := range r.cfg.Orphans {
-			job, err := r.ledger.Job(ctx, r.orphanKey(i))
-			if err == nil && job.State != ledgerdb.StateSubmitting {
-				healed++
-			}
-		}
-		unhealed = r.terminatedStillRunning(ctx)
-		unapplied, err := r.ledger.UnappliedResults(ctx, 0, ledgerdb.MaxPlaceholders, r.accounts...)
-		if err == nil && healed == r.cfg.Orphans && len(unhealed) == 0 && len(unapplied) == 0 {
-			return healed
-		}
-		sleep(ctx, 2*time.Second)
 	}
-	if healed < r.cfg.Orphans {
-		r.anomaly("only %d of %d orphans healed after 5 reconcile passes", healed, r.cfg.Orphans)
-	}
-	if len(unhealed) > 0 {
-		r.anomaly("%d terminated jobs still running after 5 reconcile passes: %v", len(unhealed), unhealed)
-	}
-	// A result still unapplied is reported by the invariant checker (unapplied_result).
-	return healed
+	all.Wait()
 }
+
+// outageReportWait is how long a report made while the dev server is down waits for Temporal
+// before it answers "recorded".
+const outageReportWait = 3 * time.Second
 
 // orphanKey is the i-th orphan placeholder the run writes.
 func (r *run) orphanKey(i int) ledgerdb.JobKey {
 	return ledgerdb.JobKey{AccountID: r.accounts[i%richAccounts], JobID: fmt.Sprintf("%sorphan-%d", r.prefix, i)}
-}
-
-// terminatedStillRunning lists the terminated jobs the ledger still has running: charged, with no
-// workflow to settle them, until a heal run refunds them.
-func (r *run) terminatedStillRunning(ctx context.Context) []string {
-	r.mu.Lock()
-	keys := append([]ledgerdb.JobKey(nil), r.terminated...)
-	r.mu.Unlock()
-	var running []string
-	for _, key := range keys {
-		if job, err := r.ledger.Job(ctx, key); err != nil || job.State == ledgerdb.StateRunning {
-			running = append(running, key.JobID)
-		}
-	}
-	return running
 }
 
 // terminate is the Temporal UI's Terminate button (TerminateWorkflow) pressed on the job's
@@ -950,6 +1103,13 @@ func (r *run) terminate(ctx context.Context, p jobPlan) {
 		r.terminated = append(r.terminated, p.job.Key())
 		r.mu.Unlock()
 		r.event(KindTerminate, "%s (%s) terminated while its workflow ran (the ledger says %s)", p.job.ID, p.job.InputRef, state)
+		r.faults.add("job:"+p.job.Key().String(), "terminated job "+p.job.Key().String(), time.Now(), r.leaves(p.job.Key(), ledgerdb.StateRunning))
+		if r.cfg.Reads {
+			// A user polling the job: its first status read heals it.
+			if _, err := r.waitSettled(ctx, p.job.Key()); err != nil {
+				r.anomaly("terminated %s never settled while its status was read: %v", p.job.ID, err)
+			}
+		}
 	}
 }
 
@@ -1028,58 +1188,6 @@ func newRequestID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// checkTerminated counts the terminated jobs by their final state, and reports as an anomaly any
-// that did not end refunded — or, when their result landed, delivered or recovered: a terminated
-// job must never stay charged with no run to settle it (money rule 3).
-func (r *run) checkTerminated(ctx context.Context, report *Report) {
-	r.mu.Lock()
-	keys := append([]ledgerdb.JobKey(nil), r.terminated...)
-	r.mu.Unlock()
-	for _, key := range keys {
-		job, err := r.ledger.Job(ctx, key)
-		if err != nil {
-			r.anomaly("reading terminated job %s: %v", key, err)
-			continue
-		}
-		report.Terminated[job.State]++
-		switch job.State {
-		case ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered:
-		default:
-			r.anomaly("terminated job %s ended %s; it must end refunded (or delivered or recovered by its result)", key, job.State)
-		}
-	}
-}
-
-// quiesce waits until every job of the run is settled and no MeteredJob workflow of the run is
-// open (every late-result window over), so the checker sees a system at rest.
-func (r *run) quiesce(ctx context.Context) {
-	deadline := time.Now().Add(r.cfg.QuiesceTimeout)
-	query := fmt.Sprintf("TaskQueue = '%s' AND WorkflowType = '%s' AND ExecutionStatus = 'Running'", r.taskQueue, workflows.WorkflowType)
-	for {
-		unsettled, open := -1, int64(-1)
-		if snap, err := r.ledger.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{JobIDPrefix: r.prefix}); err == nil {
-			unsettled = 0
-			for _, j := range snap.Jobs {
-				if j.Job.State == ledgerdb.StateSubmitting || j.Job.State == ledgerdb.StateRunning {
-					unsettled++
-				}
-			}
-		}
-		if res, err := r.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query}); err == nil {
-			open = res.GetCount()
-		}
-		if unsettled == 0 && open == 0 {
-			fmt.Fprintf(r.out, "[%8.3fs] %-16s every job settled, every workflow closed\n", time.Since(r.start).Seconds(), "quiescent")
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.anomaly("not quiescent after %s: %d jobs unsettled, %d workflows open", r.cfg.QuiesceTimeout, unsettled, open)
-			return
-		}
-		sleep(ctx, time.Second)
-	}
-}
-
 // writeSummary prints the report's figures.
 func writeSummary(out io.Writer, r Report) {
 	kinds := make([]string, 0, len(r.Injections))
@@ -1108,6 +1216,21 @@ func writeSummary(out io.Writer, r Report) {
 	fmt.Fprintf(out, "  terminated jobs: %d (refunded %d, recovered %d, delivered %d); left running: %d; not settled: %d\n",
 		terminated, r.Terminated[ledgerdb.StateRefunded], r.Terminated[ledgerdb.StateRecovered], r.Terminated[ledgerdb.StateDelivered],
 		r.Terminated[ledgerdb.StateRunning], terminated-settled)
+	recorded := 0
+	for _, n := range r.Recorded {
+		recorded += n
+	}
+	fmt.Fprintf(out, "  results recorded while Temporal was down: %d (recovered %d, delivered %d); not billed: %d\n",
+		recorded, r.Recorded[ledgerdb.StateRecovered], r.Recorded[ledgerdb.StateDelivered],
+		recorded-r.Recorded[ledgerdb.StateRecovered]-r.Recorded[ledgerdb.StateDelivered])
+	healer := "the workers' scheduled pass alone (reads off)"
+	if r.Reads {
+		healer = "the workers' scheduled pass and the driver's status reads (reads on)"
+	}
+	fmt.Fprintf(out, "  healed by %s: %d faults repaired, none outlasting more than %d completed passes (bound %d)\n",
+		healer, r.Repaired, r.MostPassesOutlasted, HealPasses-1)
+	fmt.Fprintf(out, "  scheduled passes: %d completed, %d ended otherwise; results applied %d, jobs healed %d, placeholders started %d, orphans rejected %d\n",
+		r.Passes.Completed, r.Passes.Ended, r.Passes.ResultsApplied, r.Passes.Healed, r.Passes.Started, r.Passes.OrphansRejected)
 	for _, a := range r.Anomalies {
 		fmt.Fprintf(out, "  anomaly: %s\n", a)
 	}

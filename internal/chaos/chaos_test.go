@@ -14,8 +14,15 @@ import (
 
 // TestChaosRun is the CI-sized chaos run: about 200 jobs through two real worker processes and a
 // dev server of its own, with every injection but the Postgres restart (other packages' tests use
-// the cluster in parallel under `go test ./...`). It needs Postgres (scripts/ensure-postgres.sh)
-// and the Temporal CLI; it builds the jobbill binary itself.
+// the cluster in parallel under `go test ./...`), and nobody reading the jobs through jobbill: only
+// the reconcile schedule the workers create heals, as deployed. The money rules it checks: every
+// rule the invariant checker audits, across the ledger and Temporal; a terminated job never stays
+// charged with no run to settle it (refunded, or settled by its result); a result recorded while
+// Temporal was down is billed; an orphaned placeholder is never left "being decided" — each repair
+// within HealPasses scheduled passes. Its ledger is the chaos deployment's database: the workers'
+// pass reads every account of its database, and on the tests' shared one it would heal other
+// tests' jobs. It needs Postgres (scripts/ensure-postgres.sh, which creates that database) and
+// the Temporal CLI; it builds the jobbill binary itself.
 func TestChaosRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run takes a few minutes; skipped with -short")
@@ -28,14 +35,16 @@ func TestChaosRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	d := ledgertest.DeploymentOf(t, ledgertest.DeploymentChaos)
 	cfg := chaos.DefaultConfig()
 	cfg.Binary = bin
-	cfg.DatabaseURL = ledgertest.DatabaseURL()
-	cfg.MigrateDatabaseURL = ledgertest.MigrateDatabaseURL()
+	cfg.DatabaseURL = d.DatabaseURL
+	cfg.MigrateDatabaseURL = d.MigrateDatabaseURL
 	cfg.Jobs = 200
 	cfg.Seed = 20261129
 	cfg.RestartTemporal = true
 	cfg.RestartPostgres = false
+	cfg.Reads = false
 	cfg.WorkDir = t.TempDir()
 	if os.Getenv("JOBBILL_CHAOS_KEEP") != "" {
 		// Keep the dev server's store and the workers' logs for a post-mortem.
@@ -55,7 +64,8 @@ func TestChaosRun(t *testing.T) {
 		t.Errorf("anomaly: %s", a)
 	}
 	for _, kind := range []string{chaos.KindKillWorker, chaos.KindRestartWorker, chaos.KindDuplicateResult,
-		chaos.KindDeleteResubmit, chaos.KindResubmitLive, chaos.KindRestartTemporal, chaos.KindOrphan, chaos.KindTerminate, chaos.KindReset} {
+		chaos.KindDeleteResubmit, chaos.KindResubmitLive, chaos.KindRestartTemporal, chaos.KindRecordedResult, chaos.KindOrphan,
+		chaos.KindTerminate, chaos.KindReset} {
 		if report.Injections[kind] == 0 {
 			t.Errorf("no %s was injected (injections: %v)", kind, report.Injections)
 		}
@@ -65,6 +75,14 @@ func TestChaosRun(t *testing.T) {
 	}
 	if report.OrphansHealed != report.Orphans {
 		t.Errorf("%d of %d orphans healed", report.OrphansHealed, report.Orphans)
+	}
+	if billed := report.Recorded[ledgerdb.StateDelivered] + report.Recorded[ledgerdb.StateRecovered]; billed != report.Injections[chaos.KindRecordedResult] {
+		t.Errorf("%d of %d results recorded while Temporal was down were billed (jobs by state: %v)",
+			billed, report.Injections[chaos.KindRecordedResult], report.Recorded)
+	}
+	if report.Passes.Healed == 0 || report.Passes.ResultsApplied == 0 || report.Passes.Started == 0 {
+		t.Errorf("the scheduled passes healed %d jobs, applied %d results and started %d placeholders: with reads off they must have done all three",
+			report.Passes.Healed, report.Passes.ResultsApplied, report.Passes.Started)
 	}
 }
 
