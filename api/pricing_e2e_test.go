@@ -216,8 +216,14 @@ type meteredJob struct {
 // meteredRunning submits a meteredJob through the API, charged.
 func (e *env) meteredRunning(t *testing.T) meteredJob {
 	t.Helper()
+	return e.meteredRunningOn(t, e.serve(t, nil))
+}
+
+// meteredRunningOn submits a meteredJob through the API served at base, charged.
+func (e *env) meteredRunningOn(t *testing.T, base string) meteredJob {
+	t.Helper()
 	m := meteredJob{acct: ledgertest.Account(t, e.Store, 1000), runner: e.key(t, apikeys.ScopeRunner, "")}
-	m.key, m.base, m.id = e.key(t, apikeys.ScopeCustomer, m.acct), e.serve(t, nil), ledgertest.ID(t, "job")
+	m.key, m.base, m.id = e.key(t, apikeys.ScopeCustomer, m.acct), base, ledgertest.ID(t, "job")
 	require.Equal(t, 201, call(t, m.base, "POST", "/v1/jobs", m.key, job(m.id, m.acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
 	return m
 }

@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 )
 
 // TestDeletedJobStillPaysForItsLateResult protects money rule 3 at the HTTP doors: deleting a job
@@ -21,7 +23,8 @@ import (
 func TestDeletedJobStillPaysForItsLateResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := e.meteredRunning(t)
+	// Its attempts time out: workertest.TimeoutPolicy, under which only work that never finishes runs.
+	m := e.meteredRunningOn(t, e.serve(t, func(o *api.Options) { o.Jobs = e.JobsWith(workertest.TimeoutPolicy()) }))
 	e.wait(t, m.acct, m.id, ledgerdb.StateRefunded)
 
 	a := call(t, m.base, "DELETE", "/v1/jobs/"+m.id, m.key, nil)
