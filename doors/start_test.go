@@ -103,7 +103,7 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:someone-elses-input"))
 		// Refused, and shown as the ledger has the job under the ID: the other request's placeholder.
 		require.Equal(t, ledgerdb.StateSubmitting, final.State, "%+v", final)
-		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
+		require.Equal(t, ledgerdb.MoneyPending, final.MoneyState, "its charge is still to be decided")
 		require.Contains(t, final.Reason, "this start was refused")
 		require.Contains(t, final.Reason, "different request")
 		job, err := e.Store.Job(ctx, key)
