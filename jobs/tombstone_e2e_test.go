@@ -12,6 +12,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -40,7 +41,8 @@ func TestE2EDeletedJobStillPaysForItsLateResult(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			p := e2ePolicy()
+			// One attempt that times out: workertest.TimeoutPolicy, for work that never finishes.
+			p := workertest.TimeoutPolicy()
 			p.MaximumAttempts, p.LateResultWindow = 1, c.window
 			st := e.JobsWith(p)
 			acct := ledgertest.Account(t, e.Store, 1000)
