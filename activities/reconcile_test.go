@@ -37,7 +37,9 @@ func (h *stuckHealer) Heal(ctx context.Context, job ledgerdb.Job) (bool, error) 
 	return true, nil
 }
 
-func (h *stuckHealer) ApplyRecordedResult(context.Context, ledgerdb.UnappliedResult) error { return nil }
+func (h *stuckHealer) ApplyRecordedResult(context.Context, ledgerdb.UnappliedResult) error {
+	return nil
+}
 
 // TestReconcilePassOutlivesAStuckHeal protects healing with nobody looking: a charged job whose
 // workflow closed is refunded by the reconcile pass (the customer does not pay for work nobody
