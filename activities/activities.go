@@ -266,34 +266,21 @@ func (a *Activities) Submit(ctx context.Context, in SubmitInput) (LedgerResult, 
 //
 // A charge can commit after the run that asked for it has closed: an operator terminated the run
 // while the charge waited for a busy ledger, and the step ran on to its end. No run will then
-// deliver or refund the job, so a slow charge that leaves the job running is handed to the Healer,
+// deliver or refund the job, so a charge that leaves the job running is handed to the Healer,
 // which heals it at once when the job's workflow has closed (and, the usual case, finds it open
-// and does nothing), rather than leave the job charged until the next reconcile pass. Only a
-// charge that took at least slowChargeCheck is checked: asking Temporal costs a call on every
-// job's money path, and a charge that outlived its run was held up (the run was open when it
-// asked). One that an operator's stop beat by less than that is healed by the reconcile pass, and
-// the audit reports it at once.
+// and does nothing), rather than leave the job charged until the next reconcile pass.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (LedgerResult, error) {
 	var charged ledgerdb.Job
-	// From the step's first attempt: a charge retried after a slow failure was held up too.
-	started := time.Now()
-	if activity.IsActivity(ctx) {
-		started = activity.GetInfo(ctx).ScheduledTime
-	}
 	res, err := a.call("charge", func() (ledgerdb.Transition, error) {
 		t, err := a.Ledger.ChargeMatching(ctx, in.Job, in.Fingerprint)
 		charged = t.Job
 		return t, err
 	})
-	if err == nil && res.State == ledgerdb.StateRunning && a.Healer != nil && time.Since(started) >= slowChargeCheck {
+	if err == nil && res.State == ledgerdb.StateRunning && a.Healer != nil {
 		a.healOrphanedCharge(ctx, charged)
 	}
 	return res, err
 }
-
-// slowChargeCheck is how long a charge must have taken before the charge step asks whether its
-// run is still open ([Activities.Charge]). A healthy charge commits in milliseconds.
-const slowChargeCheck = time.Second
 
 // healTimeout bounds the heal a charge step makes of a job charged after its run closed: a start
 // and the wait for its refund. A heal that takes longer is left to the reconcile pass.
