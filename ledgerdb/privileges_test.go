@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -429,12 +430,15 @@ func TestDatabaseRefusesEventRewrites(t *testing.T) {
 //
 // A TRUNCATE … CASCADE locks every table it reaches, and the other packages' tests write those
 // tables at the same time: a deadlock (40P01) aborts the statement before the privilege check or
-// the refusing trigger has judged it, so it says nothing, and the statement is run again.
+// the refusing trigger has judged it, so it says nothing, and the statement is run again — for as
+// long as refusalPatience allows, since a loaded machine's other tests can deadlock it many times
+// in a row (five tries were not enough beside a stress run).
 func refusal(ctx context.Context, t *testing.T, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, stmt string) *pgconn.PgError {
 	t.Helper()
-	for try := 1; ; try++ {
+	deadline := time.Now().Add(refusalPatience)
+	for {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, stmt)
@@ -442,8 +446,11 @@ func refusal(ctx context.Context, t *testing.T, pool interface {
 		require.Error(t, err, stmt)
 		var pgErr *pgconn.PgError
 		require.ErrorAs(t, err, &pgErr, stmt)
-		if pgErr.Code != "40P01" || try == 5 {
+		if pgErr.Code != "40P01" || time.Now().After(deadline) {
 			return pgErr
 		}
 	}
 }
+
+// refusalPatience is how long refusal runs a statement again while it deadlocks.
+const refusalPatience = 2 * time.Minute
