@@ -40,7 +40,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/internal/devserver"
 	"github.com/jobbill/jobbill/invariants"
@@ -422,13 +422,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	fmt.Fprintf(out, "temporal dev server on %s (pid %d)\n", r.server.Address(), r.server.PID())
 
 	wcfg.Temporal.Address = r.server.Address()
-	if r.tc, err = app.Dial(ctx, wcfg, zap.NewNop(), nil); err != nil {
+	if r.tc, err = connect.Dial(ctx, wcfg, zap.NewNop(), nil); err != nil {
 		return report, err
 	}
 	defer r.tc.Close()
 	// The driver's job service carries the same short policy as the workers: the policy travels with
 	// each job from its submitter.
-	r.st = app.NewJobs(wcfg, r.tc, r.ledger, nil)
+	r.st = connect.NewJobs(wcfg, r.tc, r.ledger, nil)
 
 	plans, timeline := r.plan(&report)
 	if err := r.openAccounts(ctx); err != nil {
