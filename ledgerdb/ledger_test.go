@@ -12,38 +12,6 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// submitted opens an account with credits and writes a placeholder job costing cost on it,
-// answering the account and the job's key.
-func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID string, job ledgerdb.JobKey) {
-	t.Helper()
-	accountID = ledgertest.Account(t, s, credits)
-	job = ledgerdb.JobKey{AccountID: accountID, JobID: ledgertest.ID(t, "job")}
-	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: job.JobID, AccountID: accountID, Kind: ledgertest.Fixed(t, s, cost), Request: []byte(`{"model":"x"}`)})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.Applied, tr.Outcome)
-	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
-	return accountID, job
-}
-
-// entries returns the job's ledger rows by kind, straight from the table.
-func entries(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) map[ledgerdb.EntryKind]int64 {
-	t.Helper()
-	rows, err := s.Pool().Query(context.Background(), `SELECT kind, amount FROM ledger_entries WHERE job_id = $1`, job.String())
-	require.NoError(t, err)
-	defer rows.Close()
-	got := map[ledgerdb.EntryKind]int64{}
-	for rows.Next() {
-		var kind string
-		var amount int64
-		require.NoError(t, rows.Scan(&kind, &amount))
-		_, dup := got[ledgerdb.EntryKind(kind)]
-		require.False(t, dup, "two %s rows for job %s", kind, job)
-		got[ledgerdb.EntryKind(kind)] = amount
-	}
-	require.NoError(t, rows.Err())
-	return got
-}
-
 // TestStateMachineEdges walks every edge of the state machine of docs/design.md and, at each state, every
 // transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
 // refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
