@@ -109,39 +109,8 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 			defer func() { _ = tx.Rollback(context.Background()) }()
 			require.NoError(t, c.breakIt(tx))
 
-			report, err := ledgerdb.AuditThrough(ctx, tx, acct)
-			require.NoError(t, err)
-			t.Logf("audit: %v", report.Violations)
-			require.Len(t, report.Violations, len(c.rules), "%v", report.Violations)
-			for i, rule := range c.rules {
-				require.Contains(t, report.Violations[i], rule)
-				require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: c.job.JobID}[c.chain])
-			}
-
-			snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, ledgerdb.SnapshotScope{AccountID: acct})
-			require.NoError(t, err)
-			var totals *ledgerdb.JobTotals
-			for i := range snap.Jobs {
-				if snap.Jobs[i].Job.Key() == c.job {
-					totals = &snap.Jobs[i]
-				}
-			}
-			require.NotNil(t, totals)
-			require.Equal(t, c.releases, totals.Releases)
-			require.Len(t, snap.Accounts, 1)
-			if c.chain {
-				require.Equal(t, 1, snap.Accounts[0].ChainBreaks)
-				require.Equal(t, totals.Job.Net(), totals.EntrySum, "the job's own rows are sound")
-			} else {
-				require.Zero(t, snap.Accounts[0].ChainBreaks)
-				require.Equal(t, snap.Accounts[0].Balance, snap.Accounts[0].EntrySum)
-				broken := totals.Releases != totals.Job.WantsRows()[ledgerdb.KindRelease] || totals.EntrySum != totals.Job.Net()
-				require.True(t, broken, "the snapshot shows nothing wrong with job %s: %+v", c.job, totals)
-				if slices.Contains(c.rules, "(rule 2)") {
-					require.NotEqual(t, totals.Job.WantsRows()[ledgerdb.KindRelease], totals.Releases)
-				}
-				require.NotEqual(t, totals.Job.Net(), totals.EntrySum)
-			}
+			requireAuditReports(t, tx, acct, c.job, c.rules, c.chain)
+			requireSnapshotShows(t, tx, acct, c.job, c.releases, c.chain, c.rules)
 			require.NoError(t, tx.Rollback(ctx))
 			ledgertest.RequireSound(t, s, acct)
 		})
@@ -156,4 +125,49 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 	ledgertest.RequireRowAmounts(t, s, released,
 		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -60}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 45})
 	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
+}
+
+// requireAuditReports checks that the audit replayed through tx reports exactly rules over acct,
+// in order, each naming the job — or a row, for a break of the account's chain.
+func requireAuditReports(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobKey, rules []string, chain bool) {
+	t.Helper()
+	report, err := ledgerdb.AuditThrough(context.Background(), tx, acct)
+	require.NoError(t, err)
+	t.Logf("audit: %v", report.Violations)
+	require.Len(t, report.Violations, len(rules), "%v", report.Violations)
+	for i, rule := range rules {
+		require.Contains(t, report.Violations[i], rule)
+		require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: job.JobID}[chain])
+	}
+}
+
+// requireSnapshotShows checks that the snapshot the invariant checker reads through tx shows the
+// break: the job's releases, and either the account's chain broken (the job's own rows sound) or
+// the job's rows not what its settlement wants (the release count too when rule 2 is broken).
+func requireSnapshotShows(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobKey, releases int, chain bool, rules []string) {
+	t.Helper()
+	snap, err := ledgerdb.ReadLedgerSnapshot(context.Background(), tx, ledgerdb.SnapshotScope{AccountID: acct})
+	require.NoError(t, err)
+	var totals *ledgerdb.JobTotals
+	for i := range snap.Jobs {
+		if snap.Jobs[i].Job.Key() == job {
+			totals = &snap.Jobs[i]
+		}
+	}
+	require.NotNil(t, totals)
+	require.Equal(t, releases, totals.Releases)
+	require.Len(t, snap.Accounts, 1)
+	if chain {
+		require.Equal(t, 1, snap.Accounts[0].ChainBreaks)
+		require.Equal(t, totals.Job.Net(), totals.EntrySum, "the job's own rows are sound")
+		return
+	}
+	require.Zero(t, snap.Accounts[0].ChainBreaks)
+	require.Equal(t, snap.Accounts[0].Balance, snap.Accounts[0].EntrySum)
+	broken := totals.Releases != totals.Job.WantsRows()[ledgerdb.KindRelease] || totals.EntrySum != totals.Job.Net()
+	require.True(t, broken, "the snapshot shows nothing wrong with job %s: %+v", job, totals)
+	if slices.Contains(rules, "(rule 2)") {
+		require.NotEqual(t, totals.Job.WantsRows()[ledgerdb.KindRelease], totals.Releases)
+	}
+	require.NotEqual(t, totals.Job.Net(), totals.EntrySum)
 }
