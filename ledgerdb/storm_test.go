@@ -507,27 +507,17 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	}
 	race := func(calls []answer) []answer {
 		rand.Shuffle(len(calls), func(i, k int) { calls[i], calls[k] = calls[k], calls[i] })
-		feed := make(chan int)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := range feed {
-					var tr ledgerdb.Transition
-					switch c := &calls[i]; c.op {
-					case stormCharge:
-						tr, c.err = store.Charge(ctx, ids[c.job])
-					case stormReclaim:
-						tr, c.err = store.Reclaim(ctx, ids[c.job])
-					}
-					calls[i].outcome = tr.Outcome
-				}
-			})
-		}
-		for i := range calls {
-			feed <- i
-		}
-		close(feed)
-		wg.Wait()
+		parallel(workers, len(calls), func(i int) error {
+			var tr ledgerdb.Transition
+			switch c := &calls[i]; c.op {
+			case stormCharge:
+				tr, c.err = store.Charge(ctx, ids[c.job])
+			case stormReclaim:
+				tr, c.err = store.Reclaim(ctx, ids[c.job])
+			}
+			calls[i].outcome = tr.Outcome
+			return nil
+		})
 		return calls
 	}
 
@@ -600,7 +590,15 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	require.Equal(t, int64(-cost*len(newlyCharged)), balance, "every reclaim is owed in full")
 	t.Logf("%d of %d new jobs were charged before the late results took the refunds back; balance %d", len(newlyCharged), fresh, balance)
 
-	// A charge is written only when the balance covers it: no charge row goes below zero.
+	requireNoOverdraft(t, store, account, prefix, balance)
+}
+
+// requireNoOverdraft checks the debt rule after a charge storm: a charge is written only when the
+// balance covers it, so no charge row goes below zero; and an account in debt refuses every
+// charge.
+func requireNoOverdraft(t *testing.T, store *ledgerdb.Store, account, prefix string, balance int64) {
+	t.Helper()
+	ctx := t.Context()
 	var lowest int64
 	require.NoError(t, store.Pool().QueryRow(ctx,
 		`SELECT coalesce(min(balance_after), 0) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, account).Scan(&lowest))
