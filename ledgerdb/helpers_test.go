@@ -61,6 +61,15 @@ func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID 
 	return accountID, job
 }
 
+// charged is submitted, then charged: a running job that no workflow runs.
+func charged(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID string, job ledgerdb.JobKey) {
+	t.Helper()
+	accountID, job = submitted(t, s, credits, cost)
+	_, err := s.Charge(context.Background(), job)
+	require.NoError(t, err)
+	return accountID, job
+}
+
 // entries returns the job's ledger rows by kind, straight from the table.
 func entries(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) map[ledgerdb.EntryKind]int64 {
 	t.Helper()

@@ -138,9 +138,7 @@ func edgeRejected(t *testing.T, s *ledgerdb.Store) {
 // delivered job is never refunded.
 func edgeDelivered(t *testing.T, s *ledgerdb.Store) {
 	ctx := context.Background()
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 	// The success path calls reclaim unconditionally and lets the guard decide (docs/design.md).
 	requireAnswers(t, s, job, ledgerdb.NotApplied, "", reclaimOp())
 	del, err := s.Deliver(ctx, job, 2)
@@ -161,9 +159,7 @@ func edgeDelivered(t *testing.T, s *ledgerdb.Store) {
 // just delivered), and a recovered job answers every later call AlreadyApplied.
 func edgeRecovered(t *testing.T, s *ledgerdb.Store) {
 	ctx := context.Background()
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 
 	ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
 	require.NoError(t, err)

@@ -106,16 +106,55 @@ type dupStormJob struct {
 	fate        stormFate
 }
 
-// dupStorm is TestDuplicateStorm's jobs over its accounts, with the seed that drew them.
-type dupStorm struct {
+// storm is what the storms of many jobs share: the test and its deadline, the ledger, the seed
+// that draws every choice, and the accounts.
+type storm struct {
 	t        *testing.T
 	ctx      context.Context
 	store    *ledgerdb.Store
 	seed     uint64
 	rng      *rand.Rand
 	accounts []string
-	jobs     []dupStormJob
-	keys     []ledgerdb.JobKey
+}
+
+// newStorm draws a seed, logged so that a failing storm can be repeated (stream tells the storms'
+// random streams apart), and opens n accounts of grant credits.
+func newStorm(t *testing.T, stream uint64, n int, grant int64) storm {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s := storm{t: t, ctx: ctx, store: ledgertest.Store(t), seed: uint64(time.Now().UnixNano())}
+	t.Logf("storm seed %d", s.seed)
+	s.rng = rand.New(rand.NewPCG(s.seed, stream))
+	s.accounts = make([]string, n)
+	for i := range s.accounts {
+		s.accounts[i] = ledgertest.Account(t, s.store, grant)
+	}
+	return s
+}
+
+// requireNoProblems fails the test with the first problems the storm found, naming the seed that
+// repeats them.
+func (s *storm) requireNoProblems(problems []string) {
+	s.t.Helper()
+	require.Empty(s.t, problems, "seed %d: first problems of %d: %v", s.seed, len(problems), problems[:min(len(problems), 10)])
+}
+
+// requireBalances checks each account's balance against want, and every money rule on them.
+func (s *storm) requireBalances(want map[string]int64) {
+	s.t.Helper()
+	for a, balance := range want {
+		got, err := s.store.Balance(s.ctx, a)
+		require.NoError(s.t, err)
+		require.Equal(s.t, balance, got, "account %s (seed %d)", a, s.seed)
+	}
+	ledgertest.RequireSound(s.t, s.store, s.accounts...)
+}
+
+// dupStorm is TestDuplicateStorm's jobs over its accounts.
+type dupStorm struct {
+	storm
+	jobs []dupStormJob
+	keys []ledgerdb.JobKey
 }
 
 // stormJobOp counts the Applied answers of one op on one job.
@@ -126,15 +165,7 @@ type stormJobOp struct {
 
 // newDupStorm opens the accounts and draws each job's cost and fate from a logged seed.
 func newDupStorm(t *testing.T) *dupStorm {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	s := &dupStorm{t: t, ctx: ctx, store: ledgertest.Store(t), seed: uint64(time.Now().UnixNano())}
-	t.Logf("storm seed %d", s.seed)
-	s.rng = rand.New(rand.NewPCG(s.seed, 0x5707))
-	s.accounts = make([]string, dupStormAccounts)
-	for i := range s.accounts {
-		s.accounts[i] = ledgertest.Account(t, s.store, dupStormGrant)
-	}
+	s := &dupStorm{storm: newStorm(t, 0x5707, dupStormAccounts, dupStormGrant)}
 	prefix := ledgertest.ID(t, "storm")
 	s.jobs = make([]dupStormJob, dupStormJobs)
 	s.keys = make([]ledgerdb.JobKey, dupStormJobs)
@@ -285,7 +316,7 @@ func (s *dupStorm) tally(phase string, results []stormResult, applied map[stormJ
 			applied[stormJobOp{r.call.job, r.call.op}]++
 		}
 	}
-	requireNoProblems(s.t, s.seed, problems)
+	s.requireNoProblems(problems)
 	require.NoError(s.t, s.ctx.Err(), "seed %d", s.seed)
 }
 
@@ -336,7 +367,7 @@ func (s *dupStorm) requireApplied(applied map[stormJobOp]int) (contestedRefunded
 			}
 		}
 	}
-	requireNoProblems(s.t, s.seed, problems)
+	s.requireNoProblems(problems)
 	return contestedRefunded, contestedDelivered
 }
 
@@ -374,9 +405,8 @@ func (s *dupStorm) requireRows() {
 			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.key.String()], end.state))
 		}
 	}
-	requireNoProblems(s.t, s.seed, problems)
-	requireBalances(s.t, s.store, s.seed, wantBalance)
-	ledgertest.RequireSound(s.t, s.store, s.accounts...)
+	s.requireNoProblems(problems)
+	s.requireBalances(wantBalance)
 }
 
 // stormStates reads the jobs' states straight from the jobs table.
@@ -393,23 +423,6 @@ func stormStates(t *testing.T, store *ledgerdb.Store, keys []ledgerdb.JobKey) ma
 	}
 	require.NoError(t, rows.Err())
 	return states
-}
-
-// requireNoProblems fails the test with the first problems a storm found, naming the seed that
-// repeats them.
-func requireNoProblems(t *testing.T, seed uint64, problems []string) {
-	t.Helper()
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
-}
-
-// requireBalances checks each account's balance against want.
-func requireBalances(t *testing.T, store *ledgerdb.Store, seed uint64, want map[string]int64) {
-	t.Helper()
-	for a, balance := range want {
-		got, err := store.Balance(t.Context(), a)
-		require.NoError(t, err)
-		require.Equal(t, balance, got, "account %s (seed %d)", a, seed)
-	}
 }
 
 // parallel calls f(0) … f(n-1) from workers goroutines, handing the indexes out in order, so that
@@ -631,7 +644,7 @@ func requireNoOverdraft(t *testing.T, store *ledgerdb.Store, account, prefix str
 func TestMeteredSettleStorm(t *testing.T) {
 	m := newMeteredStorm(t)
 	m.setUp()
-	answers := m.storm()
+	answers := m.race()
 	m.requireWins(answers)
 	m.requireAnswers(answers)
 	releases, settledRefunded, oldSteps := m.requireRows()
@@ -695,14 +708,9 @@ type meteredAnswer struct {
 // meteredStorm is TestMeteredSettleStorm's jobs, and what the winning settle and report of each
 // said.
 type meteredStorm struct {
-	t        *testing.T
-	ctx      context.Context
-	store    *ledgerdb.Store
-	seed     uint64
-	rng      *rand.Rand
-	accounts []string
-	jobs     []meteredStormJob
-	keys     []ledgerdb.JobKey
+	storm
+	jobs []meteredStormJob
+	keys []ledgerdb.JobKey
 	// settledAt and reportedAs are the usages of the settle and the report that answered Applied.
 	settledAt, reportedAs []*int64
 }
@@ -710,20 +718,12 @@ type meteredStorm struct {
 // newMeteredStorm prices three metered kinds, opens the accounts, and draws each job's kind, hold,
 // past and usages from a logged seed.
 func newMeteredStorm(t *testing.T) *meteredStorm {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	m := &meteredStorm{t: t, ctx: ctx, store: ledgertest.Store(t), seed: uint64(time.Now().UnixNano()),
+	m := &meteredStorm{storm: newStorm(t, 0x5e771e, meteredStormAccounts, meteredStormGrant),
 		settledAt: make([]*int64, meteredStormJobs), reportedAs: make([]*int64, meteredStormJobs)}
-	t.Logf("storm seed %d", m.seed)
-	m.rng = rand.New(rand.NewPCG(m.seed, 0x5e771e))
 	kinds := []ledgerdb.Price{
 		{Kind: ledgertest.Metered(t, m.store, 3, 20), UnitPrice: 3, MaxUnits: 20},
 		{Kind: ledgertest.Metered(t, m.store, 2, 50), UnitPrice: 2, MaxUnits: 50},
 		{Kind: ledgertest.Metered(t, m.store, 7, 10), UnitPrice: 7, MaxUnits: 10},
-	}
-	m.accounts = make([]string, meteredStormAccounts)
-	for i := range m.accounts {
-		m.accounts[i] = ledgertest.Account(t, m.store, meteredStormGrant)
 	}
 	prefix := ledgertest.ID(t, "mstorm")
 	m.jobs = make([]meteredStormJob, meteredStormJobs)
@@ -773,9 +773,9 @@ func (m *meteredStorm) setUp() {
 	}
 }
 
-// storm hands each job's reports and settles out back to back, so that its copies are picked up
+// race hands each job's reports and settles out back to back, so that its copies are picked up
 // by different goroutines at the same moment, and answers what each call answered.
-func (m *meteredStorm) storm() []meteredAnswer {
+func (m *meteredStorm) race() []meteredAnswer {
 	var calls []meteredCall
 	for i, j := range m.jobs {
 		var group []meteredCall
@@ -844,7 +844,7 @@ func (m *meteredStorm) requireWins(answers []meteredAnswer) {
 				j.id, j.byOldStep(), settleWins[i], reportWins[i], wantWins))
 		}
 	}
-	requireNoProblems(m.t, m.seed, problems)
+	m.requireNoProblems(problems)
 }
 
 // requireAnswers checks every answer against the winners: each settle answers the units the
@@ -857,7 +857,7 @@ func (m *meteredStorm) requireAnswers(answers []meteredAnswer) {
 			problems = append(problems, p)
 		}
 	}
-	requireNoProblems(m.t, m.seed, problems)
+	m.requireNoProblems(problems)
 }
 
 // answerProblem says what is wrong with one answer, or nothing.
@@ -943,8 +943,7 @@ func (m *meteredStorm) requireRows() (releases, settledRefunded, oldSteps int) {
 		}
 		wantBalance[j.account] -= used * j.price.UnitPrice
 	}
-	requireNoProblems(m.t, m.seed, problems)
-	requireBalances(m.t, m.store, m.seed, wantBalance)
-	ledgertest.RequireSound(m.t, m.store, m.accounts...)
+	m.requireNoProblems(problems)
+	m.requireBalances(wantBalance)
 	return releases, settledRefunded, oldSteps
 }
