@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -231,43 +227,6 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 	assert.Equal(t, int64(-40), ledger.Net(acmeJob("render-3")))
 }
 
-// TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (money rule 3 via
-// the workflow's step 4 (docs/design.md)): RunWork runs the runner with Temporal's attempt number, records it on the
-// job row and heartbeats it, so a timeout can say how many attempts the work had.
-func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
-	ledger := pricedLedger()
-	ledger.Grant("acme", 100)
-	ledger.AddPlaceholder(acmeJob("render-4"), "fixed-40")
-	_, err := ledger.Charge(context.Background(), acmeJob("render-4"))
-	require.NoError(t, err)
-	runner := &activities.SimulatedRunner{Duration: 5 * time.Millisecond}
-	env := newEnv(t, ledger, runner)
-	var mu sync.Mutex
-	var beats []int
-	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-		var attempt int
-		require.NoError(t, details.Get(&attempt))
-		mu.Lock()
-		beats = append(beats, attempt)
-		mu.Unlock()
-	})
-	var a *activities.Activities
-
-	val, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-4", AccountID: "acme", InputRef: "s3://in/render-4"})
-	require.NoError(t, err)
-	var res activities.WorkResult
-	require.NoError(t, val.Get(&res))
-	assert.Equal(t, 1, res.Attempt)
-	assert.Equal(t, "sim://render-4/attempt-1", res.OutputRef)
-	assert.False(t, res.FinishedAt.IsZero())
-	mu.Lock()
-	assert.Contains(t, beats, 1)
-	mu.Unlock()
-	job, _ := ledger.Job(acmeJob("render-4"))
-	assert.Equal(t, 1, job.Attempts)
-	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(acmeJob("render-4")), "running the work moves no money")
-}
-
 // TestRefundNeverWaitsForAReasonCode checks that a refund whose input names no code of the
 // vocabulary — none, in runs recorded before the codes, or anything a foreign client's heal input
 // carried — still gives the cost back (money rule 3: a failed job nets 0), told as unknown, with
@@ -291,104 +250,4 @@ func TestRefundNeverWaitsForAReasonCode(t *testing.T) {
 		assert.Equal(t, "token=***", job.RefundDetail)
 		assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, ledger.Kinds(acmeJob("render-6")))
 	}
-}
-
-// TestRunWorkFailures protects the workflow's steps 2 and 4 (docs/design.md): a failed attempt is retryable and says
-// which attempt it was; a failure the runner marks permanent is not retried, so the refund comes
-// without waiting for pointless attempts. Each failure carries the code its customer will be told
-// (gpu_failed, or invalid_result for an answer that cannot be billed), and the runner's words only
-// scrubbed of credentials (trust: they go to Temporal's history and the worker's log), with no raw
-// error left in the failure's cause.
-func TestRunWorkFailures(t *testing.T) {
-	ledger := pricedLedger()
-	var a *activities.Activities
-	for _, tc := range []struct {
-		name, errType string
-		runErr        error
-		nonRetryable  bool
-		reason        ledgerdb.Reason
-		message       string
-	}{
-		{"transient", activities.ErrorTypeWorkFailed, errors.New("GPU preempted"), false, ledgerdb.ReasonGPUFailed, "GPU preempted"},
-		{"permanent", activities.ErrorTypeWorkFailedPermanently, errors.Join(errors.New("input unreadable"), activities.ErrWorkPermanent), true,
-			ledgerdb.ReasonGPUFailed, "input unreadable"},
-		{"invalid result", activities.ErrorTypeWorkFailed, fmt.Errorf("%w: unknown status %q", activities.ErrInvalidResult, "exploded"), false,
-			ledgerdb.ReasonInvalidResult, `unknown status "exploded"`},
-		{"credentials", activities.ErrorTypeWorkFailedPermanently,
-			fmt.Errorf("%w: connect to postgres://svc:hunter2@10.0.3.7:5432/gpu failed; token=abc123", activities.ErrWorkPermanent), true,
-			ledgerdb.ReasonGPUFailed, "connect to postgres://svc:***@10.0.3.7:5432/gpu failed; token=***"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := newEnv(t, ledger, runnerFunc(func(context.Context, activities.WorkRequest) (activities.WorkResult, error) {
-				return activities.WorkResult{}, tc.runErr
-			}))
-			_, err := env.ExecuteActivity(a.RunWork, activities.WorkRequest{JobID: "render-5", AccountID: "acme"})
-			appErr := appError(t, err, tc.errType, tc.nonRetryable)
-			var f activities.WorkFailure
-			require.NoError(t, appErr.Details(&f))
-			assert.Equal(t, 1, f.Attempt)
-			assert.Equal(t, tc.reason, f.Reason)
-			assert.Contains(t, f.Message, tc.message)
-			assert.NotContains(t, err.Error(), "hunter2")
-			assert.NotContains(t, err.Error(), "abc123")
-			assert.Nil(t, errors.Unwrap(appErr), "the runner's raw error is not kept as the cause")
-		})
-	}
-}
-
-// TestSimulatedRunnerFinishesAfterTheTimeout protects the late success of the workflow's step 4 (docs/design.md): an attempt
-// that overruns its deadline answers Temporal with the deadline error, and its result still
-// reaches the LateResultReporter afterwards, never an amount.
-func TestSimulatedRunnerFinishesAfterTheTimeout(t *testing.T) {
-	reported := make(chan activities.WorkResult, 1)
-	runner := &activities.SimulatedRunner{
-		LateAttempt: 2,
-		LateBy:      20 * time.Millisecond,
-		Reporter: activities.LateResultReporterFunc(func(_ context.Context, job ledgerdb.JobKey, res activities.WorkResult) error {
-			assert.Equal(t, acmeJob("render-6"), job, "the late result names the job and its account")
-			reported <- res
-			return nil
-		}),
-	}
-	for attempt := 1; attempt <= 2; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err := runner.Run(ctx, activities.WorkRequest{JobID: "render-6", AccountID: "acme", Attempt: attempt})
-		cancel()
-		require.ErrorIs(t, err, context.DeadlineExceeded, "attempt %d must time out", attempt)
-	}
-	select {
-	case res := <-reported:
-		assert.Equal(t, 2, res.Attempt, "only the LateAttempt reports")
-		assert.Equal(t, "sim://render-6/attempt-2", res.OutputRef)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the late result was never reported")
-	}
-	select {
-	case res := <-reported:
-		t.Fatalf("a second late result was reported: %+v", res)
-	case <-time.After(50 * time.Millisecond):
-	}
-
-	// Attempts after LateAttempt behave normally.
-	res, err := runner.Run(context.Background(), activities.WorkRequest{JobID: "render-6", AccountID: "acme", Attempt: 3})
-	require.NoError(t, err)
-	assert.Equal(t, 3, res.Attempt)
-}
-
-// TestSimulatedRunnerFailuresAreSeeded makes the demo's stories repeatable: the same seed fails
-// the same attempts, and a zero failure rate never fails.
-func TestSimulatedRunnerFailuresAreSeeded(t *testing.T) {
-	outcomes := func(r *activities.SimulatedRunner) []bool {
-		var out []bool
-		for i := range 20 {
-			_, err := r.Run(context.Background(), activities.WorkRequest{JobID: "j", Attempt: i + 1})
-			out = append(out, err != nil)
-		}
-		return out
-	}
-	first := outcomes(&activities.SimulatedRunner{FailureRate: 0.5, Seed: 7})
-	assert.Equal(t, first, outcomes(&activities.SimulatedRunner{FailureRate: 0.5, Seed: 7}))
-	assert.Contains(t, first, true)
-	assert.Contains(t, first, false)
-	assert.NotContains(t, outcomes(&activities.SimulatedRunner{Seed: 7}), true)
 }

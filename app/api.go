@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/webhooks"
 )
@@ -23,7 +24,7 @@ import (
 // and the bootstrap admin keys of api.keys. It starts without bootstrap keys: `jobbill key create
 // --scope admin` makes an admin key through the ledger, with no API to ask.
 func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) error {
-	conns, err := Open(ctx, c, z, true)
+	conns, err := connect.Open(ctx, c, z, true)
 	if err != nil {
 		return err
 	}

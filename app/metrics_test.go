@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -44,7 +45,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	cfg.Policy.MaximumAttempts = 2
 	cfg.Policy.LateResultWindow = time.Second
 	cfg.Runner.Simulated.Duration = 100 * time.Millisecond
-	logger, err := app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
+	logger, err := connect.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 	require.NoError(t, err)
 
 	m := metrics.New()
@@ -52,10 +53,10 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	addr, stop, err := app.ServeMetrics(ctx, "127.0.0.1:0", m, logger)
 	require.NoError(t, err)
 	defer stop()
-	tc, err := app.Dial(ctx, cfg, logger, m)
+	tc, err := connect.Dial(ctx, cfg, logger, m)
 	require.NoError(t, err, "the Temporal dev server must run: bash scripts/ensure-temporal.sh")
 	defer tc.Close()
-	st := app.NewJobs(cfg, tc, store, m)
+	st := connect.NewJobs(cfg, tc, store, m)
 	w := worker.New(cfg, tc, store, st, m)
 	require.NoError(t, w.Start())
 	defer w.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -106,5 +107,38 @@ func TestE2EReconcileHealsJobUnderForeignRun(t *testing.T) {
 	_, err = e.Jobs.Redrive(ctx, key, "e2e", "")
 	require.ErrorIs(t, err, jobs.ErrWorkflowIDTaken)
 	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
+}
+
+// TestE2ESubmissionNeverAttachesToAForeignWorkflow protects money rule 7 in a namespace other
+// programs may share: when another program's workflow holds a job's workflow ID, running or
+// closed, the submission answers at once that the ID can never be charged (rejected, reason
+// workflow_id_taken) and charges nothing — it never sends its charge decision into a workflow that
+// is not this job's. Before, it waited on the foreign workflow until its deadline and left the job
+// submitting for ever.
+func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	for _, closed := range []bool{false, true} {
+		id := ledgertest.ID(t, "foreign")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		_, err := e.Client.ExecuteWorkflow(testContext(t), client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
+		require.NoError(t, err)
+		if closed {
+			require.NoError(t, e.Client.TerminateWorkflow(testContext(t), workflowID, "", ""))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		began := time.Now()
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+		cancel()
+		require.ErrorIs(t, err, ledgerdb.ErrRejected, "closed=%v", closed)
+		require.Less(t, time.Since(began), 10*time.Second, "the submission waited on a foreign workflow")
+		require.Equal(t, ledgerdb.StateRejected, sub.Status.State)
+		require.Equal(t, ledgerdb.ReasonRejected, sub.Status.Reason)
+		require.Equal(t, ledgerdb.RejectWorkflowIDTaken.Describe(), sub.Status.Detail)
+		require.Contains(t, sub.Status.Message, "new ID")
+		ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, 40)
+	}
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/workflows"
@@ -173,4 +174,30 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	again := reconcilePass(t, env, account)
 	require.Equal(t, 0, again.Examined)
 	ledgertest.RequireBalance(t, env.Store, account, 100)
+}
+
+// TestE2EReconcileHealsTerminatedJob protects money rule 3 without anyone reading the job: the
+// reconcile pass finds the charged job whose workflow an operator terminated and refunds it within
+// one pass; a second pass changes nothing.
+func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "term")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	require.NoError(t, err)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
+
+	pass := reconcilePass(t, e, acct)
+	require.Equal(t, 1, pass.Healed)
+	job, err := e.Store.Job(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundDetail)
+	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }

@@ -12,257 +12,276 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// submitted opens an account with credits and writes a placeholder job costing cost on it,
-// answering the account and the job's key.
-func submitted(t *testing.T, s *ledgerdb.Store, credits, cost int64) (accountID string, job ledgerdb.JobKey) {
-	t.Helper()
-	accountID = ledgertest.Account(t, s, credits)
-	job = ledgerdb.JobKey{AccountID: accountID, JobID: ledgertest.ID(t, "job")}
-	tr, err := s.Submit(context.Background(), ledgerdb.Submission{JobID: job.JobID, AccountID: accountID, Kind: ledgertest.Fixed(t, s, cost), Request: []byte(`{"model":"x"}`)})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.Applied, tr.Outcome)
-	require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State)
-	return accountID, job
-}
-
-// entries returns the job's ledger rows by kind, straight from the table.
-func entries(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) map[ledgerdb.EntryKind]int64 {
-	t.Helper()
-	rows, err := s.Pool().Query(context.Background(), `SELECT kind, amount FROM ledger_entries WHERE job_id = $1`, job.String())
-	require.NoError(t, err)
-	defer rows.Close()
-	got := map[ledgerdb.EntryKind]int64{}
-	for rows.Next() {
-		var kind string
-		var amount int64
-		require.NoError(t, rows.Scan(&kind, &amount))
-		_, dup := got[ledgerdb.EntryKind(kind)]
-		require.False(t, dup, "two %s rows for job %s", kind, job)
-		got[ledgerdb.EntryKind(kind)] = amount
-	}
-	require.NoError(t, rows.Err())
-	return got
-}
-
 // TestStateMachineEdges walks every edge of the state machine of docs/design.md and, at each state, every
 // transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
 // refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
 // changes nothing).
 func TestStateMachineEdges(t *testing.T) {
-	ctx := context.Background()
 	s := ledgertest.Store(t)
+	for _, edge := range []struct {
+		name string
+		walk func(t *testing.T, s *ledgerdb.Store)
+	}{
+		{"submitting: only charge applies", edgeSubmitting},
+		{"submitting to running: charge once", edgeCharged},
+		{"submitting to rejected: insufficient credits charges nothing", edgeRejected},
+		{"running to delivered: the success path reclaims nothing", edgeDelivered},
+		{"running to refunded to recovered: the seed's story", edgeRecovered},
+		{"terminal to deleted: the ID is burnt and the money kept, a late result still owed", edgeDeleted},
+	} {
+		t.Run(edge.name, func(t *testing.T) { edge.walk(t, s) })
+	}
+}
 
-	t.Run("submitting: only charge applies", func(t *testing.T) {
-		acct, job := submitted(t, s, 100, 40)
-		for name, op := range map[string]func() (ledgerdb.Transition, error){
-			"refund":  func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timeout", 1) },
-			"reclaim": func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
-			"deliver": func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
-		} {
-			tr, err := op()
-			require.NoError(t, err, name)
-			require.Equal(t, ledgerdb.NotApplied, tr.Outcome, name)
-			require.Equal(t, ledgerdb.StateSubmitting, tr.Job.State, name)
+// ledgerOp is one call of the ledger on a job, named for the failure message.
+type ledgerOp struct {
+	name string
+	call func(ctx context.Context, s *ledgerdb.Store, job ledgerdb.JobKey) (ledgerdb.Transition, error)
+}
+
+func chargeOp() ledgerOp {
+	return ledgerOp{"charge", func(ctx context.Context, s *ledgerdb.Store, job ledgerdb.JobKey) (ledgerdb.Transition, error) {
+		return s.Charge(ctx, job)
+	}}
+}
+
+func refundOp(reason ledgerdb.Reason, detail string, attempts int) ledgerOp {
+	return ledgerOp{"refund", func(ctx context.Context, s *ledgerdb.Store, job ledgerdb.JobKey) (ledgerdb.Transition, error) {
+		return s.Refund(ctx, job, reason, detail, attempts)
+	}}
+}
+
+func reclaimOp() ledgerOp {
+	return ledgerOp{"reclaim", func(ctx context.Context, s *ledgerdb.Store, job ledgerdb.JobKey) (ledgerdb.Transition, error) {
+		return s.Reclaim(ctx, job)
+	}}
+}
+
+func deliverOp(attempts int) ledgerOp {
+	return ledgerOp{"deliver", func(ctx context.Context, s *ledgerdb.Store, job ledgerdb.JobKey) (ledgerdb.Transition, error) {
+		return s.Deliver(ctx, job, attempts)
+	}}
+}
+
+// requireAnswers runs each op on job and requires that it succeeds with the outcome want and, when
+// state is not empty, leaves the job in state.
+func requireAnswers(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey, want ledgerdb.Outcome, state ledgerdb.State, ops ...ledgerOp) {
+	t.Helper()
+	for _, op := range ops {
+		tr, err := op.call(context.Background(), s, job)
+		require.NoError(t, err, op.name)
+		require.Equal(t, want, tr.Outcome, op.name)
+		if state != "" {
+			require.Equal(t, state, tr.Job.State, op.name)
 		}
-		_, err := s.Delete(ctx, job)
-		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
-		require.Empty(t, entries(t, s, job))
-		ledgertest.RequireBalance(t, s, acct, 100)
-	})
+	}
+}
 
-	t.Run("submitting to running: charge once", func(t *testing.T) {
-		acct, job := submitted(t, s, 100, 40)
-		tr, err := s.Charge(ctx, job)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.Applied, tr.Outcome)
-		require.Equal(t, ledgerdb.StateRunning, tr.Job.State)
-		require.Equal(t, int64(60), tr.BalanceAfter)
-		require.NotZero(t, tr.EntryID)
+// edgeSubmitting: a placeholder takes only its charge, and is not deleted while active.
+func edgeSubmitting(t *testing.T, s *ledgerdb.Store) {
+	acct, job := submitted(t, s, 100, 40)
+	requireAnswers(t, s, job, ledgerdb.NotApplied, ledgerdb.StateSubmitting,
+		refundOp(ledgerdb.ReasonTimedOut, "timeout", 1), reclaimOp(), deliverOp(1))
+	_, err := s.Delete(context.Background(), job)
+	require.ErrorIs(t, err, ledgerdb.ErrJobActive)
+	require.Empty(t, entries(t, s, job))
+	ledgertest.RequireBalance(t, s, acct, 100)
+}
 
-		again, err := s.Charge(ctx, job)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
-		require.Zero(t, again.EntryID)
-		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-		ledgertest.RequireBalance(t, s, acct, 60)
+// edgeCharged: a charge applies once; a running job has nothing to reclaim and is not deleted.
+func edgeCharged(t *testing.T, s *ledgerdb.Store) {
+	ctx := context.Background()
+	acct, job := submitted(t, s, 100, 40)
+	tr, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, tr.Outcome)
+	require.Equal(t, ledgerdb.StateRunning, tr.Job.State)
+	require.Equal(t, int64(60), tr.BalanceAfter)
+	require.NotZero(t, tr.EntryID)
 
-		// Running: reclaim has nothing to take back, delete is refused.
-		rec, err := s.Reclaim(ctx, job)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)
-		_, err = s.Delete(ctx, job)
-		require.ErrorIs(t, err, ledgerdb.ErrJobActive)
-		ledgertest.RequireBalance(t, s, acct, 60)
-	})
+	again, err := s.Charge(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+	require.Zero(t, again.EntryID)
+	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+	ledgertest.RequireBalance(t, s, acct, 60)
 
-	t.Run("submitting to rejected: insufficient credits charges nothing", func(t *testing.T) {
-		acct, job := submitted(t, s, 39, 40)
-		tr, err := s.Charge(ctx, job)
-		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-		require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
-		require.Equal(t, ledgerdb.RejectInsufficientCredits, tr.Job.RejectReason)
-		require.Equal(t, ledgerdb.MoneyNotCharged, tr.Job.MoneyState())
+	// Running: reclaim has nothing to take back, delete is refused.
+	requireAnswers(t, s, job, ledgerdb.NotApplied, "", reclaimOp())
+	_, err = s.Delete(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrJobActive)
+	ledgertest.RequireBalance(t, s, acct, 60)
+}
 
-		// A rejection is final, even once the account could pay: the client resubmits under a new ID.
-		_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
-		require.NoError(t, err)
-		_, err = s.Charge(ctx, job)
-		require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
-		for _, op := range []func() (ledgerdb.Transition, error){
-			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timeout", 1) },
-			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
-			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 1) },
-		} {
-			tr, err := op()
-			require.NoError(t, err)
-			require.Equal(t, ledgerdb.NotApplied, tr.Outcome)
-		}
-		require.Empty(t, entries(t, s, job))
-		ledgertest.RequireBalance(t, s, acct, 139)
-	})
+// edgeRejected: a charge the balance does not cover rejects the job for good, charging nothing.
+func edgeRejected(t *testing.T, s *ledgerdb.Store) {
+	ctx := context.Background()
+	acct, job := submitted(t, s, 39, 40)
+	tr, err := s.Charge(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
+	require.Equal(t, ledgerdb.RejectInsufficientCredits, tr.Job.RejectReason)
+	require.Equal(t, ledgerdb.MoneyNotCharged, tr.Job.MoneyState())
 
-	t.Run("running to delivered: the success path reclaims nothing", func(t *testing.T) {
-		acct, job := submitted(t, s, 100, 40)
-		_, err := s.Charge(ctx, job)
-		require.NoError(t, err)
-		// The success path calls reclaim unconditionally and lets the guard decide (docs/design.md).
-		rec, err := s.Reclaim(ctx, job)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.NotApplied, rec.Outcome)
-		del, err := s.Deliver(ctx, job, 2)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.Applied, del.Outcome)
-		require.Equal(t, ledgerdb.StateDelivered, del.Job.State)
-		require.Equal(t, 2, del.Job.Attempts)
+	// A rejection is final, even once the account could pay: the client resubmits under a new ID.
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
+	requireAnswers(t, s, job, ledgerdb.NotApplied, "",
+		refundOp(ledgerdb.ReasonTimedOut, "timeout", 1), reclaimOp(), deliverOp(1))
+	require.Empty(t, entries(t, s, job))
+	ledgertest.RequireBalance(t, s, acct, 139)
+}
 
-		again, err := s.Deliver(ctx, job, 2)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
-		ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late timeout", 3)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.NotApplied, ref.Outcome, "a delivered job is never refunded")
-		require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
-		ledgertest.RequireBalance(t, s, acct, 60)
-	})
+// edgeDelivered: the success path's reclaim matches nothing, the delivery applies once, and a
+// delivered job is never refunded.
+func edgeDelivered(t *testing.T, s *ledgerdb.Store) {
+	ctx := context.Background()
+	acct, job := charged(t, s, 100, 40)
+	// The success path calls reclaim unconditionally and lets the guard decide (docs/design.md).
+	requireAnswers(t, s, job, ledgerdb.NotApplied, "", reclaimOp())
+	del, err := s.Deliver(ctx, job, 2)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, del.Outcome)
+	require.Equal(t, ledgerdb.StateDelivered, del.Job.State)
+	require.Equal(t, 2, del.Job.Attempts)
 
-	t.Run("running to refunded to recovered: the seed's story", func(t *testing.T) {
-		acct, job := submitted(t, s, 100, 40)
-		_, err := s.Charge(ctx, job)
-		require.NoError(t, err)
+	requireAnswers(t, s, job, ledgerdb.AlreadyApplied, "", deliverOp(2))
+	ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late timeout", 3)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.NotApplied, ref.Outcome, "a delivered job is never refunded")
+	require.Equal(t, map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -40}, entries(t, s, job))
+	ledgertest.RequireBalance(t, s, acct, 60)
+}
 
-		ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.Applied, ref.Outcome)
-		require.Equal(t, ledgerdb.StateRefunded, ref.Job.State)
-		require.Equal(t, ledgerdb.ReasonTimedOut, ref.Job.RefundReason)
-		require.Equal(t, "timed out after 3 attempts", ref.Job.RefundDetail)
-		require.Equal(t, 3, ref.Job.Attempts)
-		require.Equal(t, int64(100), ref.BalanceAfter)
+// edgeRecovered: the refund applies once and records its reason, a refunded job is reclaimed (not
+// just delivered), and a recovered job answers every later call AlreadyApplied.
+func edgeRecovered(t *testing.T, s *ledgerdb.Store) {
+	ctx := context.Background()
+	acct, job := charged(t, s, 100, 40)
 
-		dup, err := s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "a second failure signal", 4)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.AlreadyApplied, dup.Outcome, "rule 2: never refunded twice")
-		dlv, err := s.Deliver(ctx, job, 4)
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.NotApplied, dlv.Outcome, "a refunded job must be reclaimed, not just delivered")
-		ledgertest.RequireBalance(t, s, acct, 100)
+	ref, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, ref.Outcome)
+	require.Equal(t, ledgerdb.StateRefunded, ref.Job.State)
+	require.Equal(t, ledgerdb.ReasonTimedOut, ref.Job.RefundReason)
+	require.Equal(t, "timed out after 3 attempts", ref.Job.RefundDetail)
+	require.Equal(t, 3, ref.Job.Attempts)
+	require.Equal(t, int64(100), ref.BalanceAfter)
 
-		rec, err := s.Reclaim(ctx, job)
+	dup, err := s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "a second failure signal", 4)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, dup.Outcome, "rule 2: never refunded twice")
+	dlv, err := s.Deliver(ctx, job, 4)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.NotApplied, dlv.Outcome, "a refunded job must be reclaimed, not just delivered")
+	ledgertest.RequireBalance(t, s, acct, 100)
+
+	rec, err := s.Reclaim(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, rec.Outcome)
+	require.Equal(t, ledgerdb.StateRecovered, rec.Job.State)
+	require.Equal(t, ledgerdb.MoneyCharged, rec.Job.MoneyState())
+	require.Equal(t, int64(60), rec.BalanceAfter)
+
+	requireAnswers(t, s, job, ledgerdb.AlreadyApplied, ledgerdb.StateRecovered,
+		reclaimOp(), refundOp(ledgerdb.ReasonGPUFailed, "again", 5), deliverOp(5), chargeOp())
+	require.Equal(t, map[ledgerdb.EntryKind]int64{
+		ledgerdb.KindCharge: -40, ledgerdb.KindRefund: 40, ledgerdb.KindReclaim: -40,
+	}, entries(t, s, job))
+	ledgertest.RequireBalance(t, s, acct, 60)
+}
+
+// edgeDeleted deletes a job in each terminal state: the ID is burnt and the money kept, and a late
+// result is still owed.
+func edgeDeleted(t *testing.T, s *ledgerdb.Store) {
+	for _, end := range []ledgerdb.State{ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered} {
+		t.Run(string(end), func(t *testing.T) { requireDeletedFrom(t, s, end) })
+	}
+}
+
+// endedIn submits a job of 40 credits and takes it to the terminal state end (rejected for want
+// of credits), answering its account and key.
+func endedIn(t *testing.T, s *ledgerdb.Store, end ledgerdb.State) (string, ledgerdb.JobKey) {
+	t.Helper()
+	ctx := context.Background()
+	credits := int64(100)
+	if end == ledgerdb.StateRejected {
+		credits = 10
+	}
+	acct, job := submitted(t, s, credits, 40)
+	_, err := s.Charge(ctx, job)
+	if end != ledgerdb.StateRejected {
+		require.NoError(t, err)
+	}
+	switch end {
+	case ledgerdb.StateDelivered:
+		_, err = s.Deliver(ctx, job, 1)
+	case ledgerdb.StateRefunded:
+		_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
+	case ledgerdb.StateRecovered:
+		_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
+		require.NoError(t, err)
+		_, err = s.Reclaim(ctx, job)
+	}
+	if end != ledgerdb.StateRejected {
+		require.NoError(t, err)
+	}
+	return acct, job
+}
+
+// requireDeletedFrom deletes a job that ended in end and checks the tombstone: its money state, the
+// burnt ID, and what a late result's reclaim does to it.
+func requireDeletedFrom(t *testing.T, s *ledgerdb.Store, end ledgerdb.State) {
+	ctx := context.Background()
+	acct, job := endedIn(t, s, end)
+	before, err := s.Balance(ctx, acct)
+	require.NoError(t, err)
+
+	del, err := s.Delete(ctx, job)
+	require.NoError(t, err, end)
+	require.Equal(t, ledgerdb.Applied, del.Outcome)
+	require.Equal(t, ledgerdb.StateDeleted, del.Job.State)
+	require.Equal(t, end, del.Job.StateBeforeDelete)
+	require.Equal(t, end.MoneyState(), del.Job.MoneyState(), "a tombstone keeps its money state")
+	again, err := s.Delete(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
+
+	// Rule 7: the ID can never be submitted or charged again, nor refunded again.
+	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
+	require.ErrorIs(t, err, ledgerdb.ErrGone)
+	_, err = s.Charge(ctx, job)
+	require.ErrorIs(t, err, ledgerdb.ErrGone)
+	_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late", 9)
+	require.ErrorIs(t, err, ledgerdb.ErrGone)
+	read, err := s.Job(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDeleted, read.State)
+	ledgertest.RequireBalance(t, s, acct, before)
+
+	// A late result's reclaim answers the tombstone as the state it was deleted from — except
+	// that a refunded job's refund is still reclaimed (rule 3: deletion hides a job, never
+	// what it owes; TestDeletedRefundedJobTakesItsLateResult).
+	rec, err := s.Reclaim(ctx, job)
+	switch end {
+	case ledgerdb.StateRejected:
+		require.ErrorIs(t, err, ledgerdb.ErrGone)
+	case ledgerdb.StateRefunded:
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.Applied, rec.Outcome)
-		require.Equal(t, ledgerdb.StateRecovered, rec.Job.State)
-		require.Equal(t, ledgerdb.MoneyCharged, rec.Job.MoneyState())
-		require.Equal(t, int64(60), rec.BalanceAfter)
-
-		for _, op := range []func() (ledgerdb.Transition, error){
-			func() (ledgerdb.Transition, error) { return s.Reclaim(ctx, job) },
-			func() (ledgerdb.Transition, error) { return s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "again", 5) },
-			func() (ledgerdb.Transition, error) { return s.Deliver(ctx, job, 5) },
-			func() (ledgerdb.Transition, error) { return s.Charge(ctx, job) },
-		} {
-			tr, err := op()
-			require.NoError(t, err)
-			require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome)
-			require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
-		}
-		require.Equal(t, map[ledgerdb.EntryKind]int64{
-			ledgerdb.KindCharge: -40, ledgerdb.KindRefund: 40, ledgerdb.KindReclaim: -40,
-		}, entries(t, s, job))
-		ledgertest.RequireBalance(t, s, acct, 60)
-	})
-
-	t.Run("terminal to deleted: the ID is burnt and the money kept, a late result still owed", func(t *testing.T) {
-		for _, end := range []ledgerdb.State{ledgerdb.StateRejected, ledgerdb.StateDelivered, ledgerdb.StateRefunded, ledgerdb.StateRecovered} {
-			credits := int64(100)
-			if end == ledgerdb.StateRejected {
-				credits = 10
-			}
-			acct, job := submitted(t, s, credits, 40)
-			_, err := s.Charge(ctx, job)
-			if end != ledgerdb.StateRejected {
-				require.NoError(t, err)
-			}
-			switch end {
-			case ledgerdb.StateDelivered:
-				_, err = s.Deliver(ctx, job, 1)
-			case ledgerdb.StateRefunded:
-				_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
-			case ledgerdb.StateRecovered:
-				_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed", 1)
-				require.NoError(t, err)
-				_, err = s.Reclaim(ctx, job)
-			}
-			if end != ledgerdb.StateRejected {
-				require.NoError(t, err)
-			}
-			before, err := s.Balance(ctx, acct)
-			require.NoError(t, err)
-
-			del, err := s.Delete(ctx, job)
-			require.NoError(t, err, end)
-			require.Equal(t, ledgerdb.Applied, del.Outcome)
-			require.Equal(t, ledgerdb.StateDeleted, del.Job.State)
-			require.Equal(t, end, del.Job.StateBeforeDelete)
-			require.Equal(t, end.MoneyState(), del.Job.MoneyState(), "a tombstone keeps its money state")
-			again, err := s.Delete(ctx, job)
-			require.NoError(t, err)
-			require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
-
-			// Rule 7: the ID can never be submitted or charged again, nor refunded again.
-			_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
-			require.ErrorIs(t, err, ledgerdb.ErrGone)
-			_, err = s.Charge(ctx, job)
-			require.ErrorIs(t, err, ledgerdb.ErrGone)
-			_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "late", 9)
-			require.ErrorIs(t, err, ledgerdb.ErrGone)
-			read, err := s.Job(ctx, job)
-			require.NoError(t, err)
-			require.Equal(t, ledgerdb.StateDeleted, read.State)
-			ledgertest.RequireBalance(t, s, acct, before)
-
-			// A late result's reclaim answers the tombstone as the state it was deleted from — except
-			// that a refunded job's refund is still reclaimed (rule 3: deletion hides a job, never
-			// what it owes; TestDeletedRefundedJobTakesItsLateResult).
-			rec, err := s.Reclaim(ctx, job)
-			switch end {
-			case ledgerdb.StateRejected:
-				require.ErrorIs(t, err, ledgerdb.ErrGone)
-			case ledgerdb.StateRefunded:
-				require.NoError(t, err)
-				require.Equal(t, ledgerdb.Applied, rec.Outcome)
-				require.Equal(t, ledgerdb.StateDeleted, rec.Job.State)
-				require.Equal(t, ledgerdb.StateRecovered, rec.Job.StateBeforeDelete)
-				ledgertest.RequireBalance(t, s, acct, before-40)
-			default:
-				require.NoError(t, err)
-				require.Equal(t, map[ledgerdb.State]ledgerdb.Outcome{
-					ledgerdb.StateDelivered: ledgerdb.NotApplied, ledgerdb.StateRecovered: ledgerdb.AlreadyApplied,
-				}[end], rec.Outcome, end)
-				require.Zero(t, rec.EntryID)
-				ledgertest.RequireBalance(t, s, acct, before)
-			}
-		}
-	})
+		require.Equal(t, ledgerdb.StateDeleted, rec.Job.State)
+		require.Equal(t, ledgerdb.StateRecovered, rec.Job.StateBeforeDelete)
+		ledgertest.RequireBalance(t, s, acct, before-40)
+	default:
+		require.NoError(t, err)
+		require.Equal(t, map[ledgerdb.State]ledgerdb.Outcome{
+			ledgerdb.StateDelivered: ledgerdb.NotApplied, ledgerdb.StateRecovered: ledgerdb.AlreadyApplied,
+		}[end], rec.Outcome, end)
+		require.Zero(t, rec.EntryID)
+		ledgertest.RequireBalance(t, s, acct, before)
+	}
 }
 
 // TestSubmitIsIdempotent checks the placeholder's answers (rule 7 and 8): the same ID and request

@@ -149,238 +149,291 @@ type deleteRaceResult struct {
 	fate, deletedAs ledgerdb.State
 }
 
+// deleteRaceRacers is how many goroutines resubmit and charge in a round (racer 0 sends another
+// body), and deleteRaceMaxLoop how many times each goes round at most.
+const (
+	deleteRaceRacers  = 6
+	deleteRaceMaxLoop = 200
+)
+
+// deleteRound is one round of TestDeleteRacesResubmit in progress: the answers of its goroutines
+// (each writes only its own slot: the racers, the two deleters, the late result) and what the round
+// has found so far.
+type deleteRound struct {
+	ctx     context.Context
+	store   *ledgerdb.Store
+	p       deleteRacePlan
+	res     deleteRaceResult
+	deleted atomic.Bool
+	answers [][]raceAnswer
+}
+
 // raceDeleteRound settles one job, races its delete against resubmissions, charges and a late
 // result, and checks the tombstone. It runs off the test goroutine, so it reports problems
 // instead of failing the test.
 func raceDeleteRound(ctx context.Context, store *ledgerdb.Store, p deleteRacePlan) deleteRaceResult {
-	const (
-		racers  = 6 // goroutines resubmitting and charging; racer 0 sends another body
-		maxLoop = 200
-	)
-	res := deleteRaceResult{fate: p.fate}
-	sub, fate := p.sub, p.fate
-	fail := func(format string, args ...any) deleteRaceResult {
-		res.problems = append(res.problems, p.where+": "+fmt.Sprintf(format, args...))
-		return res
+	d := &deleteRound{ctx: ctx, store: store, p: p, res: deleteRaceResult{fate: p.fate}, answers: make([][]raceAnswer, deleteRaceRacers+3)}
+	if err := settleAlong(ctx, store, p.sub, p.fate); err != nil {
+		return d.fail("%v", err)
 	}
-	other := sub
-	other.Request = append(slices.Clip(sub.Request), " "...)
+	d.race()
+	if ctx.Err() != nil {
+		return d.fail("%v", ctx.Err())
+	}
+	d.judge()
+	if len(d.res.problems) > 0 {
+		return d.res
+	}
+	return d.checkTombstone()
+}
 
-	// Settle the job along its fate.
+// fail records a problem of the round and answers the round's result so far.
+func (d *deleteRound) fail(format string, args ...any) deleteRaceResult {
+	d.res.problems = append(d.res.problems, d.p.where+": "+fmt.Sprintf(format, args...))
+	return d.res
+}
+
+// settleAlong submits and charges a job and takes it to fate: delivered, refunded, recovered, or
+// rejected for want of credits.
+func settleAlong(ctx context.Context, store *ledgerdb.Store, sub ledgerdb.Submission, fate ledgerdb.State) error {
 	if _, err := store.Submit(ctx, sub); err != nil {
-		return fail("submit: %v", err)
+		return fmt.Errorf("submit: %w", err)
 	}
 	_, err := store.Charge(ctx, sub.Key())
 	if fate == ledgerdb.StateRejected && !errors.Is(err, ledgerdb.ErrInsufficientCredits) ||
 		fate != ledgerdb.StateRejected && err != nil {
-		return fail("charge: %v", err)
+		return fmt.Errorf("charge: %v", err)
 	}
 	switch fate {
 	case ledgerdb.StateDelivered:
 		if _, err := store.Deliver(ctx, sub.Key(), 1); err != nil {
-			return fail("deliver: %v", err)
+			return fmt.Errorf("deliver: %w", err)
 		}
 	case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
 		if _, err := store.Refund(ctx, sub.Key(), ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err != nil {
-			return fail("refund: %v", err)
+			return fmt.Errorf("refund: %w", err)
 		}
 		if fate == ledgerdb.StateRecovered {
 			if _, err := store.Reclaim(ctx, sub.Key()); err != nil {
-				return fail("reclaim: %v", err)
+				return fmt.Errorf("reclaim: %w", err)
 			}
 		}
 	}
+	return nil
+}
 
-	// Race: two deleters (a duplicate delivery of the user's DELETE) against the racers.
-	var deleted atomic.Bool
+// race runs two deleters (a duplicate delivery of the user's DELETE) against the racers and the
+// job's late result, all released at once.
+func (d *deleteRound) race() {
 	start := make(chan struct{})
-	answers := make([][]raceAnswer, racers+3)
 	var wg sync.WaitGroup
-	for d := range 2 {
-		wg.Go(func() {
-			<-start
-			time.Sleep(p.jitter[d])
-			tr, err := store.Delete(ctx, sub.Key())
-			if err == nil {
-				deleted.Store(true)
-			}
-			answers[racers+d] = append(answers[racers+d], raceAnswer{who: fmt.Sprintf("deleter %d", d), call: "delete",
-				outcome: tr.Outcome, entryID: tr.EntryID, err: err, job: tr.Job.StateBeforeDelete})
-		})
+	for n := range 2 {
+		wg.Go(func() { <-start; d.deleter(n) })
 	}
-	// The job's late result lands at the same time: the success path reclaims (which applies
-	// only to a refunded job, deleted or not), then delivers.
-	wg.Go(func() {
-		<-start
-		for range maxLoop {
-			afterDelete := deleted.Load()
-			tr, err := store.Reclaim(ctx, sub.Key())
-			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "reclaim",
-				afterDelete: afterDelete, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
-			deliverAfter := deleted.Load()
-			tr, err = store.Deliver(ctx, sub.Key(), 4)
-			answers[racers+2] = append(answers[racers+2], raceAnswer{who: "late result", call: "deliver",
-				afterDelete: deliverAfter, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
-			if afterDelete || ctx.Err() != nil {
-				return
-			}
-		}
-	})
-	for r := range racers {
-		wg.Go(func() {
-			<-start
-			mine := sub
-			if r == 0 {
-				mine = other
-			}
-			who := fmt.Sprintf("racer %d", r)
-			// Keep going until a whole resubmit-and-charge started after the delete returned.
-			for range maxLoop {
-				afterDelete := deleted.Load()
-				tr, err := store.Submit(ctx, mine)
-				answers[r] = append(answers[r], raceAnswer{who: who, call: "submit", afterDelete: afterDelete,
-					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
-				chargeAfter := deleted.Load()
-				tr, err = store.Charge(ctx, sub.Key())
-				answers[r] = append(answers[r], raceAnswer{who: who, call: "charge", afterDelete: chargeAfter,
-					outcome: tr.Outcome, entryID: tr.EntryID, err: err})
-				if afterDelete || ctx.Err() != nil {
-					return
-				}
-			}
-		})
+	wg.Go(func() { <-start; d.lateResult() })
+	for r := range deleteRaceRacers {
+		wg.Go(func() { <-start; d.racer(r) })
 	}
 	close(start)
 	wg.Wait()
-	if ctx.Err() != nil {
-		return fail("%v", ctx.Err())
-	}
+}
 
+// deleter n deletes the job after its jitter.
+func (d *deleteRound) deleter(n int) {
+	time.Sleep(d.p.jitter[n])
+	tr, err := d.store.Delete(d.ctx, d.p.sub.Key())
+	if err == nil {
+		d.deleted.Store(true)
+	}
+	d.answers[deleteRaceRacers+n] = append(d.answers[deleteRaceRacers+n], raceAnswer{who: fmt.Sprintf("deleter %d", n), call: "delete",
+		outcome: tr.Outcome, entryID: tr.EntryID, err: err, job: tr.Job.StateBeforeDelete})
+}
+
+// lateResult is the job's late result landing during the race: the success path reclaims (which
+// applies only to a refunded job, deleted or not), then delivers, until a reclaim started after
+// the delete returned.
+func (d *deleteRound) lateResult() {
+	slot := deleteRaceRacers + 2
+	for range deleteRaceMaxLoop {
+		afterDelete := d.deleted.Load()
+		tr, err := d.store.Reclaim(d.ctx, d.p.sub.Key())
+		d.answers[slot] = append(d.answers[slot], raceAnswer{who: "late result", call: "reclaim",
+			afterDelete: afterDelete, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+		deliverAfter := d.deleted.Load()
+		tr, err = d.store.Deliver(d.ctx, d.p.sub.Key(), 4)
+		d.answers[slot] = append(d.answers[slot], raceAnswer{who: "late result", call: "deliver",
+			afterDelete: deliverAfter, outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+		if afterDelete || d.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// racer r resubmits (racer 0 with another body) and charges the job until a whole
+// resubmit-and-charge started after the delete returned.
+func (d *deleteRound) racer(r int) {
+	mine := d.p.sub
+	if r == 0 {
+		mine.Request = append(slices.Clip(mine.Request), " "...)
+	}
+	who := fmt.Sprintf("racer %d", r)
+	for range deleteRaceMaxLoop {
+		afterDelete := d.deleted.Load()
+		tr, err := d.store.Submit(d.ctx, mine)
+		d.answers[r] = append(d.answers[r], raceAnswer{who: who, call: "submit", afterDelete: afterDelete,
+			outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+		chargeAfter := d.deleted.Load()
+		tr, err = d.store.Charge(d.ctx, d.p.sub.Key())
+		d.answers[r] = append(d.answers[r], raceAnswer{who: who, call: "charge", afterDelete: chargeAfter,
+			outcome: tr.Outcome, entryID: tr.EntryID, err: err})
+		if afterDelete || d.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// judge checks every answer of the race: only a refunded job's late result moves money, once; the
+// two deletes answer Applied and AlreadyApplied; every other call answers as its side of the
+// delete allows. A refunded job whose late result reclaimed it is recovered from then on.
+func (d *deleteRound) judge() {
+	fate := d.p.fate
 	deletes := map[ledgerdb.Outcome]int{}
-	var deletedAs ledgerdb.State
-	sawAfter := false
 	reclaimed := 0
-	for r, list := range answers {
+	for r, list := range d.answers {
 		for _, a := range list {
 			if a.call == "reclaim" && a.err == nil && a.outcome == ledgerdb.Applied {
 				// Only the late result of a refunded job may move money, once, before the delete
 				// or on its tombstone.
 				reclaimed++
 				if fate != ledgerdb.StateRefunded || a.entryID == 0 {
-					fail("reclaim applied: %s", a)
+					d.fail("reclaim applied: %s", a)
 				}
 				continue
 			}
 			if a.entryID != 0 {
-				fail("wrote a ledger row: %s", a)
+				d.fail("wrote a ledger row: %s", a)
 			}
-			if a.call == "delete" {
+			switch {
+			case a.call == "delete":
 				if a.err != nil {
-					fail("%s", a)
+					d.fail("%s", a)
 				}
 				if a.outcome == ledgerdb.Applied {
-					deletedAs = a.job
+					d.res.deletedAs = a.job
 				}
 				deletes[a.outcome]++
-				continue
-			}
-			if a.afterDelete {
-				res.after++
-				sawAfter = true
-				ok := errors.Is(a.err, ledgerdb.ErrGone)
-				if a.call == "reclaim" {
-					// A late result's reclaim answers a tombstone as the state it was deleted from
-					// (a refunded one's applied, above): a rejected one is gone.
-					switch fate {
-					case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
-						ok = a.err == nil && a.outcome == ledgerdb.AlreadyApplied
-					case ledgerdb.StateDelivered:
-						ok = a.err == nil && a.outcome == ledgerdb.NotApplied
-					}
+			case a.afterDelete:
+				d.res.after++
+				if !answeredAfterDelete(a, fate) {
+					d.fail("after the delete: %s", a)
 				}
-				if !ok {
-					fail("after the delete: %s", a)
-				}
-				continue
-			}
-			res.before++
-			ok := errors.Is(a.err, ledgerdb.ErrGone)
-			switch {
-			case a.call == "reclaim":
-				// Applied was handled above.
-				want := ledgerdb.NotApplied
-				if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
-					want = ledgerdb.AlreadyApplied
-				}
-				ok = ok || (a.err == nil && a.outcome == want)
-			case a.call == "deliver":
-				// A refunded job answers NotApplied, or AlreadyApplied once its reclaim won.
-				ok = ok || (a.err == nil && (a.outcome == ledgerdb.AlreadyApplied && fate != ledgerdb.StateRejected ||
-					a.outcome == ledgerdb.NotApplied && (fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRejected)))
-			case a.call == "submit" && r == 0:
-				ok = ok || errors.Is(a.err, ledgerdb.ErrConflict)
-			case a.call == "submit":
-				ok = ok || (a.err == nil && a.outcome == ledgerdb.AlreadyApplied)
-			case fate == ledgerdb.StateRejected:
-				ok = ok || errors.Is(a.err, ledgerdb.ErrInsufficientCredits)
 			default:
-				ok = ok || (a.err == nil && a.outcome == ledgerdb.AlreadyApplied)
-			}
-			if !ok {
-				fail("before the delete: %s", a)
+				d.res.before++
+				if !answeredBeforeDelete(a, r, fate) {
+					d.fail("before the delete: %s", a)
+				}
 			}
 		}
 	}
 	if deletes[ledgerdb.Applied] != 1 || deletes[ledgerdb.AlreadyApplied] != 1 {
-		fail("the two deletes answered %v, want one Applied and one AlreadyApplied", deletes)
+		d.fail("the two deletes answered %v, want one Applied and one AlreadyApplied", deletes)
 	}
-	if !sawAfter {
-		fail("no racer call started after the delete returned")
+	if d.res.after == 0 {
+		d.fail("no racer call started after the delete returned")
 	}
 	if fate == ledgerdb.StateRefunded && reclaimed != 1 {
-		fail("the late result of a refunded job reclaimed %d times, want once", reclaimed)
+		d.fail("the late result of a refunded job reclaimed %d times, want once", reclaimed)
 	}
 	if reclaimed == 1 {
-		fate = ledgerdb.StateRecovered
-		res.fate = fate
+		d.res.fate = ledgerdb.StateRecovered
 	}
-	res.deletedAs = deletedAs
-	if len(res.problems) > 0 {
-		return res
-	}
+}
 
-	// The tombstone holds: the state, the money it remembers, and the rows of its fate only.
-	if deletedAs != fate && !(deletedAs == ledgerdb.StateRefunded && p.fate == ledgerdb.StateRefunded) {
-		fail("the applied delete says the job was %q, want %q", deletedAs, fate)
+// answeredAfterDelete says whether a call that started after the delete returned answered as a
+// tombstone must: ErrGone — except a late result's reclaim, which answers a tombstone as the state
+// it was deleted from (a refunded one's applied, judged apart): a rejected one is gone.
+func answeredAfterDelete(a raceAnswer, fate ledgerdb.State) bool {
+	if a.call == "reclaim" {
+		switch fate {
+		case ledgerdb.StateRefunded, ledgerdb.StateRecovered:
+			return a.err == nil && a.outcome == ledgerdb.AlreadyApplied
+		case ledgerdb.StateDelivered:
+			return a.err == nil && a.outcome == ledgerdb.NotApplied
+		}
+	}
+	return errors.Is(a.err, ledgerdb.ErrGone)
+}
+
+// answeredBeforeDelete says whether a call that started before the delete returned (by racer r,
+// when a racer's) answered as a repeat on a job settled in fate, or ErrGone when the delete won.
+func answeredBeforeDelete(a raceAnswer, r int, fate ledgerdb.State) bool {
+	if errors.Is(a.err, ledgerdb.ErrGone) {
+		return true
+	}
+	switch {
+	case a.call == "reclaim":
+		// Applied was judged apart.
+		want := ledgerdb.NotApplied
+		if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
+			want = ledgerdb.AlreadyApplied
+		}
+		return a.err == nil && a.outcome == want
+	case a.call == "deliver":
+		// A refunded job answers NotApplied, or AlreadyApplied once its reclaim won.
+		return a.err == nil && (a.outcome == ledgerdb.AlreadyApplied && fate != ledgerdb.StateRejected ||
+			a.outcome == ledgerdb.NotApplied && (fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRejected))
+	case a.call == "submit" && r == 0:
+		return errors.Is(a.err, ledgerdb.ErrConflict)
+	case a.call == "submit":
+		return a.err == nil && a.outcome == ledgerdb.AlreadyApplied
+	case fate == ledgerdb.StateRejected:
+		return errors.Is(a.err, ledgerdb.ErrInsufficientCredits)
+	default:
+		return a.err == nil && a.outcome == ledgerdb.AlreadyApplied
+	}
+}
+
+// checkTombstone checks the job after the race: the state and money the tombstone remembers, the
+// burnt ID, and the rows of its fate only.
+func (d *deleteRound) checkTombstone() deleteRaceResult {
+	ctx, store, sub, fate, deletedAs := d.ctx, d.store, d.p.sub, d.res.fate, d.res.deletedAs
+	if deletedAs != fate && !(deletedAs == ledgerdb.StateRefunded && d.p.fate == ledgerdb.StateRefunded) {
+		d.fail("the applied delete says the job was %q, want %q", deletedAs, fate)
 	}
 	job, err := store.Job(ctx, sub.Key())
 	if err != nil || job.State != ledgerdb.StateDeleted || job.StateBeforeDelete != fate {
-		fail("read back as (%s, before delete %s, %v), want a tombstone of %s", job.State, job.StateBeforeDelete, err, fate)
+		d.fail("read back as (%s, before delete %s, %v), want a tombstone of %s", job.State, job.StateBeforeDelete, err, fate)
 	}
 	if _, err := store.Submit(ctx, sub); !errors.Is(err, ledgerdb.ErrGone) {
-		fail("submit after the race: %v, want ErrGone", err)
+		d.fail("submit after the race: %v, want ErrGone", err)
 	}
 	if _, err := store.Charge(ctx, sub.Key()); !errors.Is(err, ledgerdb.ErrGone) {
-		fail("charge after the race: %v, want ErrGone", err)
-	}
-	want := map[ledgerdb.EntryKind][]int64{}
-	if fate != ledgerdb.StateRejected {
-		want[ledgerdb.KindCharge] = []int64{-job.Cost}
-	}
-	if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
-		want[ledgerdb.KindRefund] = []int64{job.Cost}
-	}
-	if fate == ledgerdb.StateRecovered {
-		want[ledgerdb.KindReclaim] = []int64{-job.Cost}
+		d.fail("charge after the race: %v, want ErrGone", err)
 	}
 	got, err := raceRowsOfJob(ctx, store, sub.Key())
 	if err != nil {
-		return fail("reading rows: %v", err)
+		return d.fail("reading rows: %v", err)
 	}
-	if !reflect.DeepEqual(got, want) {
-		fail("rows %v, want %v", got, want)
+	if want := rowsOfFate(fate, job.Cost); !reflect.DeepEqual(got, want) {
+		d.fail("rows %v, want %v", got, want)
 	}
-	return res
+	return d.res
+}
+
+// rowsOfFate is the rows a job of cost keeps in each end state: a charge unless rejected, a refund
+// when refunded or recovered, a reclaim when recovered.
+func rowsOfFate(fate ledgerdb.State, cost int64) map[ledgerdb.EntryKind][]int64 {
+	want := map[ledgerdb.EntryKind][]int64{}
+	if fate != ledgerdb.StateRejected {
+		want[ledgerdb.KindCharge] = []int64{-cost}
+	}
+	if fate == ledgerdb.StateRefunded || fate == ledgerdb.StateRecovered {
+		want[ledgerdb.KindRefund] = []int64{cost}
+	}
+	if fate == ledgerdb.StateRecovered {
+		want[ledgerdb.KindReclaim] = []int64{-cost}
+	}
+	return want
 }
 
 // raceRowsOfJob reads a job's charge, refund and reclaim amounts straight from ledger_entries.

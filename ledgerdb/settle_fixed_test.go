@@ -2,6 +2,7 @@ package ledgerdb_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,36 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 		require.Equal(t, want, ledgertest.Rows(t, s, id))
 	}
 	ledgertest.RequireBalance(t, s, acct, 100-80)
+}
+
+// TestFixedPriceReleasesNothing checks rule 3 for a kind sold by the job (unit "job"): it is sold
+// whole at a fixed price, so its result nets −price whatever usage the runner reports — "its
+// charge holds one unit and nothing is released" (ledgerdb.UnitJob): it is settled at its one
+// unit, and a report of zero units does not make the job free.
+func TestFixedPriceReleasesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 100)
+	for _, usage := range []*int64{nil, ledgerdb.Units(1), ledgerdb.Units(5), ledgerdb.Units(0)} {
+		for _, late := range []bool{false, true} {
+			job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "fixed"), 10, "x").Job.Key()
+			kinds := []ledgerdb.EntryKind{ledgerdb.KindCharge}
+			if late {
+				_, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 3)
+				require.NoError(t, err)
+				kinds = append(kinds, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+			}
+			tr, err := s.Settle(ctx, job, 1, usage, "")
+			require.NoError(t, err)
+			require.Equal(t, ledgerdb.Applied, tr.Outcome)
+			what := "no usage"
+			if usage != nil {
+				what = fmt.Sprintf("usage %d", *usage)
+			}
+			require.Equal(t, int64(-10), tr.Job.Net(), "a job sold whole, settled with %s (late: %v), nets its price", what, late)
+			requireSettled(t, tr.Job, 1)
+			ledgertest.RequireRows(t, s, job, 10, kinds...)
+		}
+	}
+	ledgertest.RequireBalance(t, s, acct, 100-8*10)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -71,259 +72,325 @@ type stormResult struct {
 // total (rule 6); and exactly one Applied answer per job per transition however many duplicates
 // raced for it, every other delivery answering AlreadyApplied or NotApplied (rule 8).
 func TestDuplicateStorm(t *testing.T) {
-	const (
-		jobCount     = 1000
-		accountCount = 20
-		workers      = 64
-		// copies is how many deliveries of a job's main call race each other in a phase.
-		copies = 4
-	)
-	store := ledgertest.Store(t)
+	s := newDupStorm(t)
+	applied := map[stormJobOp]int{}
+	calls := 0
+	for _, phase := range s.phases() {
+		start := time.Now()
+		results := s.runPhase(phase.groups)
+		calls += len(results)
+		t.Logf("phase %-17s %6d calls by %d goroutines in %v", phase.name, len(results), dupStormWorkers, time.Since(start).Round(time.Millisecond))
+		s.tally(phase.name, results, applied)
+	}
+	contestedRefunded, contestedDelivered := s.requireApplied(applied)
+	s.requireRows()
+	t.Logf("%d calls on %d jobs over %d accounts; timeout vs success: the refund won %d times, the delivery %d",
+		calls, dupStormJobs, dupStormAccounts, contestedRefunded, contestedDelivered)
+}
+
+// TestDuplicateStorm's sizes.
+const (
+	dupStormJobs     = 1000
+	dupStormAccounts = 20
+	dupStormWorkers  = 64
+	// dupStormCopies is how many deliveries of a job's main call race each other in a phase.
+	dupStormCopies = 4
+	dupStormGrant  = 1_000_000
+)
+
+// dupStormJob is one job of TestDuplicateStorm and the fate drawn for it.
+type dupStormJob struct {
+	id, account string
+	key         ledgerdb.JobKey
+	cost        int64
+	fate        stormFate
+}
+
+// storm is what the storms of many jobs share: the test and its deadline, the ledger, the seed
+// that draws every choice, and the accounts.
+type storm struct {
+	t        *testing.T
+	ctx      context.Context
+	store    *ledgerdb.Store
+	seed     uint64
+	rng      *rand.Rand
+	accounts []string
+}
+
+// newStorm draws a seed, logged so that a failing storm can be repeated (stream tells the storms'
+// random streams apart), and opens n accounts of grant credits.
+func newStorm(t *testing.T, stream uint64, n int, grant int64) storm {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("storm seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x5707))
-
-	accounts := make([]string, accountCount)
-	const grant = 1_000_000
-	for i := range accounts {
-		accounts[i] = ledgertest.Account(t, store, grant)
+	t.Cleanup(cancel)
+	s := storm{t: t, ctx: ctx, store: ledgertest.Store(t), seed: uint64(time.Now().UnixNano())}
+	t.Logf("storm seed %d", s.seed)
+	s.rng = rand.New(rand.NewPCG(s.seed, stream))
+	s.accounts = make([]string, n)
+	for i := range s.accounts {
+		s.accounts[i] = ledgertest.Account(t, s.store, grant)
 	}
+	return s
+}
+
+// requireNoProblems fails the test with the first problems the storm found, naming the seed that
+// repeats them.
+func (s *storm) requireNoProblems(problems []string) {
+	s.t.Helper()
+	require.Empty(s.t, problems, "seed %d: first problems of %d: %v", s.seed, len(problems), problems[:min(len(problems), 10)])
+}
+
+// requireBalances checks each account's balance against want, and every money rule on them.
+func (s *storm) requireBalances(want map[string]int64) {
+	s.t.Helper()
+	for a, balance := range want {
+		got, err := s.store.Balance(s.ctx, a)
+		require.NoError(s.t, err)
+		require.Equal(s.t, balance, got, "account %s (seed %d)", a, s.seed)
+	}
+	ledgertest.RequireSound(s.t, s.store, s.accounts...)
+}
+
+// dupStorm is TestDuplicateStorm's jobs over its accounts.
+type dupStorm struct {
+	storm
+	jobs []dupStormJob
+	keys []ledgerdb.JobKey
+}
+
+// stormJobOp counts the Applied answers of one op on one job.
+type stormJobOp struct {
+	job int
+	op  stormOp
+}
+
+// newDupStorm opens the accounts and draws each job's cost and fate from a logged seed.
+func newDupStorm(t *testing.T) *dupStorm {
+	s := &dupStorm{storm: newStorm(t, 0x5707, dupStormAccounts, dupStormGrant)}
 	prefix := ledgertest.ID(t, "storm")
-	type stormJob struct {
-		id, account string
-		key         ledgerdb.JobKey
-		cost        int64
-		fate        stormFate
-	}
-	jobs := make([]stormJob, jobCount)
-	keys := make([]ledgerdb.JobKey, jobCount)
-	for i := range jobs {
-		jobs[i] = stormJob{
+	s.jobs = make([]dupStormJob, dupStormJobs)
+	s.keys = make([]ledgerdb.JobKey, dupStormJobs)
+	for i := range s.jobs {
+		j := dupStormJob{
 			id:      fmt.Sprintf("%s-%04d", prefix, i),
-			account: accounts[i%accountCount],
-			cost:    1 + rng.Int64N(500),
-			fate:    stormFate(rng.IntN(4)),
+			account: s.accounts[i%dupStormAccounts],
+			cost:    1 + s.rng.Int64N(500),
+			fate:    stormFate(s.rng.IntN(4)),
 		}
-		jobs[i].key = ledgerdb.JobKey{AccountID: jobs[i].account, JobID: jobs[i].id}
-		keys[i] = jobs[i].key
+		j.key = ledgerdb.JobKey{AccountID: j.account, JobID: j.id}
+		s.jobs[i], s.keys[i] = j, j.key
 	}
+	return s
+}
 
-	call := func(c stormCall) stormResult {
-		j := jobs[c.job]
-		var tr ledgerdb.Transition
-		var err error
-		switch c.op {
-		case stormSubmit:
-			tr, err = store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: ledgertest.Fixed(t, store, j.cost), Request: []byte(`{"render":"storm"}`)})
-		case stormCharge:
-			tr, err = store.Charge(ctx, j.key)
-		case stormRefund:
-			tr, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
-		case stormReclaim:
-			tr, err = store.Reclaim(ctx, j.key)
-		case stormDeliver:
-			tr, err = store.Deliver(ctx, j.key, 1)
-		case stormGrant:
-			var p ledgerdb.Posting
-			p, err = store.Grant(ctx, ledgerdb.Credit{AccountID: j.account, Amount: stormGrantAmount, Key: "grant-" + j.id})
-			tr.Outcome = p.Outcome
-		}
-		return stormResult{call: c, outcome: tr.Outcome, err: err}
+// call makes one delivery of a call.
+func (s *dupStorm) call(c stormCall) stormResult {
+	j := s.jobs[c.job]
+	var tr ledgerdb.Transition
+	var err error
+	switch c.op {
+	case stormSubmit:
+		tr, err = s.store.Submit(s.ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: ledgertest.Fixed(s.t, s.store, j.cost), Request: []byte(`{"render":"storm"}`)})
+	case stormCharge:
+		tr, err = s.store.Charge(s.ctx, j.key)
+	case stormRefund:
+		tr, err = s.store.Refund(s.ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
+	case stormReclaim:
+		tr, err = s.store.Reclaim(s.ctx, j.key)
+	case stormDeliver:
+		tr, err = s.store.Deliver(s.ctx, j.key, 1)
+	case stormGrant:
+		var p ledgerdb.Posting
+		p, err = s.store.Grant(s.ctx, ledgerdb.Credit{AccountID: j.account, Amount: stormGrantAmount, Key: "grant-" + j.id})
+		tr.Outcome = p.Outcome
 	}
+	return stormResult{call: c, outcome: tr.Outcome, err: err}
+}
 
-	// runPhase hands each job's group of calls out back to back, so that the copies of one call
-	// are picked up by different goroutines at the same moment and really race.
-	runPhase := func(groups [][]stormCall) []stormResult {
-		rng.Shuffle(len(groups), func(i, k int) { groups[i], groups[k] = groups[k], groups[i] })
-		for _, g := range groups {
-			rng.Shuffle(len(g), func(i, k int) { g[i], g[k] = g[k], g[i] })
-		}
-		feed := make(chan stormCall)
-		results := make([][]stormResult, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for c := range feed {
-					results[w] = append(results[w], call(c))
-				}
-			})
-		}
-		for _, g := range groups {
-			for _, c := range g {
-				feed <- c
-			}
-		}
-		close(feed)
-		wg.Wait()
-		return slices.Concat(results...)
+// runPhase hands each job's group of calls out back to back, so that the copies of one call are
+// picked up by different goroutines at the same moment and really race.
+func (s *dupStorm) runPhase(groupOf func(i int) []stormCall) []stormResult {
+	groups := make([][]stormCall, dupStormJobs)
+	for i := range groups {
+		groups[i] = groupOf(i)
 	}
+	s.rng.Shuffle(len(groups), func(i, k int) { groups[i], groups[k] = groups[k], groups[i] })
+	for _, g := range groups {
+		s.rng.Shuffle(len(g), func(i, k int) { g[i], g[k] = g[k], g[i] })
+	}
+	calls := slices.Concat(groups...)
+	results := make([]stormResult, len(calls))
+	parallel(dupStormWorkers, len(calls), func(i int) error {
+		results[i] = s.call(calls[i])
+		return nil
+	})
+	return results
+}
 
-	transition := []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied}
-	already := []ledgerdb.Outcome{ledgerdb.AlreadyApplied}
-	notApplied := []ledgerdb.Outcome{ledgerdb.NotApplied}
-	repeat := func(job int, op stormOp, n int, allowed []ledgerdb.Outcome) []stormCall {
-		calls := make([]stormCall, n)
-		for i := range calls {
-			calls[i] = stormCall{job: job, op: op, allowed: allowed}
-		}
-		return calls
-	}
+// The outcomes a delivery may answer.
+var (
+	stormTransition = []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied}
+	stormAlready    = []ledgerdb.Outcome{ledgerdb.AlreadyApplied}
+	stormNotApplied = []ledgerdb.Outcome{ledgerdb.NotApplied}
+	stormAnyOutcome = []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied, ledgerdb.NotApplied}
+)
 
-	anyOutcome := []ledgerdb.Outcome{ledgerdb.Applied, ledgerdb.AlreadyApplied, ledgerdb.NotApplied}
-	timeoutOrSuccess := func(i int) []stormCall {
-		switch jobs[i].fate {
-		case stormFateContested:
-			return slices.Concat(repeat(i, stormRefund, copies, anyOutcome), repeat(i, stormDeliver, copies, anyOutcome))
-		case stormFateDelivered:
-			// The success path calls reclaim unconditionally; on a running or delivered job the
-			// guard matches nothing.
-			return slices.Concat(repeat(i, stormDeliver, copies, transition),
-				repeat(i, stormReclaim, 1, notApplied), repeat(i, stormCharge, 1, already))
-		default:
-			return slices.Concat(repeat(i, stormRefund, copies, transition), repeat(i, stormCharge, 1, already),
-				repeat(i, stormSubmit, 1, already))
-		}
+// repeatCall is n deliveries of one call.
+func repeatCall(job int, op stormOp, n int, allowed []ledgerdb.Outcome) []stormCall {
+	calls := make([]stormCall, n)
+	for i := range calls {
+		calls[i] = stormCall{job: job, op: op, allowed: allowed}
 	}
-	lateSuccess := func(i int) []stormCall {
-		switch jobs[i].fate {
-		case stormFateContested:
-			return slices.Concat(repeat(i, stormReclaim, copies, anyOutcome), repeat(i, stormDeliver, 1, anyOutcome))
-		case stormFateRecovered:
-			// A late result runs reclaim, then deliver; deliver racing the reclaim sees the job
-			// refunded (NotApplied) or recovered (AlreadyApplied), and never applies.
-			return slices.Concat(repeat(i, stormReclaim, copies, transition),
-				repeat(i, stormDeliver, 2, []ledgerdb.Outcome{ledgerdb.NotApplied, ledgerdb.AlreadyApplied}),
-				repeat(i, stormRefund, 1, already), repeat(i, stormCharge, 1, already))
-		case stormFateRefunded:
-			return slices.Concat(repeat(i, stormRefund, 2, already), repeat(i, stormDeliver, 1, notApplied))
-		default:
-			return slices.Concat(repeat(i, stormDeliver, 2, already), repeat(i, stormReclaim, 2, notApplied),
-				repeat(i, stormRefund, 1, notApplied))
-		}
-	}
-	phases := []struct {
+	return calls
+}
+
+// phases are the storm's phases, each job's group of calls in each.
+func (s *dupStorm) phases() []struct {
+	name   string
+	groups func(i int) []stormCall
+} {
+	return []struct {
 		name   string
 		groups func(i int) []stormCall
 	}{
-		{"submit", func(i int) []stormCall { return repeat(i, stormSubmit, copies, transition) }},
-		{"charge", func(i int) []stormCall { return repeat(i, stormCharge, copies, transition) }},
+		{"submit", func(i int) []stormCall { return repeatCall(i, stormSubmit, dupStormCopies, stormTransition) }},
+		{"charge", func(i int) []stormCall { return repeatCall(i, stormCharge, dupStormCopies, stormTransition) }},
 		{"refund or deliver", func(i int) []stormCall {
 			var grants []stormCall
 			if i%10 == 0 {
-				grants = repeat(i, stormGrant, copies, transition)
+				grants = repeatCall(i, stormGrant, dupStormCopies, stormTransition)
 			}
-			return slices.Concat(grants, timeoutOrSuccess(i))
+			return slices.Concat(grants, s.timeoutOrSuccess(i))
 		}},
-		{"late success", lateSuccess},
+		{"late success", s.lateSuccess},
 	}
-	type jobOp struct {
-		job int
-		op  stormOp
-	}
-	appliedCount := map[jobOp]int{}
-	var problems []string
-	calls := 0
-	for _, phase := range phases {
-		groups := make([][]stormCall, jobCount)
-		for i := range groups {
-			groups[i] = phase.groups(i)
-		}
-		start := time.Now()
-		results := runPhase(groups)
-		calls += len(results)
-		t.Logf("phase %-17s %6d calls by %d goroutines in %v", phase.name, len(results), workers, time.Since(start).Round(time.Millisecond))
-		for _, r := range results {
-			j := jobs[r.call.job]
-			switch {
-			case r.err != nil:
-				problems = append(problems, fmt.Sprintf("phase %s: %s %s: %v", phase.name, r.call.op, j.id, r.err))
-			case !slices.Contains(r.call.allowed, r.outcome):
-				problems = append(problems, fmt.Sprintf("phase %s: %s %s (fate %d) answered %q, want one of %v",
-					phase.name, r.call.op, j.id, j.fate, r.outcome, r.call.allowed))
-			case r.outcome == ledgerdb.Applied:
-				appliedCount[jobOp{r.call.job, r.call.op}]++
-			}
-		}
-		require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
-		require.NoError(t, ctx.Err(), "seed %d", seed)
-	}
+}
 
-	// Exactly one Applied per job per transition its fate goes through, none for the others.
-	var contestedRefunded, contestedDelivered int
-	for i, j := range jobs {
-		want := map[stormOp]int{stormSubmit: 1, stormCharge: 1}
+// timeoutOrSuccess is job i's third phase: its timeout, its success, or both racing.
+func (s *dupStorm) timeoutOrSuccess(i int) []stormCall {
+	switch s.jobs[i].fate {
+	case stormFateContested:
+		return slices.Concat(repeatCall(i, stormRefund, dupStormCopies, stormAnyOutcome), repeatCall(i, stormDeliver, dupStormCopies, stormAnyOutcome))
+	case stormFateDelivered:
+		// The success path calls reclaim unconditionally; on a running or delivered job the
+		// guard matches nothing.
+		return slices.Concat(repeatCall(i, stormDeliver, dupStormCopies, stormTransition),
+			repeatCall(i, stormReclaim, 1, stormNotApplied), repeatCall(i, stormCharge, 1, stormAlready))
+	default:
+		return slices.Concat(repeatCall(i, stormRefund, dupStormCopies, stormTransition), repeatCall(i, stormCharge, 1, stormAlready),
+			repeatCall(i, stormSubmit, 1, stormAlready))
+	}
+}
+
+// lateSuccess is job i's last phase: a late result, or repeats of what it went through.
+func (s *dupStorm) lateSuccess(i int) []stormCall {
+	switch s.jobs[i].fate {
+	case stormFateContested:
+		return slices.Concat(repeatCall(i, stormReclaim, dupStormCopies, stormAnyOutcome), repeatCall(i, stormDeliver, 1, stormAnyOutcome))
+	case stormFateRecovered:
+		// A late result runs reclaim, then deliver; deliver racing the reclaim sees the job
+		// refunded (NotApplied) or recovered (AlreadyApplied), and never applies.
+		return slices.Concat(repeatCall(i, stormReclaim, dupStormCopies, stormTransition),
+			repeatCall(i, stormDeliver, 2, []ledgerdb.Outcome{ledgerdb.NotApplied, ledgerdb.AlreadyApplied}),
+			repeatCall(i, stormRefund, 1, stormAlready), repeatCall(i, stormCharge, 1, stormAlready))
+	case stormFateRefunded:
+		return slices.Concat(repeatCall(i, stormRefund, 2, stormAlready), repeatCall(i, stormDeliver, 1, stormNotApplied))
+	default:
+		return slices.Concat(repeatCall(i, stormDeliver, 2, stormAlready), repeatCall(i, stormReclaim, 2, stormNotApplied),
+			repeatCall(i, stormRefund, 1, stormNotApplied))
+	}
+}
+
+// tally checks every answer of a phase against the outcomes its call allows, and counts the
+// Applied ones by job and op.
+func (s *dupStorm) tally(phase string, results []stormResult, applied map[stormJobOp]int) {
+	var problems []string
+	for _, r := range results {
+		j := s.jobs[r.call.job]
+		switch {
+		case r.err != nil:
+			problems = append(problems, fmt.Sprintf("phase %s: %s %s: %v", phase, r.call.op, j.id, r.err))
+		case !slices.Contains(r.call.allowed, r.outcome):
+			problems = append(problems, fmt.Sprintf("phase %s: %s %s (fate %d) answered %q, want one of %v",
+				phase, r.call.op, j.id, j.fate, r.outcome, r.call.allowed))
+		case r.outcome == ledgerdb.Applied:
+			applied[stormJobOp{r.call.job, r.call.op}]++
+		}
+	}
+	s.requireNoProblems(problems)
+	require.NoError(s.t, s.ctx.Err(), "seed %d", s.seed)
+}
+
+// stormEnds is, for each fate a job ends in, the calls beside its one submit and one charge that
+// answer Applied, its state, and its rows in units of its cost.
+var stormEnds = map[stormFate]struct {
+	applied map[stormOp]int
+	state   ledgerdb.State
+	rows    map[ledgerdb.EntryKind]int64
+}{
+	stormFateDelivered: {map[stormOp]int{stormDeliver: 1}, ledgerdb.StateDelivered,
+		map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -1}},
+	stormFateRefunded: {map[stormOp]int{stormRefund: 1}, ledgerdb.StateRefunded,
+		map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -1, ledgerdb.KindRefund: 1}},
+	stormFateRecovered: {map[stormOp]int{stormRefund: 1, stormReclaim: 1}, ledgerdb.StateRecovered,
+		map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -1, ledgerdb.KindRefund: 1, ledgerdb.KindReclaim: -1}},
+}
+
+// requireApplied checks exactly one Applied per job per transition its fate goes through, none for
+// the others. A contested job's fate becomes the path that won (whichever of the timeout and the
+// success won, the other lost for good); it answers how often each won.
+func (s *dupStorm) requireApplied(applied map[stormJobOp]int) (contestedRefunded, contestedDelivered int) {
+	var problems []string
+	for i := range s.jobs {
+		j := &s.jobs[i]
 		if j.fate == stormFateContested {
-			// Whichever of the timeout and the success won, the other lost for good.
-			refunds, delivers := appliedCount[jobOp{i, stormRefund}], appliedCount[jobOp{i, stormDeliver}]
+			refunds, delivers := applied[stormJobOp{i, stormRefund}], applied[stormJobOp{i, stormDeliver}]
 			switch {
 			case refunds == 1 && delivers == 0:
-				jobs[i].fate = stormFateRecovered
+				j.fate = stormFateRecovered
 				contestedRefunded++
 			case refunds == 0 && delivers == 1:
-				jobs[i].fate = stormFateDelivered
+				j.fate = stormFateDelivered
 				contestedDelivered++
 			default:
 				problems = append(problems, fmt.Sprintf("job %s: timeout and success raced; %d refunds and %d delivers answered Applied, want exactly one in all", j.id, refunds, delivers))
 				continue
 			}
-			j = jobs[i]
 		}
-		switch j.fate {
-		case stormFateDelivered:
-			want[stormDeliver] = 1
-		case stormFateRefunded:
-			want[stormRefund] = 1
-		case stormFateRecovered:
-			want[stormRefund], want[stormReclaim] = 1, 1
-		}
+		want := maps.Clone(stormEnds[j.fate].applied)
+		want[stormSubmit], want[stormCharge] = 1, 1
 		if i%10 == 0 {
 			want[stormGrant] = 1
 		}
 		for _, op := range []stormOp{stormSubmit, stormCharge, stormRefund, stormReclaim, stormDeliver, stormGrant} {
-			if got := appliedCount[jobOp{i, op}]; got != want[op] {
+			if got := applied[stormJobOp{i, op}]; got != want[op] {
 				problems = append(problems, fmt.Sprintf("job %s (fate %d): %d %s calls answered Applied, want %d", j.id, j.fate, got, op, want[op]))
 			}
 		}
 	}
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+	s.requireNoProblems(problems)
+	return contestedRefunded, contestedDelivered
+}
 
-	// The rows themselves, straight from the table, not through the package under test.
-	rows := stormRowsByJob(t, store, keys)
-	states := map[string]ledgerdb.State{}
-	stateRows, err := store.Pool().Query(ctx, `SELECT id, state FROM jobs WHERE id = ANY($1)`, keyStrings(keys))
-	require.NoError(t, err)
-	for stateRows.Next() {
-		var id, state string
-		require.NoError(t, stateRows.Scan(&id, &state))
-		states[id] = ledgerdb.State(state)
-	}
-	require.NoError(t, stateRows.Err())
-
+// requireRows checks the rows themselves, straight from the table, not through the package under
+// test: each job's rows and state as its fate says, and every balance the grants plus those rows.
+func (s *dupStorm) requireRows() {
+	rows := stormRowsByJob(s.t, s.store, s.keys)
+	states := stormStates(s.t, s.store, s.keys)
 	wantBalance := map[string]int64{}
-	for _, a := range accounts {
-		wantBalance[a] = grant
+	for _, a := range s.accounts {
+		wantBalance[a] = dupStormGrant
 	}
-	for i, j := range jobs {
+	var problems []string
+	for i, j := range s.jobs {
 		if i%10 == 0 {
 			wantBalance[j.account] += stormGrantAmount
 		}
-		want := map[ledgerdb.EntryKind]int64{ledgerdb.KindCharge: -j.cost}
-		wantState := ledgerdb.StateDelivered
-		switch j.fate {
-		case stormFateRefunded:
-			want[ledgerdb.KindRefund] = j.cost
-			wantState = ledgerdb.StateRefunded
-		case stormFateRecovered:
-			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = j.cost, -j.cost
-			wantState = ledgerdb.StateRecovered
-		}
+		end := stormEnds[j.fate]
 		got := rows[j.key]
 		for _, kind := range []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim} {
 			amounts := got[kind]
-			wantAmount, wanted := want[kind]
+			sign, wanted := end.rows[kind]
+			wantAmount := sign * j.cost
 			switch {
 			case wanted && (len(amounts) != 1 || amounts[0] != wantAmount):
 				problems = append(problems, fmt.Sprintf("job %s: %s rows %v, want exactly one of %d", j.id, kind, amounts, wantAmount))
@@ -334,20 +401,49 @@ func TestDuplicateStorm(t *testing.T) {
 				wantBalance[j.account] += wantAmount
 			}
 		}
-		if states[j.key.String()] != wantState {
-			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.key.String()], wantState))
+		if states[j.key.String()] != end.state {
+			problems = append(problems, fmt.Sprintf("job %s: state %q, want %q", j.id, states[j.key.String()], end.state))
 		}
 	}
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+	s.requireNoProblems(problems)
+	s.requireBalances(wantBalance)
+}
 
-	for _, a := range accounts {
-		balance, err := store.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, wantBalance[a], balance, "account %s (seed %d)", a, seed)
+// stormStates reads the jobs' states straight from the jobs table.
+func stormStates(t *testing.T, store *ledgerdb.Store, keys []ledgerdb.JobKey) map[string]ledgerdb.State {
+	t.Helper()
+	states := map[string]ledgerdb.State{}
+	rows, err := store.Pool().Query(t.Context(), `SELECT id, state FROM jobs WHERE id = ANY($1)`, keyStrings(keys))
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var id, state string
+		require.NoError(t, rows.Scan(&id, &state))
+		states[id] = ledgerdb.State(state)
 	}
-	ledgertest.RequireSound(t, store, accounts...)
-	t.Logf("%d calls on %d jobs over %d accounts; timeout vs success: the refund won %d times, the delivery %d",
-		calls, jobCount, accountCount, contestedRefunded, contestedDelivered)
+	require.NoError(t, rows.Err())
+	return states
+}
+
+// parallel calls f(0) … f(n-1) from workers goroutines, handing the indexes out in order, so that
+// neighbouring calls are picked up at the same moment and race; it answers each call's error.
+func parallel(workers, n int, f func(i int) error) []error {
+	feed := make(chan int)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range feed {
+				errs[i] = f(i)
+			}
+		})
+	}
+	for i := range n {
+		feed <- i
+	}
+	close(feed)
+	wg.Wait()
+	return errs
 }
 
 // keyStrings is the keys as the ledger stores them.
@@ -424,27 +520,17 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	}
 	race := func(calls []answer) []answer {
 		rand.Shuffle(len(calls), func(i, k int) { calls[i], calls[k] = calls[k], calls[i] })
-		feed := make(chan int)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := range feed {
-					var tr ledgerdb.Transition
-					switch c := &calls[i]; c.op {
-					case stormCharge:
-						tr, c.err = store.Charge(ctx, ids[c.job])
-					case stormReclaim:
-						tr, c.err = store.Reclaim(ctx, ids[c.job])
-					}
-					calls[i].outcome = tr.Outcome
-				}
-			})
-		}
-		for i := range calls {
-			feed <- i
-		}
-		close(feed)
-		wg.Wait()
+		parallel(workers, len(calls), func(i int) error {
+			var tr ledgerdb.Transition
+			switch c := &calls[i]; c.op {
+			case stormCharge:
+				tr, c.err = store.Charge(ctx, ids[c.job])
+			case stormReclaim:
+				tr, c.err = store.Reclaim(ctx, ids[c.job])
+			}
+			calls[i].outcome = tr.Outcome
+			return nil
+		})
 		return calls
 	}
 
@@ -517,7 +603,15 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 	require.Equal(t, int64(-cost*len(newlyCharged)), balance, "every reclaim is owed in full")
 	t.Logf("%d of %d new jobs were charged before the late results took the refunds back; balance %d", len(newlyCharged), fresh, balance)
 
-	// A charge is written only when the balance covers it: no charge row goes below zero.
+	requireNoOverdraft(t, store, account, prefix, balance)
+}
+
+// requireNoOverdraft checks the debt rule after a charge storm: a charge is written only when the
+// balance covers it, so no charge row goes below zero; and an account in debt refuses every
+// charge.
+func requireNoOverdraft(t *testing.T, store *ledgerdb.Store, account, prefix string, balance int64) {
+	t.Helper()
+	ctx := t.Context()
 	var lowest int64
 	require.NoError(t, store.Pool().QueryRow(ctx,
 		`SELECT coalesce(min(balance_after), 0) FROM ledger_entries WHERE account_id = $1 AND kind = 'charge'`, account).Scan(&lowest))
@@ -548,251 +642,296 @@ func TestChargeStormNeverOverdraws(t *testing.T) {
 // attempt is recorded, with the usage of the report that answered Applied; a repeat of it answers
 // AlreadyApplied, a report of another usage ErrConflict.
 func TestMeteredSettleStorm(t *testing.T) {
-	const (
-		jobCount     = 240
-		accountCount = 8
-		workers      = 32
-		copies       = 6
-	)
-	store := ledgertest.Store(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("storm seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x5e771e))
+	m := newMeteredStorm(t)
+	m.setUp()
+	answers := m.race()
+	m.requireWins(answers)
+	m.requireAnswers(answers)
+	releases, settledRefunded, oldSteps := m.requireRows()
+	t.Logf("%d jobs settled once each (%d of them late, after a refund; %d by an old step before the storm); %d release rows",
+		meteredStormJobs, settledRefunded, oldSteps, releases)
+}
 
+// TestMeteredSettleStorm's sizes.
+const (
+	meteredStormJobs     = 240
+	meteredStormAccounts = 8
+	meteredStormWorkers  = 32
+	meteredStormCopies   = 6
+	meteredStormGrant    = 1_000_000
+)
+
+// meteredBefore is what happened to a metered storm job before its result lands.
+type meteredBefore int
+
+const (
+	meteredRunning meteredBefore = iota
+	meteredRefunded
+	// meteredDeliveredByOldStep and meteredRecoveredByOldStep were settled at their whole hold by
+	// the original version's Deliver, or Refund and Reclaim, before the storm.
+	meteredDeliveredByOldStep
+	meteredRecoveredByOldStep
+)
+
+// meteredStormJob is one job of TestMeteredSettleStorm: its price and hold, where it stands
+// before its result lands, and the usages its reports and settles carry.
+type meteredStormJob struct {
+	id, account string
+	key         ledgerdb.JobKey
+	price       ledgerdb.Price
+	held        int64
+	maxUnits    int64
+	before      meteredBefore
+	usages      []*int64
+}
+
+// byOldStep says whether the job was settled before the storm.
+func (j meteredStormJob) byOldStep() bool {
+	return j.before == meteredDeliveredByOldStep || j.before == meteredRecoveredByOldStep
+}
+
+// meteredCall is one report (settle false) or settle of a job's usage; meteredAnswer what it
+// answered.
+type meteredCall struct {
+	job    int
+	settle bool
+	usage  *int64
+}
+
+type meteredAnswer struct {
+	meteredCall
+	tr  ledgerdb.Transition
+	rec ledgerdb.RecordedResult
+	err error
+}
+
+// meteredStorm is TestMeteredSettleStorm's jobs, and what the winning settle and report of each
+// said.
+type meteredStorm struct {
+	storm
+	jobs []meteredStormJob
+	keys []ledgerdb.JobKey
+	// settledAt and reportedAs are the usages of the settle and the report that answered Applied.
+	settledAt, reportedAs []*int64
+}
+
+// newMeteredStorm prices three metered kinds, opens the accounts, and draws each job's kind, hold,
+// past and usages from a logged seed.
+func newMeteredStorm(t *testing.T) *meteredStorm {
+	m := &meteredStorm{storm: newStorm(t, 0x5e771e, meteredStormAccounts, meteredStormGrant),
+		settledAt: make([]*int64, meteredStormJobs), reportedAs: make([]*int64, meteredStormJobs)}
 	kinds := []ledgerdb.Price{
-		{Kind: ledgertest.Metered(t, store, 3, 20), UnitPrice: 3, MaxUnits: 20},
-		{Kind: ledgertest.Metered(t, store, 2, 50), UnitPrice: 2, MaxUnits: 50},
-		{Kind: ledgertest.Metered(t, store, 7, 10), UnitPrice: 7, MaxUnits: 10},
-	}
-	const grant = 1_000_000
-	accounts := make([]string, accountCount)
-	for i := range accounts {
-		accounts[i] = ledgertest.Account(t, store, grant)
+		{Kind: ledgertest.Metered(t, m.store, 3, 20), UnitPrice: 3, MaxUnits: 20},
+		{Kind: ledgertest.Metered(t, m.store, 2, 50), UnitPrice: 2, MaxUnits: 50},
+		{Kind: ledgertest.Metered(t, m.store, 7, 10), UnitPrice: 7, MaxUnits: 10},
 	}
 	prefix := ledgertest.ID(t, "mstorm")
-
-	// before is what happened to a job before its result lands.
-	type before int
-	const (
-		running before = iota
-		refunded
-		// deliveredByOldStep and recoveredByOldStep were settled at their whole hold by the
-		// original version's Deliver, or Refund and Reclaim, before the storm.
-		deliveredByOldStep
-		recoveredByOldStep
-	)
-	type stormJob struct {
-		id, account string
-		key         ledgerdb.JobKey
-		price       ledgerdb.Price
-		held        int64
-		maxUnits    int64
-		before      before
-		usages      []*int64 // the usages its reports and settles carry
-	}
-	jobs := make([]stormJob, jobCount)
-	keys := make([]ledgerdb.JobKey, jobCount)
-	for i := range jobs {
-		p := kinds[rng.IntN(len(kinds))]
-		j := stormJob{id: fmt.Sprintf("%s-%04d", prefix, i), account: accounts[i%accountCount], price: p, held: p.MaxUnits, before: before(rng.IntN(4))}
+	m.jobs = make([]meteredStormJob, meteredStormJobs)
+	m.keys = make([]ledgerdb.JobKey, meteredStormJobs)
+	for i := range m.jobs {
+		p := kinds[m.rng.IntN(len(kinds))]
+		j := meteredStormJob{id: fmt.Sprintf("%s-%04d", prefix, i), account: m.accounts[i%meteredStormAccounts], price: p, held: p.MaxUnits, before: meteredBefore(m.rng.IntN(4))}
 		j.key = ledgerdb.JobKey{AccountID: j.account, JobID: j.id}
-		if rng.IntN(3) == 0 {
-			j.maxUnits = 1 + rng.Int64N(p.MaxUnits)
+		if m.rng.IntN(3) == 0 {
+			j.maxUnits = 1 + m.rng.Int64N(p.MaxUnits)
 			j.held = j.maxUnits
 		}
 		// Three different usages per job, from every region: none, zero, within, the hold, above.
-		candidates := []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1 + rng.Int64N(j.held)), ledgerdb.Units(j.held), ledgerdb.Units(j.held + 1 + rng.Int64N(100))}
-		rng.Shuffle(len(candidates), func(a, b int) { candidates[a], candidates[b] = candidates[b], candidates[a] })
+		candidates := []*int64{nil, ledgerdb.Units(0), ledgerdb.Units(1 + m.rng.Int64N(j.held)), ledgerdb.Units(j.held), ledgerdb.Units(j.held + 1 + m.rng.Int64N(100))}
+		m.rng.Shuffle(len(candidates), func(a, b int) { candidates[a], candidates[b] = candidates[b], candidates[a] })
 		j.usages = candidates[:3]
-		jobs[i], keys[i] = j, j.key
+		m.jobs[i], m.keys[i] = j, j.key
 	}
+	return m
+}
 
-	// Set-up, concurrently: submit and charge every job, and take it where it stands before its
-	// result lands.
-	parallel := func(n int, f func(i int) error) []error {
-		feed := make(chan int)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := range feed {
-					errs[i] = f(i)
-				}
-			})
-		}
-		for i := range n {
-			feed <- i
-		}
-		close(feed)
-		wg.Wait()
-		return errs
-	}
-	for i, err := range parallel(jobCount, func(i int) error {
-		j := jobs[i]
-		if _, err := store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: j.price.Kind, MaxUnits: j.maxUnits, Request: []byte("storm")}); err != nil {
+// setUp submits and charges every job, concurrently, and takes it where it stands before its
+// result lands.
+func (m *meteredStorm) setUp() {
+	for i, err := range parallel(meteredStormWorkers, meteredStormJobs, func(i int) error {
+		j := m.jobs[i]
+		if _, err := m.store.Submit(m.ctx, ledgerdb.Submission{JobID: j.id, AccountID: j.account, Kind: j.price.Kind, MaxUnits: j.maxUnits, Request: []byte("storm")}); err != nil {
 			return err
 		}
-		if _, err := store.Charge(ctx, j.key); err != nil {
+		if _, err := m.store.Charge(m.ctx, j.key); err != nil {
 			return err
 		}
 		var err error
 		switch j.before {
-		case refunded:
-			_, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
-		case deliveredByOldStep:
-			_, err = store.Deliver(ctx, j.key, 1)
-		case recoveredByOldStep:
-			if _, err = store.Refund(ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err == nil {
-				_, err = store.Reclaim(ctx, j.key)
+		case meteredRefunded:
+			_, err = m.store.Refund(m.ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
+		case meteredDeliveredByOldStep:
+			_, err = m.store.Deliver(m.ctx, j.key, 1)
+		case meteredRecoveredByOldStep:
+			if _, err = m.store.Refund(m.ctx, j.key, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3); err == nil {
+				_, err = m.store.Reclaim(m.ctx, j.key)
 			}
 		}
 		return err
 	}) {
-		require.NoError(t, err, "setting up %s", jobs[i].id)
+		require.NoError(m.t, err, "setting up %s", m.jobs[i].id)
 	}
+}
 
-	// The storm: each job's reports and settles handed out back to back, so that its copies are
-	// picked up by different goroutines at the same moment.
-	type call struct {
-		job    int
-		settle bool
-		usage  *int64
-	}
-	type answer struct {
-		call
-		tr  ledgerdb.Transition
-		rec ledgerdb.RecordedResult
-		err error
-	}
-	var calls []call
-	for i, j := range jobs {
-		var group []call
-		for c := range copies {
-			group = append(group, call{job: i, settle: true, usage: j.usages[c%len(j.usages)]}, call{job: i, usage: j.usages[c%len(j.usages)]})
+// race hands each job's reports and settles out back to back, so that its copies are picked up
+// by different goroutines at the same moment, and answers what each call answered.
+func (m *meteredStorm) race() []meteredAnswer {
+	var calls []meteredCall
+	for i, j := range m.jobs {
+		var group []meteredCall
+		for c := range meteredStormCopies {
+			group = append(group, meteredCall{job: i, settle: true, usage: j.usages[c%len(j.usages)]}, meteredCall{job: i, usage: j.usages[c%len(j.usages)]})
 		}
-		rng.Shuffle(len(group), func(a, b int) { group[a], group[b] = group[b], group[a] })
+		m.rng.Shuffle(len(group), func(a, b int) { group[a], group[b] = group[b], group[a] })
 		calls = append(calls, group...)
 	}
-	answers := make([]answer, len(calls))
+	answers := make([]meteredAnswer, len(calls))
 	start := time.Now()
-	for i, err := range parallel(len(calls), func(i int) error {
+	for i, err := range parallel(meteredStormWorkers, len(calls), func(i int) error {
 		c := calls[i]
-		a := answer{call: c}
-		j := jobs[c.job]
+		a := meteredAnswer{meteredCall: c}
+		j := m.jobs[c.job]
 		if c.settle {
-			a.tr, a.err = store.Settle(ctx, j.key, 2, c.usage, "")
+			a.tr, a.err = m.store.Settle(m.ctx, j.key, 2, c.usage, "")
 		} else {
-			a.rec, a.err = store.RecordResult(ctx, ledgerdb.ResultReport{Key: j.key, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
+			a.rec, a.err = m.store.RecordResult(m.ctx, ledgerdb.ResultReport{Key: j.key, Attempt: 1, OutputRef: "s3://out/" + j.id, UnitsUsed: c.usage})
 		}
 		answers[i] = a
 		return nil
 	}) {
-		require.NoError(t, err, "call %d", i)
+		require.NoError(m.t, err, "call %d", i)
 	}
-	t.Logf("%d reports and settles of %d jobs by %d goroutines in %v", len(calls), jobCount, workers, time.Since(start).Round(time.Millisecond))
-	require.NoError(t, ctx.Err(), "seed %d", seed)
+	m.t.Logf("%d reports and settles of %d jobs by %d goroutines in %v", len(calls), meteredStormJobs, meteredStormWorkers, time.Since(start).Round(time.Millisecond))
+	require.NoError(m.t, m.ctx.Err(), "seed %d", m.seed)
+	return answers
+}
 
-	sameUsage := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-	var problems []string
-	settledAt := make([]*int64, jobCount)
-	byOldStep := func(j stormJob) bool { return j.before == deliveredByOldStep || j.before == recoveredByOldStep }
-	// used is the units job i is settled at: the whole hold after an old step, else the usage the
-	// winning Settle reported, capped at the hold.
-	used := func(i int) int64 {
-		j, usage := jobs[i], settledAt[i]
-		if byOldStep(j) || usage == nil {
-			return j.held
-		}
-		return min(*usage, j.held)
+// used is the units job i is settled at: the whole hold after an old step, else the usage the
+// winning Settle reported, capped at the hold.
+func (m *meteredStorm) used(i int) int64 {
+	j, usage := m.jobs[i], m.settledAt[i]
+	if j.byOldStep() || usage == nil {
+		return j.held
 	}
-	reportedAs := make([]*int64, jobCount)
-	settleWins, reportWins := make([]int, jobCount), make([]int, jobCount)
+	return min(*usage, j.held)
+}
+
+// sameUsage says whether two usages are the same, none included.
+func sameUsage(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// requireWins notes the usage of each job's winning settle and report, and checks that exactly one
+// of each answered Applied — no settle after an old step settled the job before the storm.
+func (m *meteredStorm) requireWins(answers []meteredAnswer) {
+	settleWins, reportWins := make([]int, meteredStormJobs), make([]int, meteredStormJobs)
 	for _, a := range answers {
 		if a.err == nil && a.settle && a.tr.Outcome == ledgerdb.Applied {
 			settleWins[a.job]++
-			settledAt[a.job] = a.usage
+			m.settledAt[a.job] = a.usage
 		}
 		if a.err == nil && !a.settle && a.rec.Outcome == ledgerdb.Applied {
 			reportWins[a.job]++
-			reportedAs[a.job] = a.usage
+			m.reportedAs[a.job] = a.usage
 		}
 	}
-	for i, j := range jobs {
+	var problems []string
+	for i, j := range m.jobs {
 		wantWins := 1
-		if byOldStep(j) {
+		if j.byOldStep() {
 			wantWins = 0 // settled before the storm
 		}
 		if settleWins[i] != wantWins || reportWins[i] != 1 {
 			problems = append(problems, fmt.Sprintf("job %s (old step: %v): %d settles and %d reports answered Applied, want %d and 1",
-				j.id, byOldStep(j), settleWins[i], reportWins[i], wantWins))
+				j.id, j.byOldStep(), settleWins[i], reportWins[i], wantWins))
 		}
 	}
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+	m.requireNoProblems(problems)
+}
 
+// requireAnswers checks every answer against the winners: each settle answers the units the
+// winner recorded, a repeat writing nothing; a report of the recorded usage answers as a repeat,
+// one of another usage ErrConflict.
+func (m *meteredStorm) requireAnswers(answers []meteredAnswer) {
+	var problems []string
 	for _, a := range answers {
-		j := jobs[a.job]
-		switch {
-		case a.settle:
-			used := used(a.job)
-			switch {
-			case a.err != nil:
-				problems = append(problems, fmt.Sprintf("settle %s: %v", j.id, a.err))
-			case a.tr.Outcome != ledgerdb.Applied && a.tr.Outcome != ledgerdb.AlreadyApplied:
-				problems = append(problems, fmt.Sprintf("settle %s answered %q", j.id, a.tr.Outcome))
-			case a.tr.Outcome == ledgerdb.AlreadyApplied && a.tr.EntryID != 0:
-				problems = append(problems, fmt.Sprintf("settle %s answered AlreadyApplied with row %d", j.id, a.tr.EntryID))
-			case !a.tr.Job.IsSettled || a.tr.Job.UnitsUsed == nil || *a.tr.Job.UnitsUsed != used:
-				problems = append(problems, fmt.Sprintf("settle %s (%q) answered units %v, the winner recorded %d", j.id, a.tr.Outcome, a.tr.Job.UnitsUsed, used))
-			}
-		case sameUsage(a.usage, reportedAs[a.job]):
-			if a.err != nil || (a.rec.Outcome != ledgerdb.Applied && a.rec.Outcome != ledgerdb.AlreadyApplied) {
-				problems = append(problems, fmt.Sprintf("report %s: answered (%q, %v) for the recorded usage", j.id, a.rec.Outcome, a.err))
-			}
-		default:
-			if !errors.Is(a.err, ledgerdb.ErrConflict) {
-				problems = append(problems, fmt.Sprintf("report %s: answered (%q, %v) for another usage than the recorded one, want ErrConflict", j.id, a.rec.Outcome, a.err))
-			}
+		if p := m.answerProblem(a); p != "" {
+			problems = append(problems, p)
 		}
 	}
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
+	m.requireNoProblems(problems)
+}
 
-	// The inbox holds one report per job, with the winner's usage.
+// answerProblem says what is wrong with one answer, or nothing.
+func (m *meteredStorm) answerProblem(a meteredAnswer) string {
+	j := m.jobs[a.job]
+	switch {
+	case a.settle:
+		used := m.used(a.job)
+		switch {
+		case a.err != nil:
+			return fmt.Sprintf("settle %s: %v", j.id, a.err)
+		case a.tr.Outcome != ledgerdb.Applied && a.tr.Outcome != ledgerdb.AlreadyApplied:
+			return fmt.Sprintf("settle %s answered %q", j.id, a.tr.Outcome)
+		case a.tr.Outcome == ledgerdb.AlreadyApplied && a.tr.EntryID != 0:
+			return fmt.Sprintf("settle %s answered AlreadyApplied with row %d", j.id, a.tr.EntryID)
+		case !a.tr.Job.IsSettled || a.tr.Job.UnitsUsed == nil || *a.tr.Job.UnitsUsed != used:
+			return fmt.Sprintf("settle %s (%q) answered units %v, the winner recorded %d", j.id, a.tr.Outcome, a.tr.Job.UnitsUsed, used)
+		}
+	case sameUsage(a.usage, m.reportedAs[a.job]):
+		if a.err != nil || (a.rec.Outcome != ledgerdb.Applied && a.rec.Outcome != ledgerdb.AlreadyApplied) {
+			return fmt.Sprintf("report %s: answered (%q, %v) for the recorded usage", j.id, a.rec.Outcome, a.err)
+		}
+	default:
+		if !errors.Is(a.err, ledgerdb.ErrConflict) {
+			return fmt.Sprintf("report %s: answered (%q, %v) for another usage than the recorded one, want ErrConflict", j.id, a.rec.Outcome, a.err)
+		}
+	}
+	return ""
+}
+
+// inbox reads the recorded usage of each job's report, requiring one report per job.
+func (m *meteredStorm) inbox() map[string]*int64 {
 	inbox := map[string]*int64{}
-	rows, err := store.Pool().Query(ctx, `SELECT job_id, units_used FROM result_reports WHERE job_id = ANY($1)`, keyStrings(keys))
-	require.NoError(t, err)
+	rows, err := m.store.Pool().Query(m.ctx, `SELECT job_id, units_used FROM result_reports WHERE job_id = ANY($1)`, keyStrings(m.keys))
+	require.NoError(m.t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var units *int64
-		require.NoError(t, rows.Scan(&id, &units))
+		require.NoError(m.t, rows.Scan(&id, &units))
 		_, dup := inbox[id]
-		require.False(t, dup, "job %s has two reports of attempt 1", id)
+		require.False(m.t, dup, "job %s has two reports of attempt 1", id)
 		inbox[id] = units
 	}
-	require.NoError(t, rows.Err())
+	require.NoError(m.t, rows.Err())
+	return inbox
+}
 
-	// The rows, straight from the table.
-	byJob := stormRowsByJob(t, store, keys)
+// requireRows checks the inbox (one report per job, with the winner's usage) and the rows,
+// straight from the tables: the charge, refund and reclaim each job's past needs and a release of
+// what it did not use; then the balances. It answers how many releases, late settlements and old
+// steps it saw.
+func (m *meteredStorm) requireRows() (releases, settledRefunded, oldSteps int) {
+	inbox := m.inbox()
+	byJob := stormRowsByJob(m.t, m.store, m.keys)
 	wantBalance := map[string]int64{}
-	for _, a := range accounts {
-		wantBalance[a] = grant
+	for _, a := range m.accounts {
+		wantBalance[a] = meteredStormGrant
 	}
-	var releases, settledRefunded, oldSteps int
-	for i, j := range jobs {
-		if !sameUsage(inbox[j.key.String()], reportedAs[i]) {
-			problems = append(problems, fmt.Sprintf("job %s: the inbox holds usage %v, the winning report said %v", j.id, inbox[j.key.String()], reportedAs[i]))
+	var problems []string
+	for i, j := range m.jobs {
+		if !sameUsage(inbox[j.key.String()], m.reportedAs[i]) {
+			problems = append(problems, fmt.Sprintf("job %s: the inbox holds usage %v, the winning report said %v", j.id, inbox[j.key.String()], m.reportedAs[i]))
 		}
 		hold := j.held * j.price.UnitPrice
-		used := used(i)
+		used := m.used(i)
 		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
-		if j.before == refunded || j.before == recoveredByOldStep {
+		if j.before == meteredRefunded || j.before == meteredRecoveredByOldStep {
 			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
 		}
 		switch {
-		case j.before == refunded:
+		case j.before == meteredRefunded:
 			settledRefunded++
-		case byOldStep(j):
+		case j.byOldStep():
 			oldSteps++
 		}
 		if released := (j.held - used) * j.price.UnitPrice; released > 0 {
@@ -804,13 +943,7 @@ func TestMeteredSettleStorm(t *testing.T) {
 		}
 		wantBalance[j.account] -= used * j.price.UnitPrice
 	}
-	require.Empty(t, problems, "seed %d: first problems of %d: %v", seed, len(problems), problems[:min(len(problems), 10)])
-	for _, a := range accounts {
-		balance, err := store.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, wantBalance[a], balance, "account %s (seed %d)", a, seed)
-	}
-	ledgertest.RequireSound(t, store, accounts...)
-	t.Logf("%d jobs settled once each (%d of them late, after a refund; %d by an old step before the storm); %d release rows",
-		jobCount, settledRefunded, oldSteps, releases)
+	m.requireNoProblems(problems)
+	m.requireBalances(wantBalance)
+	return releases, settledRefunded, oldSteps
 }

@@ -36,12 +36,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The release of docker-compose.yml's temporalio/server and temporalio/admin-tools images
-# (app/cluster_version_test.go keeps them equal).
+# (cluster_test.go, at the repository's root, keeps them equal).
 server_version=v1.32.0
 cli_version=v1.5.1
 
 # The namespaces to create, and the search attributes to register in each (name=type). The list
-# must equal workflows.SearchAttributes() in workflows/names.go; app/cluster_version_test.go
+# must equal workflows.SearchAttributes() in workflows/names.go; the root's cluster_test.go
 # checks it.
 namespaces=(jobbill jobbill-test)
 namespace_retention=72h

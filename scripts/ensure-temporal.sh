@@ -25,7 +25,7 @@ log_file=${JOBBILL_TEMPORAL_LOG:-$PWD/.dev/temporal.log}
 cli_version=v1.5.1
 
 # The namespaces (workflows.DefaultNamespace, workertest.DefaultNamespace) and the search attributes
-# the workflows upsert (workflows.SearchAttributes): name=type. app/cluster_version_test.go keeps them equal.
+# the workflows upsert (workflows.SearchAttributes): name=type. The root's cluster_test.go keeps them equal.
 namespaces=(jobbill jobbill-test)
 search_attributes=(BillingState=Keyword AccountID=Keyword DeadLettered=Bool)
 

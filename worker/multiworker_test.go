@@ -31,7 +31,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -228,7 +228,7 @@ func startWorkerPair(ctx context.Context, t *testing.T, name string, p workflows
 	}
 	pair.a = startWorker(t, bin, "worker-a", env)
 	pair.b = startWorker(t, bin, "worker-b", env)
-	tc, err := app.Dial(ctx, pair.cfg, zap.NewNop(), nil)
+	tc, err := connect.Dial(ctx, pair.cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", pair.cfg.Temporal.Address)
 	t.Cleanup(tc.Close)
 	pair.temporal = tc

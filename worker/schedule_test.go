@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker"
@@ -38,7 +38,7 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	// must not heal the jobs of tests on the shared database.
 	store := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker).Store
 	cfg := workertest.Config("schedule")
-	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
+	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
 	defer tc.Close()
 	handle := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID)
@@ -81,7 +81,7 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 
 	// A worker with this test's queue, interval and grace starts: it takes the schedule over.
 	cfg.Reconcile.Interval, cfg.Reconcile.Grace = 3*time.Minute, 45*time.Second
-	w := worker.New(cfg, tc, store, app.NewJobs(cfg, tc, store, nil), nil)
+	w := worker.New(cfg, tc, store, connect.NewJobs(cfg, tc, store, nil), nil)
 	require.NoError(t, w.Start())
 	defer w.Stop()
 	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, cfg))

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -64,7 +64,7 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 		config.EnvName("reconcile.result_grace"): passResultGrace.String(),
 		config.EnvName("log.level"):              "info",
 	})
-	tc, err := app.Dial(ctx, cfg, zap.NewNop(), nil)
+	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
 	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", cfg.Temporal.Address)
 	t.Cleanup(tc.Close)
 	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, w)

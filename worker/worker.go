@@ -1,6 +1,6 @@
 // Package worker builds the Temporal worker that runs jobbill's workflows and activities, and the
 // reconcile schedule that heals what the doors leave behind, from one config.Config. Package app
-// connects it and runs it.
+// runs it, over the connections of package connect.
 package worker
 
 import (

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/internal/stories"
@@ -48,7 +49,7 @@ server must be running: make run starts both first.`,
 			if err := os.MkdirAll(".dev", 0o755); err != nil {
 				return err
 			}
-			logger, err := app.NewLogger(config.Log{Level: "info", Format: "console", Output: runLogFile})
+			logger, err := connect.NewLogger(config.Log{Level: "info", Format: "console", Output: runLogFile})
 			if err != nil {
 				return err
 			}
@@ -67,7 +68,7 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	if err := ledgerdb.Migrate(ctx, cfg.MigrateDatabaseURL); err != nil {
 		return err
 	}
-	conns, err := app.Open(ctx, cfg, logger, true)
+	conns, err := connect.Open(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 
 	timingOut := cfg
 	timingOut.Policy = stories.TimeoutPolicy(cfg)
-	if err := stories.Play(ctx, conns.Ledger, st, app.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out); err != nil {
+	if err := stories.Play(ctx, conns.Ledger, st, connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out); err != nil {
 		return err
 	}
 	if metricsAddr != "" {

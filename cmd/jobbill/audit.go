@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/invariants"
 )
@@ -37,7 +37,7 @@ may share the namespace; --any-task-queue lists every task queue.`,
   jobbill audit --account acme --json
   jobbill audit --prefix chaos-42- --stuck-after 2m --grace 0s`,
 		Args: cobra.NoArgs,
-		RunE: cli.WithConns(func(cmd *cobra.Command, c *app.Conns, _ []string) error {
+		RunE: cli.WithConns(func(cmd *cobra.Command, c *connect.Conns, _ []string) error {
 			cfg, ledger, tc := c.Config, c.Ledger, c.Temporal
 
 			opts.Ledger, opts.Temporal, opts.Namespace = ledger, tc, cfg.Temporal.Namespace

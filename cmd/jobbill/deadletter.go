@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/internal/cli"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
@@ -26,7 +26,7 @@ func newDeadLetterCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List dead-lettered jobs (open and closed workflows) with their ledger state",
 		Args:  cobra.NoArgs,
-		RunE: cli.WithConns(func(cmd *cobra.Command, c *app.Conns, _ []string) error {
+		RunE: cli.WithConns(func(cmd *cobra.Command, c *connect.Conns, _ []string) error {
 			cfg, ledger, tc := c.Config, c.Ledger, c.Temporal
 			query := fmt.Sprintf("WorkflowType = '%s' AND %s = true", workflows.WorkflowType, workflows.SearchAttributeDeadLettered)
 			if account != "" {

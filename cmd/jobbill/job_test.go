@@ -117,3 +117,71 @@ func TestDeletedJobStillPaysForItsLateResult(t *testing.T) {
 		ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 210})
 	ledgertest.RequireBalance(t, e.Store, acct, 1000-90)
 }
+
+// TestJobCommandsUseTheServersPrice checks `jobbill job submit` and `job report` with kinds (money
+// rule 5: a job names its kind, never an amount). A number where the kind goes — how a cost was
+// given before — is refused as an unknown kind, saying prices are set by the server, and writes
+// nothing (no job, balance unchanged); so is a max-units above the kind's. A metered job holds
+// its unit price × max units; a negative --units-used is refused with nothing written; the usage
+// reported settles it at used × unit price, with the rest of the hold released in one row. A job
+// command names the job's account (job IDs belong to their account): a report without --account
+// is refused with nothing written.
+func TestJobCommandsUseTheServersPrice(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, e.Store, 1000)
+	kind := ledgertest.Metered(t, e.Store, 3, 300)
+
+	id := ledgertest.ID(t, "job")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err := e.run(t, "job", "submit", id, acct, "40")
+	require.EqualError(t, err, "unknown kind \"40\": prices are set by the server; `jobbill price list` shows the kinds")
+	_, err = e.run(t, "job", "submit", id, acct, cliKind(t, "never-priced"))
+	require.ErrorContains(t, err, "prices are set by the server")
+	_, err = e.run(t, "job", "submit", id, acct, kind, "--max-units", "301")
+	require.ErrorContains(t, err, "--max-units is 301")
+	require.ErrorContains(t, err, "at most 300")
+	_, err = e.run(t, "job", "submit", id, acct, kind, "--max-units", "0")
+	require.ErrorContains(t, err, "--max-units is 0")
+	_, err = e.Store.Job(ctx, key)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no refused submission was written")
+	ledgertest.RequireBalance(t, e.Store, acct, 1000)
+
+	var sub jobs.Submission
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "job", "submit", id, acct, kind, "--max-units", "100", "--input", "sim:hang")), &sub))
+	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
+	require.Equal(t, kind, sub.Status.Kind)
+	require.Equal(t, int64(100), sub.Status.HeldUnits)
+	require.Equal(t, int64(300), sub.Status.Held, "3 credits × 100 units, the server's price")
+
+	_, err = e.run(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/"+id, "--units-used=-1")
+	require.ErrorContains(t, err, "--units-used is -1; it must not be negative")
+	_, err = e.run(t, "job", "report", id, "--attempt", "1", "--output", "s3://out/"+id, "--units-used", "37")
+	require.ErrorContains(t, err, "--account is required")
+	st, err := e.Jobs.Status(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, st.State, "the refused reports wrote nothing")
+
+	e.ok(t, "job", "report", id, "--account", acct, "--attempt", "1", "--output", "s3://out/"+id, "--units-used", "37")
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err = e.Jobs.Wait(waitCtx, key, ledgerdb.StateDelivered)
+	require.NoError(t, err)
+	require.Equal(t, int64(111), st.Charged, "37 GPU-seconds × 3 credits")
+	require.Equal(t, int64(189), st.Released)
+
+	var status jobs.Status
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "job", "status", id, "--account", acct)), &status))
+	require.Equal(t, st.Charged, status.Charged)
+	require.Contains(t, status.Message, "111 of 300 held credits charged; 189 returned.")
+	h, err := e.Store.History(ctx, acct, ledgerdb.HistoryPage{Limit: 100})
+	require.NoError(t, err)
+	var rows []ledgertest.Row
+	for _, r := range h.Entries {
+		if r.JobID == id {
+			rows = append(rows, ledgertest.Row{Kind: r.Kind, Amount: r.Amount})
+		}
+	}
+	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -300}, {Kind: ledgerdb.KindRelease, Amount: 189}}, rows)
+	ledgertest.RequireBalance(t, e.Store, acct, 1000-111)
+}

@@ -341,33 +341,6 @@ func (r *run) openWorkflows(ctx context.Context) (map[string]bool, error) {
 	}
 }
 
-// orphansHealed counts the orphans that have left the submitting state.
-func (r *run) orphansHealed(ctx context.Context) int {
-	healed := 0
-	for i := range r.cfg.Orphans {
-		if job, err := r.ledger.Job(ctx, r.orphanKey(i)); err == nil && job.State != ledgerdb.StateSubmitting {
-			healed++
-		}
-	}
-	return healed
-}
-
-// countFinal counts the jobs by their final state into by, and reports as an anomaly any that did
-// not end in one of the states want.
-func (r *run) countFinal(ctx context.Context, what string, keys []ledgerdb.JobKey, by map[ledgerdb.State]int, want ...ledgerdb.State) {
-	for _, key := range keys {
-		job, err := r.ledger.Job(ctx, key)
-		if err != nil {
-			r.anomaly("reading %s job %s: %v", what, key, err)
-			continue
-		}
-		by[job.State]++
-		if !slices.Contains(want, job.State) {
-			r.anomaly("%s job %s ended %s; it must end %v", what, key, job.State, want)
-		}
-	}
-}
-
 // ownDatabase refuses a ledger that holds jobs of another deployment which the reconcile pass would
 // act on: the run's workers create the reconcile schedule, whose pass reads every account of the
 // database, and would heal or resume jobs whose workflows live on another Temporal server. Jobs

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -78,7 +78,7 @@ func MigrateDatabaseURL() string { return settings.GetString("migrate_database_u
 
 // quietLogger is the logger of a command that prints its own output: the SDK logs only warnings.
 func quietLogger() (*zap.Logger, error) {
-	return app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
+	return connect.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 }
 
 // WithLogger runs a long-running service (the worker, the API) with the configuration and a
@@ -89,7 +89,7 @@ func WithLogger(run func(ctx context.Context, cfg config.Config, logger *zap.Log
 		if err != nil {
 			return err
 		}
-		logger, err := app.NewLogger(cfg.Log)
+		logger, err := connect.NewLogger(cfg.Log)
 		if err != nil {
 			return err
 		}
@@ -99,9 +99,9 @@ func WithLogger(run func(ctx context.Context, cfg config.Config, logger *zap.Log
 }
 
 // WithConns runs a command over a fresh ledger connection and a Temporal client that connects on
-// first use (app.OpenForCommand), both closed when the command is done: a command whose ledger
+// first use (connect.OpenForCommand), both closed when the command is done: a command whose ledger
 // part can be done while Temporal is unreachable does it.
-func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) func(*cobra.Command, []string) error {
+func WithConns(run func(cmd *cobra.Command, c *connect.Conns, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		cfg, err := LoadConfig()
 		if err != nil {
@@ -111,7 +111,7 @@ func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) 
 		if err != nil {
 			return err
 		}
-		conns, err := app.OpenForCommand(cmd.Context(), cfg, logger)
+		conns, err := connect.OpenForCommand(cmd.Context(), cfg, logger)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func WithConns(run func(cmd *cobra.Command, c *app.Conns, args []string) error) 
 
 // WithJobs runs a command with a job service over fresh ledger and Temporal connections.
 func WithJobs(run func(cmd *cobra.Command, st *jobs.Service, args []string) error) func(*cobra.Command, []string) error {
-	return WithConns(func(cmd *cobra.Command, c *app.Conns, args []string) error {
+	return WithConns(func(cmd *cobra.Command, c *connect.Conns, args []string) error {
 		return run(cmd, c.Jobs(), args)
 	})
 }

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/jobbill/jobbill/app"
+	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -151,17 +151,17 @@ func Start(t testing.TB, cfg config.Config) *Env {
 // same configuration: the one way every test worker is built.
 func start(store *ledgerdb.Store, cfg config.Config) (*Env, error) {
 	// The worker's log goes to stderr, which go test shows only for a failing package (or -v).
-	logger, err := app.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
+	logger, err := connect.NewLogger(config.Log{Level: "warn", Format: "console", Output: "stderr"})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tc, err := app.Dial(ctx, cfg, logger, nil)
+	tc, err := connect.Dial(ctx, cfg, logger, nil)
 	if err != nil {
 		return nil, err
 	}
-	st := app.NewJobs(cfg, tc, store, nil)
+	st := connect.NewJobs(cfg, tc, store, nil)
 	w := worker.New(cfg, tc, store, st, nil)
 	if err := w.Start(); err != nil {
 		tc.Close()

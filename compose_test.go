@@ -1,4 +1,7 @@
-package app_test
+// The repository's root holds the deployment files — docker-compose.yml, the Dockerfile — and
+// scripts/ beside them; the tests of this package check those files, where they are, against the
+// configuration and the workflows.
+package jobbill_test
 
 // Docker does not run on the build machines, so these tests keep docker-compose.yml and the
 // Dockerfile honest by reading them: every service's image or build, its ports, the order its
@@ -55,12 +58,12 @@ type composeDependsOn struct {
 	Condition string `yaml:"condition"`
 }
 
-// loadCompose parses ../docker-compose.yml strictly: a key these types do not know (a misspelt
+// loadCompose parses docker-compose.yml strictly: a key these types do not know (a misspelt
 // depend_on) is an error rather than a silently missing dependency. yaml.v3 resolves the file's
 // `<<: *anchor` merges.
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	raw, err := os.ReadFile("../docker-compose.yml")
+	raw, err := os.ReadFile("docker-compose.yml")
 	require.NoError(t, err)
 	var f composeFile
 	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
@@ -120,7 +123,7 @@ func TestComposeImagesAndBuilds(t *testing.T) {
 		for _, v := range f.Services[name].Volumes {
 			vol, _, _ := strings.Cut(v, ":")
 			if strings.HasPrefix(vol, "./") {
-				_, err := os.Stat("../" + vol)
+				_, err := os.Stat(vol)
 				require.NoError(t, err, "%s mounts a file the repository does not have", name)
 				require.True(t, strings.HasSuffix(v, ":ro"), "%s: mount %s read-only", name, vol)
 				continue
@@ -188,7 +191,7 @@ var secretVariable = regexp.MustCompile(`(?i)(KEY|SECRET|TOKEN|PASSWORD|PWD)`)
 // and no key is written into the file. JOBBILL_ADMIN_KEY is Compose's, not a setting of
 // config.Config, so it cannot be mistaken for one.
 func TestComposeHasNoDefaultSecret(t *testing.T) {
-	raw, err := os.ReadFile("../docker-compose.yml")
+	raw, err := os.ReadFile("docker-compose.yml")
 	require.NoError(t, err)
 	for _, m := range interpolation.FindAllStringSubmatch(string(raw), -1) {
 		if secretVariable.MatchString(m[1]) && m[2] == "-" {
@@ -417,7 +420,7 @@ func TestComposeTemporalSetup(t *testing.T) {
 // build of ./cmd/jobbill and nothing else (the tooling, which restarts Postgres in the chaos
 // run, stays out), pinned base images, and a runtime stage that is not root.
 func TestDockerfile(t *testing.T) {
-	raw, err := os.ReadFile("../Dockerfile")
+	raw, err := os.ReadFile("Dockerfile")
 	require.NoError(t, err)
 	var froms []string
 	var runtime []string // the last stage's instructions

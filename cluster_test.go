@@ -1,4 +1,4 @@
-package app_test
+package jobbill_test
 
 // Cluster mode (scripts/ensure-temporal-cluster.sh) runs, without Docker, the Temporal server that
 // docker-compose.yml describes. These tests keep the two the same server: its version, its
@@ -19,9 +19,9 @@ import (
 )
 
 const (
-	clusterScript         = "../scripts/ensure-temporal-cluster.sh"
-	clusterConfigTemplate = "../scripts/cluster/config-template.yaml"
-	clusterDynamicConfig  = "../scripts/cluster/dynamicconfig.yaml"
+	clusterScript         = "scripts/ensure-temporal-cluster.sh"
+	clusterConfigTemplate = "scripts/cluster/config-template.yaml"
+	clusterDynamicConfig  = "scripts/cluster/dynamicconfig.yaml"
 )
 
 // composeServerDefaults are the values the temporalio/server image renders for the variables the
@@ -97,7 +97,7 @@ func TestTemporalScriptsMatchWorkflows(t *testing.T) {
 	for _, sa := range workflows.SearchAttributes() {
 		want = append(want, sa.Name+"="+sa.Type)
 	}
-	for _, path := range []string{"../scripts/ensure-temporal.sh", clusterScript} {
+	for _, path := range []string{"scripts/ensure-temporal.sh", clusterScript} {
 		script := readScript(t, path)
 		require.Equal(t, want, scriptArray(t, script, "search_attributes"),
 			"%s must register exactly workflows.SearchAttributes()", path)
@@ -156,7 +156,7 @@ func TestClusterConfigMatchesCompose(t *testing.T) {
 		"%s must point the server at %s", clusterScript, clusterDynamicConfig)
 	composeDynamic := map[string]any{}
 	if path, ok := server["DYNAMIC_CONFIG_FILE_PATH"]; ok {
-		composeDynamic = readDynamicConfig(t, "../"+composeMountSource(t, f.Services["temporal"], path))
+		composeDynamic = readDynamicConfig(t, composeMountSource(t, f.Services["temporal"], path))
 	}
 	clusterDynamic := readDynamicConfig(t, clusterDynamicConfig)
 	require.Equal(t, composeDynamic, clusterDynamic,

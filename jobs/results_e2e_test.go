@@ -1,0 +1,105 @@
+package jobs_test
+
+// Reported results end to end, against the real dev server and test database: a result reported
+// while Temporal cannot be reached is recorded and applied later, and a bad report writes nothing.
+// Each test here failed before the change that made its door keep the money rules.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// TestE2EResultRecordedWhileTemporalUnreachable protects money rules 3 and 8 at the report door:
+// a result reported while Temporal cannot be reached is written to the ledger first and answered
+// "recorded", and the reconcile pass applies it once Temporal answers: the job is delivered, once.
+// Before, such a report failed and was stored nowhere.
+func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "down")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	require.NoError(t, err)
+	_, err = e.Jobs.Wait(ctx, key, ledgerdb.StateRunning)
+	require.NoError(t, err)
+
+	// A client whose server never answers stands for Temporal being down.
+	down, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Namespace: e.Config.Temporal.Namespace})
+	require.NoError(t, err)
+	defer down.Close()
+	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
+		Namespace: e.Config.Temporal.Namespace})
+	reportCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	report, err := unreachable.ReportResult(reportCtx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + id})
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathRecorded, report.Path)
+	pending, err := e.Store.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the result is durable in the ledger")
+
+	// Temporal answers again: the pass hands the result to the job's workflow.
+	time.Sleep(time.Second)
+	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "reconcile-test/" + id, TaskQueue: e.Config.Temporal.TaskQueue,
+	}, workflows.Reconcile, activities.ReconcileInput{Grace: time.Hour, ResultGrace: time.Millisecond, AccountIDs: []string{acct}})
+	require.NoError(t, err)
+	var pass activities.ReconcileResult
+	require.NoError(t, run.Get(ctx, &pass))
+	require.Equal(t, 1, pass.ResultsApplied, "failures: %v", pass.Failures)
+	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	require.Equal(t, ledgerdb.StateDelivered, final.State)
+	require.Equal(t, "s3://out/"+id, final.OutputRef)
+	pending, err = e.Store.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, acct, 160)
+}
+
+// TestE2EBadReportsWriteNothing protects rule 5 at the report door: a report naming an attempt
+// the job's work never started, or without a usable output, is refused before anything is
+// written or signalled, and the job goes on to be delivered by its real result.
+func TestE2EBadReportsWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, e.Store, 200)
+	id := ledgertest.ID(t, "bad")
+	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	require.NoError(t, err)
+	for _, bad := range []activities.WorkResult{
+		{Attempt: -1, OutputRef: "s3://x"},
+		{Attempt: 0, OutputRef: "s3://x"},
+		{Attempt: 7, OutputRef: "s3://forged"},
+		{Attempt: 1},
+		{Attempt: 1, OutputRef: "s3://x\u202egnp"},
+	} {
+		_, err := e.Jobs.ReportResult(ctx, key, bad)
+		require.ErrorIs(t, err, ledgerdb.ErrInvalidInput, "%+v", bad)
+	}
+	var recorded int
+	require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM result_reports WHERE job_id = $1`, key.String()).Scan(&recorded))
+	require.Zero(t, recorded)
+	status, err := e.Jobs.Status(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRunning, status.State)
+
+	_, err = e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+}

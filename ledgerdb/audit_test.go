@@ -1,0 +1,173 @@
+package ledgerdb_test
+
+// The audit's checks of a release: each way one can break is reported by the SQL audit and by the
+// invariant checker's snapshot — against the real Postgres.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestAuditCatchesBrokenRelease breaks the release's money rules inside owner transactions that
+// it rolls back, and checks that the audit (Store.Audit's replay, through the transaction) and
+// the snapshot the invariant checker reads (ReadLedgerSnapshot: JobTotals.Releases and EntrySum
+// against Job.WantsRows and Job.Net) both see each break: a second release row for one job
+// (rule 2 — the database refuses it outright, UNIQUE (job_id, kind)); a release row for a job
+// settled at its whole hold, by Settle or by the original version's Deliver (rule 2: a row its
+// settlement does not record; rule 3: its rows no longer sum to −used × unit price); a running
+// job delivered and settled at part of its hold (as a broken settle would) with a release of the
+// wrong amount (rule 3), with no release row at all (rules 2 and 3), or with a release row whose
+// balance_after breaks the account's chain (rule 6). After each rollback the account audits clean.
+func TestAuditCatchesBrokenRelease(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
+	kind := ledgertest.Metered(t, s, 3, 20) // a hold of 60
+	acct := ledgertest.Account(t, s, 1000)
+
+	released := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	_, err := s.Settle(ctx, released, 1, ledgerdb.Units(5), "") // releases 45
+	require.NoError(t, err)
+	whole := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	_, err = s.Settle(ctx, whole, 1, nil, "") // releases nothing
+	require.NoError(t, err)
+	oldStep := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	delivered, err := s.Deliver(ctx, oldStep, 1) // the original step: settled at the whole hold
+	require.NoError(t, err)
+	requireSettled(t, delivered.Job, 20)
+	// A running job (no step has settled it) that the broken steps below deliver and settle.
+	running := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
+
+	// release appends a release row to the account as the functions do: the balance moves with
+	// it, so that the chain and rule 6 hold unless breakChain says otherwise.
+	release := func(tx pgx.Tx, job ledgerdb.JobKey, amount int64, breakChain bool) error {
+		skew := int64(0)
+		if breakChain {
+			skew = 1
+		}
+		_, err := tx.Exec(ctx, `WITH a AS (
+				UPDATE accounts SET balance = balance + $3 WHERE id = $1 RETURNING balance)
+			INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+			SELECT $1, $2, 'release', $3, a.balance + $4 FROM a`, acct, job.String(), amount, skew)
+		return err
+	}
+	// settle delivers the running job and settles it at 10 units, writing no row: the first half
+	// of what ledger_settle does.
+	settle := func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', delivered_at = now(), is_settled = true, units_used = 10,
+			settled_at = now() WHERE id = $1 AND state = 'running'`, running.String())
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("job %s: %d rows delivered and settled, want 1", running, tag.RowsAffected())
+		}
+		return err
+	}
+
+	for _, c := range []struct {
+		name    string
+		job     ledgerdb.JobKey
+		breakIt func(tx pgx.Tx) error
+		// rules are the rules the audit must report, as they appear in its sentences.
+		rules []string
+		// releases and net are what the snapshot must show for the job; chain, whether the
+		// account's chain breaks.
+		releases int
+		chain    bool
+	}{
+		{"a release for a job settled at its whole hold", whole,
+			func(tx pgx.Tx) error { return release(tx, whole, 30, false) }, []string{"(rule 2)", "(rule 3)"}, 1, false},
+		{"a release for a job the original step settled at its whole hold", oldStep,
+			func(tx pgx.Tx) error { return release(tx, oldStep, 30, false) }, []string{"(rule 2)", "(rule 3)"}, 1, false},
+		{"a release of the wrong amount", running,
+			func(tx pgx.Tx) error {
+				if err := settle(tx); err != nil {
+					return err
+				}
+				return release(tx, running, 31, false) // (20 − 10) × 3 = 30 is due
+			}, []string{"(rule 3)"}, 1, false},
+		{"a settled job missing its release", running,
+			settle, []string{"(rule 2)", "(rule 3)"}, 0, false},
+		{"a release that breaks the chain", running,
+			func(tx pgx.Tx) error {
+				if err := settle(tx); err != nil {
+					return err
+				}
+				return release(tx, running, 30, true)
+			}, []string{"balance_after"}, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := owner.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			require.NoError(t, c.breakIt(tx))
+
+			requireAuditReports(t, tx, acct, c.job, c.rules, c.chain)
+			requireSnapshotShows(t, tx, acct, c.job, c.releases, c.chain, c.rules)
+			require.NoError(t, tx.Rollback(ctx))
+			ledgertest.RequireSound(t, s, acct)
+		})
+	}
+
+	// Rule 2, the second time: the database refuses a second release row for a job outright.
+	tx, err := owner.Begin(ctx)
+	require.NoError(t, err)
+	err = release(tx, released, 45, false)
+	require.NoError(t, tx.Rollback(ctx))
+	requireSQLState(t, err, "23505")
+	ledgertest.RequireRowAmounts(t, s, released,
+		ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -60}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 45})
+	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
+}
+
+// requireAuditReports checks that the audit replayed through tx reports exactly rules over acct,
+// in order, each naming the job — or a row, for a break of the account's chain.
+func requireAuditReports(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobKey, rules []string, chain bool) {
+	t.Helper()
+	report, err := ledgerdb.AuditThrough(context.Background(), tx, acct)
+	require.NoError(t, err)
+	t.Logf("audit: %v", report.Violations)
+	require.Len(t, report.Violations, len(rules), "%v", report.Violations)
+	for i, rule := range rules {
+		require.Contains(t, report.Violations[i], rule)
+		require.Contains(t, report.Violations[i], map[bool]string{true: "row ", false: job.JobID}[chain])
+	}
+}
+
+// requireSnapshotShows checks that the snapshot the invariant checker reads through tx shows the
+// break: the job's releases, and either the account's chain broken (the job's own rows sound) or
+// the job's rows not what its settlement wants (the release count too when rule 2 is broken).
+func requireSnapshotShows(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobKey, releases int, chain bool, rules []string) {
+	t.Helper()
+	snap, err := ledgerdb.ReadLedgerSnapshot(context.Background(), tx, ledgerdb.SnapshotScope{AccountID: acct})
+	require.NoError(t, err)
+	var totals *ledgerdb.JobTotals
+	for i := range snap.Jobs {
+		if snap.Jobs[i].Job.Key() == job {
+			totals = &snap.Jobs[i]
+		}
+	}
+	require.NotNil(t, totals)
+	require.Equal(t, releases, totals.Releases)
+	require.Len(t, snap.Accounts, 1)
+	if chain {
+		require.Equal(t, 1, snap.Accounts[0].ChainBreaks)
+		require.Equal(t, totals.Job.Net(), totals.EntrySum, "the job's own rows are sound")
+		return
+	}
+	require.Zero(t, snap.Accounts[0].ChainBreaks)
+	require.Equal(t, snap.Accounts[0].Balance, snap.Accounts[0].EntrySum)
+	broken := totals.Releases != totals.Job.WantsRows()[ledgerdb.KindRelease] || totals.EntrySum != totals.Job.Net()
+	require.True(t, broken, "the snapshot shows nothing wrong with job %s: %+v", job, totals)
+	if slices.Contains(rules, "(rule 2)") {
+		require.NotEqual(t, totals.Job.WantsRows()[ledgerdb.KindRelease], totals.Releases)
+	}
+	require.NotEqual(t, totals.Job.Net(), totals.EntrySum)
+}
