@@ -40,6 +40,9 @@ func (r *run) inject(ctx context.Context, timeline []timedInjection) {
 				r.event("skipped", "worker %d was not running; no SIGKILL", w.id)
 			}
 		case KindRestartTemporal:
+			// On a loaded machine no candidate's submission may have answered yet at the planned
+			// moment; a stop then would leave no result to report while the server is down.
+			r.awaitAnswered(ctx, t.results)
 			r.event(KindRestartTemporal, "stopping the dev server on %s", r.server.Address())
 			began := time.Now()
 			r.server.Stop()
@@ -109,6 +112,23 @@ func (r *run) reportWhileDown(ctx context.Context, candidates []jobs.Job) {
 		})
 	}
 	all.Wait()
+}
+
+// awaitAnswered waits until the submission of at least one of candidates has answered (its charge
+// is decided, so a result can be reported for it), or until ctx ends. It waits on the event, not
+// on a time, so that the stop has results to report however slow the machine is.
+func (r *run) awaitAnswered(ctx context.Context, candidates []jobs.Job) {
+	for ctx.Err() == nil {
+		r.mu.Lock()
+		for _, job := range candidates {
+			if r.submitted[job.ID] {
+				r.mu.Unlock()
+				return
+			}
+		}
+		r.mu.Unlock()
+		sleep(ctx, 100*time.Millisecond)
+	}
 }
 
 // outageReportWait is how long a report made while the dev server is down waits for Temporal
