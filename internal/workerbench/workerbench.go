@@ -375,7 +375,8 @@ func (b *bench) startWorker() (sdkworker.Worker, error) {
 	if b.cfg.WorkflowCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(b.cfg.WorkflowCacheSize)
 	}
-	w := sdkworker.New(b.tc, tq, sdkworker.Options{})
+	// With the product worker's build ID (worker.New), which keeps each metered run's version.
+	w := sdkworker.New(b.tc, tq, sdkworker.Options{DeploymentOptions: workflows.WorkerDeploymentOptions()})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
 	w.RegisterWorkflowWithOptions(BareJob, workflow.RegisterOptions{Name: BareWorkflowType})
