@@ -121,8 +121,9 @@ func buildIDVersion(buildID string) (workflow.Version, bool) {
 	if !ok {
 		return 0, false
 	}
+	// Digits only, as WorkerBuildID writes them: no sign, no leading zero.
 	v, err := strconv.Atoi(digits)
-	if err != nil || strconv.Itoa(v) != digits {
+	if err != nil || v < 0 || strconv.Itoa(v) != digits {
 		return 0, false
 	}
 	return workflow.Version(v), true
