@@ -158,7 +158,7 @@ var historiesDir = filepath.Join("..", "workflows", "testdata", "histories")
 
 // recordedVersion names the workflow version whose histories the recorder writes: each file is
 // <recordedVersion>-<name>.json. Bump it with the workflows' latest version.
-const recordedVersion = "v5"
+const recordedVersion = "v6"
 
 // recordHistory writes the closed workflow's history to
 // workflows/testdata/histories/<recordedVersion>-<name>.json when JOBBILL_RECORD_HISTORIES=1, in

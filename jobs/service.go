@@ -323,16 +323,19 @@ func (s *Service) unlessClosed(ctx context.Context, workflowID string, await fun
 
 // awaitClose waits until the job's MeteredJob run under workflowID has closed, and says whether it
 // did; it answers false when ctx ends first, or when another program's workflow holds the ID
-// (the start or the attach says so). It first waits one poll interval, within which most charge
-// decisions come and the watch ends before it began; then it finds the run (looking again while it
-// has not started yet) and long-polls its close event, which Temporal answers when it closes.
+// (the start or the attach says so). It first waits closeWatchDelay, within which charge
+// decisions come and the watch ends before it began; then it finds the run (looking again every
+// poll interval while it has not started yet) and long-polls its close event, which Temporal
+// answers when it closes.
 func (s *Service) awaitClose(ctx context.Context, workflowID string) bool {
+	wait := closeWatchDelay
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(pollEvery):
+		case <-time.After(wait):
 		}
+		wait = pollEvery
 		desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
 			continue
@@ -352,6 +355,15 @@ func (s *Service) awaitClose(ctx context.Context, workflowID string) bool {
 		}
 	}
 }
+
+// closeWatchDelay is how long a submission waits for its charge decision before it also watches
+// the run's close (awaitClose). A watch costs the server a describe and a long poll of the run's
+// history, on top of the submission's own round trip; begun after the 200 ms of a poll interval,
+// it ran for nearly every submission of a busy server, whose decisions take longer than that,
+// which is when the server can least spare the calls. The run that closes under its submission (an
+// operator's Terminate while the charge waits for a busy ledger) is rare, and its submission is
+// answered at most this much later.
+const closeWatchDelay = 2 * time.Second
 
 // heldIDAction is what a submission does when its start is refused because a workflow already
 // holds the job's workflow ID.

@@ -31,7 +31,8 @@ import (
 func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Service, m *metrics.Metrics) sdkworker.Worker {
 	// The cache is the process's, shared by its workers, and sized before the first one starts.
 	sdkworker.SetStickyWorkflowCacheSize(c.Temporal.WorkflowCacheSize)
-	w := sdkworker.New(tc, c.Temporal.TaskQueue, sdkworker.Options{})
+	// The build ID keeps the version of each run the worker starts (workflows/versions.go).
+	w := sdkworker.New(tc, c.Temporal.TaskQueue, sdkworker.Options{DeploymentOptions: workflows.WorkerDeploymentOptions()})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
 	acts := &activities.Activities{Ledger: ledger, Runner: newRunner(c.Runner, st)}

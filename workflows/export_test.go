@@ -9,4 +9,6 @@ const (
 	LatestMeteredJobVersion = latestMeteredJobVersion
 	// VersionContract is versionContract, the last version before whole numbers.
 	VersionContract = versionContract
+	// VersionLedgerTruth is versionLedgerTruth, the last version that recorded a Version marker.
+	VersionLedgerTruth = versionLedgerTruth
 )

@@ -1,20 +1,43 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
 
 // Versioning. A metered job's workflow stays open for at least its late-result window (a day by
 // default), so a deployment always meets runs that started under the code before it, and a
 // worker must replay those runs exactly as they were recorded. Every change to the commands a
 // workflow issues (an activity or local activity added, removed or reordered, a search-attribute
-// upsert, a timer) therefore goes through workflow.GetVersion: each run records, once, at its
-// start, the newest version its code knew, and the code keeps the older paths for runs recorded
-// under them. workflows/testdata/histories keeps a recorded history of every path of every
+// upsert, a timer) therefore goes through a version: each run records, once, at its start, the
+// newest version its code knew (below: where), and the code keeps the older paths for runs
+// recorded under them. workflows/testdata/histories keeps a recorded history of every path of every
 // released version, never re-recorded, and the replay test replays them all.
 //
 // To change the commands: add a version constant below (the next number), make it
 // latestMeteredJobVersion, branch on j.version where the behaviour differs, record the new
 // version's histories beside the old ones (their files start with the version, as v1-…), and keep
 // the old branches until no run of the old version can still be open.
+//
+// Where a run's version is kept. Up to versionLedgerTruth every run recorded it with GetVersion: a
+// Version marker, and beside it the SDK's upsert of the TemporalChangeVersion search attribute,
+// which the SDK writes with every first GetVersion of a run and has no switch for — two events of
+// every job, and a visibility write, that bill nothing. From versionBuildID on, a run started on a
+// worker whose build ID is [WorkerBuildID] keeps its version in that build ID instead: the server
+// records the build ID of the worker that completed each workflow task in the task's completion
+// event, and the SDK answers the first task's (workflow.GetInfo(ctx).GetCurrentBuildID, documented
+// safe for branching) again on every replay, on any worker. So the run's version costs no event:
+// it is the number at the end of the build ID of the worker that ran its first task. A run whose
+// first task was completed by any other worker (an older jobbill, whose build ID is its binary's
+// checksum, or one an operator gave its own build ID) records its version with GetVersion, as
+// before; the two paths issue the same commands after it. A worker meeting a run of a version
+// newer than its code fails the workflow task, as GetVersion does, until a newer worker takes it.
+// Worker Versioning (worker deployments, pinned or auto-upgrade runs) is not used: see "Versioning"
+// in docs/design.md.
 
 // meteredJobVersionID is the change ID under which [MeteredJob] records its version.
 const meteredJobVersionID = "metered-job"
@@ -50,9 +73,61 @@ const (
 	// attributes with what the ledger answered about the job (a settled job's state, not
 	// rejected), and a run refused before it asked the ledger (an invalid input) upserts none.
 	versionLedgerTruth workflow.Version = 5
+	// versionBuildID keeps the run's version in the build ID of the worker that ran its first
+	// workflow task (above) when that is a [WorkerBuildID], and then writes no Version marker and
+	// no TemporalChangeVersion upsert; its other commands are versionLedgerTruth's.
+	versionBuildID workflow.Version = 6
 	// latestMeteredJobVersion is the version new runs record.
-	latestMeteredJobVersion = versionLedgerTruth
+	latestMeteredJobVersion = versionBuildID
 )
+
+// buildIDPrefix starts every [WorkerBuildID]; the version follows it.
+const buildIDPrefix = "jobbill-metered-job-v"
+
+// WorkerBuildID is the build ID of a worker that runs this code: it names the newest version of
+// [MeteredJob] the code knows, which the runs whose first workflow task it completes keep as their
+// version (above). Every worker of jobbill's workflows carries it ([WorkerDeploymentOptions]).
+var WorkerBuildID = buildIDPrefix + strconv.Itoa(int(latestMeteredJobVersion))
+
+// WorkerDeploymentName names jobbill's workers for Temporal (the deployment of their build ID).
+const WorkerDeploymentName = "jobbill"
+
+// WorkerDeploymentOptions are the deployment options of every worker that runs jobbill's
+// workflows: its build ID, [WorkerBuildID], without Worker Versioning (UseVersioning off: the
+// server routes every task of the queue to any worker, as before).
+func WorkerDeploymentOptions() sdkworker.DeploymentOptions {
+	return sdkworker.DeploymentOptions{
+		Version: sdkworker.WorkerDeploymentVersion{DeploymentName: WorkerDeploymentName, BuildID: WorkerBuildID},
+	}
+}
+
+// meteredJobVersion is the version of this run of [MeteredJob]: the one its first workflow task's
+// build ID names, or else the one it recorded with GetVersion (recording the newest on a new run).
+func meteredJobVersion(ctx workflow.Context) workflow.Version {
+	if v, ok := buildIDVersion(workflow.GetInfo(ctx).GetCurrentBuildID()); ok {
+		if v < versionBuildID || v > latestMeteredJobVersion {
+			// As GetVersion does: the workflow task fails and is retried, on a newer worker.
+			panic(fmt.Sprintf("the run's first workflow task ran on a worker of version %d of %q; this code knows versions %d to %d",
+				v, meteredJobVersionID, versionBuildID, latestMeteredJobVersion))
+		}
+		return v
+	}
+	return workflow.GetVersion(ctx, meteredJobVersionID, versionOriginal, latestMeteredJobVersion)
+}
+
+// buildIDVersion is the version a [WorkerBuildID] names; false for any other build ID.
+func buildIDVersion(buildID string) (workflow.Version, bool) {
+	digits, ok := strings.CutPrefix(buildID, buildIDPrefix)
+	if !ok {
+		return 0, false
+	}
+	// Digits only, as WorkerBuildID writes them: no sign, no leading zero.
+	v, err := strconv.Atoi(digits)
+	if err != nil || v < 0 || strconv.Itoa(v) != digits {
+		return 0, false
+	}
+	return workflow.Version(v), true
+}
 
 // lateResultVersionID is the change ID under which [LateResult] records its version.
 const lateResultVersionID = "late-result"

@@ -39,7 +39,7 @@ var a *activities.Activities
 // Signals: [SignalResult] ([ResultSignal]) and [SignalRedrive] ([RedriveRequest]). Query:
 // [QueryStatus] ([JobStatus]). Update: [UpdateChargeDecision]. The result is the final JobStatus.
 func MeteredJob(ctx workflow.Context, in JobInput) (JobStatus, error) {
-	version := workflow.GetVersion(ctx, meteredJobVersionID, versionOriginal, latestMeteredJobVersion)
+	version := meteredJobVersion(ctx)
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	if version < versionWholeNumbers {
 		in = in.readAsBefore()

@@ -57,6 +57,12 @@ type SideCost struct {
 	EventTypes  map[string]float64
 }
 
+// MachineCPU is the CPU per job of every process behind the side: the Temporal server, Postgres
+// and this process (the worker with the benchmark) — what the job costs the machine.
+func (s *SideCost) MachineCPU() time.Duration {
+	return s.ServerCPU + s.PostgresCPU + s.BenchCPU
+}
+
 // JobCost is a run's cost per job, by side ("bare", "metered", and "recovered" for the latency
 // jobs' histories).
 type JobCost struct {
@@ -69,6 +75,17 @@ type JobCost struct {
 	LostBackends int
 	// Sides holds each side's figures by its name.
 	Sides map[string]*SideCost
+}
+
+// CPURatio is the bare workflow's machine CPU per job over the metered job's: 1 when a metered
+// job costs the machine what a bare one costs, below 1 by what billing adds (goal ≥ 0.95, like
+// the throughput's ratio); 0 when a side was not measured.
+func (c JobCost) CPURatio() float64 {
+	bare, metered := c.Sides[bareSide], c.Sides[meteredSide]
+	if bare == nil || metered == nil || metered.MachineCPU() == 0 {
+		return 0
+	}
+	return float64(bare.MachineCPU()) / float64(metered.MachineCPU())
 }
 
 // cpuMeter reads the CPU the processes behind the run have used.
@@ -289,8 +306,8 @@ func (b *bench) printCost(c JobCost) {
 			share := func(d time.Duration) float64 {
 				return 100 * float64(d) * float64(s.Jobs) / float64(s.Elapsed)
 			}
-			fmt.Fprintf(b.out, "  %-9s CPU per job: Temporal server %s (%.0f%% of a core), Postgres %s (%.0f%%), worker+bench %s (%.0f%%)\n",
-				side, ms(s.ServerCPU), share(s.ServerCPU), ms(s.PostgresCPU), share(s.PostgresCPU), ms(s.BenchCPU), share(s.BenchCPU))
+			fmt.Fprintf(b.out, "  %-9s CPU per job: Temporal server %s (%.0f%% of a core), Postgres %s (%.0f%%), worker+bench %s (%.0f%%); machine %s\n",
+				side, ms(s.ServerCPU), share(s.ServerCPU), ms(s.PostgresCPU), share(s.PostgresCPU), ms(s.BenchCPU), share(s.BenchCPU), ms(s.MachineCPU()))
 		}
 		if s.HistoryJobs > 0 {
 			types := make([]string, 0, len(s.EventTypes))
@@ -312,3 +329,32 @@ func (b *bench) printCost(c JobCost) {
 
 // recoveredSide names the latency jobs' histories: refunded, then recovered by a late result.
 const recoveredSide = "recovered"
+
+// printGoals prints the metered job against the bare workflow, each figure beside its goal: the
+// throughput's ratio, the machine CPU per job's, and the history events per job that make them.
+func (b *bench) printGoals(res Result) {
+	fmt.Fprintf(b.out, "\nmetered against bare on %s (Temporal server %s), goal >= %.2fx each on an idle machine:\n",
+		b.cfg.TemporalAddress, b.serverVersion, ratioGoal)
+	fmt.Fprintf(b.out, "  throughput           %6.2f / %6.2f jobs/s (metered / bare)  = %.2fx  %s\n",
+		res.MeteredMedianJobsPerSec, res.BareMedianJobsPerSec, res.Ratio, verdict(res.Ratio))
+	bare, metered := res.JobCost.Sides[bareSide], res.JobCost.Sides[meteredSide]
+	if bare != nil && metered != nil && metered.Jobs > 0 {
+		fmt.Fprintf(b.out, "  machine CPU per job  %6s / %6s (bare / metered)        = %.2fx  %s\n",
+			ms(bare.MachineCPU()), ms(metered.MachineCPU()), res.CPURatio, verdict(res.CPURatio))
+	}
+	if bare != nil && metered != nil && metered.HistoryJobs > 0 {
+		line := fmt.Sprintf("  history events       %6.1f / %6.1f per job (metered / bare)", metered.Events, bare.Events)
+		if r := res.JobCost.Sides[recoveredSide]; r != nil && r.HistoryJobs > 0 {
+			line += fmt.Sprintf("; recovered %.1f", r.Events)
+		}
+		fmt.Fprintln(b.out, line)
+	}
+}
+
+// verdict says whether a ratio meets ratioGoal.
+func verdict(ratio float64) string {
+	if ratio >= ratioGoal {
+		return "meets the goal"
+	}
+	return "misses the goal"
+}

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
@@ -187,6 +188,9 @@ type Result struct {
 	Webhooks WebhookRun
 	// JobCost is what each job cost the server and Postgres, and its history.
 	JobCost JobCost
+	// CPURatio is JobCost.CPURatio: the bare workflow's machine CPU per job over the metered
+	// job's (goal ≥ 0.95 on an idle machine).
+	CPURatio float64
 	// Waiting is the many-waiting-jobs measurement, when it ran.
 	Waiting WaitingResult
 }
@@ -219,6 +223,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 	defer tc.Close()
 	b.tc = tc
+	// The server's version, for the run's conditions; "unknown" when it does not say.
+	b.serverVersion = "unknown"
+	if info, err := tc.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{}); err == nil && info.GetServerVersion() != "" {
+		b.serverVersion = info.GetServerVersion()
+	}
 
 	if cfg.Waiting.Jobs > 0 {
 		fmt.Fprintf(out, "workerbench %s: %d jobs waiting for a late result, %d submitters, task queue %s\n",
@@ -295,8 +304,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		return res, err
 	}
 	res.JobCost = b.meter.perJob()
+	res.CPURatio = res.JobCost.CPURatio()
 	b.print(res)
 	b.printCost(res.JobCost)
+	b.printGoals(res)
 	return res, nil
 }
 
@@ -331,6 +342,8 @@ type bench struct {
 	expected map[string]expectation
 	// meter reads the CPU of the processes behind the run (cost.go).
 	meter *cpuMeter
+	// serverVersion is the Temporal server's version, as it reports it.
+	serverVersion string
 }
 
 func newRunID() string {
@@ -375,7 +388,8 @@ func (b *bench) startWorker() (sdkworker.Worker, error) {
 	if b.cfg.WorkflowCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(b.cfg.WorkflowCacheSize)
 	}
-	w := sdkworker.New(b.tc, tq, sdkworker.Options{})
+	// With the product worker's build ID (worker.New), which keeps each metered run's version.
+	w := sdkworker.New(b.tc, tq, sdkworker.Options{DeploymentOptions: workflows.WorkerDeploymentOptions()})
 	w.RegisterWorkflow(workflows.MeteredJob)
 	w.RegisterWorkflow(workflows.LateResult)
 	w.RegisterWorkflowWithOptions(BareJob, workflow.RegisterOptions{Name: BareWorkflowType})

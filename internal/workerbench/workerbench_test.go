@@ -16,7 +16,7 @@ import (
 // reclaim for each job that got a late result (money rules 2 and 3) — and every account audits
 // clean with its grant less its jobs' cost (rule 6); so a pass means the benchmark's money check
 // finds the jobs it ran. It also checks the per-job figures are read: the history of each side
-// and the CPU of this machine's processes. Speed is reported, never asserted.
+// and the CPU of this machine's processes, compared side to side. Speed is reported, never asserted.
 func TestRunSmall(t *testing.T) {
 	ledgertest.Store(t) // migrates the test database
 	cfg := workertest.Config("workerbench")
@@ -39,6 +39,9 @@ func TestRunSmall(t *testing.T) {
 	}
 	if res.JobsChecked != 6+3 || res.Latency.Jobs != 3 {
 		t.Fatalf("checked %d jobs and %d latencies, want 9 and 3", res.JobsChecked, res.Latency.Jobs)
+	}
+	if res.CPURatio <= 0 || !strings.Contains(out.String(), "machine CPU per job") {
+		t.Fatalf("the machine CPU per job of the two sides is not compared: ratio %v", res.CPURatio)
 	}
 	for _, side := range []string{"bare", "metered", "recovered"} {
 		s := res.JobCost.Sides[side]

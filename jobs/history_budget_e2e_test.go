@@ -1,0 +1,162 @@
+package jobs_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// budgetLine is one kind of event a job's history may hold: how many, and what it pays for.
+type budgetLine struct {
+	event string
+	count int
+	why   string
+}
+
+// bareEvents are the events of a bare workflow that runs the work activity alone (the benchmark's
+// baseline, internal/workerbench): every job has them, billed or not. Its two workflow tasks are
+// not here: they are counted apart (historyOf).
+var bareEvents = []budgetLine{
+	{"WorkflowExecutionStarted", 1, "the start"},
+	{"ActivityTaskScheduled", 1, "the work"},
+	{"ActivityTaskStarted", 1, "the work"},
+	{"WorkflowExecutionCompleted", 1, "the end"},
+}
+
+// deliveredBudget is what billing may add to a delivered job's history, each event with the
+// reason it is worth its cost. Every other event a job once wrote is gone: the version marker
+// and the SDK's TemporalChangeVersion upsert (the run's version is the build ID of the worker
+// that ran its first workflow task, workflows/versions.go).
+var deliveredBudget = []budgetLine{
+	{"ActivityTaskCompleted", 1, "the work's result"},
+	{"WorkflowExecutionUpdateAccepted", 1, "the charge decision the submission waits for: 201 or 402 in one round trip, answered in the first workflow task"},
+	{"WorkflowExecutionUpdateCompleted", 1, "the same update's answer"},
+	{"MarkerRecorded(LocalActivity)", 2, "the two money transitions: the charge, and the settlement (deliver and reclaim are one step)"},
+	{"UpsertWorkflowSearchAttributes", 2, "BillingState running (the UI's filter of the jobs at work) and delivered (the settled state)"},
+}
+
+// recoveredBudget is the same for a job refunded after its attempts failed, then recovered by a
+// late result.
+var recoveredBudget = []budgetLine{
+	{"ActivityTaskFailed", 1, "the work's final failure"},
+	{"WorkflowExecutionUpdateAccepted", 1, "the charge decision the submission waits for"},
+	{"WorkflowExecutionUpdateCompleted", 1, "the same update's answer"},
+	{"MarkerRecorded(LocalActivity)", 3, "the three money transitions: the charge, the refund, and the settlement of the late result"},
+	{"UpsertWorkflowSearchAttributes", 3, "BillingState running, refunded with DeadLettered (the dead-letter filter), recovered"},
+	{"TimerStarted", 1, "the late-result window"},
+	{"TimerCanceled", 1, "the window, ended by the result"},
+	{"WorkflowExecutionSignaled", 1, "the late result"},
+}
+
+// historyOf reads a closed run's history: the count of each event type (markers by their name),
+// and the number of workflow tasks it took.
+func (e *e2eEnv) historyOf(t *testing.T, workflowID string) (map[string]int, int) {
+	t.Helper()
+	iter := e.Client.GetWorkflowHistory(testContext(t), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	types := map[string]int{}
+	tasks := 0
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			types[fmt.Sprintf("%s(%s)", ev.GetEventType(), ev.GetMarkerRecordedEventAttributes().GetMarkerName())]++
+		default:
+			types[ev.GetEventType().String()]++
+		}
+	}
+	return types, tasks
+}
+
+// requireBudget fails unless the history holds exactly the bare workflow's events and the
+// budget's, and at least tasks workflow tasks of three events each; it names every event over or
+// under budget. More workflow tasks than that are the server's, not the code's: a ledger step
+// slower than most of the task timeout (a loaded machine) heartbeats the task with one more.
+func requireBudget(t *testing.T, got map[string]int, gotTasks, tasks int, budget []budgetLine) {
+	t.Helper()
+	want := map[string]int{}
+	why := map[string]string{}
+	for _, l := range append(slices.Clone(bareEvents), budget...) {
+		want[l.event] += l.count
+		why[l.event] = l.why
+	}
+	var problems []string
+	for _, event := range slices.Sorted(maps.Keys(want)) {
+		if got[event] != want[event] {
+			problems = append(problems, fmt.Sprintf("%s: %d, budget %d (%s)", event, got[event], want[event], why[event]))
+		}
+	}
+	for _, event := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[event]; !ok {
+			problems = append(problems, fmt.Sprintf("%s: %d, budget 0 (nothing pays for it)", event, got[event]))
+		}
+	}
+	require.Empty(t, problems, "history events over or under budget:\n  %s", strings.Join(problems, "\n  "))
+	require.GreaterOrEqual(t, gotTasks, tasks, "workflow tasks")
+	total := 3 * gotTasks
+	for _, n := range got {
+		total += n
+	}
+	t.Logf("%d events: %d workflow tasks of 3, %v", total, gotTasks, got)
+}
+
+// TestE2EHistoryBudget holds a job's history to its budget, the events each money step and each
+// door justifies, on the real server: a delivered job costs the bare workflow's 11 events and 6
+// more — its charge decision, its two money transitions (charge, settle), and the two billing
+// states the UI filters on — and a job refunded and then recovered by a late result 3 money
+// transitions (charge, refund, settle: money rules 2 and 3, each one row of the ledger). A change
+// that adds an event to every job fails here, naming it; so does one that drops a money step.
+func TestE2EHistoryBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kind := ledgertest.Fixed(t, e.Store, 40)
+
+	t.Run("delivered", func(t *testing.T) {
+		t.Parallel()
+		acct, id := ledgertest.Account(t, e.Store, 200), ledgertest.ID(t, "budget")
+		_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
+		require.NoError(t, err)
+		workflowID := workflows.JobWorkflowID(acct, id)
+		require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
+		ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, 40, ledgerdb.KindCharge)
+		got, tasks := e.historyOf(t, workflowID)
+		requireBudget(t, got, tasks, 2, deliveredBudget)
+	})
+
+	t.Run("recovered", func(t *testing.T) {
+		t.Parallel()
+		acct, id := ledgertest.Account(t, e.Store, 200), ledgertest.ID(t, "budget")
+		p := e2ePolicy()
+		p.MaximumAttempts = 1
+		p.LateResultWindow = 10 * time.Minute
+		st := e.JobsWith(p)
+		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+		_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:fail"})
+		require.NoError(t, err)
+		e.waitState(t, st, key, ledgerdb.StateRefunded)
+		report, err := st.ReportResult(testContext(t), key,
+			activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()})
+		require.NoError(t, err)
+		require.Equal(t, jobs.PathSignal, report.Path, "the refunded run still listens for its late result")
+		workflowID := workflows.JobWorkflowID(acct, id)
+		require.Equal(t, ledgerdb.StateRecovered, e.awaitClosed(t, workflowID).State)
+		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		got, tasks := e.historyOf(t, workflowID)
+		requireBudget(t, got, tasks, 3, recoveredBudget)
+	})
+}
