@@ -27,6 +27,7 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -326,7 +327,7 @@ func TestDeletionStory(t *testing.T) {
 	defer cancel()
 
 	kind := e.fixed(t, 40)
-	req := apiclient.JobRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Kind: kind, InputRef: "sim:ok"}
+	req := apitype.SubmitRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Kind: kind, InputRef: "sim:ok"}
 	tracked := c.Track(req)
 	st, err := c.Run(ctx, tracked)
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -373,7 +374,7 @@ func TestOversizeHeaderBlockAnswersInTheAPIShape(t *testing.T) {
 	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
 	id := resp.Header.Get("X-Request-Id")
 	require.Regexp(t, saneRequestID, id)
-	var got api.Error
+	var got apitype.Error
 	require.NoError(t, json.Unmarshal(body, &got), "%s", body)
 	require.Equal(t, "headers_too_large", got.Code)
 	require.Contains(t, got.Message, "16 KiB")

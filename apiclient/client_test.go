@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds,
@@ -66,7 +68,7 @@ func TestNeverReceivedIsResubmittedThreeTimesThenReported(t *testing.T) {
 	defer srv.Close()
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: clock, PollInterval: 10 * time.Second, SubmitAttempts: 2}
-	tr := c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
+	tr := c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
 	_, err := c.Run(context.Background(), tr)
 	require.ErrorIs(t, err, apiclient.ErrNotReceived)
 	require.Equal(t, int32(2+apiclient.MaxResubmissions), posts.Load(), "2 submit attempts, then 3 resubmissions")
@@ -85,18 +87,18 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 		func(w http.ResponseWriter) { w.WriteHeader(502) },
 		func(w http.ResponseWriter) { w.WriteHeader(429) },
 		func(w http.ResponseWriter) { panic(http.ErrAbortHandler) },
-		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apiclient.Status{State: "submitting"}) },
+		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apitype.Status{State: "submitting"}) },
 		func(w http.ResponseWriter) { w.WriteHeader(503) },
-		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apiclient.Status{State: "running"}) },
+		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apitype.Status{State: "running"}) },
 		func(w http.ResponseWriter) {
-			_ = json.NewEncoder(w).Encode(apiclient.Status{State: "delivered", MoneyState: "charged"})
+			_ = json.NewEncoder(w).Encode(apitype.Status{State: "delivered", MoneyState: "charged"})
 		},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			posts.Add(1)
 			w.WriteHeader(202)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{State: "submitting"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": apitype.Status{State: "submitting"}})
 			return
 		}
 		i := int(gets.Add(1)) - 1
@@ -104,7 +106,7 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
+	st, err := c.Run(context.Background(), c.Track(apitype.SubmitRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, int32(1), posts.Load(), "an accepted job is never submitted again")
@@ -140,7 +142,7 @@ func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
 
-	tracked := c.Track(apiclient.JobRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: 120, InputRef: "s3://in"})
+	tracked := c.Track(apitype.SubmitRequest{JobID: "tr-1", AccountID: "acme", Kind: "transcribe", MaxUnits: new(int64(120)), InputRef: "s3://in"})
 	st, err := c.Run(context.Background(), tracked)
 	require.ErrorIs(t, err, apiclient.ErrInsufficientCredits)
 	require.Equal(t, "rejected", st.State)
@@ -156,7 +158,7 @@ func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	}
 
 	bodies = nil
-	_, _ = c.Submit(context.Background(), c.Track(apiclient.JobRequest{JobID: "r-1", AccountID: "acme", Kind: "render-4k"}))
+	_, _ = c.Submit(context.Background(), c.Track(apitype.SubmitRequest{JobID: "r-1", AccountID: "acme", Kind: "render-4k"}))
 	require.NotEmpty(t, bodies)
 	require.NotContains(t, bodies[0], "max_units", "the kind's own maximum is held unless the caller asks for less")
 }
@@ -189,18 +191,18 @@ func TestReportResultCarriesUsageNotAnAmount(t *testing.T) {
 	ctx := context.Background()
 
 	used := int64(137)
-	a, err := c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
+	a, err := c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
 	require.NoError(t, err)
 	require.Equal(t, "signal", a.Path)
 	require.Equal(t, map[string]any{"attempt": float64(1), "output_ref": "s3://out", "units_used": float64(137)}, got[0])
 
-	a, err = c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out"})
+	a, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
 	require.NoError(t, err)
 	require.Equal(t, "recorded", a.Path)
 	require.NotContains(t, got[1], "units_used")
 
 	negative := int64(-1)
-	_, err = c.ReportResult(ctx, "tr-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
+	_, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
 	var ae *apiclient.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 400, ae.StatusCode)
