@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
-
 	"github.com/jobbill/jobbill/apitype"
 )
 

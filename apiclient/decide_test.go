@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
-
 	"github.com/jobbill/jobbill/apitype"
 )
 

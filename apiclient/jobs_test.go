@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
-
 	"github.com/jobbill/jobbill/apitype"
 )
 
