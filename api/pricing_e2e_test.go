@@ -1,7 +1,7 @@
 package api_test
 
 // End-to-end tests of prices set by the server, holds and usage settlement over HTTP, against the
-// same real Postgres and Temporal dev server as e2e_test.go.
+// same real Postgres and Temporal dev server as env_e2e_test.go.
 
 import (
 	"context"

@@ -237,3 +237,50 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 		"GET /v1/prices":               "",
 	}, got)
 }
+
+// TestReportResultCarriesUsageNotAnAmount checks the result report (money rule 5: a result
+// carries the units the work used, never an amount): units_used is sent when known and left out
+// when not (the server then bills the whole hold), a 202 "recorded" is an answer rather than an
+// error, and a refusal is an *APIError with the server's code.
+func TestReportResultCarriesUsageNotAnAmount(t *testing.T) {
+	var got []map[string]any
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got = append(got, body)
+		switch {
+		case body["units_used"] == float64(-1):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"code":"invalid_input","message":"Field \"units_used\" is -1"}`))
+		case body["units_used"] == nil:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"path":"recorded","status":{"state":"running","held":300,"charged":300}}`))
+		default:
+			_, _ = w.Write([]byte(`{"path":"signal","status":{"state":"running","held":300,"charged":300},"message":"taken"}`))
+		}
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
+	ctx := context.Background()
+
+	used := int64(137)
+	a, err := c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
+	require.NoError(t, err)
+	require.Equal(t, "signal", a.Path)
+	require.Equal(t, map[string]any{"attempt": float64(1), "output_ref": "s3://out", "units_used": float64(137)}, got[0])
+
+	a, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
+	require.NoError(t, err)
+	require.Equal(t, "recorded", a.Path)
+	require.NotContains(t, got[1], "units_used")
+
+	negative := int64(-1)
+	_, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 400, ae.StatusCode)
+	require.Equal(t, "invalid_input", ae.Code)
+	require.Equal(t, []string{"POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result"}, paths)
+}

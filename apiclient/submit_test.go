@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,34 +16,6 @@ import (
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apitype"
 )
-
-// fakeClock moves forward by exactly what the client waits for, so minutes pass in microseconds,
-// and records every wait so tests can measure them.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-// Waits are the waits the client asked for, in order.
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.waits = append(c.waits, d)
-	now := c.now
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- now
-	return ch
-}
 
 // TestNeverReceivedIsResubmittedThreeTimesThenReported checks the confirmation rule against a
 // server that never receives anything (every POST is lost, every GET is 404): the same ID and
@@ -160,93 +131,4 @@ func TestSubmissionNamesAKindNeverAnAmount(t *testing.T) {
 	_, _ = c.Submit(context.Background(), c.Track(apitype.SubmitRequest{JobID: "r-1", AccountID: "acme", Kind: "render-4k"}))
 	require.NotEmpty(t, bodies)
 	require.NotContains(t, bodies[0], "max_units", "the kind's own maximum is held unless the caller asks for less")
-}
-
-// TestReportResultCarriesUsageNotAnAmount checks the result report (money rule 5: a result
-// carries the units the work used, never an amount): units_used is sent when known and left out
-// when not (the server then bills the whole hold), a 202 "recorded" is an answer rather than an
-// error, and a refusal is an *APIError with the server's code.
-func TestReportResultCarriesUsageNotAnAmount(t *testing.T) {
-	var got []map[string]any
-	var paths []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paths = append(paths, r.Method+" "+r.URL.Path)
-		var body map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		got = append(got, body)
-		switch {
-		case body["units_used"] == float64(-1):
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write([]byte(`{"code":"invalid_input","message":"Field \"units_used\" is -1"}`))
-		case body["units_used"] == nil:
-			w.WriteHeader(http.StatusAccepted)
-			_, _ = w.Write([]byte(`{"path":"recorded","status":{"state":"running","held":300,"charged":300}}`))
-		default:
-			_, _ = w.Write([]byte(`{"path":"signal","status":{"state":"running","held":300,"charged":300},"message":"taken"}`))
-		}
-	}))
-	defer srv.Close()
-	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
-	ctx := context.Background()
-
-	used := int64(137)
-	a, err := c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
-	require.NoError(t, err)
-	require.Equal(t, "signal", a.Path)
-	require.Equal(t, map[string]any{"attempt": float64(1), "output_ref": "s3://out", "units_used": float64(137)}, got[0])
-
-	a, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
-	require.NoError(t, err)
-	require.Equal(t, "recorded", a.Path)
-	require.NotContains(t, got[1], "units_used")
-
-	negative := int64(-1)
-	_, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
-	var ae *apiclient.APIError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, 400, ae.StatusCode)
-	require.Equal(t, "invalid_input", ae.Code)
-	require.Equal(t, []string{"POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result"}, paths)
-}
-
-// TestPricesAreReadFromTheServer checks the price calls: the price list and a kind's history are
-// read as the server answers them (the hold a job of each kind takes is unit price × max units),
-// and a kind never priced is an *APIError unknown_kind.
-func TestPricesAreReadFromTheServer(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer k" {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		switch r.URL.Path {
-		case "/v1/prices":
-			_, _ = w.Write([]byte(`{"prices":[{"kind":"render-4k","version":2,"unit":"job","unit_price":40,"max_units":1},` +
-				`{"kind":"transcribe","version":1,"unit":"gpu_second","unit_price":2,"max_units":300,"memo":"launch"}]}`))
-		case "/v1/prices/transcribe":
-			_, _ = w.Write([]byte(`{"kind":"transcribe","versions":[{"kind":"transcribe","version":1,"unit":"gpu_second","unit_price":2,"max_units":300}]}`))
-		default:
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"code":"unknown_kind","message":"No price was ever set for this kind"}`))
-		}
-	}))
-	defer srv.Close()
-	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
-	ctx := context.Background()
-
-	prices, err := c.Prices(ctx)
-	require.NoError(t, err)
-	require.Len(t, prices, 2)
-	require.Equal(t, int64(40), prices[0].Hold())
-	require.Equal(t, "gpu_second", prices[1].Unit)
-	require.Equal(t, int64(600), prices[1].Hold())
-
-	history, err := c.PriceHistory(ctx, "transcribe")
-	require.NoError(t, err)
-	require.Len(t, history, 1)
-	require.Equal(t, 1, history[0].Version)
-
-	_, err = c.PriceHistory(ctx, "nothing")
-	var ae *apiclient.APIError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, "unknown_kind", ae.Code)
 }
