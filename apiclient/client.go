@@ -21,6 +21,9 @@
 // [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them. The client
 // also lists, reads and deletes jobs ([Client.ListJobs], [Client.Status], [Client.DeleteJob]) and
 // reads accounts ([Client.Balance], [Client.Ledger]).
+//
+// The bodies it sends and the answers it decodes are package apitype's, the types the server
+// answers with, held to api/openapi.yaml by the API's tests; the client keeps none of its own.
 package apiclient
 
 import (
