@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/jobs"
 )
 
@@ -20,20 +21,20 @@ func shownTo(p *principal, body any) any {
 		return body
 	}
 	switch b := body.(type) {
-	case jobs.Status:
+	case apitype.Status:
 		return customerStatus(b)
-	case jobs.Submission:
+	case apitype.Submission:
 		b.Status = customerStatus(b.Status)
 		return b
-	case JobList:
+	case apitype.JobList:
 		// A copy: the caller's list stays as it was.
-		shown := make([]jobs.Status, len(b.Jobs))
+		shown := make([]apitype.Status, len(b.Jobs))
 		for i, st := range b.Jobs {
 			shown[i] = customerStatus(st)
 		}
 		b.Jobs = shown
 		return b
-	case jobs.ResultReport:
+	case apitype.ResultReport:
 		b.Status = customerStatus(b.Status)
 		if b.Path == jobs.PathRecorded {
 			// Its message names why Temporal could not be reached: an address, perhaps.
@@ -45,7 +46,7 @@ func shownTo(p *principal, body any) any {
 }
 
 // customerStatus is a job's status without what only operators read.
-func customerStatus(st jobs.Status) jobs.Status {
+func customerStatus(st apitype.Status) apitype.Status {
 	st.Detail, st.WorkflowURL = "", ""
 	return st
 }

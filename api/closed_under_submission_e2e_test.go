@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/invariants"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -158,10 +159,10 @@ func TestClientNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 	c := &apiclient.Client{BaseURL: e.serve(t, nil), Key: e.key(t, apikeys.ScopeCustomer, acct), PollInterval: 100 * time.Millisecond}
 	id, err := apiclient.NewJobID("render")
 	require.NoError(t, err)
-	tracked := c.Track(apiclient.JobRequest{JobID: id, AccountID: acct, Kind: e.fixed(t, cost), InputRef: "sim:hang"})
+	tracked := c.Track(apitype.SubmitRequest{JobID: id, AccountID: acct, Kind: e.fixed(t, cost), InputRef: "sim:hang"})
 
 	type ran struct {
-		st  apiclient.Status
+		st  apitype.Status
 		err error
 	}
 	got := stopMidCharge(t, e, acct, id, func() ran {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/internal/jsonint"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -20,69 +21,6 @@ import (
 
 // MaxRefLength is the longest input_ref or output_ref, in bytes: the ledger's own bounds.
 const MaxRefLength = ledgerdb.MaxInputRefLength
-
-// SubmitRequest is the body of POST /v1/jobs. It names the job's kind and never an amount:
-// prices are set by the server (GET /v1/prices), and a body that carries one is refused.
-type SubmitRequest struct {
-	// JobID is the client-generated job ID; a retry must reuse it.
-	JobID string `json:"job_id"`
-	// AccountID is the paying account; the key must be scoped to it.
-	AccountID string `json:"account_id"`
-	// Kind names what the job is ("render-4k"); the price list says what it costs.
-	Kind string `json:"kind"`
-	// MaxUnits, for a kind metered by the GPU-second, is the most units the job may use, at most
-	// the kind's own maximum; absent for the kind's. The job's charge holds this many units.
-	MaxUnits *int64 `json:"max_units,omitempty"`
-	// InputRef points at the job's input. With the account, the kind and the units held it is
-	// what a repeated submission must match to be answered with the original job.
-	InputRef string `json:"input_ref"`
-}
-
-// ResultRequest is the body of POST /v1/jobs/{id}/result. It carries no amount: the ledger bills
-// the usage it reports at the job's recorded price, capped at the job's hold (money rule 5).
-type ResultRequest struct {
-	// Attempt is the attempt that produced the result.
-	Attempt int `json:"attempt"`
-	// OutputRef points at the result.
-	OutputRef string `json:"output_ref"`
-	// FinishedAt is when the work finished; the time of the request when absent.
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
-	// kind), a whole number from 0. Absent, the job is billed its whole hold; above the hold, it
-	// is capped at the hold. A kind sold by the job ignores it: its price is fixed.
-	UnitsUsed *int64 `json:"units_used,omitempty"`
-}
-
-// PriceRequest is the body of PUT /v1/prices/{kind}.
-type PriceRequest struct {
-	// Unit is what the kind is sold by: job (a fixed price) or gpu_second (metered).
-	Unit ledgerdb.Unit `json:"unit"`
-	// UnitPrice is the credits one unit costs, above zero.
-	UnitPrice int64 `json:"unit_price"`
-	// MaxUnits is the most units one job may use, which its charge holds: 1 for a kind sold by
-	// the job (the default for that unit), required for gpu_second.
-	MaxUnits *int64 `json:"max_units,omitempty"`
-	// Memo says why the price was set; it is kept with the version.
-	Memo string `json:"memo"`
-}
-
-// RedriveRequest is the optional body of POST /v1/jobs/{id}/redrive.
-type RedriveRequest struct {
-	// By names who asks, for the workflow's timeline; "api" when empty.
-	By string `json:"by"`
-	// Note says why.
-	Note string `json:"note"`
-}
-
-// GrantRequest is the body of POST /v1/accounts/{id}/grants.
-type GrantRequest struct {
-	// Amount is the top-up in whole credits, above zero.
-	Amount int64 `json:"amount"`
-	// Key makes the grant idempotent: the same key again answers the original grant.
-	Key string `json:"key"`
-	// Memo is kept on the ledger row for support.
-	Memo string `json:"memo"`
-}
 
 // badRequest is a 400 that names what is wrong; nothing was written.
 func badRequest(format string, args ...any) *apiError {
@@ -227,7 +165,7 @@ func fieldError(err error, field string) error {
 // list (a kind without a price, a maximum of units above the kind's). A body that carries an
 // amount is refused with code price_set_by_server: prices are set by the server.
 func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
-	var req SubmitRequest
+	var req apitype.SubmitRequest
 	if err := decodeWithoutAmounts(body, maxBytes, &req,
 		"Prices are set by the server: a submission names the job's kind, never an amount, and this one carries %q. "+
 			"Send \"kind\" instead (GET /v1/prices lists the kinds and their prices). Nothing was written; you were not charged."); err != nil {
@@ -262,7 +200,7 @@ func DecodeSubmit(body io.Reader, maxBytes int64) (jobs.Job, error) {
 
 // decodeResult reads the body of POST /v1/jobs/{id}/result.
 func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.WorkResult, error) {
-	var req ResultRequest
+	var req apitype.ResultRequest
 	if err := decodeWithoutAmounts(body, maxBytes, &req,
 		"A result carries no amount: the server bills the job at the price it was submitted at, for the \"units_used\" "+
 			"the result reports. Remove %q. Nothing was written."); err != nil {
@@ -287,19 +225,20 @@ func decodeResult(body io.Reader, maxBytes int64, now time.Time) (activities.Wor
 // DecodePrice reads and checks the body of PUT /v1/prices/{kind} into the price to set. A kind
 // sold by the job holds 1 unit when max_units is left out; a metered kind must give its maximum.
 func DecodePrice(body io.Reader, maxBytes int64, kind string) (ledgerdb.Price, error) {
-	var req PriceRequest
+	var req apitype.PriceRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return ledgerdb.Price{}, err
 	}
-	if req.Unit != ledgerdb.UnitJob && req.Unit != ledgerdb.UnitGPUSecond {
+	unit := ledgerdb.Unit(req.Unit)
+	if unit != ledgerdb.UnitJob && unit != ledgerdb.UnitGPUSecond {
 		return ledgerdb.Price{}, badRequest("Field \"unit\" is %q; it must be %q (a fixed price per job) or %q (metered by the GPU-second)",
 			req.Unit, ledgerdb.UnitJob, ledgerdb.UnitGPUSecond)
 	}
-	p := ledgerdb.Price{Kind: kind, Unit: req.Unit, UnitPrice: req.UnitPrice, Memo: req.Memo}
+	p := ledgerdb.Price{Kind: kind, Unit: unit, UnitPrice: req.UnitPrice, Memo: req.Memo}
 	switch {
 	case req.MaxUnits != nil:
 		p.MaxUnits = *req.MaxUnits
-	case req.Unit == ledgerdb.UnitJob:
+	case unit == ledgerdb.UnitJob:
 		p.MaxUnits = 1
 	default:
 		return ledgerdb.Price{}, badRequest("Field \"max_units\" is required for unit %q: it is the most GPU-seconds one job may use, which its charge holds", req.Unit)
@@ -338,7 +277,7 @@ func pathKind(r *http.Request) (string, error) {
 
 // decodeGrant reads the body of POST /v1/accounts/{id}/grants.
 func decodeGrant(body io.Reader, maxBytes int64, accountID string) (ledgerdb.Credit, error) {
-	var req GrantRequest
+	var req apitype.GrantRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return ledgerdb.Credit{}, err
 	}

@@ -11,9 +11,9 @@
 //     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
 //     sentence a user can read.
 //   - GET /v1/jobs lists a page of one account's jobs, newest first, each as GET /v1/jobs/{id}
-//     answers it, with a cursor for the next page ([JobList]).
-//   - Every error has one shape, [Error]: a stable code, a sentence, and where it applies the
-//     state of the user's money.
+//     answers it, with a cursor for the next page ([apitype.JobList]).
+//   - Every error has one shape, [apitype.Error]: a stable code, a sentence, and where it
+//     applies the state of the user's money.
 //
 // # Prices, holds and settlement
 //
@@ -65,4 +65,29 @@
 // The document openapi.yaml beside this file describes every route; tests keep it equal to the
 // routes, to the status codes and key scopes of each one, and to the fields of each body and
 // answer.
+//
+// # Bodies on the wire
+//
+// Every body the API reads and every answer it writes is a type of package apitype, which the Go
+// client (package apiclient) shares. A handler answers apitype's types only: the domain types of
+// the job service, the ledger, the keys and the webhooks become answers in wire.go, one
+// conversion each, held by TestWireAnswersAsDomainJSON to the JSON the domain type writes.
+//
+// # Adding a route
+//
+// What a route needs, and the test that fails while it is missing:
+//
+//  1. A line in the route table (New, server.go): method, path, the scopes that may call it and
+//     every status its handler answers; the handler beside the routes of its concern.
+//  2. Its bodies in package apitype, and, when it answers a domain type, a conversion in wire.go
+//     with its line in TestWireAnswersAsDomainJSON.
+//  3. The path, method, x-scopes, responses and schemas in openapi.yaml —
+//     TestOpenAPIMatchesRoutes, TestOpenAPISchemasMatchBodies (every apitype type is a schema,
+//     field for field), and the end-to-end tests, which fail on any status a route answers
+//     without declaring it.
+//  4. A row in docs/api.md's "Routes and status codes" — TestDocsNameEveryRoute.
+//  5. A method of the Go client and of the TypeScript client, or the route's line, with the
+//     reason, in apiclient's outsideTheClients — TestClientsCallEveryRoute (the TypeScript client
+//     must call the Go client's routes) and TestTypeScriptBodiesAreTheWireTypes.
+//  6. Its scopes probed, key by key, in TestScopesOnEveryRoute.
 package api

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
@@ -41,7 +42,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 		case sub.Duplicate:
 			status = http.StatusOK
 		}
-		return status, sub, nil
+		return status, submissionOf(sub), nil
 	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
 		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
 			jobs.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(sub.Status)
@@ -74,10 +75,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	case readErr != nil:
 		return 0, nil, err
 	case st.State != ledgerdb.StateSubmitting:
-		return http.StatusOK, jobs.Submission{Status: st, Duplicate: true}, nil
+		return http.StatusOK, apitype.Submission{Status: statusOf(st), Duplicate: true}, nil
 	case timedOut(err) || ctx.Err() != nil:
 		// Slow is not failed: the job is received and its charge is being decided.
-		return http.StatusAccepted, jobs.Submission{Status: st}, nil
+		return http.StatusAccepted, apitype.Submission{Status: statusOf(st)}, nil
 	}
 	// Received, and no run is known to decide the charge: the same request again starts one (and
 	// the reconcile pass would). Nothing was charged yet, but the charge is still to come, so the
@@ -149,7 +150,7 @@ func (s *Server) getJob(_ http.ResponseWriter, r *http.Request, p *principal) (i
 	if st.State == ledgerdb.StateDeleted {
 		return 0, nil, gone(st)
 	}
-	return http.StatusOK, st, nil
+	return http.StatusOK, statusOf(st), nil
 }
 
 // deleteJob is DELETE /v1/jobs/{id}: a tombstone for a settled job. Deleting a deleted job again
@@ -170,7 +171,7 @@ func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request, p *principal)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, deleted, nil
+	return http.StatusOK, statusOf(deleted), nil
 }
 
 // isMaxUnitsError reports whether the ledger refused a submission's maximum of units (above the
@@ -206,9 +207,9 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	if report.Path == jobs.PathRecorded {
 		// Durable, not yet applied: Temporal was unreachable. The reconcile pass applies it.
-		return http.StatusAccepted, report, nil
+		return http.StatusAccepted, resultReportOf(report), nil
 	}
-	return http.StatusOK, report, nil
+	return http.StatusOK, resultReportOf(report), nil
 }
 
 // redriveJob is POST /v1/jobs/{id}/redrive (admin): run a dead letter's work again.
@@ -217,7 +218,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		return 0, nil, err
 	}
-	var req RedriveRequest
+	var req apitype.RedriveRequest
 	if err := decodeJSON(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, &req, true); err != nil {
 		return 0, nil, err
 	}
@@ -245,15 +246,7 @@ func (s *Server) redriveJob(w http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusAccepted, redriven, nil
-}
-
-// Account is the answer of GET /v1/accounts/{id}.
-type Account struct {
-	// AccountID names the account.
-	AccountID string `json:"account_id"`
-	// Balance is in credits: the sum of the account's ledger rows (money rule 6).
-	Balance int64 `json:"balance"`
+	return http.StatusAccepted, statusOf(redriven), nil
 }
 
 // ownAccount reads the account of the path after checking the key may act for it, so a key
@@ -279,37 +272,7 @@ func (s *Server) getAccount(_ http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, Account{AccountID: id, Balance: balance}, nil
-}
-
-// LedgerEntry is one ledger row as support reads it.
-type LedgerEntry struct {
-	// ID orders the rows; pass the last one as ?after= for the next page.
-	ID int64 `json:"id"`
-	// Kind is grant, charge, refund, reclaim, release or adjustment.
-	Kind ledgerdb.EntryKind `json:"kind"`
-	// Amount is the signed change in credits.
-	Amount int64 `json:"amount"`
-	// BalanceAfter is the balance right after the row.
-	BalanceAfter int64 `json:"balance_after"`
-	// JobID is the job of a charge, refund, reclaim or release.
-	JobID string `json:"job_id,omitempty"`
-	// Key is a grant's or adjustment's idempotency key.
-	Key string `json:"key,omitempty"`
-	// Memo is a grant's or adjustment's free text.
-	Memo string `json:"memo,omitempty"`
-	// CreatedAt is when the row was written.
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// LedgerPage is the answer of GET /v1/accounts/{id}/ledger.
-type LedgerPage struct {
-	// AccountID names the account.
-	AccountID string `json:"account_id"`
-	// Entries are the page's rows, oldest first.
-	Entries []LedgerEntry `json:"entries"`
-	// NextAfter is the ?after= of the next page; 0 when this page is the last.
-	NextAfter int64 `json:"next_after"`
+	return http.StatusOK, apitype.Account{AccountID: id, Balance: balance}, nil
 }
 
 // getLedger is GET /v1/accounts/{id}/ledger?after=&limit=.
@@ -327,24 +290,12 @@ func (s *Server) getLedger(_ http.ResponseWriter, r *http.Request, p *principal)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := LedgerPage{AccountID: id, Entries: []LedgerEntry{}, NextAfter: h.NextAfterID}
+	out := apitype.LedgerPage{AccountID: id, Entries: []apitype.LedgerEntry{}, NextAfter: h.NextAfterID}
 	for _, e := range h.Entries {
-		out.Entries = append(out.Entries, LedgerEntry{ID: e.ID, Kind: e.Kind, Amount: e.Amount, BalanceAfter: e.BalanceAfter,
+		out.Entries = append(out.Entries, apitype.LedgerEntry{ID: e.ID, Kind: string(e.Kind), Amount: e.Amount, BalanceAfter: e.BalanceAfter,
 			JobID: e.JobID, Key: e.Key, Memo: e.Memo, CreatedAt: e.CreatedAt})
 	}
 	return http.StatusOK, out, nil
-}
-
-// Grant is the answer of POST /v1/accounts/{id}/grants.
-type Grant struct {
-	// AccountID names the account.
-	AccountID string `json:"account_id"`
-	// Outcome is applied for a new grant, already_applied when the key was granted before.
-	Outcome ledgerdb.Outcome `json:"outcome"`
-	// EntryID is the grant's ledger row (new or earlier).
-	EntryID int64 `json:"entry_id"`
-	// BalanceAfter is the balance right after that row.
-	BalanceAfter int64 `json:"balance_after"`
 }
 
 // grant is POST /v1/accounts/{id}/grants (admin): a top-up, once per key.
@@ -368,31 +319,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if posting.Outcome == ledgerdb.AlreadyApplied {
 		status = http.StatusOK
 	}
-	return status, Grant{AccountID: id, Outcome: posting.Outcome, EntryID: posting.EntryID, BalanceAfter: posting.BalanceAfter}, nil
-}
-
-// PriceList is the answer of GET /v1/prices.
-type PriceList struct {
-	// Prices are each kind's current price — what a job submitted now is charged — by kind.
-	Prices []ledgerdb.Price `json:"prices"`
-}
-
-// PriceHistory is the answer of GET /v1/prices/{kind}.
-type PriceHistory struct {
-	// Kind names the kind.
-	Kind string `json:"kind"`
-	// Versions are every price the kind has had, oldest first; the last is its current one. A
-	// job keeps the version it was submitted at (its status's price_version).
-	Versions []ledgerdb.Price `json:"versions"`
-}
-
-// PriceSet is the answer of PUT /v1/prices/{kind}.
-type PriceSet struct {
-	// Outcome is applied for a new version, already_applied when the kind's current price
-	// already said the same (nothing was written).
-	Outcome ledgerdb.Outcome `json:"outcome"`
-	// Price is the kind's current version: the new one, or the one that already said the same.
-	Price ledgerdb.Price `json:"price"`
+	return status, apitype.Grant{AccountID: id, Outcome: string(posting.Outcome), EntryID: posting.EntryID, BalanceAfter: posting.BalanceAfter}, nil
 }
 
 // listPrices is GET /v1/prices: the price list, for every key, because a customer must be able
@@ -405,7 +332,7 @@ func (s *Server) listPrices(_ http.ResponseWriter, r *http.Request, _ *principal
 	if prices == nil {
 		prices = []ledgerdb.Price{}
 	}
-	return http.StatusOK, PriceList{Prices: prices}, nil
+	return http.StatusOK, apitype.PriceList{Prices: each(prices, priceOf)}, nil
 }
 
 // priceHistory is GET /v1/prices/{kind}: every version of a kind's price, so a customer can see
@@ -419,7 +346,7 @@ func (s *Server) priceHistory(_ http.ResponseWriter, r *http.Request, _ *princip
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, PriceHistory{Kind: kind, Versions: versions}, nil
+	return http.StatusOK, apitype.PriceHistory{Kind: kind, Versions: each(versions, priceOf)}, nil
 }
 
 // setPrice is PUT /v1/prices/{kind} (admin): a new version of the kind's price, for jobs
@@ -441,5 +368,5 @@ func (s *Server) setPrice(w http.ResponseWriter, r *http.Request, _ *principal) 
 	if outcome == ledgerdb.AlreadyApplied {
 		status = http.StatusOK
 	}
-	return status, PriceSet{Outcome: outcome, Price: set}, nil
+	return status, apitype.PriceSet{Outcome: string(outcome), Price: priceOf(set)}, nil
 }

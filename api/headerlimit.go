@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // MaxHeaderBytes bounds a request's header block — its request line and headers — in bytes (the
@@ -77,7 +79,7 @@ func (s *Server) headersTooLarge() []byte {
 	h := http.Header{}
 	jsonHeaders(h)
 	h.Set(RequestIDHeader, id)
-	body, _ := json.Marshal(Error{Code: "headers_too_large", Message: msgHeadersTooLarge})
+	body, _ := json.Marshal(apitype.Error{Code: "headers_too_large", Message: msgHeadersTooLarge})
 	body = append(body, '\n')
 	resp := http.Response{StatusCode: http.StatusRequestHeaderFieldsTooLarge, ProtoMajor: 1, ProtoMinor: 1, Header: h,
 		ContentLength: int64(len(body)), Body: io.NopCloser(bytes.NewReader(body)), Close: true}

@@ -171,3 +171,60 @@ func TestOversizeBodyIs413(t *testing.T) {
 	require.Equal(t, rowsBefore, e.rows(t, acct), "no refused grant was written")
 	require.Equal(t, inboxBefore, e.inbox(t, acct, done), "no refused result was recorded")
 }
+
+// TestBadInputRefused checks that malformed JSON, unknown fields, trailing data, wrong types,
+// invalid IDs, a missing or malformed kind and a zero, negative, fractional or overflowing
+// max_units are refused with 400 and a clear message, and that nothing is written (rule 7: a
+// refused ID stays "not received"). An oversize body is 413 (TestOversizeBodyIs413).
+func TestBadInputRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	key := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	id := ledgertest.ID(t, "job")
+	metered := ledgertest.Metered(t, e.Store, 1, 300)
+	ok := fmt.Sprintf(`"job_id":%q,"account_id":%q`, id, acct)
+	kind := fmt.Sprintf(`,"kind":%q`, metered)
+	for name, body := range map[string]string{
+		"empty":                 ``,
+		"not JSON":              `job please`,
+		"truncated":             `{` + ok + kind,
+		"array":                 `[1,2]`,
+		"unknown field":         `{` + ok + kind + `,"priority":4}`,
+		"trailing data":         `{` + ok + kind + `}{}`,
+		"no kind":               `{` + ok + `}`,
+		"empty kind":            `{` + ok + `,"kind":""}`,
+		"upper-case kind":       `{` + ok + `,"kind":"Render-4K"}`,
+		"numeric kind":          `{` + ok + `,"kind":"40"}`,
+		"kind as number":        `{` + ok + `,"kind":40}`,
+		"zero max_units":        `{` + ok + kind + `,"max_units":0}`,
+		"negative max_units":    `{` + ok + kind + `,"max_units":-5}`,
+		"fractional max_units":  `{` + ok + kind + `,"max_units":1.5}`,
+		"max_units as string":   `{` + ok + kind + `,"max_units":"5"}`,
+		"overflowing max_units": `{` + ok + kind + `,"max_units":99999999999999999999}`,
+		"no job ID":             fmt.Sprintf(`{"account_id":%q%s}`, acct, kind),
+		"bad job ID":            fmt.Sprintf(`{"job_id":"a/b","account_id":%q%s}`, acct, kind),
+		"long job ID":           fmt.Sprintf(`{"job_id":%q,"account_id":%q%s}`, strings.Repeat("a", 129), acct, kind),
+		"control in input":      `{` + ok + kind + `,"input_ref":"a\u0000b"}`,
+	} {
+		a := call(t, base, "POST", "/v1/jobs", key, body)
+		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
+		require.NotEmpty(t, a.str("message"), name)
+		if strings.Contains(name, "max_units") {
+			require.Contains(t, a.str("message"), `"max_units"`, name)
+		}
+	}
+	require.Equal(t, "body_too_large", call(t, base, "POST", "/v1/jobs", key, `{"input_ref":"`+strings.Repeat("x", 5000)+`"}`).str("code"))
+	// The admin key names the job's account, so that the job paths are refused for their IDs alone.
+	inAcct := "?account_id=" + acct
+	for _, path := range []string{"/v1/jobs/bad%20id" + inAcct, "/v1/jobs/" + strings.Repeat("a", 129) + inAcct, "/v1/accounts/-x", "/v1/accounts/" + acct + "/ledger?limit=0",
+		"/v1/accounts/" + acct + "/ledger?after=-1", "/v1/prices/Render", "/v1/prices/" + strings.Repeat("a", 65)} {
+		require.Equal(t, 400, call(t, base, "GET", path, key, nil).code, path)
+	}
+	for _, body := range []string{`{"amount":0,"key":"k"}`, `{"amount":-5,"key":"k"}`, `{"amount":5}`, `{"amount":5,"key":"k","extra":1}`} {
+		require.Equal(t, 400, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", key, body).code, body)
+	}
+	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id+inAcct, key, nil).code, "nothing was written")
+	require.Len(t, e.rows(t, acct), 1)
+}

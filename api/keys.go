@@ -10,45 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
-
-// KeyRequest is the body of POST /v1/keys (admin).
-type KeyRequest struct {
-	// Scope is customer, customer_read, runner or admin.
-	Scope string `json:"scope"`
-	// AccountID is the key's one account: required for customer and customer_read keys, refused
-	// for runner and admin keys, which reach every account.
-	AccountID string `json:"account_id,omitempty"`
-	// Name says who holds the key or what it is for (1 to 200 characters).
-	Name string `json:"name"`
-	// ExpiresIn is how long the key works, as a duration ("720h"); or give ExpiresAt, or neither
-	// for a key that does not expire.
-	ExpiresIn string `json:"expires_in,omitempty"`
-	// ExpiresAt is when the key stops working, an RFC 3339 time in the future. It is read as
-	// text so that a malformed time is refused naming this field.
-	ExpiresAt string `json:"expires_at,omitempty"`
-}
-
-// KeyList is the answer of GET /v1/keys.
-type KeyList struct {
-	// Keys are the keys, oldest first, with their status; never a secret.
-	Keys []apikeys.Key `json:"keys"`
-}
-
-// KeyRevoked is the answer of DELETE /v1/keys/{id}.
-type KeyRevoked struct {
-	// Outcome is applied when this request revoked the key, already_applied when it was revoked
-	// before (its revoked_at is the first revocation's).
-	Outcome ledgerdb.Outcome `json:"outcome"`
-	// Key is the revoked key.
-	Key apikeys.Key `json:"key"`
-}
 
 // decodeKeyRequest reads and checks the body of POST /v1/keys into the key to create; now is the
 // time expires_in counts from and expires_at must be after. Bad input is a 400 naming the field.
 func decodeKeyRequest(body io.Reader, maxBytes int64, now time.Time) (apikeys.Spec, error) {
-	var req KeyRequest
+	var req apitype.KeyRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return apikeys.Spec{}, err
 	}
@@ -112,7 +81,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *principal)
 	// Who made which key, for the audit trail: IDs only, never the secret.
 	s.logger(r).Info("api key created", zap.String("key_id", created.ID), zap.String("scope", string(created.Scope)),
 		zap.String("account", created.AccountID), zap.String("by", p.keyID))
-	return http.StatusCreated, created, nil
+	return http.StatusCreated, createdKeyOf(created), nil
 }
 
 // listKeys is GET /v1/keys?account_id= (admin): every key, or one account's, never a secret.
@@ -121,7 +90,7 @@ func (s *Server) listKeys(_ http.ResponseWriter, r *http.Request, _ *principal) 
 	if err != nil {
 		return 0, nil, keyFieldError(err)
 	}
-	return http.StatusOK, KeyList{Keys: keys}, nil
+	return http.StatusOK, apitype.KeyList{Keys: each(keys, keyOf)}, nil
 }
 
 // revokeKey is DELETE /v1/keys/{id} (admin): the key authenticates nothing from the next request
@@ -142,5 +111,5 @@ func (s *Server) revokeKey(_ http.ResponseWriter, r *http.Request, p *principal)
 	if outcome == ledgerdb.Applied {
 		s.logger(r).Info("api key revoked", zap.String("key_id", key.ID), zap.String("by", p.keyID))
 	}
-	return http.StatusOK, KeyRevoked{Outcome: outcome, Key: key}, nil
+	return http.StatusOK, apitype.KeyRevoked{Outcome: string(outcome), Key: keyOf(key)}, nil
 }

@@ -9,18 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
-
-// JobList is the answer of GET /v1/jobs.
-type JobList struct {
-	// Jobs are the page's jobs, newest first (by created_at, then by job_id in descending byte
-	// order), each as GET /v1/jobs/{id} answers it.
-	Jobs []jobs.Status `json:"jobs"`
-	// NextCursor, passed as ?cursor=, reads the next page; left out on the last page.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
 
 // listParams are the query parameters GET /v1/jobs takes; state may be repeated, the others may
 // be given once.
@@ -40,7 +31,7 @@ func (s *Server) listJobs(_ http.ResponseWriter, r *http.Request, p *principal) 
 	if err != nil {
 		return 0, nil, err
 	}
-	out := JobList{Jobs: list.Jobs}
+	out := apitype.JobList{Jobs: each(list.Jobs, statusOf)}
 	if list.Next != nil {
 		out.NextCursor = list.Next.String()
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // Recorder records the API's answers for its metrics; a *metrics.Metrics is one.
@@ -60,7 +62,7 @@ func (s *Server) edges(mux *http.ServeMux) http.Handler {
 			if ok, wait := s.limiter.take(callerBucket(r), start); !ok {
 				retry := int(math.Ceil(wait.Seconds()))
 				aw.Header().Set("Retry-After", fmt.Sprint(retry))
-				writeJSON(aw, http.StatusTooManyRequests, Error{Code: "rate_limited", Message: fmt.Sprintf(
+				writeJSON(aw, http.StatusTooManyRequests, apitype.Error{Code: "rate_limited", Message: fmt.Sprintf(
 					"Too many requests with this API key (or, without one, from this address); retry in %d s. Nothing was done.", retry)})
 				return
 			}

@@ -1,7 +1,7 @@
 package api_test
 
 // End-to-end tests of prices set by the server, holds and usage settlement over HTTP, against the
-// same real Postgres and Temporal dev server as e2e_test.go.
+// same real Postgres and Temporal dev server as env_e2e_test.go.
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -428,7 +429,7 @@ func TestResultConflictSaysTheFirstResultStands(t *testing.T) {
 
 	c := &apiclient.Client{BaseURL: base, Key: runner, AccountID: acct}
 	used := int64(60)
-	_, err := c.ReportResult(context.Background(), id, apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out/other", UnitsUsed: &used})
+	_, err := c.ReportResult(context.Background(), id, apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out/other", UnitsUsed: &used})
 	require.ErrorIs(t, err, apiclient.ErrResultConflict)
 	var ae *apiclient.APIError
 	require.ErrorAs(t, err, &ae)

@@ -3,7 +3,7 @@ package api_test
 // End-to-end tests of API keys over HTTP: which scope may call which route, the same 401 for every
 // key that does not authenticate, keys created and revoked under /v1/keys while the API runs, and
 // the configuration's bootstrap admin keys. Same real Postgres and Temporal dev server as
-// e2e_test.go.
+// env_e2e_test.go.
 
 import (
 	"context"

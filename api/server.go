@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -151,11 +152,11 @@ func New(opts Options) *Server {
 		allow := strings.Join(ms, ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeJSON(w, http.StatusMethodNotAllowed, Error{Code: "method_not_allowed", Message: "Use " + allow + " on this path."})
+			writeJSON(w, http.StatusMethodNotAllowed, apitype.Error{Code: "method_not_allowed", Message: "Use " + allow + " on this path."})
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusNotFound, Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})
+		writeJSON(w, http.StatusNotFound, apitype.Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})
 	})
 	s.handler = s.edges(mux)
 	return s
@@ -207,7 +208,7 @@ func (s *Server) serve(rt route) http.Handler {
 			if v := recover(); v != nil {
 				log.Error("api handler panicked", zap.String("route", pattern), zap.Any("panic", v))
 				status = http.StatusInternalServerError
-				writeJSON(w, status, Error{Code: "internal", Message: msgInternal})
+				writeJSON(w, status, apitype.Error{Code: "internal", Message: msgInternal})
 			}
 			if s.undeclared != nil && !containsInt(rt.statuses, status) {
 				s.undeclared(pattern, status)
@@ -233,7 +234,7 @@ func (s *Server) serve(rt route) http.Handler {
 				status = http.StatusTooManyRequests
 				retry := int(math.Ceil(wait.Seconds()))
 				w.Header().Set("Retry-After", fmt.Sprint(retry))
-				writeJSON(w, status, Error{Code: "rate_limited", Message: fmt.Sprintf(
+				writeJSON(w, status, apitype.Error{Code: "rate_limited", Message: fmt.Sprintf(
 					"Too many requests with keys that are not valid from this address; retry in %d s. Nothing was done.", retry)})
 				return
 			}
@@ -245,20 +246,20 @@ func (s *Server) serve(rt route) http.Handler {
 				s.failedAuth.take(address, time.Now())
 				status = http.StatusUnauthorized
 				w.Header().Set("WWW-Authenticate", `Bearer realm="jobbill"`)
-				writeJSON(w, status, Error{Code: "unauthorized", Message: msgUnauthorized})
+				writeJSON(w, status, apitype.Error{Code: "unauthorized", Message: msgUnauthorized})
 				return
 			case err != nil:
 				// The key could not be checked — never "your key is bad" for that.
 				log.Warn("api key check failed", zap.String("route", pattern), zap.Error(err))
 				status = http.StatusServiceUnavailable
-				writeJSON(w, status, Error{Code: "unavailable", Message: msgUnavailable})
+				writeJSON(w, status, apitype.Error{Code: "unavailable", Message: msgUnavailable})
 				return
 			}
 			p = newPrincipal(key)
 			keyID = p.keyID
 			if !rt.access.allows(p.scope) {
 				status = http.StatusForbidden
-				writeJSON(w, status, Error{Code: "forbidden", Message: fmt.Sprintf(
+				writeJSON(w, status, apitype.Error{Code: "forbidden", Message: fmt.Sprintf(
 					"A %s key may not call %s; it takes a key of scope %s. Nothing was done.", p.scope, pattern, rt.access.names())})
 				return
 			}

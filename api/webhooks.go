@@ -10,70 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/webhooks"
 )
-
-// EndpointRequest is the body of POST /v1/accounts/{id}/webhooks.
-type EndpointRequest struct {
-	// URL is where the account's events are POSTed: https, to a public address.
-	URL string `json:"url"`
-	// Description says what the endpoint is for (at most 200 characters).
-	Description string `json:"description,omitempty"`
-}
-
-// EndpointList is the answer of GET /v1/accounts/{id}/webhooks.
-type EndpointList struct {
-	// Endpoints are the account's endpoints, oldest first, deleted ones too; never a secret.
-	Endpoints []webhooks.Endpoint `json:"endpoints"`
-}
-
-// EndpointDeleted is the answer of DELETE /v1/accounts/{id}/webhooks/{endpoint}.
-type EndpointDeleted struct {
-	// Outcome is applied when this request deleted the endpoint, already_applied when it was
-	// deleted before.
-	Outcome ledgerdb.Outcome `json:"outcome"`
-	// Endpoint is the endpoint, disabled.
-	Endpoint webhooks.Endpoint `json:"endpoint"`
-}
-
-// AttemptLog is the answer of GET /v1/accounts/{id}/webhooks/{endpoint}/attempts.
-type AttemptLog struct {
-	// Attempts are the newest entries of the endpoint's delivery log, newest first.
-	Attempts []webhooks.Attempt `json:"attempts"`
-	// NextBefore is the ?before= of the next (older) page; 0 when this page is the last.
-	NextBefore int64 `json:"next_before"`
-}
-
-// ReplayRequest is the body of POST /v1/accounts/{id}/webhooks/{endpoint}/replay: one of the two.
-type ReplayRequest struct {
-	// EventID names one event to send again ("msg_…", a delivery log's event_id).
-	EventID string `json:"event_id,omitempty"`
-	// Since sends again every event of the account created at or after it, an RFC 3339 time.
-	Since string `json:"since,omitempty"`
-}
-
-// Replayed is the answer of a replay.
-type Replayed struct {
-	// Queued is how many deliveries were queued again (one still pending is left as it is).
-	Queued int `json:"queued"`
-}
-
-// ThresholdRequest is the body of PUT /v1/accounts/{id}/low-balance-threshold.
-type ThresholdRequest struct {
-	// Threshold is the balance, in credits, below which a debit sends balance.low; null removes it.
-	Threshold *int64 `json:"threshold"`
-}
-
-// Threshold is the answer of PUT /v1/accounts/{id}/low-balance-threshold.
-type Threshold struct {
-	// AccountID names the account.
-	AccountID string `json:"account_id"`
-	// Outcome is applied, or already_applied when the account had this threshold already.
-	Outcome ledgerdb.Outcome `json:"outcome"`
-	// Threshold is the account's threshold now; absent when it has none.
-	Threshold *int64 `json:"threshold"`
-}
 
 // hookEndpoint is the {endpoint} of a path, checked, after the account of the path.
 func hookEndpoint(r *http.Request, p *principal) (account, endpoint string, err error) {
@@ -120,7 +60,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return 0, nil, err
 	}
-	var req EndpointRequest
+	var req apitype.EndpointRequest
 	if err := decodeJSON(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, &req, false); err != nil {
 		return 0, nil, err
 	}
@@ -130,7 +70,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p *princ
 		return 0, nil, hookError(err)
 	}
 	s.logger(r).Info("webhook endpoint created", zap.String("endpoint", created.ID), zap.String("account", account), zap.String("by", p.keyID))
-	return http.StatusCreated, created, nil
+	return http.StatusCreated, endpointCreatedOf(created), nil
 }
 
 // listEndpoints is GET /v1/accounts/{id}/webhooks.
@@ -143,7 +83,7 @@ func (s *Server) listEndpoints(_ http.ResponseWriter, r *http.Request, p *princi
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, EndpointList{Endpoints: eps}, nil
+	return http.StatusOK, apitype.EndpointList{Endpoints: each(eps, endpointOf)}, nil
 }
 
 // getEndpoint is GET /v1/accounts/{id}/webhooks/{endpoint}.
@@ -156,7 +96,7 @@ func (s *Server) getEndpoint(_ http.ResponseWriter, r *http.Request, p *principa
 	if err != nil {
 		return 0, nil, hookError(err)
 	}
-	return http.StatusOK, ep, nil
+	return http.StatusOK, endpointOf(ep), nil
 }
 
 // deleteEndpoint is DELETE /v1/accounts/{id}/webhooks/{endpoint}: the endpoint receives nothing
@@ -173,7 +113,7 @@ func (s *Server) deleteEndpoint(_ http.ResponseWriter, r *http.Request, p *princ
 	if outcome == ledgerdb.Applied {
 		s.logger(r).Info("webhook endpoint deleted", zap.String("endpoint", id), zap.String("by", p.keyID))
 	}
-	return http.StatusOK, EndpointDeleted{Outcome: outcome, Endpoint: ep}, nil
+	return http.StatusOK, apitype.EndpointDeleted{Outcome: string(outcome), Endpoint: endpointOf(ep)}, nil
 }
 
 // rotateSecret is POST /v1/accounts/{id}/webhooks/{endpoint}/rotate: a new signing secret,
@@ -188,7 +128,7 @@ func (s *Server) rotateSecret(_ http.ResponseWriter, r *http.Request, p *princip
 		return 0, nil, hookError(err)
 	}
 	s.logger(r).Info("webhook secret rotated", zap.String("endpoint", id), zap.String("by", p.keyID))
-	return http.StatusOK, created, nil
+	return http.StatusOK, endpointCreatedOf(created), nil
 }
 
 // listAttempts is GET /v1/accounts/{id}/webhooks/{endpoint}/attempts?before=&limit=: the delivery
@@ -214,7 +154,7 @@ func (s *Server) listAttempts(_ http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return 0, nil, hookError(err)
 	}
-	out := AttemptLog{Attempts: log}
+	out := apitype.AttemptLog{Attempts: each(log, attemptOf)}
 	if len(log) == limit {
 		out.NextBefore = log[len(log)-1].ID
 	}
@@ -223,7 +163,7 @@ func (s *Server) listAttempts(_ http.ResponseWriter, r *http.Request, p *princip
 
 // decodeReplay reads the body of a replay: event_id or since, exactly one.
 func decodeReplay(body io.Reader, maxBytes int64) (webhooks.Replay, error) {
-	var req ReplayRequest
+	var req apitype.ReplayRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return webhooks.Replay{}, err
 	}
@@ -259,7 +199,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, p *principal) (i
 		return 0, nil, hookError(err)
 	}
 	s.logger(r).Info("webhook events replayed", zap.String("endpoint", id), zap.Int("queued", n), zap.String("by", p.keyID))
-	return http.StatusAccepted, Replayed{Queued: n}, nil
+	return http.StatusAccepted, apitype.Replayed{Queued: n}, nil
 }
 
 // setThreshold is PUT /v1/accounts/{id}/low-balance-threshold.
@@ -275,7 +215,7 @@ func (s *Server) setThreshold(w http.ResponseWriter, r *http.Request, p *princip
 	if keys, _ := objectKeys(data); len(keys) != 1 || keys[0] != "threshold" {
 		return 0, nil, badRequest("The body must be {\"threshold\": <credits>}, or {\"threshold\": null} to remove it")
 	}
-	var req ThresholdRequest
+	var req apitype.ThresholdRequest
 	if err := decodeObject(data, &req, nil); err != nil {
 		return 0, nil, err
 	}
@@ -283,5 +223,5 @@ func (s *Server) setThreshold(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return 0, nil, hookError(err)
 	}
-	return http.StatusOK, Threshold{AccountID: account, Outcome: outcome, Threshold: req.Threshold}, nil
+	return http.StatusOK, apitype.Threshold{AccountID: account, Outcome: string(outcome), Threshold: req.Threshold}, nil
 }

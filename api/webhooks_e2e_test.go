@@ -2,7 +2,7 @@ package api_test
 
 // End-to-end tests of webhooks over HTTP: endpoints managed through the API, and the events of
 // real jobs — run by the Temporal dev server's worker — delivered, signed, to a receiver. Same
-// real Postgres and Temporal dev server as e2e_test.go.
+// real Postgres and Temporal dev server as env_e2e_test.go.
 
 import (
 	"context"

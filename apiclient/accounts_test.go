@@ -16,6 +16,8 @@ import (
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // TestBalanceAndLedgerReadTheRealAPI checks the account reads against the API's own handler over
@@ -47,7 +49,7 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 
 	balance, err := c.Balance(ctx, acct)
 	require.NoError(t, err)
-	require.Equal(t, apiclient.Account{AccountID: acct, Balance: 136}, balance)
+	require.Equal(t, apitype.Account{AccountID: acct, Balance: 136}, balance)
 
 	var amounts []int64
 	var sum, lastID int64

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // TestRetryAfterIsWaited checks that a submission the server asks to slow down (503 or 429 with
@@ -25,7 +26,7 @@ func TestRetryAfterIsWaited(t *testing.T) {
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
-			_ = json.NewEncoder(w).Encode(apiclient.Status{State: "delivered", MoneyState: "charged"})
+			_ = json.NewEncoder(w).Encode(apitype.Status{State: "delivered", MoneyState: "charged"})
 			return
 		}
 		var body map[string]any
@@ -41,13 +42,13 @@ func TestRetryAfterIsWaited(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 		default:
 			w.WriteHeader(http.StatusCreated)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{State: "running", MoneyState: "charged"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": apitype.Status{State: "running", MoneyState: "charged"}})
 		}
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: clock, PollInterval: time.Millisecond}
 
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k"}))
+	st, err := c.Run(context.Background(), c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, int32(3), posts.Load())
@@ -105,10 +106,10 @@ func TestPollingBacksOffAndHonoursRetryAfter(t *testing.T) {
 			w.Header().Set("Retry-After", clock.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
 			w.WriteHeader(503)
 		},
-		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apiclient.Status{State: "running"}) },
+		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(apitype.Status{State: "running"}) },
 		func(w http.ResponseWriter) { w.WriteHeader(502) },
 		func(w http.ResponseWriter) {
-			_ = json.NewEncoder(w).Encode(apiclient.Status{State: "delivered", MoneyState: "charged"})
+			_ = json.NewEncoder(w).Encode(apitype.Status{State: "delivered", MoneyState: "charged"})
 		},
 	}
 	var posts, gets atomic.Int32
@@ -116,7 +117,7 @@ func TestPollingBacksOffAndHonoursRetryAfter(t *testing.T) {
 		if r.Method == http.MethodPost {
 			posts.Add(1)
 			w.WriteHeader(http.StatusAccepted)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{State: "submitting"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": apitype.Status{State: "submitting"}})
 			return
 		}
 		answers[min(int(gets.Add(1))-1, len(answers)-1)](w)
@@ -126,7 +127,7 @@ func TestPollingBacksOffAndHonoursRetryAfter(t *testing.T) {
 		Backoff: apiclient.Backoff{Initial: time.Second, Max: 4 * time.Second, MaxRetryAfter: 2 * time.Minute,
 			Random: func(n int64) int64 { return n - 1 }}}
 
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k"}))
+	st, err := c.Run(context.Background(), c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, int32(1), posts.Load())

@@ -21,6 +21,9 @@
 // [Decide] and [OnNotFound] hold the rules as pure functions; [Client] applies them. The client
 // also lists, reads and deletes jobs ([Client.ListJobs], [Client.Status], [Client.DeleteJob]) and
 // reads accounts ([Client.Balance], [Client.Ledger]).
+//
+// The bodies it sends and the answers it decodes are package apitype's, the types the server
+// answers with, held to api/openapi.yaml by the API's tests; the client keeps none of its own.
 package apiclient
 
 import (
@@ -35,65 +38,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jobbill/jobbill/apitype"
 )
-
-// JobRequest is the body of a submission (POST /v1/jobs). It names the job's kind and carries no
-// amount: prices are set by the server, whose price list ([Client.Prices]) says what each kind
-// costs.
-type JobRequest struct {
-	// JobID is the client-generated ID; the same ID is the same job, forever.
-	JobID string `json:"job_id"`
-	// AccountID is the paying account.
-	AccountID string `json:"account_id"`
-	// Kind names what the job is ("render-4k"); the server prices it.
-	Kind string `json:"kind"`
-	// MaxUnits, for a kind metered by the GPU-second, is the most units the job may use, at most
-	// the kind's own maximum; 0 (left out of the body) holds the kind's maximum. The job's charge
-	// holds this many units.
-	MaxUnits int64 `json:"max_units,omitempty"`
-	// InputRef points at the job's input.
-	InputRef string `json:"input_ref"`
-}
-
-// Status is a job as the API answers it: where it stands, and where the user's money stands.
-type Status struct {
-	// JobID and AccountID identify the job.
-	JobID     string `json:"job_id"`
-	AccountID string `json:"account_id"`
-	// Kind is what the job is; PriceVersion the version of the kind's price it was submitted at,
-	// which a later price change never alters.
-	Kind         string `json:"kind,omitempty"`
-	PriceVersion int    `json:"price_version,omitempty"`
-	// Unit ("job" or "gpu_second"), UnitPrice (credits per unit) and HeldUnits (the units the
-	// charge holds) are the job's price.
-	Unit      string `json:"unit,omitempty"`
-	UnitPrice int64  `json:"unit_price,omitempty"`
-	HeldUnits int64  `json:"held_units,omitempty"`
-	// Held is what the charge holds, in credits: UnitPrice × HeldUnits.
-	Held int64 `json:"held"`
-	// UnitsUsed is the usage the job was settled at, capped at HeldUnits; nil until settled.
-	UnitsUsed *int64 `json:"units_used,omitempty"`
-	// OutputRef is the output the job's result was settled with; "" until it is delivered or
-	// recovered.
-	OutputRef string `json:"output_ref,omitempty"`
-	// Charged is what the job costs the account as it stands: the whole hold while running,
-	// UnitsUsed × UnitPrice once settled, 0 when not charged or refunded.
-	Charged int64 `json:"charged"`
-	// Released is the part of the hold the settlement gave back.
-	Released int64 `json:"released"`
-	// State is submitting, rejected, running, delivered, refunded, recovered or deleted.
-	State string `json:"state"`
-	// MoneyState is pending (submitting: the charge is being decided, and may still be taken),
-	// not_charged (rejected: never charged, and never will be), charged or refunded.
-	MoneyState string `json:"money_state"`
-	// Attempts is how many attempts the work has had.
-	Attempts int `json:"attempts"`
-	// Reason says why a job was refunded or rejected: a code of the fixed vocabulary in
-	// docs/api.md ("Reason codes"), such as timed_out or gpu_failed.
-	Reason string `json:"reason,omitempty"`
-	// Message is the sentence for the user.
-	Message string `json:"message"`
-}
 
 // MoneyUnknown is the money state of an answer that does not say where the money stands: the
 // client cannot tell, so it says so rather than guess "not charged".
@@ -103,15 +50,15 @@ const MoneyUnknown = "unknown"
 // (a proxy's page, an empty body), the code http_<status> with money state [MoneyUnknown].
 type APIError struct {
 	// StatusCode is the HTTP status.
-	StatusCode int `json:"-"`
-	// Code, Message, MoneyState and State are the API's error shape (api/errors.go).
-	Code       string `json:"code"`
-	Message    string `json:"message"`
-	MoneyState string `json:"money_state,omitempty"`
-	State      string `json:"state,omitempty"`
+	StatusCode int
+	// Code, Message, MoneyState and State are the API's error shape ([apitype.Error]).
+	Code       string
+	Message    string
+	MoneyState string
+	State      string
 	// RetryAfter is the wait a 429 or 503 asked for with Retry-After, uncapped (a caller that
 	// retries by itself caps it, as [Backoff] does); 0 when none.
-	RetryAfter time.Duration `json:"-"`
+	RetryAfter time.Duration
 	// notAPI marks an answer whose body was not the API's error shape.
 	notAPI bool
 	// is is the client's own error the answer means, where a call knows one (a result's 409
@@ -297,12 +244,13 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 // without a code) did not come from the API's handlers: its code is http_<status> and its money
 // state [MoneyUnknown].
 func (a answer) apiError() *APIError {
-	e := &APIError{StatusCode: a.code, RetryAfter: a.retryAfter}
-	if json.Unmarshal(a.body, e) != nil || e.Code == "" {
-		*e = APIError{StatusCode: a.code, Code: fmt.Sprintf("http_%d", a.code), Message: http.StatusText(a.code),
+	var body apitype.Error
+	if json.Unmarshal(a.body, &body) != nil || body.Code == "" {
+		return &APIError{StatusCode: a.code, Code: fmt.Sprintf("http_%d", a.code), Message: http.StatusText(a.code),
 			MoneyState: MoneyUnknown, RetryAfter: a.retryAfter, notAPI: true}
 	}
-	return e
+	return &APIError{StatusCode: a.code, Code: body.Code, Message: body.Message, MoneyState: body.MoneyState, State: body.State,
+		RetryAfter: a.retryAfter}
 }
 
 // pathID is an ID as a path segment; an empty one is refused before anything is sent.

@@ -3,6 +3,8 @@ package apiclient
 import (
 	"net/http"
 	"time"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // The limits of the confirmation rule.
@@ -57,7 +59,7 @@ const (
 // UI element, like the seed's node meta.
 type Tracked struct {
 	// Request is the saved body; it is sent again, unchanged, under the same ID.
-	Request JobRequest `json:"request"`
+	Request apitype.SubmitRequest `json:"request"`
 	// CreatedAt is when the submission was first made, by the client's clock.
 	CreatedAt time.Time `json:"created_at"`
 	// State is unknown until the server has answered for the ID, then accepted forever.
@@ -65,7 +67,7 @@ type Tracked struct {
 	// Resubmissions counts the resubmissions made after a 404.
 	Resubmissions int `json:"resubmissions"`
 	// Last is the last status read, if any.
-	Last *Status `json:"last,omitempty"`
+	Last *apitype.Status `json:"last,omitempty"`
 }
 
 // HasBody reports whether the saved body can be resubmitted.

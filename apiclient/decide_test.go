@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apitype"
 )
 
 var created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -17,7 +18,7 @@ var created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func tracked(state apiclient.SubmissionState, resubmissions int, withBody bool) apiclient.Tracked {
 	t := apiclient.Tracked{CreatedAt: created, State: state, Resubmissions: resubmissions}
 	if withBody {
-		t.Request = apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"}
+		t.Request = apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"}
 	}
 	return t
 }

@@ -10,50 +10,24 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobbill/jobbill/apitype"
 )
-
-// ResultReport is the body of POST /v1/jobs/{id}/result: a job's result landed, with the units
-// its work used. It carries no amount: the server bills the usage at the job's recorded price.
-type ResultReport struct {
-	// Attempt is the attempt that produced the result.
-	Attempt int `json:"attempt"`
-	// OutputRef points at the result.
-	OutputRef string `json:"output_ref"`
-	// FinishedAt is when the work finished; the time the server receives the report when nil.
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	// UnitsUsed is how many units of the job's kind the work used (GPU-seconds for a metered
-	// kind), from 0. Nil bills the whole hold; a usage above the hold is capped at it.
-	UnitsUsed *int64 `json:"units_used,omitempty"`
-}
-
-// ResultAnswer is what the API did with a reported result.
-type ResultAnswer struct {
-	// Path is how the result reached the job: signal, fallback, recorded (applied once the
-	// server's workflow service is reachable) or already_applied.
-	Path string `json:"path"`
-	// Outcome, for the fallback, says whether this report billed the job.
-	Outcome string `json:"outcome,omitempty"`
-	// Status is the job as it stood when the report was taken; after a signal it may predate
-	// the settlement, so read [Client.Status] for the settled figures.
-	Status Status `json:"status"`
-	// Message says what happened, in a sentence.
-	Message string `json:"message"`
-}
 
 // Status reads a job once (GET /v1/jobs/{id}). An error answer is an *APIError: the API's 404
 // not_received (never arrived, nothing charged), its 410 deleted (money state kept), or another
 // answer — one that is not the API's has the code http_<status> — whose money state is
 // [MoneyUnknown] unless the answer told it.
-func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
+func (c *Client) Status(ctx context.Context, jobID string) (apitype.Status, error) {
 	if _, err := pathID("job ID", jobID); err != nil {
-		return Status{}, err
+		return apitype.Status{}, err
 	}
 	obs, st, apiErr := c.look(ctx, jobID, c.AccountID)
 	switch {
 	case obs.Err != nil:
-		return Status{}, obs.Err
+		return apitype.Status{}, obs.Err
 	case obs.StatusCode != http.StatusOK:
-		return Status{}, apiErr
+		return apitype.Status{}, apiErr
 	}
 	return st, nil
 }
@@ -64,12 +38,12 @@ func (c *Client) Status(ctx context.Context, jobID string) (Status, error) {
 // and the tombstone then reads money state charged with the figures. Deleting it again answers
 // the same tombstone. A job still submitting or running is an *APIError with code job_active,
 // and nothing changes. A deleted ID can never be used again.
-func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
+func (c *Client) DeleteJob(ctx context.Context, jobID string) (apitype.Status, error) {
 	id, err := pathID("job ID", jobID)
 	if err != nil {
-		return Status{}, err
+		return apitype.Status{}, err
 	}
-	var st Status
+	var st apitype.Status
 	err = c.call(ctx, http.MethodDelete, "/v1/jobs/"+id, c.jobQuery(""), nil, &st, http.StatusOK)
 	return st, err
 }
@@ -80,16 +54,16 @@ func (c *Client) DeleteJob(ctx context.Context, jobID string) (Status, error) {
 // (path already_applied); a different result of an attempt that already reported one is an
 // *APIError matching [ErrResultConflict] (the first result stands, nothing was charged again). A
 // refusal is an *APIError; nothing was written.
-func (c *Client) ReportResult(ctx context.Context, jobID string, r ResultReport) (ResultAnswer, error) {
+func (c *Client) ReportResult(ctx context.Context, jobID string, r apitype.ResultRequest) (apitype.ResultReport, error) {
 	id, err := pathID("job ID", jobID)
 	if err != nil {
-		return ResultAnswer{}, err
+		return apitype.ResultReport{}, err
 	}
 	body, err := json.Marshal(r)
 	if err != nil {
-		return ResultAnswer{}, err
+		return apitype.ResultReport{}, err
 	}
-	var answer ResultAnswer
+	var answer apitype.ResultReport
 	err = c.call(ctx, http.MethodPost, "/v1/jobs/"+id+"/result", c.jobQuery(""), body, &answer, http.StatusOK, http.StatusAccepted)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.FromAPI() && ae.StatusCode == http.StatusConflict && ae.Code == CodeConflict {
@@ -112,14 +86,6 @@ type ListOptions struct {
 	Limit int
 	// Cursor is the previous page's NextCursor; the first page when empty.
 	Cursor string
-}
-
-// JobPage is one page of jobs.
-type JobPage struct {
-	// Jobs are the page's jobs, each as [Client.Status] answers it.
-	Jobs []Status `json:"jobs"`
-	// NextCursor is the Cursor of the next page; empty when this page is the last.
-	NextCursor string `json:"next_cursor"`
 }
 
 // query is the listing's query string, or an error, before anything is sent, for options no
@@ -163,15 +129,15 @@ func (o ListOptions) query() (url.Values, error) {
 // the page's NextCursor as opts.Cursor for the next one. Options no server could answer (a
 // negative limit, a state with a comma, CreatedAfter not before CreatedBefore) are refused with
 // ErrInvalidInput before anything is sent.
-func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (JobPage, error) {
+func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (apitype.JobList, error) {
 	q, err := opts.query()
 	if err != nil {
-		return JobPage{}, err
+		return apitype.JobList{}, err
 	}
 	for k, v := range c.jobQuery("") {
 		q[k] = v
 	}
-	var page JobPage
+	var page apitype.JobList
 	err = c.call(ctx, http.MethodGet, "/v1/jobs", q, nil, &page, http.StatusOK)
 	return page, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // TestListJobsAsksForTheFiltersAndPages checks the listing (GET /v1/jobs) against a server of
@@ -114,7 +115,7 @@ func TestDeleteJobAnswersTheTombstone(t *testing.T) {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			_, _ = w.Write([]byte(`{"code":"method_not_allowed","message":"Use GET, DELETE on this path."}`))
 		case r.URL.Path == "/v1/jobs/done-1":
-			_ = json.NewEncoder(w).Encode(apiclient.Status{JobID: "done-1", AccountID: "acme", State: "deleted", MoneyState: "charged",
+			_ = json.NewEncoder(w).Encode(apitype.Status{JobID: "done-1", AccountID: "acme", State: "deleted", MoneyState: "charged",
 				Held: 40, Charged: 40, Message: "Deleted; its ID can never be used again. Your money stays as it was: 40 credits charged."})
 		default:
 			w.WriteHeader(http.StatusConflict)
@@ -144,9 +145,9 @@ func TestDeleteJobAnswersTheTombstone(t *testing.T) {
 	require.ErrorIs(t, err, apiclient.ErrInvalidInput)
 	_, err = c.Status(ctx, "")
 	require.ErrorIs(t, err, apiclient.ErrInvalidInput)
-	_, err = c.ReportResult(ctx, "", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out"})
+	_, err = c.ReportResult(ctx, "", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
 	require.ErrorIs(t, err, apiclient.ErrInvalidInput)
-	_, err = c.Poll(ctx, c.Track(apiclient.JobRequest{AccountID: "acme", Kind: "render-4k"}))
+	_, err = c.Poll(ctx, c.Track(apitype.SubmitRequest{AccountID: "acme", Kind: "render-4k"}))
 	require.ErrorIs(t, err, apiclient.ErrInvalidInput)
 	require.Equal(t, before, requests.Load(), "an empty job ID sends nothing")
 }
@@ -167,9 +168,9 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
 			w.WriteHeader(http.StatusCreated)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{JobID: "j-1", State: "running", MoneyState: "charged"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": apitype.Status{JobID: "j-1", State: "running", MoneyState: "charged"}})
 		case r.URL.Path == "/v1/jobs/j-1" && r.Method == http.MethodGet:
-			_ = json.NewEncoder(w).Encode(apiclient.Status{JobID: "j-1", State: "delivered", MoneyState: "charged"})
+			_ = json.NewEncoder(w).Encode(apitype.Status{JobID: "j-1", State: "delivered", MoneyState: "charged"})
 		case r.URL.Path == "/v1/jobs/j-1/result":
 			_, _ = w.Write([]byte(`{"path":"already_applied","status":{"state":"delivered"}}`))
 		case r.URL.Path == "/v1/jobs":
@@ -181,7 +182,7 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 		case r.URL.Path == "/v1/prices":
 			_, _ = w.Write([]byte(`{"prices":[]}`))
 		default:
-			_ = json.NewEncoder(w).Encode(apiclient.Status{JobID: "j-1", State: "deleted", MoneyState: "charged"})
+			_ = json.NewEncoder(w).Encode(apitype.Status{JobID: "j-1", State: "deleted", MoneyState: "charged"})
 		}
 	}))
 	defer srv.Close()
@@ -198,19 +199,19 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 
 	// Tracked jobs: the job's own account, set on the client or not.
 	for _, client := range []*apiclient.Client{{BaseURL: srv.URL, Key: "admin-key", Clock: &fakeClock{now: time.Now()}}, c} {
-		_, err := client.Run(ctx, client.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "acme", Kind: "render-4k"}))
+		_, err := client.Run(ctx, client.Track(apitype.SubmitRequest{JobID: "j-1", AccountID: "acme", Kind: "render-4k"}))
 		require.NoError(t, err)
 		require.Equal(t, "account_id=acme", take("GET /v1/jobs/j-1"))
 	}
 	other := &apiclient.Client{BaseURL: srv.URL, Key: "admin-key", AccountID: "globex", Clock: &fakeClock{now: time.Now()}}
-	_, err := other.Poll(ctx, &apiclient.Tracked{Request: apiclient.JobRequest{JobID: "j-1", AccountID: "acme"}, State: apiclient.Accepted})
+	_, err := other.Poll(ctx, &apiclient.Tracked{Request: apitype.SubmitRequest{JobID: "j-1", AccountID: "acme"}, State: apiclient.Accepted})
 	require.NoError(t, err)
 	require.Equal(t, "account_id=acme", take("GET /v1/jobs/j-1"), "a tracked job is looked at in its own account")
 
 	// Calls that name a job ID alone: the client's account.
 	_, err = c.Status(ctx, "j-1")
 	require.NoError(t, err)
-	_, err = c.ReportResult(ctx, "j-1", apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out"})
+	_, err = c.ReportResult(ctx, "j-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
 	require.NoError(t, err)
 	_, err = c.ListJobs(ctx, apiclient.ListOptions{})
 	require.NoError(t, err)
@@ -235,4 +236,51 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 		"GET /v1/accounts/acme/ledger": "",
 		"GET /v1/prices":               "",
 	}, got)
+}
+
+// TestReportResultCarriesUsageNotAnAmount checks the result report (money rule 5: a result
+// carries the units the work used, never an amount): units_used is sent when known and left out
+// when not (the server then bills the whole hold), a 202 "recorded" is an answer rather than an
+// error, and a refusal is an *APIError with the server's code.
+func TestReportResultCarriesUsageNotAnAmount(t *testing.T) {
+	var got []map[string]any
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got = append(got, body)
+		switch {
+		case body["units_used"] == float64(-1):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"code":"invalid_input","message":"Field \"units_used\" is -1"}`))
+		case body["units_used"] == nil:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"path":"recorded","status":{"state":"running","held":300,"charged":300}}`))
+		default:
+			_, _ = w.Write([]byte(`{"path":"signal","status":{"state":"running","held":300,"charged":300},"message":"taken"}`))
+		}
+	}))
+	defer srv.Close()
+	c := &apiclient.Client{BaseURL: srv.URL, Key: "k"}
+	ctx := context.Background()
+
+	used := int64(137)
+	a, err := c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &used})
+	require.NoError(t, err)
+	require.Equal(t, "signal", a.Path)
+	require.Equal(t, map[string]any{"attempt": float64(1), "output_ref": "s3://out", "units_used": float64(137)}, got[0])
+
+	a, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out"})
+	require.NoError(t, err)
+	require.Equal(t, "recorded", a.Path)
+	require.NotContains(t, got[1], "units_used")
+
+	negative := int64(-1)
+	_, err = c.ReportResult(ctx, "tr-1", apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out", UnitsUsed: &negative})
+	var ae *apiclient.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 400, ae.StatusCode)
+	require.Equal(t, "invalid_input", ae.Code)
+	require.Equal(t, []string{"POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result", "POST /v1/jobs/tr-1/result"}, paths)
 }

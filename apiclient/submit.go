@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // Track starts tracking a new submission: it saves the body and the creation time. The caller
 // makes the job ID once, with [NewJobID], and persists the Tracked if it must survive a restart.
-func (c *Client) Track(req JobRequest) *Tracked {
+func (c *Client) Track(req apitype.SubmitRequest) *Tracked {
 	return &Tracked{Request: req, CreatedAt: c.clock().Now(), State: Unknown}
 }
 
@@ -17,7 +19,7 @@ func (c *Client) Track(req JobRequest) *Tracked {
 // settled status, or ErrDeleted (with the money state the API told), ErrNotReceived,
 // ErrInsufficientCredits, an *APIError, or ctx's error (the job is then still tracked: poll it
 // again later, never resubmit under a new ID).
-func (c *Client) Run(ctx context.Context, t *Tracked) (Status, error) {
+func (c *Client) Run(ctx context.Context, t *Tracked) (apitype.Status, error) {
 	st, retryAfter, err := c.submit(ctx, t)
 	switch {
 	case err != nil:
@@ -27,7 +29,7 @@ func (c *Client) Run(ctx context.Context, t *Tracked) (Status, error) {
 	case retryAfter > 0:
 		// The last attempt was asked to wait: the first look waits too.
 		if err := c.wait(ctx, c.Backoff.honour(retryAfter)); err != nil {
-			return Status{}, err
+			return apitype.Status{}, err
 		}
 	}
 	return c.Poll(ctx, t)
@@ -39,18 +41,18 @@ func (c *Client) Run(ctx context.Context, t *Tracked) (Status, error) {
 // confirms whether the submission arrived. A tracked submission that was accepted is never sent
 // again: Submit answers what the client last knew of it, with the same error as when it learnt
 // it (ErrDeleted for a deleted job, ErrInsufficientCredits for a rejected one).
-func (c *Client) Submit(ctx context.Context, t *Tracked) (Status, error) {
+func (c *Client) Submit(ctx context.Context, t *Tracked) (apitype.Status, error) {
 	st, _, err := c.submit(ctx, t)
 	return st, err
 }
 
 // submit is Submit, and also answers the Retry-After of the last attempt when every attempt
 // failed transiently, so that Run's first look honours it.
-func (c *Client) submit(ctx context.Context, t *Tracked) (Status, time.Duration, error) {
+func (c *Client) submit(ctx context.Context, t *Tracked) (apitype.Status, time.Duration, error) {
 	if t.State == Accepted {
 		switch {
 		case t.Last == nil:
-			return Status{}, 0, nil
+			return apitype.Status{}, 0, nil
 		case t.Last.State == stateDeleted:
 			return *t.Last, 0, ErrDeleted
 		case t.Last.State == stateRejected:
@@ -70,17 +72,17 @@ func (c *Client) submit(ctx context.Context, t *Tracked) (Status, time.Duration,
 		}
 		if i < attempts-1 {
 			if err := c.wait(ctx, c.Backoff.Delay(i, last.retryAfter)); err != nil {
-				return Status{}, 0, err
+				return apitype.Status{}, 0, err
 			}
 		}
 	}
-	return Status{}, last.retryAfter, nil
+	return apitype.Status{}, last.retryAfter, nil
 }
 
 // sent is what one POST of a submission came to.
 type sent struct {
 	// status is the job as the answer tells it, when it tells it.
-	status Status
+	status apitype.Status
 	// transient means the submission's fate is still unknown (a network error, 408, 429, 5xx, an
 	// answer that is not the API's): send it again under the same ID, or confirm it by polling.
 	transient bool
@@ -113,9 +115,7 @@ func (c *Client) post(ctx context.Context, t *Tracked) (sent, error) {
 	}
 	switch a.code {
 	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
-		var sub struct {
-			Status Status `json:"status"`
-		}
+		var sub apitype.Submission
 		if err := json.Unmarshal(a.body, &sub); err != nil || sub.Status.State == "" {
 			// Not the API's answer, or cut short: the job may have been accepted. The same ID
 			// again, or a look, tells.
@@ -152,8 +152,8 @@ func (c *Client) post(ctx context.Context, t *Tracked) (sent, error) {
 }
 
 // told is the tracked job as an answer without a status body told it.
-func (t *Tracked) told(state, money, message string) Status {
-	return Status{JobID: t.Request.JobID, AccountID: t.Request.AccountID, Kind: t.Request.Kind,
+func (t *Tracked) told(state, money, message string) apitype.Status {
+	return apitype.Status{JobID: t.Request.JobID, AccountID: t.Request.AccountID, Kind: t.Request.Kind,
 		State: state, MoneyState: money, Message: message}
 }
 
@@ -168,15 +168,15 @@ func or(s, fallback string) string {
 // refused; ctx bounds it. Between two looks it waits PollInterval while the job is being worked
 // on, and a [Backoff] wait, never shorter than a Retry-After, after a look that failed
 // transiently.
-func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
+func (c *Client) Poll(ctx context.Context, t *Tracked) (apitype.Status, error) {
 	if _, err := pathID("job ID", t.Request.JobID); err != nil {
-		return Status{}, err
+		return apitype.Status{}, err
 	}
 	failures := 0
 	for {
 		obs, st, apiErr := c.look(ctx, t.Request.JobID, t.Request.AccountID)
 		if ctx.Err() != nil {
-			return Status{}, ctx.Err()
+			return apitype.Status{}, ctx.Err()
 		}
 		if obs.StatusCode == http.StatusOK {
 			t.State, t.Last = Accepted, &st
@@ -195,9 +195,9 @@ func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
 			t.State, t.Last = Accepted, &st
 			return st, ErrDeleted
 		case NotReceived:
-			return Status{}, ErrNotReceived
+			return apitype.Status{}, ErrNotReceived
 		case Fail:
-			return Status{}, apiErr
+			return apitype.Status{}, apiErr
 		case Resubmit:
 			t.Resubmissions++
 			s, err := c.post(ctx, t)
@@ -218,7 +218,7 @@ func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
 			failures = 0
 		}
 		if err := c.wait(ctx, wait); err != nil {
-			return Status{}, err
+			return apitype.Status{}, err
 		}
 	}
 }
@@ -226,14 +226,14 @@ func (c *Client) Poll(ctx context.Context, t *Tracked) (Status, error) {
 // look reads a job once, in account (the client's when empty). A network error or an unreadable
 // 200 is an Observation with Err; any other status comes with its *APIError, whose money state
 // is unknown unless the answer told it, and a 410 with the job as the error tells it.
-func (c *Client) look(ctx context.Context, jobID, account string) (Observation, Status, *APIError) {
+func (c *Client) look(ctx context.Context, jobID, account string) (Observation, apitype.Status, *APIError) {
 	id, err := pathID("job ID", jobID)
 	if err != nil {
-		return Observation{Err: err}, Status{}, nil
+		return Observation{Err: err}, apitype.Status{}, nil
 	}
 	a, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id, c.jobQuery(account), nil)
 	if err != nil {
-		return Observation{Err: err}, Status{}, nil
+		return Observation{Err: err}, apitype.Status{}, nil
 	}
 	obs := Observation{StatusCode: a.code}
 	if a.code != http.StatusOK {
@@ -244,16 +244,16 @@ func (c *Client) look(ctx context.Context, jobID, account string) (Observation, 
 		// An answer about this job that does not tell where its money stands (no_route, 401,
 		// 403, 5xx …) leaves it unknown.
 		ae.MoneyState = or(ae.MoneyState, MoneyUnknown)
-		var st Status
+		var st apitype.Status
 		if a.code == http.StatusGone {
-			st = Status{JobID: jobID, State: or(ae.State, stateDeleted), MoneyState: or(ae.MoneyState, MoneyUnknown), Message: ae.Message}
+			st = apitype.Status{JobID: jobID, State: or(ae.State, stateDeleted), MoneyState: or(ae.MoneyState, MoneyUnknown), Message: ae.Message}
 		}
 		return obs, st, ae
 	}
-	var st Status
+	var st apitype.Status
 	if err := json.Unmarshal(a.body, &st); err != nil {
 		// An unreadable 200 is treated like a network error: look again.
-		return Observation{Err: err}, Status{}, nil
+		return Observation{Err: err}, apitype.Status{}, nil
 	}
 	obs.State = st.State
 	return obs, st, nil

@@ -51,8 +51,6 @@ export interface JobStatus {
   reason?: string;
   /** The sentence for the user: where their money stands. */
   message?: string;
-  /** Whether the job is refunded and awaiting a late result or a redrive. */
-  dead_lettered?: boolean;
   created_at?: string;
 }
 

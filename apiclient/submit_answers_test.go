@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apiclient"
+	"github.com/jobbill/jobbill/apitype"
 )
 
 // TestGoneOnSubmitKeepsTheMoneyState checks money rule 7 from the user's side: a 410 to a
@@ -45,7 +46,7 @@ func TestGoneOnSubmitKeepsTheMoneyState(t *testing.T) {
 			}))
 			defer srv.Close()
 			c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}, SubmitAttempts: 1}
-			tr := c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
+			tr := c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
 
 			st, err := c.Run(context.Background(), tr)
 			require.ErrorIs(t, err, apiclient.ErrDeleted)
@@ -74,7 +75,7 @@ func TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney(t *testing.T) {
 		if r.Method == http.MethodPost {
 			posts.Add(1)
 			w.WriteHeader(http.StatusCreated)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": apiclient.Status{JobID: "j-1", State: "running", MoneyState: "charged"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": apitype.Status{JobID: "j-1", State: "running", MoneyState: "charged"}})
 			return
 		}
 		w.WriteHeader(http.StatusNotFound)
@@ -82,7 +83,7 @@ func TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}}
-	st, err := c.Run(context.Background(), c.Track(apiclient.JobRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
+	st, err := c.Run(context.Background(), c.Track(apitype.SubmitRequest{JobID: "j-1", AccountID: "a", Kind: "render-4k"}))
 	require.ErrorIs(t, err, apiclient.ErrDeleted)
 	require.Equal(t, "deleted", st.State)
 	require.Equal(t, apiclient.MoneyUnknown, st.MoneyState)
@@ -129,11 +130,11 @@ func TestOnlyTheAPIsNotReceivedMeansNeverArrived(t *testing.T) {
 			foreign[int(n)%len(foreign)](w)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(apiclient.Status{JobID: "render-1", State: "delivered", MoneyState: "charged"})
+		_ = json.NewEncoder(w).Encode(apitype.Status{JobID: "render-1", State: "delivered", MoneyState: "charged"})
 	}))
 	defer srv.Close()
 	c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: clock, PollInterval: 10 * time.Second, SubmitAttempts: 2}
-	tr := c.Track(apiclient.JobRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
+	tr := c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
 
 	st, err := c.Run(context.Background(), tr)
 	require.NoError(t, err, "a 404 that is not the API's is no answer about the job")

@@ -105,3 +105,34 @@ func TestRunnerErrorNeverReachesTheCustomer(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, report.OK(), "%+v", report.Violations)
 }
+
+// TestWorkflowURLOnlyForAdmins checks that no answer but an admin's carries an internal URL: the
+// Temporal UI link (workflow_url) is in admin answers only — the customer's submission, status
+// and deletion and the GPU service's result (a runner key's) alike — so that no one outside
+// learns of the operator's network.
+func TestWorkflowURLOnlyForAdmins(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	customer, runner, admin := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, ""), e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	id := ledgertest.ID(t, "job")
+	internal := e.Config.Temporal.UIURL
+	require.NotEmpty(t, internal, "the job service knows the UI, so it has links to hide")
+
+	answers := []answer{call(t, base, "POST", "/v1/jobs", customer, job(id, acct, e.fixed(t, 10), "sim:hang"))}
+	answers = append(answers, call(t, base, "GET", "/v1/jobs/"+id, customer, nil))
+	answers = append(answers, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}))
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
+	answers = append(answers, call(t, base, "DELETE", "/v1/jobs/"+id, customer, nil))
+	for i, a := range answers {
+		require.Less(t, a.code, 300, "answer %d: %s", i, a.raw)
+		require.NotContains(t, a.raw, "workflow_url", "answer %d", i)
+		require.NotContains(t, a.raw, internal, "answer %d", i)
+	}
+	a := call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never")+"?account_id="+acct, admin, nil)
+	require.Equal(t, 404, a.code)
+	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
+	require.Equal(t, 201, a.code, a.raw)
+	require.True(t, strings.HasPrefix(a.str("status", "workflow_url"), internal), "an admin still gets the link: %s", a.raw)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
@@ -33,7 +34,7 @@ func TestClientActsForTheTrackedJobsAccount(t *testing.T) {
 	id, err := apiclient.NewJobID("render")
 	require.NoError(t, err)
 	c := &apiclient.Client{BaseURL: base, Key: admin, PollInterval: 200 * time.Millisecond}
-	st, err := c.Run(ctx, c.Track(apiclient.JobRequest{JobID: id, AccountID: acct, Kind: e.fixed(t, 40), InputRef: "sim:ok"}))
+	st, err := c.Run(ctx, c.Track(apitype.SubmitRequest{JobID: id, AccountID: acct, Kind: e.fixed(t, 40), InputRef: "sim:ok"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, "charged", st.MoneyState)

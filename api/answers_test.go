@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apikeys"
-	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -19,7 +19,7 @@ import (
 // customer_read) and for a runner key, and keeps it, with the reason and message, for an admin
 // key.
 func TestShownToHidesDetailFromCustomers(t *testing.T) {
-	statusType := reflect.TypeOf(jobs.Status{})
+	statusType := reflect.TypeOf(apitype.Status{})
 	type reader struct {
 		p          *principal
 		wantDetail bool
@@ -56,11 +56,11 @@ func TestShownToHidesDetailFromCustomers(t *testing.T) {
 	require.Equal(t, 4, checked, "Status, Submission, ResultReport and JobList carry a job's status")
 }
 
-// setStatus fills every jobs.Status in v, itself, a field or a list's element (a list gets one),
+// setStatus fills every apitype.Status in v, itself, a field or a list's element (a list gets one),
 // with a refunded job's reason, message and detail, and reports whether it found one.
 func setStatus(v reflect.Value, statusType reflect.Type) bool {
 	if v.Type() == statusType {
-		v.Set(reflect.ValueOf(jobs.Status{Reason: ledgerdb.ReasonGPUFailed, Message: "Not delivered: …",
+		v.Set(reflect.ValueOf(apitype.Status{Reason: string(ledgerdb.ReasonGPUFailed), Message: "Not delivered: …",
 			Detail: "failed: postgres://svc:***@10.0.3.7/gpu"}))
 		return true
 	}

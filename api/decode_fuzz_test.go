@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -66,7 +67,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 		if !utf8.ValidString(job.InputRef) || len(job.InputRef) > MaxRefLength || hasHidden(job.InputRef) {
 			t.Fatalf("accepted input_ref %q", job.InputRef)
 		}
-		requireExactKeys(t, body, SubmitRequest{})
+		requireExactKeys(t, body, apitype.SubmitRequest{})
 	})
 }
 
@@ -151,7 +152,7 @@ func FuzzDecodeBodies(f *testing.F) {
 			if res.Attempt < 0 || len(res.OutputRef) > MaxRefLength || (res.UnitsUsed != nil && *res.UnitsUsed < 0) || carriesAmount(body) {
 				t.Fatalf("accepted result %+v", res)
 			}
-			requireExactKeys(t, body, ResultRequest{})
+			requireExactKeys(t, body, apitype.ResultRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("result refused with %v", err)
 		}
@@ -159,7 +160,7 @@ func FuzzDecodeBodies(f *testing.F) {
 			if p.Validate() != nil || p.Kind != "render-4k" || hasHidden(p.Memo) {
 				t.Fatalf("accepted price %+v", p)
 			}
-			requireExactKeys(t, body, PriceRequest{})
+			requireExactKeys(t, body, apitype.PriceRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("price refused with %v", err)
 		}
@@ -167,18 +168,18 @@ func FuzzDecodeBodies(f *testing.F) {
 			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil || hasHidden(c.Memo) {
 				t.Fatalf("accepted grant %+v", c)
 			}
-			requireExactKeys(t, body, GrantRequest{})
+			requireExactKeys(t, body, apitype.GrantRequest{})
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("grant refused with %v", err)
 		}
-		var rr RedriveRequest
+		var rr apitype.RedriveRequest
 		if err := decodeJSON(bytes.NewReader(body), 4096, &rr, true); err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
 				t.Fatalf("redrive refused with %v", err)
 			}
 		} else if len(bytes.TrimSpace(body)) > 0 {
-			requireExactKeys(t, body, RedriveRequest{})
+			requireExactKeys(t, body, apitype.RedriveRequest{})
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -53,7 +54,7 @@ func TestResultsAreRecordedWhileTemporalIsDown(t *testing.T) {
 	require.Equal(t, jobs.PathRecorded, a.str("path"), a.raw)
 
 	c := &apiclient.Client{BaseURL: base, Key: runner, AccountID: acct}
-	answer, err := c.ReportResult(ctx, viaClient, apiclient.ResultReport{Attempt: 1, OutputRef: "s3://out/" + viaClient})
+	answer, err := c.ReportResult(ctx, viaClient, apitype.ResultRequest{Attempt: 1, OutputRef: "s3://out/" + viaClient})
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathRecorded, answer.Path)
 

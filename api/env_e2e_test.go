@@ -1,0 +1,182 @@
+package api_test
+
+// End-to-end tests of the HTTP API: an httptest.Server over the API's handler, the real Postgres
+// test database, the real Temporal dev server and a worker in this process on a task queue of
+// its own. They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh`
+// (make test runs both). Every test server fails its test if a route answers a status that its
+// declaration (and openapi.yaml) does not list.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	temporalclient "go.temporal.io/sdk/client"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+)
+
+// env is the process's worker, on a task queue of its own, and the clients the tests share.
+type env struct{ *workertest.Env }
+
+// newEnv starts, once per process, a worker with a policy that settles jobs in seconds: 2
+// attempts, 0.5 s apart (workertest.QuickPolicy with one attempt fewer), of work of 0.5 s.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return &env{workertest.Shared(t, "api-test", func(cfg *config.Config) {
+		cfg.Policy = workertest.QuickPolicy()
+		cfg.Policy.MaximumAttempts = 2
+		cfg.Runner.Simulated.Duration = 500 * time.Millisecond
+	})}
+}
+
+// newKey is a fresh secret, so no two tests' keys are alike.
+func newKey(t *testing.T, label string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return label + "-" + hex.EncodeToString(b[:])
+}
+
+// key is the secret of a new API key of the scope — for the account, for the customer scopes —
+// in the test ledger's key store, which every test server authenticates against.
+func (e *env) key(t *testing.T, scope apikeys.Scope, account string) string {
+	t.Helper()
+	name := t.Name()
+	if len(name) > apikeys.MaxNameLength {
+		name = name[:apikeys.MaxNameLength]
+	}
+	created, err := apikeys.NewStore(e.Store.Pool()).Create(context.Background(), apikeys.Spec{Scope: scope, AccountID: account, Name: name})
+	require.NoError(t, err)
+	return created.Secret
+}
+
+// serve runs the API over the test ledger and its keys; mod may change the options (bootstrap
+// keys in Config.Keys, say).
+func (e *env) serve(t *testing.T, mod func(*api.Options)) string {
+	t.Helper()
+	cfg := config.Default().API
+	cfg.MaxBodyBytes, cfg.RequestTimeout = 4096, 20*time.Second
+	// Tests send bursts far above a client's; TestRateLimitPerKey sets the limit it checks.
+	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
+	opts := api.Options{
+		Config: cfg, Jobs: e.Jobs, Ledger: e.Store,
+		Ready: []api.Check{{Name: "postgres", Probe: e.Store.Pool().Ping}, {Name: "temporal", Probe: func(ctx context.Context) error {
+			_, err := e.Client.CheckHealth(ctx, &temporalclient.CheckHealthRequest{})
+			return err
+		}}},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	s := api.New(opts)
+	api.SetUndeclaredHook(s, func(pattern string, status int) {
+		t.Errorf("%s answered %d, which its route does not declare (openapi.yaml)", pattern, status)
+	})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// answer is a decoded response.
+type answer struct {
+	code int
+	raw  string
+	body map[string]any
+}
+
+func (a answer) str(path ...string) string {
+	var v any = a.body
+	for _, p := range path {
+		m, _ := v.(map[string]any)
+		v = m[p]
+	}
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func call(t *testing.T, base, method, path, key string, body any) answer {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{code: resp.StatusCode, raw: string(data)}
+	_ = json.Unmarshal(data, &a.body)
+	require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, data)
+	return a
+}
+
+// job is a submission's body: it names the job's kind, never an amount.
+func job(id, account, kind, input string) map[string]any {
+	return map[string]any{"job_id": id, "account_id": account, "kind": kind, "input_ref": input}
+}
+
+// fixed is a kind sold by the job at price credits on the test ledger's price list.
+func (e *env) fixed(t *testing.T, price int64) string { return ledgertest.Fixed(t, e.Store, price) }
+
+// rows are the account's ledger rows.
+func (e *env) rows(t *testing.T, account string) []ledgerdb.Entry {
+	t.Helper()
+	h, err := e.Store.History(context.Background(), account, ledgerdb.HistoryPage{Limit: 1000})
+	require.NoError(t, err)
+	return h.Entries
+}
+
+// kinds are the kinds of the account's rows for one job.
+func (e *env) kinds(t *testing.T, account, jobID string) []ledgerdb.EntryKind {
+	var out []ledgerdb.EntryKind
+	for _, r := range e.rows(t, account) {
+		if r.JobID == jobID {
+			out = append(out, r.Kind)
+		}
+	}
+	return out
+}
+
+// wait waits until the account's job reaches one of the states.
+func (e *env) wait(t *testing.T, account, jobID string, states ...ledgerdb.State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	_, err := e.Jobs.Wait(ctx, ledgerdb.JobKey{AccountID: account, JobID: jobID}, states...)
+	require.NoError(t, err)
+}
+
+func (e *env) balance(t *testing.T, account string) int64 {
+	b, err := e.Store.Balance(context.Background(), account)
+	require.NoError(t, err)
+	return b
+}
