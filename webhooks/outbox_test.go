@@ -12,9 +12,11 @@ import (
 	"github.com/jobbill/jobbill/webhooks"
 )
 
-// events answers every event of the account, in order.
+// events answers every event of the account derived from the transitions committed so far, in
+// order.
 func events(t *testing.T, ws *webhooks.Store, acct string) []webhooks.Event {
 	t.Helper()
+	caughtUp(t, ws)
 	evs, err := ws.Events(context.Background(), acct, 0, 1000)
 	require.NoError(t, err)
 	return evs
@@ -35,6 +37,26 @@ func data(t *testing.T, e webhooks.Event) map[string]any {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(e.Data, &m))
 	return m
+}
+
+// listening gives the account an endpoint, so that its events are derived: one no worker of these
+// tests sends to.
+func listening(t *testing.T, ws *webhooks.Store, acct string) {
+	t.Helper()
+	_, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
+		webhooks.URLPolicy{})
+	require.NoError(t, err)
+}
+
+// listened is the set-up of the event tests: the test ledger and its webhook store, and an account
+// granted credits that has an endpoint (listening).
+func listened(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string) {
+	t.Helper()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, credits)
+	listening(t, ws, acct)
+	return s, ws, acct
 }
 
 // submit writes a placeholder of a kind sold by the job at cost.
@@ -64,9 +86,7 @@ func applied(t *testing.T, want ledgerdb.Outcome) func(ledgerdb.Transition, erro
 // (already_applied, or a charge of a rejected job) writes none.
 func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
+	s, ws, acct := listened(t, 1000)
 	metered := ledgertest.Metered(t, s, 3, 20) // holds 60
 	fixed := ledgertest.Fixed(t, s, 40)
 
@@ -162,9 +182,7 @@ func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 // committed leaves both.
 func TestEventCommitsWithItsTransition(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	s, ws, acct := listened(t, 100)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
 
 	tx, err := s.Pool().Begin(ctx)
@@ -187,9 +205,7 @@ func TestEventCommitsWithItsTransition(t *testing.T) {
 // and a threshold for an unknown account, or out of range, is refused with nothing written.
 func TestBalanceLowOnCrossingDownwards(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	s, ws, acct := listened(t, 100)
 	fixed := ledgertest.Fixed(t, s, 30)
 	lows := func() []map[string]any {
 		var out []map[string]any

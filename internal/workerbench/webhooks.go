@@ -63,7 +63,7 @@ func (b *bench) withWebhooks(ctx context.Context) (WebhookRun, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = webhooks.NewWorker(store, cfg, nil).OnlyAccounts(b.accounts...).Run(hookCtx)
+		_ = webhooks.NewWorker(webhooks.Options{Store: store, PollInterval: cfg.PollInterval, BatchSize: cfg.BatchSize, AllowPrivateURLs: true, Accounts: b.accounts}).Run(hookCtx)
 	}()
 	stopWorker := func() { stop(); <-done }
 	defer stopWorker()
