@@ -70,8 +70,7 @@ type Webhooks struct {
 	InitialBackoff time.Duration `mapstructure:"initial_backoff"`
 	// MaxBackoff caps the wait between two attempts.
 	MaxBackoff time.Duration `mapstructure:"max_backoff"`
-	// BatchSize is how many deliveries one worker claims, and sends at once, per round, and how
-	// many transactions one derive pass reads.
+	// BatchSize is how many deliveries one worker claims, and sends at once, per round.
 	BatchSize int `mapstructure:"batch_size"`
 	// AllowPrivateURLs lets receivers sit on loopback, private, link-local or otherwise internal
 	// addresses, and use plain http. Off, a customer's URL must be https on a public address, so

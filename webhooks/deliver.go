@@ -34,8 +34,7 @@ type Options struct {
 	// InitialBackoff is the wait before the second attempt (5s); each later wait doubles, up to
 	// MaxBackoff (1h), with jitter.
 	InitialBackoff, MaxBackoff time.Duration
-	// BatchSize is how many deliveries one round claims and sends at once, and how many
-	// transactions one derive pass reads (20).
+	// BatchSize is how many deliveries one round claims and sends at once (20).
 	BatchSize int
 	// AllowPrivateURLs lets receivers sit on internal addresses and use plain http; for
 	// development and tests only (see [URLPolicy]).
@@ -149,7 +148,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 
 // round is RunOnce, also saying whether the derive pass left transactions for another pass.
 func (w *Worker) round(ctx context.Context) (claimed int, more bool, err error) {
-	_, more, deriveErr := w.store.Derive(ctx, w.opts.BatchSize)
+	_, more, deriveErr := w.store.Derive(ctx, derivePass)
 	if deriveErr != nil && ctx.Err() == nil {
 		// Deliveries already queued still go out; the next round derives again.
 		w.log.Warn("webhook derive pass failed", zap.Error(deriveErr))
@@ -186,6 +185,11 @@ type delivery struct {
 	url        string
 	secret     string
 }
+
+// derivePass is how many transactions one derive pass reads at most: a pass is one transaction
+// of its own, cheap per row, so it takes many at once; a backlog (after a stop, or a transaction
+// held open) is read in passes of this size, back to back.
+const derivePass = 1000
 
 // lease is how long a claim holds a delivery: long enough for one attempt and its record, so that
 // another worker takes it over only when this one is gone.

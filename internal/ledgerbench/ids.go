@@ -36,14 +36,31 @@ type lifecycle struct {
 	steps string
 	// price is the kind's price; after setUp, as the price list holds it (its version included).
 	price ledgerdb.Price
+	// base is the price as the run asks for it, before setUp: another ledger's setUp starts from it.
+	base ledgerdb.Price
 	// last is the raw script's last transition, appended to the shared opening.
 	last string
 	// script is the path of the lifecycle's whole pgbench script, written by setUp.
 	script string
 	// rows is how many ledger rows one lifecycle writes: the duplicate refund writes none.
 	rows int
+	// hooked puts the lifecycle's accounts, on both sides, each with a webhook endpoint, and runs a
+	// delivery worker through its rounds (hooks.go); otherwise its accounts have none.
+	hooked bool
 	// result collects the lifecycle's figures.
 	result *Comparison
+}
+
+// events is how many webhook events one lifecycle of an account with endpoints makes: job.charged,
+// job.refunded, job.reclaimed (the duplicate refund writes no row, hence no event).
+const events = 3
+
+// label names the lifecycle in the report: its name, and whether its accounts have endpoints.
+func (lc *lifecycle) label() string {
+	if lc.hooked {
+		return string(lc.name) + "+hooks"
+	}
+	return string(lc.name)
 }
 
 // setUp puts the lifecycle's kind on the price list (or finds it there) and writes its pgbench
@@ -54,7 +71,7 @@ func (lc *lifecycle) setUp(ctx context.Context, store *ledgerdb.Store, dir strin
 		return fmt.Errorf("ledgerbench: %w", err)
 	}
 	lc.price = price
-	lc.script = filepath.Join(dir, string(lc.name)+".sql")
+	lc.script = filepath.Join(dir, lc.tag+".sql")
 	if err := os.WriteFile(lc.script, []byte(openingScript+"\n"+lc.last), 0o600); err != nil {
 		return fmt.Errorf("ledgerbench: %w", err)
 	}
@@ -87,6 +104,11 @@ type bench struct {
 	out        io.Writer
 	prefix     string
 	lifecycles []*lifecycle
+	// sides are the sides this bench runs: raw and Go, or Go alone on the pre-outbox ledger
+	// (preoutbox.go).
+	sides []string
+	// hooks is the receiver and delivery worker of the lifecycles with endpoints; nil when none.
+	hooks *hooks
 }
 
 // The two sides, as they appear in IDs.

@@ -14,6 +14,13 @@
 // per transition under pgbench -M prepared. What differs is the server's work behind each round
 // trip; BENCHMARKS.md has the figures and what the gap was traced to.
 //
+// Each lifecycle runs twice: on accounts without webhook endpoints, and on accounts with one each
+// while a delivery worker derives their events from the ledger's rows and delivers them to a local
+// receiver, as `jobbill worker` does (hooks.go); the money path writes the same either way, and
+// the raw side writes the same durable facts as the Go side (lifecycle.sql). Unless told not to,
+// each round also runs the Go side on the pre-outbox ledger (preoutbox.go), for the absolute cost
+// of events in the same run. Every Go side reports the 99th percentile of one transition too.
+//
 // A run never deletes anything (the schema refuses it): it names its accounts and jobs with a
 // fresh prefix, so runs accumulate side by side, and it verifies the money of both sides before
 // it reports a figure.
@@ -105,6 +112,9 @@ type Config struct {
 	PgbenchPath string
 	// PgbenchThreads is pgbench -j, capped at Clients. Default 2 (the machine's cores).
 	PgbenchThreads int
+	// SkipPreOutbox leaves out the pre-outbox path (preoutbox.go): the Go side once more, each
+	// round, on the ledger without the facts events need. Run by default.
+	SkipPreOutbox bool
 }
 
 // DefaultLifecycles is Config.Lifecycles when left zero: on the reference machine (2 cores,
@@ -173,6 +183,9 @@ type Figures struct {
 	// P99Transition is the 99th percentile of one ledger call on the Go side; pgbench logs whole
 	// scripts only, so it is 0 on the raw side.
 	P99Transition time.Duration
+	// Drain is, for a lifecycle whose accounts have endpoints, how long after the round ended its
+	// last event was derived and delivered; 0 otherwise.
+	Drain time.Duration
 }
 
 // Verification is what Run checked after the last round; Run fails instead of returning a Result
@@ -190,12 +203,17 @@ type Verification struct {
 	// Accounts is how many accounts were checked: each balance equals the sum of its rows, equals
 	// its grant less what its jobs should be charged, and its ledger passes ledgerdb's Audit.
 	Accounts int
+	// Events is how many webhook events the accounts with endpoints got (both sides, every
+	// round): one per charge, refund and reclaim row, each delivered.
+	Events int
 }
 
 // Comparison is one lifecycle's figures on both sides of a run.
 type Comparison struct {
 	// Lifecycle is the lifecycle measured.
 	Lifecycle Lifecycle
+	// Endpoints says whether its accounts had webhook endpoints, with a delivery worker running.
+	Endpoints bool
 	// RawRounds and GoRounds are each round's figures, in the order they ran.
 	RawRounds, GoRounds []Figures
 	// Raw and Go are the medians of the rounds.
@@ -203,6 +221,12 @@ type Comparison struct {
 	// Ratio is Go.LifecyclesPerSec / Raw.LifecyclesPerSec: 1.0 means the Go API keeps up with
 	// the raw SQL.
 	Ratio float64
+	// PreOutboxRounds and PreOutbox are the Go side's figures on the pre-outbox ledger (only for
+	// the lifecycles without endpoints, unless Config.SkipPreOutbox), and OverPreOutbox is
+	// Go.LifecyclesPerSec / PreOutbox.LifecyclesPerSec: the absolute cost of events.
+	PreOutboxRounds []Figures
+	PreOutbox       Figures
+	OverPreOutbox   float64
 }
 
 // Result is the outcome of one Run.
@@ -212,8 +236,9 @@ type Result struct {
 	Prefix string
 	// Config is the configuration the run used, defaults filled in.
 	Config Config
-	// Fixed and Metered are the two lifecycles' figures.
-	Fixed, Metered Comparison
+	// Fixed and Metered are the two lifecycles' figures on accounts without endpoints;
+	// FixedHooked and MeteredHooked on accounts with one each, a delivery worker running.
+	Fixed, Metered, FixedHooked, MeteredHooked Comparison
 	// Verified is what the correctness checks found.
 	Verified Verification
 	// Conflicts is what the database counted during the rounds (tails.go).
@@ -257,19 +282,33 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix(), dir: dir}
-	res := Result{Prefix: b.prefix, Config: cfg, Fixed: Comparison{Lifecycle: Fixed}, Metered: Comparison{Lifecycle: Metered}}
+	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix(), dir: dir,
+		sides: []string{sideRaw, sideGo}}
+	res := Result{Prefix: b.prefix, Config: cfg, Fixed: Comparison{Lifecycle: Fixed}, Metered: Comparison{Lifecycle: Metered},
+		FixedHooked: Comparison{Lifecycle: Fixed, Endpoints: true}, MeteredHooked: Comparison{Lifecycle: Metered, Endpoints: true}}
+	const fixedSteps, meteredSteps = "charge, refund, duplicate refund, reclaim", "charge, refund, duplicate refund, settle"
 	b.lifecycles = []*lifecycle{
-		{name: Fixed, tag: "f", steps: "charge, refund, duplicate refund, reclaim", price: fixedPrice, last: reclaimScript, rows: 3, result: &res.Fixed},
-		{name: Metered, tag: "m", steps: "charge, refund, duplicate refund, settle", price: meteredPrice, last: settleScript, rows: 4, result: &res.Metered},
+		{name: Fixed, tag: "f", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, result: &res.Fixed},
+		{name: Metered, tag: "m", steps: meteredSteps, price: meteredPrice, last: settleScript, rows: 4, result: &res.Metered},
+		{name: Fixed, tag: "fh", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, hooked: true, result: &res.FixedHooked},
+		{name: Metered, tag: "mh", steps: meteredSteps, price: meteredPrice, last: settleScript, rows: 4, hooked: true, result: &res.MeteredHooked},
 	}
+	if b.hooks, err = newHooks(pool, b.prefix); err != nil {
+		return res, err
+	}
+	defer b.hooks.close()
 	fmt.Fprintf(out, "ledger lifecycle benchmark: prefix %s, %d clients × %d lifecycles per round, side and lifecycle, %d accounts per side and lifecycle, %d rounds, %d transitions per lifecycle\n",
 		b.prefix, cfg.Clients, cfg.Lifecycles, cfg.Accounts, cfg.Rounds, TransitionsPerLifecycle)
 	for _, lc := range b.lifecycles {
+		lc.base = lc.price
 		if err := lc.setUp(ctx, store, dir); err != nil {
 			return res, err
 		}
-		fmt.Fprintf(out, "lifecycle %-8s %s; %s\n", lc.name+":", lc.steps, lc.describe())
+		endpoints := "no webhook endpoints"
+		if lc.hooked {
+			endpoints = "an endpoint per account, a delivery worker deriving and delivering"
+		}
+		fmt.Fprintf(out, "lifecycle %-14s %s; %s; %s\n", lc.label()+":", lc.steps, lc.describe(), endpoints)
 	}
 
 	start := time.Now()
@@ -279,6 +318,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	perSet := cfg.Rounds * cfg.Clients * cfg.Lifecycles
 	fmt.Fprintf(out, "prepared %d accounts and %d jobs in %s\n",
 		2*len(b.lifecycles)*cfg.Accounts, 2*len(b.lifecycles)*perSet, time.Since(start).Round(time.Millisecond))
+	var pre *bench
+	if !cfg.SkipPreOutbox {
+		var closePre func()
+		if pre, closePre, err = preOutbox(ctx, b); err != nil {
+			return res, err
+		}
+		defer closePre()
+		fmt.Fprintf(out, "pre-outbox ledger: schema %s, the same functions without the xid default and indexes; %d accounts and %d jobs prepared\n",
+			preOutboxSchema, len(pre.lifecycles)*cfg.Accounts, len(pre.lifecycles)*perSet)
+	}
 
 	conflictsBefore, err := b.conflicts(ctx)
 	if err != nil {
@@ -286,19 +335,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, lc := range b.lifecycles {
-			raw, err := b.runRaw(ctx, lc, round)
+			raw, err := b.measure(ctx, lc, func() (Figures, error) { return b.runRaw(ctx, lc, round) })
 			if err != nil {
 				return res, err
 			}
 			lc.result.RawRounds = append(lc.result.RawRounds, raw)
-			fmt.Fprintf(out, "round %d  %-7s  raw SQL (pgbench)  %s\n", round, lc.name, raw)
+			fmt.Fprintf(out, "round %d  %-14s  raw SQL (pgbench)     %s\n", round, lc.label(), raw)
 
-			goSide, err := b.runGo(ctx, lc, round)
+			goSide, err := b.measure(ctx, lc, func() (Figures, error) { return b.runGo(ctx, lc, round) })
 			if err != nil {
 				return res, err
 			}
 			lc.result.GoRounds = append(lc.result.GoRounds, goSide)
-			fmt.Fprintf(out, "round %d  %-7s  Go API (ledgerdb)  %s\n", round, lc.name, goSide)
+			fmt.Fprintf(out, "round %d  %-14s  Go API (ledgerdb)     %s\n", round, lc.label(), goSide)
+
+			if plc := pre.lifecycleTagged(lc.tag); plc != nil {
+				preSide, err := pre.runGo(ctx, plc, round)
+				if err != nil {
+					return res, err
+				}
+				lc.result.PreOutboxRounds = append(lc.result.PreOutboxRounds, preSide)
+				fmt.Fprintf(out, "round %d  %-14s  Go API, pre-outbox    %s\n", round, lc.label(), preSide)
+			}
 		}
 	}
 
@@ -311,21 +369,61 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	if res.Verified, err = b.verify(ctx); err != nil {
 		return res, err
 	}
+	if pre != nil {
+		if _, err := pre.verify(ctx); err != nil {
+			return res, err
+		}
+	}
 	v := res.Verified
-	fmt.Fprintf(out, "verified: fixed %d jobs recovered at their price, %d ledger rows (3 per lifecycle); metered %d jobs recovered and settled at their usage, %d ledger rows (4 per lifecycle); %d accounts with balance = sum of rows = grant - what their jobs are charged, none awaiting a reclaim, audit clean\n",
-		v.FixedJobs, v.FixedRows, v.MeteredJobs, v.MeteredRows, v.Accounts)
+	fmt.Fprintf(out, "verified: fixed %d jobs recovered at their price, %d ledger rows (3 per lifecycle); metered %d jobs recovered and settled at their usage, %d ledger rows (4 per lifecycle); %d accounts with balance = sum of rows = grant - what their jobs are charged, none awaiting a reclaim, audit clean; %d webhook events on the accounts with endpoints, one per charge, refund and reclaim row, each delivered",
+		v.FixedJobs, v.FixedRows, v.MeteredJobs, v.MeteredRows, v.Accounts, v.Events)
+	if pre != nil {
+		fmt.Fprint(out, "; the pre-outbox ledger's money likewise")
+	}
+	fmt.Fprintln(out)
 
 	for _, lc := range b.lifecycles {
 		c := lc.result
 		c.Raw, c.Go = median(c.RawRounds), median(c.GoRounds)
 		c.Ratio = c.Go.LifecyclesPerSec / c.Raw.LifecyclesPerSec
-		fmt.Fprintf(out, "median   %-7s  raw SQL (pgbench)  %s\n", lc.name, c.Raw)
-		fmt.Fprintf(out, "median   %-7s  Go API (ledgerdb)  %s\n", lc.name, c.Go)
+		fmt.Fprintf(out, "median   %-14s  raw SQL (pgbench)     %s\n", lc.label(), c.Raw)
+		fmt.Fprintf(out, "median   %-14s  Go API (ledgerdb)     %s\n", lc.label(), c.Go)
+		if len(c.PreOutboxRounds) > 0 {
+			c.PreOutbox = median(c.PreOutboxRounds)
+			c.OverPreOutbox = c.Go.LifecyclesPerSec / c.PreOutbox.LifecyclesPerSec
+			fmt.Fprintf(out, "median   %-14s  Go API, pre-outbox    %s\n", lc.label(), c.PreOutbox)
+		}
 	}
 	for _, lc := range b.lifecycles {
-		fmt.Fprintf(out, "ratio Go/raw, %-8s %.3f\n", lc.name+":", lc.result.Ratio)
+		fmt.Fprintf(out, "ratio Go/raw, %-15s %.3f", lc.label()+":", lc.result.Ratio)
+		if lc.result.OverPreOutbox > 0 {
+			fmt.Fprintf(out, "   Go/pre-outbox Go %.3f", lc.result.OverPreOutbox)
+		}
+		fmt.Fprintln(out)
 	}
 	return res, nil
+}
+
+// measure runs one side's round of a lifecycle: for a lifecycle with endpoints, with a delivery
+// worker running through it and until its events are delivered (hooks.during).
+func (b *bench) measure(ctx context.Context, lc *lifecycle, round func() (Figures, error)) (Figures, error) {
+	if !lc.hooked {
+		return round()
+	}
+	return b.hooks.during(ctx, round)
+}
+
+// lifecycleTagged is the bench's lifecycle with the tag; nil on a nil bench or when it has none.
+func (b *bench) lifecycleTagged(tag string) *lifecycle {
+	if b == nil {
+		return nil
+	}
+	for _, lc := range b.lifecycles {
+		if lc.tag == tag {
+			return lc
+		}
+	}
+	return nil
 }
 
 // String is one line of figures as Run prints them.
@@ -335,6 +433,9 @@ func (f Figures) String() string {
 	s += fmt.Sprintf("  p99 %.3f ms/lifecycle", ms(f.P99Lifecycle))
 	if f.P99Transition > 0 {
 		s += fmt.Sprintf(" (%.3f ms/transition)", ms(f.P99Transition))
+	}
+	if f.Drain > 0 {
+		s += fmt.Sprintf("  events all delivered %.2f s after the round", f.Drain.Seconds())
 	}
 	if f.Elapsed > 0 {
 		s += fmt.Sprintf("  [%d lifecycles in %.2f s, load %.2f]", f.Lifecycles, f.Elapsed.Seconds(), f.LoadAverage)
@@ -366,5 +467,6 @@ func median(rounds []Figures) Figures {
 		RoundTripsPerLifecycle: pick(func(f Figures) float64 { return f.RoundTripsPerLifecycle }),
 		P99Lifecycle:           time.Duration(pick(func(f Figures) float64 { return float64(f.P99Lifecycle) })),
 		P99Transition:          time.Duration(pick(func(f Figures) float64 { return float64(f.P99Transition) })),
+		Drain:                  time.Duration(pick(func(f Figures) float64 { return float64(f.Drain) })),
 	}
 }

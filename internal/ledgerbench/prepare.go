@@ -19,7 +19,7 @@ import (
 func (b *bench) prepare(ctx context.Context) error {
 	err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		for _, lc := range b.lifecycles {
-			for _, side := range []string{sideRaw, sideGo} {
+			for _, side := range b.sides {
 				ids := make([]string, b.cfg.Accounts)
 				for i := range ids {
 					ids[i] = b.accountID(side, lc, i)
@@ -32,6 +32,11 @@ func (b *bench) prepare(ctx context.Context) error {
 					SELECT unnest($1::text[]), 'grant', $2, $2, 'ledgerbench', 'ledgerbench opening grant'`, ids, grantPerAccount); err != nil {
 					return err
 				}
+				if lc.hooked {
+					if err := b.hooks.addEndpoints(ctx, tx, ids); err != nil {
+						return err
+					}
+				}
 			}
 		}
 
@@ -41,7 +46,7 @@ func (b *bench) prepare(ctx context.Context) error {
 				p := lc.price
 				// Both sides spread their jobs over their accounts alike (accountIndex), hence
 				// meet the same contention on account rows.
-				for _, side := range []string{sideRaw, sideGo} {
+				for _, side := range b.sides {
 					for client := range b.cfg.Clients {
 						for n := 1; n <= b.cfg.Lifecycles; n++ {
 							key := b.jobKey(side, lc, round, client, n)

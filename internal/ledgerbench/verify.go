@@ -19,7 +19,7 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 	var v Verification
 	wantJobs := b.cfg.Rounds * b.cfg.Clients * b.cfg.Lifecycles
 	for _, lc := range b.lifecycles {
-		for _, side := range []string{sideRaw, sideGo} {
+		for _, side := range b.sides {
 			jobs, rows, err := b.verifyJobs(ctx, side, lc, wantJobs)
 			if err != nil {
 				return v, err
@@ -30,6 +30,13 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 			}
 			if err := b.audit(ctx, ids); err != nil {
 				return v, err
+			}
+			if lc.hooked {
+				evs, err := b.verifyEvents(ctx, side, lc, wantJobs)
+				if err != nil {
+					return v, err
+				}
+				v.Events += evs
 			}
 			if lc.name == Metered {
 				v.MeteredJobs, v.MeteredRows = v.MeteredJobs+jobs, v.MeteredRows+rows
