@@ -30,7 +30,7 @@ BEGIN
     IF p_limit < 1 THEN
         RAISE EXCEPTION 'derive: limit % must be above zero', p_limit USING ERRCODE = '22023';
     END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtext('ledger_webhook_derive')) THEN
+    IF NOT pg_try_advisory_xact_lock(hashtext('ledger_webhook_derive/' || current_schema())) THEN
         RETURN QUERY SELECT 0, false;
         RETURN;
     END IF;

@@ -34,7 +34,7 @@ BEGIN
         RETURN;
     END IF;
     IF p_since IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock(hashtext('ledger_webhook_derive'));
+        PERFORM pg_advisory_xact_lock(hashtext('ledger_webhook_derive/' || current_schema()));
         SELECT c.horizon INTO horizon FROM webhook_derive_cursor c;
         -- Each event written here is queued to this endpoint: counted among those replayed.
         derived := ledger_webhook_materialize(
