@@ -73,7 +73,11 @@ func (b *bench) withWebhooks(ctx context.Context) (WebhookRun, error) {
 		return run, err
 	}
 
-	// Every delivery done, then the lag of each from the delivery log.
+	// Every delivery done, then the lag of each from the delivery log. Events are derived after
+	// their transitions commit: every one derived first, so that none is still to be queued.
+	if err := store.CatchUp(ctx); err != nil {
+		return run, err
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var pending int
