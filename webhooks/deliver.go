@@ -219,7 +219,7 @@ func (w *Worker) claim(ctx context.Context) ([]delivery, error) {
 type Body struct {
 	// Type is the event's type (job.charged …, balance.low).
 	Type string `json:"type"`
-	// Timestamp is when the event's transition committed, RFC 3339.
+	// Timestamp is when the event's transition was made (its transaction's time), RFC 3339.
 	Timestamp time.Time `json:"timestamp"`
 	// Data is the event's payload.
 	Data json.RawMessage `json:"data"`
