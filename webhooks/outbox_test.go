@@ -78,12 +78,13 @@ func applied(t *testing.T, want ledgerdb.Outcome) func(ledgerdb.Transition, erro
 	}
 }
 
-// TestEveryMoneyTransitionWritesOneEvent checks the outbox's rule (money rule 4 extended to what
-// is told): every money transition — charge, rejection for credits, orphan rejection, delivery
-// (settle and the first version's deliver), refund, reclaim (settle of a refunded job and the
-// first version's reclaim) — writes exactly one event, committed with its ledger row, carrying the
-// job's money figures as they stand after it; and an idempotent replay of each step
-// (already_applied, or a charge of a rejected job) writes none.
+// TestEveryMoneyTransitionWritesOneEvent checks the events' rule (money rule 4 extended to what
+// is told), for an account with an endpoint: every money transition — charge, rejection for
+// credits, orphan rejection, delivery (settle and the first version's deliver), refund, reclaim
+// (settle of a refunded job and the first version's reclaim) — has exactly one event, derived from
+// the rows it committed, carrying the job's money figures as they stood right after it (not as
+// they stand when derived); and an idempotent replay of each step (already_applied, or a charge of
+// a rejected job) has none.
 func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct := listened(t, 1000)
@@ -177,9 +178,9 @@ func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ledgertest.RequireSound(t, s, acct)
 }
 
-// TestEventCommitsWithItsTransition checks that an event is written in its transition's own
-// transaction: a charge rolled back leaves neither its ledger row nor its event, and one
-// committed leaves both.
+// TestEventCommitsWithItsTransition checks that an event exists exactly when its transition
+// committed: a charge rolled back leaves neither its ledger row nor an event (there is no row to
+// derive one from), and one committed leaves both.
 func TestEventCommitsWithItsTransition(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct := listened(t, 100)
@@ -198,9 +199,9 @@ func TestEventCommitsWithItsTransition(t *testing.T) {
 	require.Equal(t, []string{"job.charged"}, types(events(t, ws, acct)))
 }
 
-// TestBalanceLowOnCrossingDownwards checks the low-balance event: written once when a debit (a
-// charge, a reclaim, a negative adjustment) takes the balance from at or above the account's
-// threshold to below it, in the debit's transaction; not again while the balance stays below;
+// TestBalanceLowOnCrossingDownwards checks the low-balance event: derived once from a debit row (a
+// charge, a reclaim, a negative adjustment) that took the balance from at or above the account's
+// threshold to below it; not again while the balance stays below;
 // again after a top-up lifts it and a debit takes it below once more; never without a threshold;
 // and a threshold for an unknown account, or out of range, is refused with nothing written.
 func TestBalanceLowOnCrossingDownwards(t *testing.T) {
