@@ -49,7 +49,8 @@ migrate: db
 vet:
 	$(GO) vet ./...
 
-## bench-ledger: the ledger lifecycle through the Go API against the same lifecycle in raw SQL under pgbench.
+## bench-ledger: the ledger lifecycles through the Go API against the same lifecycles in raw SQL under pgbench,
+## on accounts without and with webhook endpoints, and the Go side on the pre-outbox ledger.
 bench-ledger: db
 	$(GO) run ./cmd/jobbill-dev bench-ledger
 

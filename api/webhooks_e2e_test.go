@@ -20,7 +20,6 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
-	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/webhooks"
@@ -182,13 +181,12 @@ func TestWebhooksFollowRealJobs(t *testing.T) {
 	rcv.secret = created.str("secret")
 	rcv.mu.Unlock()
 
-	cfg := config.Default().Webhooks
-	cfg.PollInterval, cfg.InitialBackoff, cfg.MaxBackoff, cfg.AllowPrivateURLs = 20*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond, true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = webhooks.NewWorker(webhooks.NewStore(e.Store.Pool()), cfg, nil).OnlyAccounts(acct).Run(ctx)
+		_ = webhooks.NewWorker(webhooks.Options{Store: webhooks.NewStore(e.Store.Pool()), PollInterval: 20 * time.Millisecond,
+			InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, AllowPrivateURLs: true, Accounts: []string{acct}}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 

@@ -51,8 +51,8 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 
 // startWebhooks runs the webhook delivery worker beside the Temporal worker when
 // webhooks.enabled, until ctx is done or the returned stop is called; stop waits for the attempts
-// in flight to be recorded. With webhooks off it starts nothing: events stay queued in the ledger
-// until a process with them on delivers them.
+// in flight to be recorded. With webhooks off it starts nothing: the ledger's rows wait, and the
+// events are derived and delivered once a process with them on runs.
 func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, m *metrics.Metrics, z *zap.Logger) (stop func()) {
 	if !c.Webhooks.Enabled {
 		z.Info("webhook delivery is off (webhooks.enabled)")
@@ -62,11 +62,28 @@ func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = webhooks.NewWorker(webhooks.NewStore(ledger.Pool()), c.Webhooks, z.Named("webhooks")).WithMetrics(m).Run(ctx)
+		_ = webhooks.NewWorker(WebhookOptions(c.Webhooks, ledger, z.Named("webhooks"), m)).Run(ctx)
 	}()
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// WebhookOptions are the delivery worker's options as the configuration's webhooks.* settings say,
+// on the ledger's pool.
+func WebhookOptions(c config.Webhooks, ledger *ledgerdb.Store, z *zap.Logger, m *metrics.Metrics) webhooks.Options {
+	return webhooks.Options{
+		Store:            webhooks.NewStore(ledger.Pool()),
+		PollInterval:     c.PollInterval,
+		Timeout:          c.Timeout,
+		MaxAge:           c.MaxAge,
+		InitialBackoff:   c.InitialBackoff,
+		MaxBackoff:       c.MaxBackoff,
+		BatchSize:        c.BatchSize,
+		AllowPrivateURLs: c.AllowPrivateURLs,
+		Log:              z,
+		Metrics:          m,
 	}
 }
 

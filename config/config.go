@@ -54,10 +54,10 @@ type Config struct {
 // Webhooks configures the webhook delivery worker, which `jobbill worker` runs beside the Temporal
 // worker (docs/design.md, "Webhooks"; docs/operations.md, "Webhooks").
 type Webhooks struct {
-	// Enabled runs the delivery worker in `jobbill worker`. Events are written by the ledger
-	// whatever it says; with it off they wait, queued, until a worker with it on delivers them.
+	// Enabled runs the delivery worker in `jobbill worker`, which derives the events from the
+	// ledger's rows and delivers them; with it off the rows wait until a worker with it on runs.
 	Enabled bool `mapstructure:"enabled"`
-	// PollInterval is how often an idle worker looks for due deliveries.
+	// PollInterval is how often an idle worker derives new events and looks for due deliveries.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 	// Timeout bounds one attempt: connecting, sending and reading the receiver's answer.
 	Timeout time.Duration `mapstructure:"timeout"`

@@ -123,6 +123,9 @@ type jobRow struct {
 	SettledAt          *time.Time
 	RefundReasonCode   *string
 	OutputRef          *string
+	// OutcomeXID is the transaction that rejected or delivered the job, which its webhook event is
+	// derived from (docs/design.md, "Webhooks"); a Job does not carry it.
+	OutcomeXID *uint64
 }
 
 // job is the row as a Job.

@@ -33,12 +33,31 @@ const migrationVersionTable = "ledger_schema_version"
 // connString must log in as the schema's owner (migrate_database_url), not as the application
 // role, which may change nothing; the role jobbill_app must exist, for the schema grants to it.
 func Migrate(ctx context.Context, connString string) error {
+	return withMigrator(ctx, connString, func(conn *pgx.Conn, migrator *migrate.Migrator) error {
+		if err := migrator.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrating: %w", err)
+		}
+		return installCode(ctx, conn)
+	})
+}
+
+// MigrateSchemaTo brings the database at connString to the numbered migration version only,
+// installing no function: for tests that put the data of an older schema in place, as a deployment
+// left it, before Migrate carries it on.
+func MigrateSchemaTo(ctx context.Context, connString string, version int32) error {
+	return withMigrator(ctx, connString, func(_ *pgx.Conn, migrator *migrate.Migrator) error {
+		return migrator.MigrateTo(ctx, version)
+	})
+}
+
+// withMigrator connects to connString and runs f with a migrator on the connection, the numbered
+// migrations loaded.
+func withMigrator(ctx context.Context, connString string, f func(*pgx.Conn, *migrate.Migrator) error) error {
 	conn, err := pgx.Connect(ctx, connString)
 	if err != nil {
 		return fmt.Errorf("connecting to migrate: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-
 	migrator, err := migrate.NewMigrator(ctx, conn, migrationVersionTable)
 	if err != nil {
 		return fmt.Errorf("preparing migrations: %w", err)
@@ -50,10 +69,7 @@ func Migrate(ctx context.Context, connString string) error {
 	if err := migrator.LoadMigrations(migrations); err != nil {
 		return fmt.Errorf("loading migrations: %w", err)
 	}
-	if err := migrator.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrating: %w", err)
-	}
-	return installCode(ctx, conn)
+	return f(conn, migrator)
 }
 
 // installCode installs the ledger's functions from code/, in one transaction under the

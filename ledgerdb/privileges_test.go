@@ -2,6 +2,7 @@ package ledgerdb_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -155,7 +156,8 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 // The same holds for API keys: the role reads api_keys (to authenticate) and changes them only
 // through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the refusals);
 // and for webhooks: the role changes endpoints, thresholds and delivery bookkeeping only through
-// the ledger_webhook_* functions, and cannot write an event at all except by a money transition.
+// the ledger_webhook_* functions, and cannot write an event at all but by the derive pass, which
+// derives events from committed money rows only.
 func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -221,15 +223,16 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm",
 		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key",
 		"ledger_webhook_create_endpoint", "ledger_webhook_disable_endpoint", "ledger_webhook_rotate_secret",
-		"ledger_webhook_set_low_balance", "ledger_webhook_claim", "ledger_webhook_record_attempt", "ledger_webhook_replay"} {
+		"ledger_webhook_set_low_balance", "ledger_webhook_derive", "ledger_webhook_claim", "ledger_webhook_record_attempt",
+		"ledger_webhook_replay"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"],
 		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_release"], "the money functions' helpers are nobody's to call")
-	require.False(t, executable["ledger_emit_event"] || executable["ledger_emit_job_event"] || executable["ledger_note_debit"],
-		"events are written only by the money transitions themselves, never called alone")
+	require.False(t, executable["ledger_webhook_materialize"] || executable["ledger_webhook_job_events"],
+		"events are written only by the derive pass and a replay, from committed rows, never called alone")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
 }
 
@@ -363,9 +366,9 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 // TestAppRoleCannotWriteWebhookTables checks the outbox at the grants (money rules 1 and 4 for
 // what is told): the application role is refused (42501) every direct write of the webhook
 // tables — forging, changing or removing an event, queueing or marking a delivery, rewriting the
-// delivery log, adding or redirecting an endpoint, setting a threshold — and calling the event
-// writer alone; events are written only by the money transitions, and the rest changes only
-// through the ledger_webhook_* functions, which the role may call.
+// delivery log, adding or redirecting an endpoint, setting a threshold, moving the derive cursor —
+// and calling the event writer alone; events are derived only from committed money rows, and the
+// rest changes only through the ledger_webhook_* functions, which the role may call.
 func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -387,17 +390,18 @@ func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
 		`INSERT INTO webhook_attempts (endpoint_id, event_seq, attempt, duration_ms, outcome) SELECT 'we_0000000000000000', 1, 1, 0, 'delivered'`,
 		`DELETE FROM webhook_attempts`,
 		`INSERT INTO webhook_low_balance (account_id, threshold) VALUES (` + q(acct) + `, 1)`,
-		`SELECT ledger_emit_event(` + q(acct) + `, NULL, 'balance.low', '{}')`,
-		`SELECT ledger_note_debit(` + q(acct) + `, 100, 0, NULL)`,
+		`UPDATE webhook_derive_cursor SET horizon = '0'`,
+		`SELECT ledger_webhook_materialize(ARRAY[` + q(job.String()) + `], '{}', NULL, NULL)`,
 	} {
 		pgErr := refusal(ctx, t, s.Pool(), stmt)
 		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
 	}
 
-	// The charge's one event stands as written; the doors the role has work.
+	// No event was forged (the account has no endpoint, so none is derived); the doors the role
+	// has work.
 	var n int
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE job_id = $1 AND type = 'job.charged'`, job.String()).Scan(&n))
-	require.Equal(t, 1, n)
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE job_id = $1`, job.String()).Scan(&n))
+	require.Zero(t, n)
 	var outcome string
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT ledger_webhook_set_low_balance($1, 10)`, acct).Scan(&outcome))
 	require.Equal(t, "applied", outcome)
@@ -411,8 +415,20 @@ func TestDatabaseRefusesEventRewrites(t *testing.T) {
 	s := ledgertest.Store(t)
 	owner := ledgertest.OwnerPool(t)
 	acct, job := submitted(t, s, 100, 40)
+	// An endpoint, so that the charge's event is derived.
+	var outcome string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT outcome FROM ledger_webhook_create_endpoint($1, $2, 'https://hooks.example.com/', $3, '')`,
+		fmt.Sprintf("we_%016x", time.Now().UnixNano()), acct,
+		"whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").Scan(&outcome))
+	require.Equal(t, "applied", outcome)
 	_, err := s.Charge(ctx, job)
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT derived FROM ledger_webhook_derive(1000)`).Scan(&n))
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE job_id = $1`, job.String()).Scan(&n))
+		return n == 1
+	}, 2*time.Minute, 10*time.Millisecond, "the charge's event is derived once every older transaction has ended")
 	for _, stmt := range []string{
 		`UPDATE webhook_events SET type = 'job.refunded' WHERE job_id = '` + job.String() + `'`,
 		`DELETE FROM webhook_events WHERE account_id = '` + acct + `'`,

@@ -1,7 +1,8 @@
-// Package webhooks sends an account's money events to receivers of its own, signed: the outbox
-// the ledger writes (every transition of a job, and a balance falling below its threshold, writes
-// one event row in the transition's own transaction, ledgerdb/code/ledger_emit_event.sql), the
-// endpoints that receive it, and the worker that delivers it (docs/design.md, "Webhooks").
+// Package webhooks sends an account's money events to receivers of its own, signed: the events,
+// derived after the fact from the ledger's own rows (every transition of a job, and a balance
+// falling below its threshold; the money transaction writes nothing for them,
+// ledgerdb/code/ledger_webhook_derive.sql), the endpoints that receive them, and the worker that
+// derives and delivers them (docs/design.md, "Webhooks").
 //
 // Deliveries follow the Standard Webhooks scheme (https://www.standardwebhooks.com), signed and
 // verified with its Go library: each POST carries webhook-id (the event's ID, the same on every

@@ -12,9 +12,11 @@ import (
 	"github.com/jobbill/jobbill/webhooks"
 )
 
-// events answers every event of the account, in order.
+// events answers every event of the account derived from the transitions committed so far, in
+// order.
 func events(t *testing.T, ws *webhooks.Store, acct string) []webhooks.Event {
 	t.Helper()
+	caughtUp(t, ws)
 	evs, err := ws.Events(context.Background(), acct, 0, 1000)
 	require.NoError(t, err)
 	return evs
@@ -37,6 +39,26 @@ func data(t *testing.T, e webhooks.Event) map[string]any {
 	return m
 }
 
+// listening gives the account an endpoint, so that its events are derived: one no worker of these
+// tests sends to.
+func listening(t *testing.T, ws *webhooks.Store, acct string) {
+	t.Helper()
+	_, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
+		webhooks.URLPolicy{})
+	require.NoError(t, err)
+}
+
+// listened is the set-up of the event tests: the test ledger and its webhook store, and an account
+// granted credits that has an endpoint (listening).
+func listened(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string) {
+	t.Helper()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, credits)
+	listening(t, ws, acct)
+	return s, ws, acct
+}
+
 // submit writes a placeholder of a kind sold by the job at cost.
 func submit(t *testing.T, s *ledgerdb.Store, acct, kind string) ledgerdb.JobKey {
 	t.Helper()
@@ -56,17 +78,16 @@ func applied(t *testing.T, want ledgerdb.Outcome) func(ledgerdb.Transition, erro
 	}
 }
 
-// TestEveryMoneyTransitionWritesOneEvent checks the outbox's rule (money rule 4 extended to what
-// is told): every money transition — charge, rejection for credits, orphan rejection, delivery
-// (settle and the first version's deliver), refund, reclaim (settle of a refunded job and the
-// first version's reclaim) — writes exactly one event, committed with its ledger row, carrying the
-// job's money figures as they stand after it; and an idempotent replay of each step
-// (already_applied, or a charge of a rejected job) writes none.
+// TestEveryMoneyTransitionWritesOneEvent checks the events' rule (money rule 4 extended to what
+// is told), for an account with an endpoint: every money transition — charge, rejection for
+// credits, orphan rejection, delivery (settle and the first version's deliver), refund, reclaim
+// (settle of a refunded job and the first version's reclaim) — has exactly one event, derived from
+// the rows it committed, carrying the job's money figures as they stood right after it (not as
+// they stand when derived); and an idempotent replay of each step (already_applied, or a charge of
+// a rejected job) has none.
 func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
+	s, ws, acct := listened(t, 1000)
 	metered := ledgertest.Metered(t, s, 3, 20) // holds 60
 	fixed := ledgertest.Fixed(t, s, 40)
 
@@ -157,14 +178,12 @@ func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ledgertest.RequireSound(t, s, acct)
 }
 
-// TestEventCommitsWithItsTransition checks that an event is written in its transition's own
-// transaction: a charge rolled back leaves neither its ledger row nor its event, and one
-// committed leaves both.
+// TestEventCommitsWithItsTransition checks that an event exists exactly when its transition
+// committed: a charge rolled back leaves neither its ledger row nor an event (there is no row to
+// derive one from), and one committed leaves both.
 func TestEventCommitsWithItsTransition(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	s, ws, acct := listened(t, 100)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
 
 	tx, err := s.Pool().Begin(ctx)
@@ -180,16 +199,14 @@ func TestEventCommitsWithItsTransition(t *testing.T) {
 	require.Equal(t, []string{"job.charged"}, types(events(t, ws, acct)))
 }
 
-// TestBalanceLowOnCrossingDownwards checks the low-balance event: written once when a debit (a
-// charge, a reclaim, a negative adjustment) takes the balance from at or above the account's
-// threshold to below it, in the debit's transaction; not again while the balance stays below;
+// TestBalanceLowOnCrossingDownwards checks the low-balance event: derived once from a debit row (a
+// charge, a reclaim, a negative adjustment) that took the balance from at or above the account's
+// threshold to below it; not again while the balance stays below;
 // again after a top-up lifts it and a debit takes it below once more; never without a threshold;
 // and a threshold for an unknown account, or out of range, is refused with nothing written.
 func TestBalanceLowOnCrossingDownwards(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	s, ws, acct := listened(t, 100)
 	fixed := ledgertest.Fixed(t, s, 30)
 	lows := func() []map[string]any {
 		var out []map[string]any

@@ -286,12 +286,13 @@ type Event struct {
 	Type string `json:"type"`
 	// Data is the event's payload: the job's money figures, or the balance and the threshold.
 	Data json.RawMessage `json:"data"`
-	// CreatedAt is when its transition committed.
+	// CreatedAt is when its transition was made: its transaction's time, as its ledger row says.
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Events answers the account's events after the sequence number after (0: from the first), in
-// order, at most limit (1 to 1000).
+// Events answers the account's events derived so far (Derive; only while the account has an
+// endpoint, or by a replay) after the sequence number after (0: from the first), in order, at
+// most limit (1 to 1000).
 func (s *Store) Events(ctx context.Context, accountID string, after int64, limit int) ([]Event, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, &ledgerdb.InvalidInputError{Field: "limit", Reason: "must be from 1 to 1000"}

@@ -105,10 +105,11 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 	require.NoError(t, err)
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	caughtUp(t, ws)
 
-	cfg := testConfig()
-	cfg.AllowPrivateURLs = false
-	n, err := webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
+	opts := testOptions(ws, acct)
+	opts.AllowPrivateURLs = false
+	n, err := webhooks.NewWorker(opts).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, hits.Load(), "the internal address was never contacted")
@@ -160,10 +161,11 @@ func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	require.NoError(t, err, "the URL itself names no internal address")
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	caughtUp(t, ws)
 
-	cfg := testConfig()
-	cfg.AllowPrivateURLs = false
-	_, err = webhooks.NewWorker(ws, cfg, nil).OnlyAccounts(acct).RunOnce(ctx)
+	opts := testOptions(ws, acct)
+	opts.AllowPrivateURLs = false
+	_, err = webhooks.NewWorker(opts).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, hits.Load(), "nothing reached the internal address")
 	log, err := ws.Attempts(ctx, acct, ep.ID, 0, 10)

@@ -22,12 +22,18 @@ under pgbench, alternately (raw, Go, raw, Go):
   fixed    a fixed-price job: charge, refund, duplicate refund, reclaim (3 ledger rows);
   metered  a job metered by the GPU-second: charge of its hold, refund, duplicate refund, and
            its late result settled with its usage (reclaim and release in one call, 4 rows).
+Each lifecycle runs on accounts without webhook endpoints and on accounts with one each
+(fixed+hooks, metered+hooks), a delivery worker deriving and delivering their events to a local
+receiver meanwhile; the raw side writes the same durable facts as the Go side. Each round also
+runs the Go side on the pre-outbox ledger (schema ledgerbench_pre_outbox: the same functions
+without what events need), for the absolute cost of events; --skip-pre-outbox leaves it out.
 It sets its two kinds on the price list (ledgerbench-fixed, ledgerbench-metered) and runs on the
 database of --migrate-database-url / JOBBILL_MIGRATE_DATABASE_URL (the service's database as its
 owner by default, never the tests'): the raw side and the set-up write the tables directly, which
 the application role of --database-url may not.
-Prints each side's lifecycles/s, transitions/s and mean latency per lifecycle, the medians and
-the ratio Go/raw of each lifecycle, after checking that both sides wrote exactly the money they
+Prints each side's lifecycles/s, transitions/s, mean and p99 latency per lifecycle (and per
+transition on the Go sides), how soon after a round its events were all delivered, the medians,
+the ratio Go/raw of each lifecycle and Go/pre-outbox Go, after checking that both sides wrote exactly the money they
 should. It writes fresh accounts and jobs on every run (the ledger never deletes), so point it at
 a database meant for benchmarks.`,
 		Args: cobra.NoArgs,
@@ -44,5 +50,6 @@ a database meant for benchmarks.`,
 	flags.IntVar(&cfg.Lifecycles, "lifecycles", ledgerbench.DefaultLifecycles, "job lifecycles per client, per round, side and lifecycle")
 	flags.IntVar(&cfg.Accounts, "accounts", 1000, "fresh accounts per side and lifecycle that the jobs are spread over")
 	flags.IntVar(&cfg.Rounds, "rounds", 2, "rounds per side and lifecycle, alternating raw and Go; the medians are reported")
+	flags.BoolVar(&cfg.SkipPreOutbox, "skip-pre-outbox", false, "leave out the Go side on the pre-outbox ledger")
 	return cmd
 }

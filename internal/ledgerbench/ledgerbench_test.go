@@ -11,12 +11,14 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestRunSmall runs the whole benchmark at a toy size on the test database, both lifecycles.
+// TestRunSmall runs the whole benchmark at a toy size on the test database, both lifecycles, on
+// accounts without and with webhook endpoints, and the pre-outbox path.
 // Run fails unless both sides left exactly the ledger rows each lifecycle should (money rule 2:
 // charge, refund and reclaim of the hold, and for the metered lifecycle a release of the part its
 // usage left), every job recovered (and settled at its usage) and every account's balance equal to
 // the sum of its rows (rule 6) and to its grant less what its jobs cost, so a pass here means the
-// raw scripts and the Go side compute the same, right money. pgbench is part of the machine's
+// raw scripts and the Go side compute the same, right money; and the accounts with endpoints got
+// one webhook event per money row, each delivered. pgbench is part of the machine's
 // PostgreSQL install: without it this test fails rather than skips. Speed is reported, never
 // asserted: a toy run's figures mean nothing.
 func TestRunSmall(t *testing.T) {
@@ -36,18 +38,26 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rounds, sides = 2, 2
-	const jobs = sides * rounds * clients * lifecycles // per lifecycle
+	const jobs = 2 * sides * rounds * clients * lifecycles // per lifecycle, without and with endpoints
 	want := ledgerbench.Verification{FixedJobs: jobs, FixedRows: 3 * jobs, MeteredJobs: jobs, MeteredRows: 4 * jobs,
-		Accounts: 2 * sides * accounts}
+		Accounts: 4 * sides * accounts, Events: 3 * jobs}
 	if res.Verified != want {
 		t.Errorf("verified %+v, want %+v", res.Verified, want)
 	}
-	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered} {
+	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered, res.FixedHooked, res.MeteredHooked} {
 		if len(c.RawRounds) != rounds || len(c.GoRounds) != rounds {
 			t.Errorf("%s: %d raw and %d Go rounds, want %d each", c.Lifecycle, len(c.RawRounds), len(c.GoRounds), rounds)
 		}
-		if c.Raw.LifecyclesPerSec <= 0 || c.Go.LifecyclesPerSec <= 0 || c.Ratio <= 0 {
+		if c.Raw.LifecyclesPerSec <= 0 || c.Go.LifecyclesPerSec <= 0 || c.Ratio <= 0 || c.Go.P99Transition <= 0 {
 			t.Errorf("%s: figures raw %v, Go %v, ratio %v: all must be above zero", c.Lifecycle, c.Raw, c.Go, c.Ratio)
+		}
+		if c.Endpoints != (c.Raw.Drain > 0 && c.Go.Drain > 0) {
+			t.Errorf("%s (endpoints %v): drains raw %v, Go %v: measured exactly with endpoints", c.Lifecycle, c.Endpoints, c.Raw.Drain, c.Go.Drain)
+		}
+	}
+	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered} {
+		if len(c.PreOutboxRounds) != rounds || c.OverPreOutbox <= 0 {
+			t.Errorf("%s: %d pre-outbox rounds, Go/pre-outbox %v: want %d rounds and a ratio", c.Lifecycle, len(c.PreOutboxRounds), c.OverPreOutbox, rounds)
 		}
 	}
 	if res.Fixed.Lifecycle != ledgerbench.Fixed || res.Metered.Lifecycle != ledgerbench.Metered {

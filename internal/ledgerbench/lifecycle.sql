@@ -5,7 +5,9 @@
 -- same tables, guards and constraints as the ledger functions in ../../ledgerdb/code/ (the exposure
 -- bound of the charge and the awaiting-reclaim sum of the refund and reclaim included). It is the
 -- yardstick the Go API is measured against, so it is kept as lean as it can be while computing the
--- same money.
+-- same money and writing the same durable facts: what webhook events are derived from later is
+-- written here as the ledger functions write it — each ledger row's transaction ID, by the column's
+-- default (ledger_entries.xid), and a rejected job's outcome_xid — and nothing more, as there.
 --
 -- Writable-CTE rule: every CTE of a statement runs to completion whatever the later ones find, so
 -- each statement takes its guard in its FIRST CTE and every later write hangs off that CTE's rows.
@@ -40,7 +42,8 @@ WITH j AS (
     FROM j, a WHERE jobs.id = j.id
     RETURNING jobs.id, jobs.cost, a.id AS account_id, a.balance
 ), rejected AS (
-    UPDATE jobs SET state = 'rejected', reject_reason = 'insufficient_credits', updated_at = now()
+    UPDATE jobs SET state = 'rejected', reject_reason = 'insufficient_credits', updated_at = now(),
+                    outcome_xid = pg_current_xact_id()
     FROM j WHERE jobs.id = j.id AND NOT EXISTS (SELECT FROM a)
 )
 INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)

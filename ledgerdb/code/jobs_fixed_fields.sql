@@ -15,7 +15,9 @@ BEGIN
     END IF;
     IF (OLD.is_charged AND NOT NEW.is_charged) OR (OLD.is_refunded AND NOT NEW.is_refunded)
         OR (OLD.is_reclaimed AND NOT NEW.is_reclaimed) OR (OLD.is_settled AND NOT NEW.is_settled)
-        OR (OLD.state = 'deleted' AND NEW.state <> 'deleted') THEN
+        OR (OLD.state = 'deleted' AND NEW.state <> 'deleted')
+        -- The transaction a job's rejection or delivery event is derived from stays what it was.
+        OR (OLD.outcome_xid IS NOT NULL AND NEW.outcome_xid IS DISTINCT FROM OLD.outcome_xid) THEN
         RAISE EXCEPTION 'job %: guard flags and tombstones never go back', OLD.id
             USING ERRCODE = 'JB002';
     END IF;

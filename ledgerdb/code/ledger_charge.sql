@@ -2,8 +2,8 @@
 -- account cannot pay (nothing charged). With a fingerprint, a job submitted with another request
 -- answers conflict and nothing changes (a workflow started directly under a job's ID bills only
 -- its own request).
--- Applied, it writes job.charged (and balance.low when the debit crosses the account's threshold),
--- a rejection job.rejected, in the same transaction (ledger_emit_event); a replay writes none.
+-- Its webhook events (job.charged, balance.low, job.rejected) are derived later from the charge
+-- row, and from the rejected job's outcome_xid (ledger_webhook_derive): nothing more is written here.
 CREATE FUNCTION ledger_charge(p_job_id text, p_fingerprint bytea)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -41,9 +41,6 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, c.job INTO r FROM charged c, entry e;
     IF FOUND THEN
-        -- The charge's event, and the low balance it may cause, in the charge's transaction.
-        PERFORM ledger_emit_job_event('job.charged', r.job, r.balance_after);
-        PERFORM ledger_note_debit((r.job).account_id, r.balance_after + (r.job).cost, r.balance_after, (r.job).id);
         RETURN r;
     END IF;
 
@@ -69,10 +66,9 @@ BEGIN
     IF NOT FOUND THEN
         SELECT CASE WHEN a.balance >= j.cost THEN 'exposure_limit' ELSE 'insufficient_credits' END
         INTO reason FROM accounts a WHERE a.id = j.account_id;
-        UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now()
+        UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now(), outcome_xid = pg_current_xact_id()
         WHERE id = p_job_id AND state = 'submitting'
         RETURNING * INTO j;
-        PERFORM ledger_emit_job_event('job.rejected', j, NULL);
         RETURN ledger_job_result_of('rejected', NULL, NULL, j);
     END IF;
     UPDATE jobs SET state = 'running', is_charged = true, charged_at = now(), updated_at = now()
@@ -84,8 +80,6 @@ BEGIN
     INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
     VALUES (j.account_id, j.id, 'charge', -j.cost, new_balance)
     RETURNING id INTO entry_id;
-    PERFORM ledger_emit_job_event('job.charged', j, new_balance);
-    PERFORM ledger_note_debit(j.account_id, new_balance + j.cost, new_balance, j.id);
     RETURN ledger_job_result_of('applied', entry_id, new_balance, j);
 END
 $$;

@@ -4,8 +4,8 @@
 -- balance plus pending refunds above ledger_max_balance(), balance minus pending reclaims below
 -- its negative — answers out_of_range and writes nothing. The sums are numeric, so that the check
 -- itself cannot overflow.
--- A negative adjustment that crosses the account's low-balance threshold writes balance.low in the
--- same transaction (ledger_note_debit).
+-- A negative adjustment that crosses the account's low-balance threshold has its balance.low
+-- derived later from its row (ledger_webhook_derive).
 CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -53,9 +53,6 @@ BEGIN
     INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo)
     VALUES (p_account_id, p_kind, p_amount, new_balance, p_key, p_memo)
     RETURNING * INTO e;
-    IF p_amount < 0 THEN
-        PERFORM ledger_note_debit(p_account_id, acct.balance, new_balance, NULL);
-    END IF;
     RETURN QUERY SELECT 'applied'::text, e.id, e.balance_after;
 END
 $$;

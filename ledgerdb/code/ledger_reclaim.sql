@@ -42,8 +42,8 @@ $$;
 -- priced job is settled at its whole hold in the same transaction, nothing released, so that no
 -- release can come later, outside the exposure bound a running job's hold was counted in. (The
 -- original workflow's late-result fallback reclaims with it; later ones settle.)
--- Applied, it writes job.reclaimed (and balance.low when the reclaim crosses the threshold) in the
--- same transaction (ledger_emit_event).
+-- Its webhook events (job.reclaimed, balance.low) are derived later from the reclaim row
+-- (ledger_webhook_derive).
 CREATE FUNCTION ledger_reclaim(p_job_id text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -53,8 +53,6 @@ BEGIN
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
         r := ledger_release(r.job, NULL, r.entry_id, r.balance_after);
-        PERFORM ledger_emit_job_event('job.reclaimed', r.job, r.balance_after);
-        PERFORM ledger_note_debit((r.job).account_id, r.balance_after + (r.job).cost, r.balance_after, (r.job).id);
     END IF;
     RETURN r;
 END

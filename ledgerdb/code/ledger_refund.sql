@@ -2,7 +2,7 @@
 -- operator (a heal): running -> refunded. The refunded cost now awaits a possible reclaim.
 -- p_reason_code is what the customer is told (a code of the vocabulary the column's CHECK lists);
 -- p_detail is the operator's words, already scrubbed of credentials by the caller.
--- Applied, it writes job.refunded in the same transaction (ledger_emit_event).
+-- Its job.refunded event is derived later from the refund row (ledger_webhook_derive).
 CREATE FUNCTION ledger_refund(p_job_id text, p_reason_code text, p_detail text, p_attempts integer)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -28,7 +28,6 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM refunded j, entry e;
     IF FOUND THEN
-        PERFORM ledger_emit_job_event('job.refunded', r.job, r.balance_after);
         RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);

@@ -3,7 +3,7 @@
 -- workflow ID is held by a workflow that is not its own (workflow_id_taken). The guard is the state
 -- itself, under the row's lock: a charge that raced this call either committed first (not_applied)
 -- or finds the job rejected and charges nothing.
--- Applied, it writes job.rejected in the same transaction (ledger_emit_event).
+-- Its job.rejected event is derived later from the job's outcome_xid (ledger_webhook_derive).
 CREATE FUNCTION ledger_reject_orphan(p_job_id text, p_reason text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -20,10 +20,9 @@ BEGIN
     ELSIF j.state <> 'submitting' OR j.is_charged THEN
         RETURN ledger_job_result_of('not_applied', NULL, NULL, j);
     END IF;
-    UPDATE jobs SET state = 'rejected', reject_reason = p_reason, updated_at = now()
+    UPDATE jobs SET state = 'rejected', reject_reason = p_reason, updated_at = now(), outcome_xid = pg_current_xact_id()
     WHERE id = p_job_id AND state = 'submitting' AND NOT is_charged
     RETURNING * INTO j;
-    PERFORM ledger_emit_job_event('job.rejected', j, NULL);
     RETURN ledger_job_result_of('applied', NULL, NULL, j);
 END
 $$;

@@ -9,28 +9,25 @@
 -- kept: deletion hid the job's content, not what it owes; any other tombstone answers as the state
 -- it was deleted from (already_applied once settled). One step, so that a result that races a
 -- refund can never be lost between a reclaim and a delivery.
--- Applied, it writes job.delivered, or job.reclaimed (and balance.low when the reclaim crosses the
--- threshold), in the same transaction (ledger_emit_event).
+-- Its webhook events (job.delivered from the job's outcome_xid; job.reclaimed and balance.low from
+-- the reclaim row) are derived later (ledger_webhook_derive): nothing more is written here.
 CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text DEFAULT NULL)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
     j         jobs;
     r         ledger_job_result;
-    reclaimed ledger_job_result;
 BEGIN
     IF p_units_used < 0 THEN
         RAISE EXCEPTION 'job %: units used is %; it must not be negative', p_job_id, p_units_used
             USING ERRCODE = '22023';
     END IF;
-    UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(),
+    UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(), outcome_xid = pg_current_xact_id(),
                     attempts = greatest(attempts, p_attempts), output_ref = p_output_ref
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN
-        r := ledger_release(j, p_units_used, NULL, NULL);
-        PERFORM ledger_emit_job_event('job.delivered', r.job, coalesce(r.balance_after, (SELECT balance FROM accounts WHERE id = j.account_id)));
-        RETURN r;
+        RETURN ledger_release(j, p_units_used, NULL, NULL);
     END IF;
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
@@ -40,11 +37,7 @@ BEGIN
         IF j.state <> 'deleted' THEN
             UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
         END IF;
-        reclaimed := r;
-        r := ledger_release(j, p_units_used, r.entry_id, r.balance_after);
-        PERFORM ledger_emit_job_event('job.reclaimed', r.job, r.balance_after);
-        PERFORM ledger_note_debit(j.account_id, reclaimed.balance_after + j.cost, r.balance_after, j.id);
-        RETURN r;
+        RETURN ledger_release(j, p_units_used, r.entry_id, r.balance_after);
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered'], true);
 END

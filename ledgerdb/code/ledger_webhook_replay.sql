@@ -3,12 +3,20 @@
 -- max_age; a delivery still pending stays as it is. Answers the outcome and how many deliveries
 -- were queued: applied, not_found (no such endpoint), disabled (a deleted endpoint),
 -- unknown_event (no event of this ID in the endpoint's account); nothing is written but on applied.
+--
+-- Events are derived only while an account has an endpoint (ledger_webhook_derive), so a replay
+-- since a time first derives those of the account's transitions since then that no pass wrote (from
+-- before its first endpoint, or not yet reached by the cursor), under the derive pass's lock, and
+-- queues them (ledger_webhook_materialize): a replay sends every event of the account since the
+-- time, as the rows tell it. Rows written by the old outbox's time have their events already.
 CREATE FUNCTION ledger_webhook_replay(p_endpoint_id text, p_event_id text, p_since timestamptz)
 RETURNS TABLE (outcome text, queued integer)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
-    e webhook_endpoints;
-    n integer;
+    e       webhook_endpoints;
+    n       integer;
+    horizon xid8;
+    derived integer := 0;
 BEGIN
     IF (p_event_id IS NULL) = (p_since IS NULL) THEN
         RAISE EXCEPTION 'replay: give an event ID or a time, not both or neither' USING ERRCODE = '22023';
@@ -25,6 +33,21 @@ BEGIN
         RETURN QUERY SELECT 'unknown_event'::text, 0;
         RETURN;
     END IF;
+    IF p_since IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(hashtext('ledger_webhook_derive/' || current_schema()));
+        SELECT c.horizon INTO horizon FROM webhook_derive_cursor c;
+        -- Each event written here is queued to this endpoint: counted among those replayed.
+        derived := ledger_webhook_materialize(
+            ARRAY(SELECT DISTINCT le.job_id FROM ledger_entries le
+                  WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL
+                    AND le.kind IN ('charge', 'refund', 'reclaim')
+                  UNION
+                  SELECT j.id FROM jobs j
+                  WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL AND j.updated_at >= p_since),
+            ARRAY(SELECT le.id FROM ledger_entries le
+                  WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL AND le.amount < 0),
+            e.id, horizon);
+    END IF;
     INSERT INTO webhook_deliveries AS d (endpoint_id, event_seq, job_id)
     SELECT e.id, ev.seq, ev.job_id FROM webhook_events ev
     WHERE ev.account_id = e.account_id
@@ -35,7 +58,7 @@ BEGIN
             leased_until = NULL, lease_token = NULL
         WHERE d.status <> 'pending';
     GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN QUERY SELECT 'applied'::text, n;
+    RETURN QUERY SELECT 'applied'::text, n + derived;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_webhook_replay(text, text, timestamptz)") }}
