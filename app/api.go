@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/console"
 	"github.com/jobbill/jobbill/webhooks"
 )
 
@@ -43,6 +44,9 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		},
 		Logger:  z,
 		Metrics: conns.Metrics,
+		// The web console, on the same listener under /console/.
+		Console: console.New(console.Options{Jobs: conns.Jobs(), Ledger: conns.Ledger,
+			RequestTimeout: c.API.RequestTimeout, Logger: z}),
 	})
 	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
 	if err != nil {
@@ -56,6 +60,7 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 	// The key count, never the keys.
 	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("bootstrap_keys", len(c.API.Keys)),
 		zap.String("task_queue", c.Temporal.TaskQueue))
+	fmt.Fprintf(out, "jobbill console on http://%s/console/ (sign in with an API key)\n", ln.Addr())
 	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
 		ln.Addr(), len(c.API.Keys))
 	if metricsAddr != "" {
