@@ -29,25 +29,7 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		return err
 	}
 	defer conns.Close()
-	srv := api.New(api.Options{
-		Config: c.API,
-		Jobs:   conns.Jobs(),
-		Ledger: conns.Ledger,
-		// The same address rules the delivery worker applies when it sends.
-		WebhookURLs: webhooks.URLPolicy{AllowPrivate: c.Webhooks.AllowPrivateURLs},
-		Ready: []api.Check{
-			{Name: "postgres", Probe: conns.Ledger.Pool().Ping},
-			{Name: "temporal", Probe: func(ctx context.Context) error {
-				_, err := conns.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
-				return err
-			}},
-		},
-		Logger:  z,
-		Metrics: conns.Metrics,
-		// The web console, on the same listener under /console/.
-		Console: console.New(console.Options{Jobs: conns.Jobs(), Ledger: conns.Ledger,
-			RequestTimeout: c.API.RequestTimeout, Logger: z}),
-	})
+	srv := NewAPI(c, conns, z)
 	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
 	if err != nil {
 		return fmt.Errorf("api.metrics_listen: %w", err)
@@ -71,4 +53,28 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 	}
 	z.Info("api stopped")
 	return nil
+}
+
+// NewAPI is the HTTP API as `jobbill api` serves it over conns — with the web console mounted
+// under /console/ — for RunAPI and for the development run (jobbill-dev run).
+func NewAPI(c config.Config, conns *Conns, z *zap.Logger) *api.Server {
+	return api.New(api.Options{
+		Config: c.API,
+		Jobs:   conns.Jobs(),
+		Ledger: conns.Ledger,
+		// The same address rules the delivery worker applies when it sends.
+		WebhookURLs: webhooks.URLPolicy{AllowPrivate: c.Webhooks.AllowPrivateURLs},
+		Ready: []api.Check{
+			{Name: "postgres", Probe: conns.Ledger.Pool().Ping},
+			{Name: "temporal", Probe: func(ctx context.Context) error {
+				_, err := conns.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			}},
+		},
+		Logger:  z,
+		Metrics: conns.Metrics,
+		// The web console, on the same listener under /console/.
+		Console: console.New(console.Options{Jobs: conns.Jobs(), Ledger: conns.Ledger,
+			RequestTimeout: c.API.RequestTimeout, Logger: z}),
+	})
 }

@@ -25,19 +25,17 @@ const (
 	chartTop, chartBottom   = 16.0, 32.0
 )
 
-// drawBalance draws the balance from since to now as a step line: flat between rows, a step at
-// each row to its balance_after. entries are the period's rows, oldest first; balance is the
-// balance now, which holds from the last row on. With no row in the period, the line is flat at
+// drawBalance draws the balance over the period's rows as a step line: one equal step per row,
+// oldest on the left, each to the row's balance_after — rows written in a burst stay as readable as
+// rows a week apart; the axis gives the first and the last row's dates. entries are the period's
+// rows, oldest first; balance is the balance now. With no row in the period, the line is flat at
 // the balance.
 func drawBalance(entries []ledgerdb.Entry, since, now time.Time, balance int64) chart {
 	start := balance
+	first, last := since, now
 	if len(entries) > 0 {
 		start = entries[0].BalanceAfter - entries[0].Amount
-		// The first row of the period may be older than the window's start when the period was
-		// cut by the row limit; the line then starts at that row.
-		if entries[0].CreatedAt.Before(since) {
-			since = entries[0].CreatedAt
-		}
+		first, last = entries[0].CreatedAt, entries[len(entries)-1].CreatedAt
 	}
 	low, high := min(start, 0), max(start, 0)
 	for _, e := range entries {
@@ -46,25 +44,22 @@ func drawBalance(entries []ledgerdb.Entry, since, now time.Time, balance int64) 
 	if high == low {
 		high = low + 1
 	}
-	span := now.Sub(since).Seconds()
-	if span <= 0 {
-		span = 1
-	}
-	x := func(t time.Time) float64 {
-		return chartLeft + (chartWidth-chartLeft-chartRight)*t.Sub(since).Seconds()/span
+	steps := float64(len(entries) + 1)
+	x := func(i int) float64 {
+		return chartLeft + (chartWidth-chartLeft-chartRight)*float64(i)/steps
 	}
 	y := func(b int64) float64 {
 		return chartTop + (chartHeight-chartTop-chartBottom)*float64(high-b)/float64(high-low)
 	}
 	var path strings.Builder
-	fmt.Fprintf(&path, "M%.1f %.1f", x(since), y(start))
-	for _, e := range entries {
-		fmt.Fprintf(&path, " H%.1f V%.1f", x(e.CreatedAt), y(e.BalanceAfter))
+	fmt.Fprintf(&path, "M%.1f %.1f", x(0), y(start))
+	for i, e := range entries {
+		fmt.Fprintf(&path, " H%.1f V%.1f", x(i+1), y(e.BalanceAfter))
 	}
-	fmt.Fprintf(&path, " H%.1f", x(now))
+	fmt.Fprintf(&path, " H%.1f", x(len(entries)+1))
 
-	summary := fmt.Sprintf("Balance from %s to %s: %d credits at the start, %d now, between %d and %d, over %d ledger rows.",
-		since.UTC().Format(time.DateOnly), now.UTC().Format(time.DateOnly), start, balance, low, high, len(entries))
+	summary := fmt.Sprintf("Balance over the %d ledger rows from %s to %s, one step per row: %d credits before them, %d now, between %d and %d.",
+		len(entries), first.UTC().Format(time.DateOnly), last.UTC().Format(time.DateOnly), start, balance, low, high)
 	var svg strings.Builder
 	fmt.Fprintf(&svg, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-labelledby="chart-title" xmlns="http://www.w3.org/2000/svg">`,
 		chartWidth, chartHeight)
@@ -77,8 +72,8 @@ func drawBalance(entries []ledgerdb.Entry, since, now time.Time, balance int64) 
 	}
 	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f" text-anchor="end">%d</text>`, chartLeft-6, y(high)+4, high)
 	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f" text-anchor="end">%d</text>`, chartLeft-6, y(low)+4, low)
-	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f">%s</text>`, chartLeft, chartHeight-10, since.UTC().Format(time.DateOnly))
-	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartWidth-chartRight, chartHeight-10, now.UTC().Format(time.DateOnly))
+	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f">%s</text>`, chartLeft, chartHeight-10, first.UTC().Format(time.DateOnly))
+	fmt.Fprintf(&svg, `<text class="label" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartWidth-chartRight, chartHeight-10, last.UTC().Format(time.DateOnly))
 	fmt.Fprintf(&svg, `<path class="balance" d="%s"/>`, path.String())
 	svg.WriteString(`</svg>`)
 	// Only numbers, dates and an escaped sentence went in: the markup is the console's own.
