@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/csv"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -20,9 +23,11 @@ import (
 // TestSignInRefusesBadInputWritingNothing checks that a session is opened only for an active key
 // a person pasted into the console's own form: an empty key, an unknown one, a runner's, a
 // revoked one and a form without its CSRF token are each refused with a clear page, and no
-// session row is written for any of them. The key never appears in a URL.
+// session row is written for any of them. Neither the key nor the session's token ever appears in
+// a URL, a cookie or a log line.
 func TestSignInRefusesBadInputWritingNothing(t *testing.T) {
-	s := serve(t)
+	core, logs := observer.New(zap.DebugLevel)
+	s := serveLogged(t, zap.New(core))
 	acct := ledgertest.Account(t, s.Store, 100)
 	runner, runnerKey := s.key(t, apikeys.ScopeRunner, "")
 	customer, customerKey := s.key(t, apikeys.ScopeCustomer, acct)
@@ -57,8 +62,21 @@ func TestSignInRefusesBadInputWritingNothing(t *testing.T) {
 
 	s.signIn(t, c, customer)
 	require.Equal(t, 1, sessions(t, customerKey.ID))
+	require.Equal(t, http.StatusOK, get(t, c, s.URL+"/console/accounts/"+acct).code)
+	var session string
 	for _, ck := range c.Jar.Cookies(mustURL(t, s.URL+"/console/")) {
 		require.NotContains(t, ck.Value, customer, "the session cookie is not the key")
+		if ck.Name == "jobbill_session" {
+			session = ck.Value
+		}
+	}
+	require.NotEmpty(t, session)
+	require.NotZero(t, logs.FilterMessage("console page").Len(), "the console logs its pages")
+	for _, entry := range logs.All() {
+		line := entry.Message + fmt.Sprint(entry.ContextMap())
+		for _, secret := range []string{customer, runner, revoked, session} {
+			require.NotContains(t, line, secret, "a log line holds a key or a session's token")
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
@@ -38,13 +39,19 @@ type site struct {
 // serve starts the API with the console mounted, over the shared test worker.
 func serve(t *testing.T) *site {
 	t.Helper()
+	return serveLogged(t, zap.NewNop())
+}
+
+// serveLogged is serve with the API's and the console's log going to logger.
+func serveLogged(t *testing.T, logger *zap.Logger) *site {
+	t.Helper()
 	env := workertest.Shared(t, "console-test", func(cfg *config.Config) {
 		cfg.Policy = workertest.QuickPolicy()
 	})
 	cfg := config.Default().API
 	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
-	srv := api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store,
-		Console: console.New(console.Options{Jobs: env.Jobs, Ledger: env.Store})})
+	srv := api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: logger,
+		Console: console.New(console.Options{Jobs: env.Jobs, Ledger: env.Store, Logger: logger})})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &site{Env: env, URL: hs.URL}
