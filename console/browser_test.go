@@ -27,6 +27,7 @@ import (
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
 )
 
 // screenshotsEnv names the directory the browser test saves its screenshots of the main pages
@@ -336,6 +337,9 @@ func TestBrowser(t *testing.T) {
 	b.open("/console/accounts/" + acct + "/jobs/" + dead.JobID)
 	require.Contains(t, b.text(".operator"), "failed for good after 2 attempts", "the operator reads the detail")
 	require.Contains(t, b.text(".operator"), "Refunded by its workflow")
+	timeline := eval[string](b, `document.querySelector(".operator dd a").href`)
+	require.Equal(t, s.Jobs.WorkflowURL(workflows.JobWorkflowID(acct, dead.JobID)), timeline, "the Temporal UI link, built from the configuration")
+	require.True(t, strings.HasPrefix(timeline, s.Config.Temporal.UIURL+"/namespaces/"), timeline)
 	b.accessible("operator's job")
 	b.screenshot("operator-job")
 	b.do(chromedp.SendKeys(chromedp.CSS("#note"), "customer asked"))

@@ -2,7 +2,6 @@ package console
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,6 +31,20 @@ func readableAccount(r *http.Request, v *viewer) (string, error) {
 		return "", errNotFound
 	}
 	return id, nil
+}
+
+// readableJob is the job a page names, when the viewer may read its account; errNotFound
+// otherwise, as readableAccount answers.
+func readableJob(r *http.Request, v *viewer) (ledgerdb.JobKey, error) {
+	id, err := readableAccount(r, v)
+	if err != nil {
+		return ledgerdb.JobKey{}, err
+	}
+	key := ledgerdb.JobKey{AccountID: id, JobID: r.PathValue("job")}
+	if ledgerdb.ValidateID("job ID", key.JobID) != nil {
+		return ledgerdb.JobKey{}, errNotFound
+	}
+	return key, nil
 }
 
 // chartDays is the period the account page draws and its statement form starts with.
@@ -201,14 +214,11 @@ type operatorJob struct {
 // job is a job's page: the sentence the API gives, the price it was submitted at, and each of its
 // ledger rows in words ([jobs.RowText]); an operator also sees its detail.
 func (c *Console) job(w http.ResponseWriter, r *http.Request, v *viewer) error {
-	id, err := readableAccount(r, v)
+	key, err := readableJob(r, v)
 	if err != nil {
 		return err
 	}
-	key := ledgerdb.JobKey{AccountID: id, JobID: r.PathValue("job")}
-	if ledgerdb.ValidateID("job ID", key.JobID) != nil {
-		return errNotFound
-	}
+	id := key.AccountID
 	st, err := c.opts.Jobs.Status(r.Context(), key)
 	if err != nil {
 		return err
@@ -311,5 +321,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
-var _ = errors.New

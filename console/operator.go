@@ -120,13 +120,9 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, v *viewer) e
 // redrive runs a dead-lettered job's work again (jobs.Service.Redrive, the path of POST
 // /v1/jobs/{id}/redrive and `jobbill dlq redrive`), named in its timeline as this key's.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) error {
-	id, err := readableAccount(r, v)
+	key, err := readableJob(r, v)
 	if err != nil {
 		return err
-	}
-	key := ledgerdb.JobKey{AccountID: id, JobID: r.PathValue("job")}
-	if ledgerdb.ValidateID("job ID", key.JobID) != nil {
-		return errNotFound
 	}
 	_, err = c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
 	switch {
@@ -137,6 +133,6 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) err
 	case err != nil:
 		return err
 	}
-	http.Redirect(w, r, jobPath(id, key.JobID)+"?redriven=1", http.StatusSeeOther)
+	http.Redirect(w, r, jobPath(key.AccountID, key.JobID), http.StatusSeeOther)
 	return nil
 }
