@@ -13,8 +13,10 @@
 CREATE TABLE console_sessions (
     -- SHA-256 of the cookie's token; the token itself is nowhere.
     token_hash bytea       PRIMARY KEY,
-    -- The key the session acts as.
-    key_id     text        NOT NULL REFERENCES api_keys (id),
+    -- The key the session acts as: copied by ledger_console_open_session from the active key it
+    -- found, whose row is never deleted. No foreign key: api_keys refuses TRUNCATE and DELETE by its
+    -- own trigger, with the ledger's error codes, which a reference would pre-empt.
+    key_id     text        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     -- After this instant the session authenticates nothing: the console's session lifetime, or
     -- the key's own expiry when that comes first.
