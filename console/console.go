@@ -87,6 +87,7 @@ func New(opts Options) *Console {
 	mux.HandleFunc("POST /console/accounts/{account}/jobs/{job}/redrive", c.page(c.redrive, operators))
 	mux.HandleFunc("GET /console/operator/{$}", c.page(c.operatorHome, operators))
 	mux.HandleFunc("GET /console/operator/account", c.page(c.findAccount, operators))
+	mux.HandleFunc("GET /console/operator/dead-letters", c.page(c.deadLetters, operators))
 	mux.HandleFunc("GET /console/operator/alarms", c.page(c.alarms, operators))
 	mux.HandleFunc("GET /console/operator/prices", c.page(c.prices, operators))
 	mux.HandleFunc("GET /console/operator/prices/{kind}", c.page(c.priceHistory, operators))

@@ -33,6 +33,30 @@ func (c *Console) findAccount(w http.ResponseWriter, r *http.Request, v *viewer)
 	return nil
 }
 
+// maxDeadLetters is the most dead letters the page lists.
+const maxDeadLetters = 200
+
+// deadLetters lists every account's dead letters, most recently refunded first, each linked to its
+// job's page and its redrive form.
+func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	jobs, err := c.opts.Ledger.DeadLetters(r.Context(), 0, maxDeadLetters)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "deadletters", v, "Dead letters", deadLettersData{Jobs: jobs})
+	return nil
+}
+
+// deadLettersData is the dead letters page's.
+type deadLettersData struct{ Jobs []ledgerdb.Job }
+
+// JobPath links a dead letter to its job's page.
+func (deadLettersData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
+
+// Detail is the refund's words for an operator, scrubbed again as the job's status scrubs them: a
+// job refunded before the ledger scrubbed its words may hold a password.
+func (deadLettersData) Detail(job ledgerdb.Job) string { return ledgerdb.ScrubText(job.RefundDetail) }
+
 // maxAlarms is the most alarms the page lists.
 const maxAlarms = 200
 
@@ -118,7 +142,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, v *viewer) e
 }
 
 // redrive runs a dead-lettered job's work again (jobs.Service.Redrive, the path of POST
-// /v1/jobs/{id}/redrive and `jobbill dlq redrive`), named in its timeline as this key's.
+// /v1/jobs/{id}/redrive and `jobbill job redrive`), named in its timeline as this key's.
 func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	key, err := readableJob(r, v)
 	if err != nil {

@@ -1,4 +1,6 @@
--- Console sessions: a key pasted once into the console's sign-in form becomes a session, so that
+-- Console sessions, and an index for the console's dead letters page.
+--
+-- A key pasted once into the console's sign-in form becomes a session, so that
 -- the browser never holds the key itself (package apikeys, sessions.go; docs/console.md).
 --
 -- The browser holds an opaque token (256 random bits) in an HttpOnly cookie; the row keeps its
@@ -38,3 +40,7 @@ CREATE TYPE ledger_console_session_result AS (
     key        api_keys,
     expires_at timestamptz
 );
+
+-- The console's dead letters page reads the refunded jobs of every account, newest refund first
+-- (ledgerdb.Store.DeadLetters): a partial index keeps it off the whole jobs table.
+CREATE INDEX jobs_dead_letters ON jobs (refunded_at DESC) WHERE state = 'refunded';
