@@ -4,14 +4,15 @@
 GO ?= go
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: run test test-cluster db temporal temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
+.PHONY: run test test-cluster db temporal chromium temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
 
 ## run: start Postgres and the Temporal dev server, then run the worker and play the seven stories.
 run: db temporal
 	$(GO) run ./cmd/jobbill-dev run
 
-## test: start Postgres and the Temporal dev server, then run every test (vet included).
-test: db temporal vet
+## test: start Postgres and the Temporal dev server (and install Chromium for the console's browser
+## tests when it is missing), then run every test (vet included).
+test: db temporal chromium vet
 	$(GO) test $(GO_TEST_FLAGS) ./...
 
 # The frontend port of cluster mode's server; scripts/ensure-temporal-cluster.sh reads the same
@@ -33,6 +34,10 @@ db:
 ## temporal: install the Temporal CLI if missing and start its dev server (idempotent).
 temporal:
 	bash scripts/ensure-temporal.sh
+
+## chromium: install headless Chromium (the Debian package) if missing, for the console's browser tests.
+chromium:
+	bash scripts/ensure-chromium.sh
 
 ## temporal-cluster: the real Temporal server (the compose file's version) on the local Postgres,
 ## without Docker, on 127.0.0.1:7333 beside the dev server; builds it the first time (idempotent).

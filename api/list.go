@@ -128,6 +128,18 @@ func jobFilter(rawQuery string) (ledgerdb.JobFilter, error) {
 	return f, nil
 }
 
+// ParseJobFilter reads a query string as GET /v1/jobs reads it (the same parameters, the same
+// checks), for another door that lists jobs — the console — so both take the same filters. An
+// error's text says which parameter is wrong and why.
+func ParseJobFilter(rawQuery string) (ledgerdb.JobFilter, error) {
+	f, err := jobFilter(rawQuery)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return f, errors.New(ae.body.Message)
+	}
+	return f, err
+}
+
 // paramError names, in a 400, the query parameter whose value the ledger refused.
 func paramError(err error, name string) error {
 	var invalid *ledgerdb.InvalidInputError

@@ -43,6 +43,9 @@ type Options struct {
 	// *metrics.Metrics); nothing when nil. The API never serves the Prometheus page itself: its
 	// process does, on the operator's listener (api.metrics_listen).
 	Metrics Recorder
+	// Console, when set, is served under /console/ on the same listener (package console): the
+	// web pages for customers and operators, which authenticate with sessions of their own.
+	Console http.Handler
 }
 
 // Check is one readiness probe.
@@ -154,6 +157,10 @@ func New(opts Options) *Server {
 			w.Header().Set("Allow", allow)
 			writeJSON(w, http.StatusMethodNotAllowed, apitype.Error{Code: "method_not_allowed", Message: "Use " + allow + " on this path."})
 		})
+	}
+	if opts.Console != nil {
+		mux.Handle("/console/", opts.Console)
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusSeeOther))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, apitype.Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})

@@ -12,6 +12,7 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/console"
 	"github.com/jobbill/jobbill/webhooks"
 )
 
@@ -29,7 +30,36 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		return err
 	}
 	defer conns.Close()
-	srv := api.New(api.Options{
+	srv := NewAPI(c, conns, z)
+	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
+	if err != nil {
+		return fmt.Errorf("api.metrics_listen: %w", err)
+	}
+	defer stopMetrics()
+	ln, err := net.Listen("tcp", c.API.Listen)
+	if err != nil {
+		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
+	}
+	// The key count, never the keys.
+	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("bootstrap_keys", len(c.API.Keys)),
+		zap.String("task_queue", c.Temporal.TaskQueue))
+	fmt.Fprintf(out, "jobbill console on http://%s/console/ (sign in with an API key)\n", ln.Addr())
+	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
+		ln.Addr(), len(c.API.Keys))
+	if metricsAddr != "" {
+		fmt.Fprintf(out, "jobbill api metrics on http://%s/metrics (operators only)\n", metricsAddr)
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	z.Info("api stopped")
+	return nil
+}
+
+// NewAPI is the HTTP API as `jobbill api` serves it over conns — with the web console mounted
+// under /console/ — for RunAPI and for the development run (jobbill-dev run).
+func NewAPI(c config.Config, conns *connect.Conns, z *zap.Logger) *api.Server {
+	return api.New(api.Options{
 		Config: c.API,
 		Jobs:   conns.Jobs(),
 		Ledger: conns.Ledger,
@@ -44,27 +74,8 @@ func RunAPI(ctx context.Context, c config.Config, z *zap.Logger, out io.Writer) 
 		},
 		Logger:  z,
 		Metrics: conns.Metrics,
+		// The web console, on the same listener under /console/.
+		Console: console.New(console.Options{Jobs: conns.Jobs(), Ledger: conns.Ledger,
+			RequestTimeout: c.API.RequestTimeout, Logger: z}),
 	})
-	metricsAddr, stopMetrics, err := ServeMetrics(ctx, c.API.MetricsListen, conns.Metrics, z)
-	if err != nil {
-		return fmt.Errorf("api.metrics_listen: %w", err)
-	}
-	defer stopMetrics()
-	ln, err := net.Listen("tcp", c.API.Listen)
-	if err != nil {
-		return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
-	}
-	// The key count, never the keys.
-	z.Info("api listening", zap.String("address", ln.Addr().String()), zap.Int("bootstrap_keys", len(c.API.Keys)),
-		zap.String("task_queue", c.Temporal.TaskQueue))
-	fmt.Fprintf(out, "jobbill api listening on http://%s (bootstrap admin keys in api.keys: %d; the other keys are in the ledger: jobbill key list)\n",
-		ln.Addr(), len(c.API.Keys))
-	if metricsAddr != "" {
-		fmt.Fprintf(out, "jobbill api metrics on http://%s/metrics (operators only)\n", metricsAddr)
-	}
-	if err := srv.Serve(ctx, ln); err != nil {
-		return err
-	}
-	z.Info("api stopped")
-	return nil
 }

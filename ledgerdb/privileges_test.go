@@ -221,13 +221,14 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	for _, name := range []string{"ledger_submit", "ledger_charge", "ledger_refund", "ledger_reclaim", "ledger_deliver",
 		"ledger_record_attempt", "ledger_delete", "ledger_open_account", "ledger_post",
 		"ledger_settle", "ledger_reject_orphan", "ledger_record_result", "ledger_mark_result_applied", "ledger_raise_alarm",
-		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key",
+		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key", "ledger_console_open_session", "ledger_console_end_session",
 		"ledger_webhook_create_endpoint", "ledger_webhook_disable_endpoint", "ledger_webhook_rotate_secret",
 		"ledger_webhook_set_low_balance", "ledger_webhook_derive", "ledger_webhook_claim", "ledger_webhook_record_attempt",
 		"ledger_webhook_replay"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
-	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"],
+	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"] ||
+		executable["console_sessions_refuse_rewrite"],
 		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_release"], "the money functions' helpers are nobody's to call")

@@ -216,3 +216,37 @@ func (s *Store) UnappliedResults(ctx context.Context, olderThan time.Duration, l
 	}
 	return results, nil
 }
+
+// RecordedResultRow is a result recorded in the ledger's inbox for a job, and whether a workflow
+// took it: what an operator reads to see which attempts reported and how each reached the job.
+type RecordedResultRow struct {
+	// Attempt is the attempt that reported it.
+	Attempt int
+	// OutputRef and UnitsUsed are what it reported.
+	OutputRef string
+	UnitsUsed *int64
+	// ReceivedAt is when it was recorded.
+	ReceivedAt time.Time
+	// AppliedAt and AppliedVia say when and how it reached the job (signal, fallback, settled);
+	// nil and "" while no workflow has taken it.
+	AppliedAt  *time.Time
+	AppliedVia string
+}
+
+// JobResults answers the results recorded for a job, by attempt. A job with none answers an
+// empty list; the job's existence is its caller's to check.
+func (s *Store) JobResults(ctx context.Context, key JobKey) ([]RecordedResultRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT attempt, output_ref, units_used, received_at, applied_at, coalesce(applied_via, '')
+		FROM result_reports WHERE job_id = $1 ORDER BY attempt`, key.String())
+	if err != nil {
+		return nil, translateError(err)
+	}
+	results, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RecordedResultRow, error) {
+		var r RecordedResultRow
+		var attempt int32
+		err := row.Scan(&attempt, &r.OutputRef, &r.UnitsUsed, &r.ReceivedAt, &r.AppliedAt, &r.AppliedVia)
+		r.Attempt = int(attempt)
+		return r, err
+	})
+	return results, translateError(err)
+}

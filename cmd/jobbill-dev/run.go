@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/app"
 	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
@@ -36,7 +38,9 @@ price list it sets (render 40 credits a job; gpu-render 1 credit a GPU-second, a
   (g) metered: timed out -> refunded -> the result lands late with 90 GPU-seconds -> recovered,
       settled at 90
 It prints each job's ledger rows, the balance and each workflow's link in the Temporal UI, then
-keeps the worker running until Ctrl-C (or exits, with --exit). Postgres and the Temporal dev
+serves the API and its web console on api.listen, prints a key of the demo account and an admin
+key to sign in to the console with, and keeps the worker running until Ctrl-C (or exits after the
+stories, with --exit). Postgres and the Temporal dev
 server must be running: make run starts both first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,8 +91,14 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 
 	timingOut := cfg
 	timingOut.Policy = stories.TimeoutPolicy(cfg)
-	if err := stories.Play(ctx, conns.Ledger, st, connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out); err != nil {
+	account, err := stories.Play(ctx, conns.Ledger, st, connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out)
+	if err != nil {
 		return err
+	}
+	if !exitAfter {
+		if err := serveConsole(ctx, cfg, conns, logger, account, out); err != nil {
+			return err
+		}
 	}
 	if metricsAddr != "" {
 		fmt.Fprintf(out, "\nMetrics: http://%s/metrics (jobbill_charges_total, jobbill_refunds_total, jobbill_reclaims_total, ...)\n", metricsAddr)
@@ -99,5 +109,35 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	fmt.Fprintf(out, "\nThe worker keeps running (Ctrl-C stops it; its log is %s). Filter the UI by billing state, e.g. %s/namespaces/%s/workflows?query=BillingState%%3D%%22refunded%%22\n",
 		runLogFile, cfg.Temporal.UIURL, cfg.Temporal.Namespace)
 	<-ctx.Done()
+	return nil
+}
+
+// serveConsole serves the API, and the web console under /console/, on api.listen for as long as
+// the run lasts, and prints two keys to sign in with: the demo account's (customer_read, so the
+// demo's money can be read but not spent) and an operator's. They are development keys of a
+// development ledger, printed so that a person can paste one into the sign-in form.
+func serveConsole(ctx context.Context, cfg config.Config, conns *connect.Conns, logger *zap.Logger, account string, out io.Writer) error {
+	ln, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		fmt.Fprintf(out, "\nThe console is not served: api.listen %s: %v\n", cfg.API.Listen, err)
+		return nil
+	}
+	keys := apikeys.NewStore(conns.Ledger.Pool())
+	customer, err := keys.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeCustomerRead, AccountID: account, Name: "jobbill-dev run: the demo account"})
+	if err != nil {
+		return err
+	}
+	operator, err := keys.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeAdmin, Name: "jobbill-dev run: the operator"})
+	if err != nil {
+		return err
+	}
+	srv := app.NewAPI(cfg, conns, logger)
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil {
+			logger.Warn("the development API stopped", zap.Error(err))
+		}
+	}()
+	fmt.Fprintf(out, "\nConsole: http://%s/console/ — sign in with the demo account's key\n  %s\nor, for the operator's pages, with\n  %s\n",
+		ln.Addr(), customer.Secret, operator.Secret)
 	return nil
 }

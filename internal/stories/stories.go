@@ -85,11 +85,18 @@ type story struct {
 // Play plays the stories through st, whose worker runs as [Configure] says, and timingOut, the
 // same job service with [TimeoutPolicy], on a fresh account of ledger, and fails when a story ends
 // otherwise than it should or the account's audit finds a broken money rule.
-func Play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer) error {
+// It answers the account it played on, for a caller that shows it (jobbill-dev run signs a
+// console key for it).
+func Play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer) (string, error) {
 	var suffix [2]byte
 	_, _ = rand.Read(suffix[:])
 	run := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
 	account := "demo-" + run
+	return account, play(ctx, ledger, st, timingOut, out, run, account)
+}
+
+// play plays the stories on the account; run names its jobs.
+func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer, run, account string) error {
 	for _, p := range prices {
 		if _, _, err := ledger.SetPrice(ctx, p); err != nil {
 			return err

@@ -23,7 +23,8 @@ func TestPlayTellsEveryStory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, stories.Play(ctx, e.Store, e.Jobs, e.JobsWith(stories.TimeoutPolicy(e.Config)), &out), out.String())
+	_, err := stories.Play(ctx, e.Store, e.Jobs, e.JobsWith(stories.TimeoutPolicy(e.Config)), &out)
+	require.NoError(t, err, out.String())
 	for _, line := range []string{
 		"(a) success on the first try", "(b) every attempt times out", "(c) every attempt fails",
 		"(d) the same result signalled twice", "(e) insufficient credits",

@@ -1,0 +1,370 @@
+package console_test
+
+// The console in a real browser: headless Chromium (the Debian package, which
+// scripts/ensure-chromium.sh installs) driven by chromedp, with axe-core (from npm, pinned in
+// testdata/axe) injected for an accessibility check of the main pages.
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// screenshotsEnv names the directory the browser test saves its screenshots of the main pages
+// in, when set (docs/console holds the ones docs/console.md shows).
+const screenshotsEnv = "JOBBILL_CONSOLE_SCREENSHOTS"
+
+// tab is one browser tab on the console, and what its console said.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	axe  string
+
+	mu sync.Mutex
+	// problems are the console's errors and the page's uncaught exceptions, in order.
+	problems []string
+	// csp is the Content-Security-Policy header of the last page the tab loaded.
+	csp string
+}
+
+// newTab starts headless Chromium with one tab, listening to its console.
+func newTab(t *testing.T, base string) *tab {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	require.NoError(t, err, "Chromium is not installed: run scripts/ensure-chromium.sh (make test does)")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	b := &tab{t: t, ctx: ctx, base: base, axe: axeSource(t)}
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			b.problems = append(b.problems, "exception: "+ev.ExceptionDetails.Text)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				b.problems = append(b.problems, "console.error")
+			}
+		case *network.EventResponseReceived:
+			if ev.Type == network.ResourceTypeDocument {
+				b.csp, _ = ev.Response.Headers["Content-Security-Policy"].(string)
+			}
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError {
+				b.problems = append(b.problems, fmt.Sprintf("%s (%s)", ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	}))
+	return b
+}
+
+// axeSource is axe-core's script, installed from testdata/axe's lockfile.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join("testdata", "axe")
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
+	src, err := os.ReadFile(filepath.Join(dir, "node_modules", "axe-core", "axe.min.js"))
+	require.NoError(t, err)
+	return string(src)
+}
+
+// do runs the steps, each bounded by a generous deadline.
+func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	require.NoError(b.t, chromedp.Do(ctx, steps...))
+}
+
+// eval evaluates a script (awaiting a promise it returns) and decodes its value.
+func eval[T any](b *tab, script string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](script, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err, script)
+	return v
+}
+
+// open navigates to a console path and waits for its page.
+func (b *tab) open(path string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.base+path), chromedp.WaitReady(chromedp.CSS("main")))
+}
+
+// submit clicks a form's button and waits until the browser has left the page for the answer's.
+func (b *tab) submit(button string) {
+	b.t.Helper()
+	marker := fmt.Sprintf("m%d", time.Now().UnixNano())
+	eval[bool](b, `document.documentElement.dataset.left = "`+marker+`", true`)
+	b.do(chromedp.Click(chromedp.CSS(button)))
+	b.waitFor(`document.readyState === "complete" && document.documentElement.dataset.left !== "`+marker+`" && !!document.querySelector("main")`,
+		"the form's answer to load")
+}
+
+// waitFor waits, up to a minute, until the script is true on the page.
+func (b *tab) waitFor(script, what string) {
+	b.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](script))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pageCSP is the Content-Security-Policy header the page was served with.
+func (b *tab) pageCSP() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.csp
+}
+
+// download clicks a button that downloads a file, waits for the download to complete, and
+// answers the file.
+func (b *tab) download(button string) string {
+	b.t.Helper()
+	dir := b.t.TempDir()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
+	_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: new(true)})
+	require.NoError(b.t, err)
+	b.do(chromedp.Click(chromedp.CSS(button)))
+	for ev, err := range progress {
+		require.NoError(b.t, err, "waiting for the download")
+		if ev.State == cdpbrowser.DownloadProgressStateCompleted {
+			body, err := os.ReadFile(filepath.Join(dir, ev.GUID))
+			require.NoError(b.t, err)
+			return string(body)
+		}
+		require.NotEqual(b.t, cdpbrowser.DownloadProgressStateCanceled, ev.State, "the download was cancelled")
+	}
+	b.t.Fatal("the download never completed")
+	return ""
+}
+
+// text is the text of the first element the selector finds.
+func (b *tab) text(sel string) string {
+	b.t.Helper()
+	return eval[string](b, `document.querySelector(`+strconv.Quote(sel)+`).innerText`)
+}
+
+// accessible injects axe-core into the page and fails the test on any serious or critical
+// violation.
+func (b *tab) accessible(name string) {
+	b.t.Helper()
+	eval[bool](b, b.axe+"\n;true")
+	violations := eval[[]string](b, `axe.run(document).then(r => r.violations
+		.filter(v => v.impact === "serious" || v.impact === "critical")
+		.map(v => v.impact + " " + v.id + ": " + v.help + " (" + v.nodes.map(n => n.target.join(" ")).join(", ") + ")"))`)
+	require.Empty(b.t, violations, "accessibility of the %s page", name)
+}
+
+// screenshot saves what the window shows of the page (1280×900) as a PNG, when the screenshots
+// directory is set: the top of a long list is what a reader of the docs needs.
+func (b *tab) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(b.t, err)
+	require.NoError(b.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// noProblems fails the test if the console reported an error or an exception, other than those
+// of the answers expected (a not-found page answers 404, a refused form 403).
+func (b *tab) noProblems(expected ...string) {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var left []string
+	for _, p := range b.problems {
+		ok := false
+		for _, e := range expected {
+			ok = ok || strings.Contains(p, e)
+		}
+		if !ok {
+			left = append(left, p)
+		}
+	}
+	require.Empty(b.t, left, "the browser's console reported errors")
+	b.problems = nil
+}
+
+// signIn pastes the key into the sign-in form.
+func (b *tab) signIn(secret string) {
+	b.t.Helper()
+	b.open("/console/sign-in")
+	b.do(chromedp.SendKeys(chromedp.CSS("#key"), secret))
+	b.submit("form[action='/console/sign-in'] button")
+}
+
+// TestBrowser drives the console in headless Chromium as its two audiences use it. A customer
+// signs in, sees the balance drawn, opens a recovered job — refunded when it timed out, its late
+// result then reclaiming the refund and settling at 137 of 300 GPU-seconds — and reads its money
+// row by row in the API's words; downloads a statement whose opening plus lines is its closing
+// and its closing the balance; finds another tenant's job exactly not found; and a form forged in
+// the page is refused. An operator then opens the account by ID, finds the dead letter in every
+// account's list, reads its detail and its Temporal UI link, and re-drives it through the job
+// page's form, and the ledger recovers it (its refund reclaimed once). Every page
+// carries the Content-Security-Policy, the console logs no error, and axe-core finds no serious
+// or critical accessibility violation on the main pages.
+func TestBrowser(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 1000)
+	job := recovered(t, s.Store, acct)
+	dead := deadLetter(t, s.Store, acct)
+	other := ledgertest.Account(t, s.Store, 1000)
+	theirs := recovered(t, s.Store, other)
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+	if dir := os.Getenv(screenshotsEnv); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+
+	b := newTab(t, s.URL)
+	b.open("/console/sign-in")
+	b.accessible("sign-in")
+	b.screenshot("sign-in")
+	b.signIn(customer)
+	require.Equal(t, "Account "+acct, b.text("h1"))
+	require.Contains(t, b.pageCSP(), "default-src 'none'", "the page's Content-Security-Policy")
+
+	// The balance, drawn: a path of the chart's step line, as wide as the period.
+	require.Contains(t, b.text(".balance"), fmt.Sprint(balance(t, s.Store, acct)))
+	width := eval[float64](b, `document.querySelector("svg.chart path.balance").getBBox().width`)
+	require.Greater(t, width, 400.0, "the balance line spans the chart")
+	b.accessible("account")
+	b.screenshot("account")
+
+	// The recovered job, explained.
+	b.open("/console/accounts/" + acct + "/jobs")
+	require.Contains(t, b.text("main table"), job.JobID)
+	b.accessible("jobs")
+	b.screenshot("jobs")
+	b.open("/console/accounts/" + acct + "/jobs/" + job.JobID)
+	rows := b.text(".rows")
+	for _, want := range []string{
+		"-300 credits Charged the 300-credit hold (300 GPU-seconds at 1 credits each)",
+		"+300 credits Refunded 300 credits: the work did not finish in time.",
+		"-300 credits The result arrived late: the refund was taken back (300 credits).",
+		"+163 credits 137 of 300 GPU-seconds used: 163 credits returned.",
+	} {
+		require.Contains(t, rows, want)
+	}
+	require.Contains(t, b.text(".sentence"), "Done: the result arrived after the job had been refunded")
+	require.Contains(t, b.text(".facts"), "price version 1")
+	require.NotContains(t, b.text("main"), "timed out after 3 attempts", "a customer never reads the operator's detail")
+	b.accessible("job")
+	b.screenshot("job")
+
+	// The statement, downloaded from the account page's form, adds up.
+	b.open("/console/accounts/" + acct)
+	b.do(chromedp.SetValue(chromedp.CSS("#from"), "2020-01-01"))
+	body := b.download("form[action$='statement.csv'] button")
+	records, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	require.NoError(t, err)
+	require.Greater(t, len(records), 3, body)
+	opening, lines, closing := parseStatement(t, body)
+	require.Equal(t, closing, opening+lines, body)
+	require.Equal(t, balance(t, s.Store, acct), closing)
+	b.noProblems()
+
+	// Another tenant's job is not found, exactly as a job that does not exist.
+	b.open("/console/accounts/" + other + "/jobs/" + theirs.JobID)
+	require.Equal(t, "Not found", b.text("h1"))
+	notFound := b.text("main")
+	b.open("/console/accounts/" + acct + "/jobs/no-such-job")
+	require.Equal(t, notFound, b.text("main"))
+
+	// A form whose token is not the session's is refused, and the session stays.
+	b.open("/console/accounts/" + acct)
+	eval[bool](b, `document.querySelector("form.signout input[name=csrf]").value = "forged", true`)
+	b.submit("form.signout button")
+	require.Equal(t, "Form refused", b.text("h1"))
+	b.open("/console/accounts/" + acct)
+	require.Equal(t, "Account "+acct, b.text("h1"))
+	b.noProblems("status of 404", "status of 403")
+
+	// Sign out; the operator signs in, opens the account by ID and re-drives the dead letter.
+	b.submit("form.signout button")
+	require.Equal(t, "Sign in", b.text("h1"))
+	b.signIn(admin)
+	require.Equal(t, "Operator", b.text("h1"))
+	b.accessible("operator")
+	b.screenshot("operator")
+	b.do(chromedp.SendKeys(chromedp.CSS("#account_id"), acct))
+	b.submit("form[action='/console/operator/account'] button")
+	require.Equal(t, "Account "+acct, b.text("h1"))
+	b.open("/console/accounts/" + acct + "/jobs?dead_lettered=true")
+	require.Contains(t, b.text("main table"), dead.JobID)
+	b.open("/console/operator/dead-letters")
+	require.Contains(t, b.text("main table"), dead.JobID, "every account's dead letters, newest first")
+	b.accessible("dead letters")
+	b.screenshot("dead-letters")
+	b.submit(fmt.Sprintf("main table a[href$=%q]", "/jobs/"+dead.JobID))
+	require.Equal(t, "Job "+dead.JobID, b.text("h1"))
+	require.Contains(t, b.text(".operator"), "failed for good after 2 attempts", "the operator reads the detail")
+	require.Contains(t, b.text(".operator"), "Refunded by its workflow")
+	timeline := eval[string](b, `document.querySelector(".operator dd a").href`)
+	require.Equal(t, s.Jobs.WorkflowURL(workflows.JobWorkflowID(acct, dead.JobID)), timeline, "the Temporal UI link, built from the configuration")
+	require.True(t, strings.HasPrefix(timeline, s.Config.Temporal.UIURL+"/namespaces/"), timeline)
+	b.accessible("operator's job")
+	b.screenshot("operator-job")
+	b.do(chromedp.SendKeys(chromedp.CSS("#note"), "customer asked"))
+	b.submit(".operator form button")
+	require.Equal(t, "Job "+dead.JobID, b.text("h1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := s.Jobs.Wait(ctx, dead, ledgerdb.StateRecovered)
+	require.NoError(t, err, "the re-driven dead letter recovers")
+	require.Equal(t, ledgerdb.StateRecovered, st.State)
+	ledgertest.RequireRows(t, s.Store, dead, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+
+	for _, p := range []struct{ path, name string }{
+		{"/console/operator/keys", "keys"}, {"/console/operator/alarms", "alarms"}, {"/console/operator/prices", "prices"},
+	} {
+		b.open(p.path)
+		b.accessible(p.name)
+		b.screenshot(p.name)
+	}
+	b.noProblems()
+}

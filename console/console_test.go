@@ -1,0 +1,328 @@
+package console_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestSignInRefusesBadInputWritingNothing checks that a session is opened only for an active key
+// a person pasted into the console's own form: an empty key, an unknown one, a runner's, a
+// revoked one and a form without its CSRF token are each refused with a clear page, and no
+// session row is written for any of them. Neither the key nor the session's token ever appears in
+// a URL, a cookie or a log line.
+func TestSignInRefusesBadInputWritingNothing(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	s := serveLogged(t, zap.New(core))
+	acct := ledgertest.Account(t, s.Store, 100)
+	runner, runnerKey := s.key(t, apikeys.ScopeRunner, "")
+	customer, customerKey := s.key(t, apikeys.ScopeCustomer, acct)
+	revoked, revokedKey := s.key(t, apikeys.ScopeCustomer, acct)
+	_, _, err := apikeys.NewStore(s.Store.Pool()).Revoke(context.Background(), revokedKey.ID)
+	require.NoError(t, err)
+
+	c := browser(t)
+	form := get(t, c, s.URL+"/console/sign-in")
+	token := csrf(t, form)
+	for _, tc := range []struct {
+		name, key string
+		code      int
+		says      string
+	}{
+		{"empty", "  ", http.StatusBadRequest, "Paste an API key"},
+		{"unknown", "jb_cust_notakey", http.StatusUnauthorized, "not an active API key"},
+		{"runner", runner, http.StatusForbidden, "A runner key only reports results"},
+		{"revoked", revoked, http.StatusUnauthorized, "not an active API key"},
+	} {
+		answer := post(t, c, s.URL+"/console/sign-in", url.Values{"csrf": {token}, "key": {tc.key}})
+		require.Equal(t, tc.code, answer.code, tc.name)
+		require.Contains(t, answer.body, tc.says, tc.name)
+		token = csrf(t, answer) // each answer gives the form a fresh token
+	}
+	forged := post(t, browser(t), s.URL+"/console/sign-in", url.Values{"key": {customer}})
+	require.Equal(t, http.StatusForbidden, forged.code)
+	require.Contains(t, forged.body, "Nothing was done")
+	require.Zero(t, sessions(t, runnerKey.ID))
+	require.Zero(t, sessions(t, revokedKey.ID))
+	require.Zero(t, sessions(t, customerKey.ID))
+
+	s.signIn(t, c, customer)
+	require.Equal(t, 1, sessions(t, customerKey.ID))
+	require.Equal(t, http.StatusOK, get(t, c, s.URL+"/console/accounts/"+acct).code)
+	var session string
+	for _, ck := range c.Jar.Cookies(mustURL(t, s.URL+"/console/")) {
+		require.NotContains(t, ck.Value, customer, "the session cookie is not the key")
+		if ck.Name == "jobbill_session" {
+			session = ck.Value
+		}
+	}
+	require.NotEmpty(t, session)
+	require.NotZero(t, logs.FilterMessage("console page").Len(), "the console logs its pages")
+	for _, entry := range logs.All() {
+		line := entry.Message + fmt.Sprint(entry.ContextMap())
+		for _, secret := range []string{customer, runner, revoked, session} {
+			require.NotContains(t, line, secret, "a log line holds a key or a session's token")
+		}
+	}
+}
+
+// TestSessionCookieAndHeaders checks how a session is kept: an HttpOnly, SameSite=Strict cookie
+// on the console's path (Secure behind TLS), and every page under a strict Content-Security-Policy
+// that allows no script.
+func TestSessionCookieAndHeaders(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 100)
+	secret, _ := s.key(t, apikeys.ScopeCustomerRead, acct)
+	c := browser(t)
+	form := get(t, c, s.URL+"/console/sign-in")
+	require.Contains(t, form.resp.Header.Get("Content-Security-Policy"), "default-src 'none'")
+	require.NotContains(t, form.resp.Header.Get("Content-Security-Policy"), "script-src")
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/console/sign-in", strings.NewReader(url.Values{"csrf": {csrf(t, form)}, "key": {secret}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	answer := read(t, resp)
+	require.Equal(t, http.StatusSeeOther, answer.code)
+	set := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
+	require.Regexp(t, `jobbill_session=[^;]+; Path=/console/; Expires=[^;]+; HttpOnly; Secure; SameSite=Strict`, set)
+
+	home := get(t, c, s.URL+"/console/accounts/"+acct)
+	require.Equal(t, http.StatusOK, home.code)
+	require.Equal(t, "no-store", home.resp.Header.Get("Cache-Control"))
+	require.Contains(t, home.resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+}
+
+// TestOtherTenantIsNotFound checks tenant isolation: a customer's session gets another account's
+// page, its job's page, its jobs and its statement exactly as it gets a page that does not exist
+// (the same status and the same bytes), so it learns nothing of which accounts or jobs exist.
+func TestOtherTenantIsNotFound(t *testing.T) {
+	s := serve(t)
+	mine := ledgertest.Account(t, s.Store, 1000)
+	theirs := ledgertest.Account(t, s.Store, 1000)
+	their := recovered(t, s.Store, theirs)
+	secret, _ := s.key(t, apikeys.ScopeCustomer, mine)
+	c := browser(t)
+	s.signIn(t, c, secret)
+
+	missing := get(t, c, s.URL+"/console/accounts/"+mine+"/jobs/no-such-job")
+	require.Equal(t, http.StatusNotFound, missing.code)
+	for _, path := range []string{
+		"/console/accounts/" + theirs,
+		"/console/accounts/" + theirs + "/jobs/" + their.JobID,
+		"/console/accounts/" + theirs + "/jobs",
+		"/console/accounts/" + theirs + "/statement.csv?from=2020-01-01&to=2030-01-01",
+		"/console/accounts/no-such-account",
+		"/console/operator/keys",
+	} {
+		answer := get(t, c, s.URL+path)
+		require.Equal(t, http.StatusNotFound, answer.code, path)
+		require.Equal(t, missing.body, answer.body, path)
+	}
+	// Their redrive form, CSRF token and all, is not found either, and changes nothing.
+	page := get(t, c, s.URL+"/console/accounts/"+mine)
+	dead := deadLetter(t, s.Store, theirs)
+	answer := post(t, c, s.URL+"/console/accounts/"+theirs+"/jobs/"+dead.JobID+"/redrive", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusNotFound, answer.code)
+	job, err := s.Store.Job(context.Background(), dead)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+}
+
+// TestForgedFormsAreRefused checks CSRF protection: a form posted without the session's token,
+// or with another session's, is refused (403) and does nothing — the dead letter is not re-driven,
+// the key not revoked, the session not ended.
+func TestForgedFormsAreRefused(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 1000)
+	dead := deadLetter(t, s.Store, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+	_, victimKey := s.key(t, apikeys.ScopeCustomer, acct)
+	c, other := browser(t), browser(t)
+	s.signIn(t, c, admin)
+	s.signIn(t, other, admin)
+	otherToken := csrf(t, get(t, other, s.URL+"/console/operator/"))
+
+	for _, token := range []string{"", "forged", otherToken} {
+		form := url.Values{}
+		if token != "" {
+			form.Set("csrf", token)
+		}
+		for _, path := range []string{
+			"/console/accounts/" + acct + "/jobs/" + dead.JobID + "/redrive",
+			"/console/operator/keys/" + victimKey.ID + "/revoke",
+			"/console/sign-out",
+		} {
+			answer := post(t, c, s.URL+path, form)
+			require.Equal(t, http.StatusForbidden, answer.code, path)
+			require.Contains(t, answer.body, "Nothing was done", path)
+		}
+	}
+	job, err := s.Store.Job(context.Background(), dead)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State)
+	keys, err := apikeys.NewStore(s.Store.Pool()).List(context.Background(), acct)
+	require.NoError(t, err)
+	require.Equal(t, apikeys.StatusActive, keys[0].Status)
+	require.Equal(t, http.StatusOK, get(t, c, s.URL+"/console/operator/").code, "the session still stands")
+}
+
+// TestSessionEndsWithItsKey checks that a session is only as good as its key: revoking the key
+// (here from the operator's keys page) ends its sessions at once, and signing out ends one for
+// good — its cookie, replayed, opens nothing.
+func TestSessionEndsWithItsKey(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 100)
+	customer, customerKey := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+	cust, op := browser(t), browser(t)
+	s.signIn(t, cust, customer)
+	s.signIn(t, op, admin)
+	require.Equal(t, http.StatusOK, get(t, cust, s.URL+"/console/accounts/"+acct).code)
+
+	keys := get(t, op, s.URL+"/console/operator/keys")
+	require.Contains(t, keys.body, customerKey.ID)
+	answer := post(t, op, s.URL+"/console/operator/keys/"+customerKey.ID+"/revoke", url.Values{"csrf": {csrf(t, keys)}})
+	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
+	gone := get(t, cust, s.URL+"/console/accounts/"+acct)
+	require.Equal(t, http.StatusSeeOther, gone.code)
+	require.Equal(t, "/console/sign-in", gone.resp.Header.Get("Location"))
+
+	// Sign out; the old cookie, sent again, opens nothing.
+	home := get(t, op, s.URL+"/console/operator/")
+	cookies := op.Jar.Cookies(mustURL(t, s.URL+"/console/"))
+	require.Equal(t, http.StatusSeeOther, post(t, op, s.URL+"/console/sign-out", url.Values{"csrf": {csrf(t, home)}}).code)
+	replay := browser(t)
+	replay.Jar.SetCookies(mustURL(t, s.URL+"/console/"), cookies)
+	require.Equal(t, http.StatusSeeOther, get(t, replay, s.URL+"/console/operator/").code)
+}
+
+// TestBadInputAtEveryForm checks that each of the console's forms answers bad input with a clear
+// page (400) and writes nothing: the job filters, the statement's dates, the operator's account
+// look-up, a redrive of a job that is not a dead letter or with a note the ledger refuses, and a
+// revocation of something that is not a key's ID.
+func TestBadInputAtEveryForm(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 1000)
+	delivered := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "job"), 40, "s3://in/x")
+	dead := deadLetter(t, s.Store, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+	c := browser(t)
+	s.signIn(t, c, admin)
+	token := csrf(t, get(t, c, s.URL+"/console/operator/"))
+	base := s.URL + "/console/accounts/" + acct
+	for _, tc := range []struct{ path, says string }{
+		{base + "/jobs?state=finished", `"state"`},
+		{base + "/jobs?dead_lettered=maybe", `"dead_lettered" must be true or false`},
+		{base + "/jobs?created_after=yesterday", `"created_after" must be a time in RFC 3339`},
+		{base + "/jobs?limit=100000", `"limit" must be a whole number`},
+		{base + "/jobs?cursor=%21%21", `"cursor"`},
+		{base + "/jobs?account_id=other", "The filter names no account"},
+		{base + "/jobs?colour=red", `Unknown query parameter "colour"`},
+		{base + "/statement.csv?from=2026-01-01", `needs a "to" date`},
+		{base + "/statement.csv?from=01/02/2026&to=2026-02-01", `is not a date like 2026-01-02`},
+		{base + "/statement.csv?from=2026-02-01&to=2026-01-01", "its start must be before its end"},
+		{s.URL + "/console/operator/account?account_id=", "Type an account ID"},
+		{s.URL + "/console/operator/account?account_id=" + url.QueryEscape("no spaces allowed"), "account ID"},
+	} {
+		answer := get(t, c, tc.path)
+		require.Equal(t, http.StatusBadRequest, answer.code, tc.path)
+		require.Contains(t, answer.body, htmlEscaped(tc.says), tc.path)
+		require.Contains(t, answer.body, "Nothing was changed", tc.path)
+	}
+	before := balance(t, s.Store, acct)
+	for _, tc := range []struct {
+		path string
+		form url.Values
+		says string
+	}{
+		{base + "/jobs/" + delivered.Job.ID + "/redrive", url.Values{}, "Only a refunded (dead-lettered) job can be re-driven"},
+		{base + "/jobs/" + dead.JobID + "/redrive", url.Values{"note": {"bad\u202enote"}}, "note"},
+		{s.URL + "/console/operator/keys/not-a-key/revoke", url.Values{}, "is not a key"},
+	} {
+		tc.form.Set("csrf", token)
+		answer := post(t, c, tc.path, tc.form)
+		require.Equal(t, http.StatusBadRequest, answer.code, tc.path)
+		require.Contains(t, answer.body, htmlEscaped(tc.says), tc.path)
+		require.Contains(t, answer.body, "Nothing was changed", tc.path)
+	}
+	job, err := s.Store.Job(context.Background(), dead)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, job.State, "the refused redrive left the dead letter as it was")
+	require.Equal(t, before, balance(t, s.Store, acct))
+}
+
+// TestStatementAddsUp checks the statement's rule: the opening balance plus the period's rows,
+// summed by kind, is the closing balance; and a statement up to now closes on the balance.
+func TestStatementAddsUp(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 1000)
+	recovered(t, s.Store, acct)
+	deadLetter(t, s.Store, acct)
+	secret, _ := s.key(t, apikeys.ScopeCustomerRead, acct)
+	c := browser(t)
+	s.signIn(t, c, secret)
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	for _, from := range []string{"2020-01-01", time.Now().UTC().Format(time.DateOnly)} {
+		answer := get(t, c, s.URL+"/console/accounts/"+acct+"/statement.csv?from="+from+"&to="+tomorrow)
+		require.Equal(t, http.StatusOK, answer.code, answer.body)
+		require.Contains(t, answer.resp.Header.Get("Content-Disposition"), "attachment")
+		opening, lines, closing := parseStatement(t, answer.body)
+		require.Equal(t, closing, opening+lines, answer.body)
+		require.Equal(t, balance(t, s.Store, acct), closing, answer.body)
+	}
+}
+
+// parseStatement reads a statement's CSV: its opening balance, the sum of its lines and its
+// closing balance.
+func parseStatement(t *testing.T, body string) (opening, lines, closing int64) {
+	t.Helper()
+	records, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"line", "kind", "rows", "credits"}, records[0])
+	for _, rec := range records[1:] {
+		n, err := strconv.ParseInt(rec[3], 10, 64)
+		require.NoError(t, err)
+		switch rec[0] {
+		case "opening_balance":
+			opening = n
+		case "closing_balance":
+			closing = n
+		default:
+			lines += n
+		}
+	}
+	return opening, lines, closing
+}
+
+func balance(t *testing.T, s *ledgerdb.Store, acct string) int64 {
+	t.Helper()
+	b, err := s.Balance(context.Background(), acct)
+	require.NoError(t, err)
+	return b
+}
+
+func htmlEscaped(s string) string {
+	return strings.NewReplacer(`"`, "&#34;", "&", "&amp;", "<", "&lt;", ">", "&gt;", "'", "&#39;").Replace(s)
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u
+}

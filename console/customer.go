@@ -1,0 +1,323 @@
+package console
+
+import (
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/workflows"
+)
+
+// accountPath is an account's page.
+func accountPath(accountID string) string { return "/console/accounts/" + url.PathEscape(accountID) }
+
+// jobPath is a job's page.
+func jobPath(accountID, jobID string) string {
+	return accountPath(accountID) + "/jobs/" + url.PathEscape(jobID)
+}
+
+// readableAccount is the account a page names, when the viewer may read it; errNotFound
+// otherwise — exactly the answer for an account that does not exist, so a session learns nothing
+// of other tenants.
+func readableAccount(r *http.Request, v *viewer) (string, error) {
+	id := r.PathValue("account")
+	if ledgerdb.ValidateID("account ID", id) != nil || !v.may(id) {
+		return "", errNotFound
+	}
+	return id, nil
+}
+
+// readableJob is the job a page names, when the viewer may read its account; errNotFound
+// otherwise, as readableAccount answers.
+func readableJob(r *http.Request, v *viewer) (ledgerdb.JobKey, error) {
+	id, err := readableAccount(r, v)
+	if err != nil {
+		return ledgerdb.JobKey{}, err
+	}
+	key := ledgerdb.JobKey{AccountID: id, JobID: r.PathValue("job")}
+	if ledgerdb.ValidateID("job ID", key.JobID) != nil {
+		return ledgerdb.JobKey{}, errNotFound
+	}
+	return key, nil
+}
+
+// chartDays is the period the account page draws and its statement form starts with.
+const chartDays = 30
+
+// accountData is the account page's.
+type accountData struct {
+	AccountID string
+	Balance   int64
+	// Chart is the balance over the period, drawn as SVG.
+	Chart chart
+	// Rows are the period's last ledger rows, newest first.
+	Rows []ledgerdb.Entry
+	// From and To are the statement form's default period (dates, To exclusive).
+	From, To string
+	// JobsPath and StatementPath are the account's pages.
+	JobsPath, StatementPath string
+}
+
+// JobPath links a row to its job.
+func (accountData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
+
+// account is an account's page: its balance now and over the last days, and its last rows.
+func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	id, err := readableAccount(r, v)
+	if err != nil {
+		return err
+	}
+	balance, err := c.opts.Ledger.Balance(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	since := now.AddDate(0, 0, -chartDays)
+	entries, err := c.opts.Ledger.RecentEntries(r.Context(), id, since, ledgerdb.MaxRecentEntries)
+	if err != nil {
+		return err
+	}
+	rows := make([]ledgerdb.Entry, 0, 20)
+	for i := len(entries) - 1; i >= 0 && len(rows) < 20; i-- {
+		rows = append(rows, entries[i])
+	}
+	c.render(w, r, http.StatusOK, "account", v, "Account "+id, accountData{
+		AccountID: id, Balance: balance, Chart: drawBalance(entries, since, now, balance), Rows: rows,
+		From: since.Format(time.DateOnly), To: now.AddDate(0, 0, 1).Format(time.DateOnly),
+		JobsPath: accountPath(id) + "/jobs", StatementPath: accountPath(id) + "/statement.csv",
+	})
+	return nil
+}
+
+// jobListData is the jobs page's.
+type jobListData struct {
+	AccountID string
+	Jobs      []jobs.Status
+	// Query is the filter as sent, to fill the form again.
+	Query url.Values
+	// States are every state, for the filter's choices.
+	States []ledgerdb.State
+	// Next is the next page's link; "" on the last page.
+	Next string
+}
+
+// JobPath links a listed job to its page.
+func (jobListData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
+
+// Selected reports whether the filter chose the state.
+func (d jobListData) Selected(state ledgerdb.State) bool {
+	for _, s := range d.Query["state"] {
+		if s == string(state) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobList is an account's jobs, newest first, with the filters of GET /v1/jobs, read by the same
+// code (api.ParseJobFilter, jobs.Service.List). Empty fields of the filter form mean "any".
+func (c *Console) jobList(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	id, err := readableAccount(r, v)
+	if err != nil {
+		return err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badInput("The filter cannot be read.")
+	}
+	for name, values := range q {
+		kept := values[:0]
+		for _, value := range values {
+			if value != "" {
+				kept = append(kept, value)
+			}
+		}
+		if len(kept) == 0 {
+			delete(q, name)
+		} else {
+			q[name] = kept
+		}
+	}
+	if q.Has("account_id") {
+		return badInput("The filter names no account: this page lists account %s's jobs.", id)
+	}
+	f, err := api.ParseJobFilter(q.Encode())
+	if err != nil {
+		return badInput("%s.", trimDot(err.Error()))
+	}
+	f.AccountID = id
+	if _, err := c.opts.Ledger.Balance(r.Context(), id); err != nil {
+		return err
+	}
+	list, err := c.opts.Jobs.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	data := jobListData{AccountID: id, Jobs: list.Jobs, Query: q, States: ledgerdb.States}
+	if list.Next != nil {
+		next := url.Values{}
+		for k, vs := range q {
+			next[k] = vs
+		}
+		next.Set("cursor", list.Next.String())
+		data.Next = accountPath(id) + "/jobs?" + next.Encode()
+	}
+	c.render(w, r, http.StatusOK, "jobs", v, "Jobs of "+id, data)
+	return nil
+}
+
+func trimDot(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '.' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// jobRow is one of a job's ledger rows and what it did, in words.
+type jobRow struct {
+	Entry ledgerdb.Entry
+	Text  string
+}
+
+// jobData is the job page's.
+type jobData struct {
+	Status jobs.Status
+	Rows   []jobRow
+	// Operator's detail: shown to admin sessions only.
+	Operator *operatorJob
+}
+
+// operatorJob is what an operator sees of a job beyond its customer.
+type operatorJob struct {
+	// Detail is the refund's or rejection's words from outside, scrubbed of credentials.
+	Detail string
+	// WorkflowURL is the job's timeline in the Temporal UI; "" without a configured UI.
+	WorkflowURL string
+	// WorkflowID is the job's workflow's ID.
+	WorkflowID string
+	// Heal says whether the job is left to heal, in words.
+	Heal string
+	// Results are the results recorded for it.
+	Results []ledgerdb.RecordedResultRow
+	// Redrivable says whether the redrive form applies (a refunded job).
+	Redrivable bool
+	// RedrivePath is the redrive form's target.
+	RedrivePath string
+}
+
+// job is a job's page: the sentence the API gives, the price it was submitted at, and each of its
+// ledger rows in words ([jobs.RowText]); an operator also sees its detail.
+func (c *Console) job(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	key, err := readableJob(r, v)
+	if err != nil {
+		return err
+	}
+	id := key.AccountID
+	st, err := c.opts.Jobs.Status(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	job, err := c.opts.Ledger.Job(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	entries, err := c.opts.Ledger.JobEntries(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	data := jobData{Status: st}
+	for _, e := range entries {
+		data.Rows = append(data.Rows, jobRow{Entry: e, Text: jobs.RowText(job, e)})
+	}
+	if v.admin() {
+		results, err := c.opts.Ledger.JobResults(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		data.Operator = &operatorJob{Detail: st.Detail, WorkflowURL: st.WorkflowURL,
+			WorkflowID: workflows.JobWorkflowID(id, key.JobID), Heal: healState(job), Results: results,
+			Redrivable: job.State == ledgerdb.StateRefunded, RedrivePath: jobPath(id, key.JobID) + "/redrive"}
+	}
+	c.render(w, r, http.StatusOK, "job", v, "Job "+key.JobID, data)
+	return nil
+}
+
+// healState says where a job stands with respect to healing, for an operator.
+func healState(job ledgerdb.Job) string {
+	switch {
+	case job.State == ledgerdb.StateSubmitting:
+		return "Submitting: its charge is being decided; a placeholder left undecided is resumed or rejected by the reconcile pass."
+	case job.State == ledgerdb.StateRunning:
+		return "Running: every read and the reconcile pass check that its workflow is open, and refund it if the workflow closed without settling it."
+	case job.RefundReason == ledgerdb.ReasonInterrupted || job.RefundReason == ledgerdb.ReasonStoppedByOperator:
+		return "Healed: its workflow closed without settling it, and it was refunded (" + string(job.RefundReason) + ")."
+	case job.State == ledgerdb.StateRefunded:
+		return "Refunded by its workflow; it waits for a late result or a redrive."
+	}
+	return "Settled: nothing left to heal."
+}
+
+// statement downloads an account's statement for a period as CSV: the opening balance, the
+// period's rows summed by kind, and the closing balance ([ledgerdb.Store.Statement]), so that
+// opening plus the lines is the closing. from and to are dates (UTC), to exclusive.
+func (c *Console) statement(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	id, err := readableAccount(r, v)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	from, err := dateParam(q, "from")
+	if err != nil {
+		return err
+	}
+	to, err := dateParam(q, "to")
+	if err != nil {
+		return err
+	}
+	if !from.Before(to) {
+		return badInput("The statement's period runs from %s to %s: its start must be before its end.", q.Get("from"), q.Get("to"))
+	}
+	st, err := c.opts.Ledger.Statement(r.Context(), id, from, to)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="statement-%s-%s-%s.csv"`,
+		id, from.Format(time.DateOnly), to.Format(time.DateOnly)))
+	out := csv.NewWriter(w)
+	_ = out.Write([]string{"line", "kind", "rows", "credits"})
+	_ = out.Write([]string{"opening_balance", "", "", strconv.FormatInt(st.Opening, 10)})
+	for _, line := range st.Lines {
+		_ = out.Write([]string{"rows", string(line.Kind), strconv.FormatInt(line.Rows, 10), strconv.FormatInt(line.Amount, 10)})
+	}
+	_ = out.Write([]string{"closing_balance", "", "", strconv.FormatInt(st.Closing, 10)})
+	out.Flush()
+	return out.Error()
+}
+
+// dateParam reads a required date (2026-01-02) of the query.
+func dateParam(q url.Values, name string) (time.Time, error) {
+	value := q.Get(name)
+	if value == "" {
+		return time.Time{}, badInput("The statement needs a %q date (like 2026-01-02).", name)
+	}
+	t, err := time.Parse(time.DateOnly, value)
+	if err != nil {
+		return time.Time{}, badInput("The %q date %q is not a date like 2026-01-02.", name, clip(value))
+	}
+	return t, nil
+}
+
+// clip shortens what a person sent, for a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

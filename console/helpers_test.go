@@ -1,0 +1,171 @@
+package console_test
+
+// The console's tests run it as `jobbill api` serves it: the API's handler with the console
+// mounted, over the real Postgres test database and the real Temporal dev server, with a worker of
+// this process on a task queue of its own (bash scripts/ensure-postgres.sh and
+// scripts/ensure-temporal.sh start them; make test runs both).
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/console"
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
+)
+
+// site is a console served for one test.
+type site struct {
+	*workertest.Env
+	// URL is the server's base ("http://127.0.0.1:port").
+	URL string
+}
+
+// serve starts the API with the console mounted, over the shared test worker.
+func serve(t *testing.T) *site {
+	t.Helper()
+	return serveLogged(t, zap.NewNop())
+}
+
+// serveLogged is serve with the API's and the console's log going to logger.
+func serveLogged(t *testing.T, logger *zap.Logger) *site {
+	t.Helper()
+	env := workertest.Shared(t, "console-test", func(cfg *config.Config) {
+		cfg.Policy = workertest.QuickPolicy()
+	})
+	cfg := config.Default().API
+	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
+	srv := api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: logger,
+		Console: console.New(console.Options{Jobs: env.Jobs, Ledger: env.Store, Logger: logger})})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &site{Env: env, URL: hs.URL}
+}
+
+// key is the secret of a new API key of the scope (for the account, for the customer scopes).
+func (s *site) key(t *testing.T, scope apikeys.Scope, account string) (string, apikeys.Key) {
+	t.Helper()
+	name := t.Name()
+	if len(name) > apikeys.MaxNameLength {
+		name = name[:apikeys.MaxNameLength]
+	}
+	created, err := apikeys.NewStore(s.Store.Pool()).Create(context.Background(), apikeys.Spec{Scope: scope, AccountID: account, Name: name})
+	require.NoError(t, err)
+	return created.Secret, created.Key
+}
+
+// browser is a client with a cookie jar that follows no redirect, so a test sees each answer.
+func browser(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// page is an answer, its body read.
+type page struct {
+	code int
+	body string
+	resp *http.Response
+}
+
+func get(t *testing.T, c *http.Client, u string) page {
+	t.Helper()
+	resp, err := c.Get(u)
+	require.NoError(t, err)
+	return read(t, resp)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) page {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	require.NoError(t, err)
+	return read(t, resp)
+}
+
+func read(t *testing.T, resp *http.Response) page {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return page{code: resp.StatusCode, body: string(b), resp: resp}
+}
+
+var csrfPattern = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the token of the page's first form.
+func csrf(t *testing.T, p page) string {
+	t.Helper()
+	m := csrfPattern.FindStringSubmatch(p.body)
+	require.NotNil(t, m, "the page has no form with a CSRF token:\n%s", p.body)
+	return m[1]
+}
+
+// signIn signs the client in with the secret through the sign-in form, and fails the test unless
+// it lands on a page.
+func (s *site) signIn(t *testing.T, c *http.Client, secret string) {
+	t.Helper()
+	form := get(t, c, s.URL+"/console/sign-in")
+	require.Equal(t, http.StatusOK, form.code)
+	answer := post(t, c, s.URL+"/console/sign-in", url.Values{"csrf": {csrf(t, form)}, "key": {secret}})
+	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
+}
+
+// sessions counts the console's sessions of a key, as the owner sees them.
+func sessions(t *testing.T, keyID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, ledgertest.OwnerPool(t).QueryRow(context.Background(),
+		`SELECT count(*) FROM console_sessions WHERE key_id = $1`, keyID).Scan(&n))
+	return n
+}
+
+// recovered builds, through the ledger's own functions, the job of the system's hardest story: a
+// metered job (1 credit per GPU-second, 300 held) refunded because it timed out, whose result then
+// arrived late with 137 seconds used: the refund is reclaimed, and the job settled at its usage.
+func recovered(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
+	t.Helper()
+	ctx := context.Background()
+	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Metered(t, s, 1, 300),
+		Request: []byte("s3://in/recovered")}
+	_, err := s.Submit(ctx, sub)
+	require.NoError(t, err)
+	_, err = s.Charge(ctx, sub.Key())
+	require.NoError(t, err)
+	_, err = s.Refund(ctx, sub.Key(), ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3)
+	require.NoError(t, err)
+	// The late result, as the workflow bills it: one transaction reclaims the refund and settles.
+	used := int64(137)
+	tr, err := s.Settle(ctx, sub.Key(), 3, &used, "s3://out/recovered")
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+	return sub.Key()
+}
+
+// deadLetter builds a refunded job whose work failed for good, with no workflow left: a dead
+// letter waiting for a redrive.
+func deadLetter(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
+	t.Helper()
+	job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "dead"), 40, "s3://in/dead")
+	_, err := s.Refund(context.Background(), job.Job.Key(), ledgerdb.ReasonGPUFailed, "failed for good after 2 attempts: CUDA error", 2)
+	require.NoError(t, err)
+	return job.Job.Key()
+}
+
+// path is a console path under the site.
+func (s *site) path(parts ...string) string { return s.URL + strings.Join(parts, "") }

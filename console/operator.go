@@ -1,0 +1,162 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
+)
+
+// operatorHome is where an operator starts: an account to open by ID, and the operator's lists.
+func (c *Console) operatorHome(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	c.render(w, r, http.StatusOK, "operator", v, "Operator", nil)
+	return nil
+}
+
+// findAccount opens the account an operator typed: its page, or a clear refusal of an ID that
+// cannot be one.
+func (c *Console) findAccount(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	id := strings.TrimSpace(r.URL.Query().Get("account_id"))
+	if id == "" {
+		return badInput("Type an account ID to open it.")
+	}
+	if err := ledgerdb.ValidateID("account ID", id); err != nil {
+		return err
+	}
+	if _, err := c.opts.Ledger.Balance(r.Context(), id); err != nil {
+		return err
+	}
+	http.Redirect(w, r, accountPath(id), http.StatusSeeOther)
+	return nil
+}
+
+// maxDeadLetters is the most dead letters the page lists.
+const maxDeadLetters = 200
+
+// deadLetters lists every account's dead letters, most recently refunded first, each linked to its
+// job's page and its redrive form.
+func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	jobs, err := c.opts.Ledger.DeadLetters(r.Context(), 0, maxDeadLetters)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "deadletters", v, "Dead letters", deadLettersData{Jobs: jobs})
+	return nil
+}
+
+// deadLettersData is the dead letters page's.
+type deadLettersData struct{ Jobs []ledgerdb.Job }
+
+// JobPath links a dead letter to its job's page.
+func (deadLettersData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
+
+// Detail is the refund's words for an operator, scrubbed again as the job's status scrubs them: a
+// job refunded before the ledger scrubbed its words may hold a password.
+func (deadLettersData) Detail(job ledgerdb.Job) string { return ledgerdb.ScrubText(job.RefundDetail) }
+
+// maxAlarms is the most alarms the page lists.
+const maxAlarms = 200
+
+// alarms lists the ledger's alarms, oldest first: each a ledger step that needs a person.
+func (c *Console) alarms(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	alarms, err := c.opts.Ledger.Alarms(r.Context(), maxAlarms)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "alarms", v, "Alarms", alarmsData{Alarms: alarms})
+	return nil
+}
+
+// alarmsData is the alarms page's.
+type alarmsData struct{ Alarms []ledgerdb.Alarm }
+
+// JobPath links an alarm to its job.
+func (alarmsData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
+
+// prices lists every kind's current price.
+func (c *Console) prices(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	prices, err := c.opts.Ledger.Prices(r.Context())
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "prices", v, "Prices", pricesData{Prices: prices})
+	return nil
+}
+
+// pricesData is the prices pages'.
+type pricesData struct {
+	// Kind is the kind whose history the page shows; "" on the list of current prices.
+	Kind   string
+	Prices []ledgerdb.Price
+}
+
+// priceHistory lists every version of one kind's price, oldest first.
+func (c *Console) priceHistory(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	kind := r.PathValue("kind")
+	if ledgerdb.ValidateKind(kind) != nil {
+		return errNotFound
+	}
+	history, err := c.opts.Ledger.PriceHistory(r.Context(), kind)
+	if err != nil {
+		return err
+	}
+	if len(history) == 0 {
+		return errNotFound
+	}
+	c.render(w, r, http.StatusOK, "prices", v, "Price history of "+kind, pricesData{Kind: kind, Prices: history})
+	return nil
+}
+
+// keyList lists every API key, never a secret, with a revoke button for each active one.
+func (c *Console) keyList(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	keys, err := c.keys.List(r.Context(), "")
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "keys", v, "API keys", keysData{Keys: keys, Self: v.key.ID})
+	return nil
+}
+
+// keysData is the keys page's.
+type keysData struct {
+	Keys []apikeys.Key
+	// Self is the signed-in key's ID: revoking it ends this session too.
+	Self string
+}
+
+// revokeKey revokes a key: its secret and every console session opened with it authenticate
+// nothing from now on.
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	id := r.PathValue("key")
+	if err := apikeys.ValidateKeyID(id); err != nil {
+		return err
+	}
+	if _, _, err := c.keys.Revoke(r.Context(), id); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/console/operator/keys", http.StatusSeeOther)
+	return nil
+}
+
+// redrive runs a dead-lettered job's work again (jobs.Service.Redrive, the path of POST
+// /v1/jobs/{id}/redrive and `jobbill job redrive`), named in its timeline as this key's.
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	key, err := readableJob(r, v)
+	if err != nil {
+		return err
+	}
+	_, err = c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
+	switch {
+	case errors.Is(err, jobs.ErrNotDeadLettered):
+		return badInput("Only a refunded (dead-lettered) job can be re-driven, and this one is not.")
+	case errors.Is(err, jobs.ErrWorkflowIDTaken):
+		return badInput("Another program's workflow holds this job's workflow ID, so its work cannot run again until that workflow closes.")
+	case err != nil:
+		return err
+	}
+	http.Redirect(w, r, jobPath(key.AccountID, key.JobID), http.StatusSeeOther)
+	return nil
+}

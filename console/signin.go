@@ -1,0 +1,103 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/jobbill/jobbill/apikeys"
+)
+
+// maxFormBytes bounds a form's body: the longest field any form takes is a note of a few
+// kilobytes.
+const maxFormBytes = 16 << 10
+
+// signInData is the sign-in page's.
+type signInData struct {
+	// Problem says why the last try did not sign in; "" on a first visit.
+	Problem string
+}
+
+// signInForm is the sign-in page. Its form's CSRF token is a fresh random one, held in a cookie
+// of its own until there is a session to derive tokens from.
+func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
+	if v := c.viewerOf(r); v != nil {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	c.showSignIn(w, r, http.StatusOK, "")
+}
+
+func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, problem string) {
+	token := randomToken()
+	setCookie(w, r, signInCookie, token, timeZero)
+	c.renderWith(w, r, status, "signin", nil, "Sign in", token, signInData{Problem: problem})
+}
+
+// signIn turns a pasted key into a session: the key is read from the form's body once, checked,
+// and never kept — the browser gets the session's token instead. Every refusal writes nothing.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	if !readForm(w, r) {
+		c.showSignIn(w, r, http.StatusBadRequest, "The form could not be read. Paste the key again.")
+		return
+	}
+	if !sameToken(r.PostFormValue(csrfField), cookie(r, signInCookie)) {
+		c.refuseForm(w, r, nil)
+		return
+	}
+	secret := strings.TrimSpace(r.PostFormValue("key"))
+	if secret == "" {
+		c.showSignIn(w, r, http.StatusBadRequest, "Paste an API key to sign in.")
+		return
+	}
+	key, err := c.keys.Authenticate(r.Context(), secret)
+	switch {
+	case errors.Is(err, apikeys.ErrUnauthenticated):
+		c.showSignIn(w, r, http.StatusUnauthorized, "That is not an active API key. (The configuration's bootstrap keys cannot open a "+
+			"session: an operator signs in with an admin key made by `jobbill key create --scope admin`.)")
+		return
+	case err != nil:
+		c.fail(w, r, nil, err)
+		return
+	case key.Scope == apikeys.ScopeRunner:
+		c.showSignIn(w, r, http.StatusForbidden, "A runner key only reports results; it cannot open the console. Sign in with a customer, customer_read or admin key.")
+		return
+	}
+	session, err := c.keys.OpenSession(r.Context(), secret, c.opts.SessionLifetime)
+	if errors.Is(err, apikeys.ErrUnauthenticated) {
+		// Revoked between the two reads.
+		c.showSignIn(w, r, http.StatusUnauthorized, "That is not an active API key.")
+		return
+	}
+	if err != nil {
+		c.fail(w, r, nil, err)
+		return
+	}
+	setCookie(w, r, signInCookie, "", timePast)
+	setCookie(w, r, sessionCookie, session.Token, session.ExpiresAt)
+	http.Redirect(w, r, "/console/", http.StatusSeeOther)
+}
+
+// signOut ends the session: its token opens nothing from now on, in this browser or any copy.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	if err := c.keys.EndSession(r.Context(), v.token); err != nil {
+		return err
+	}
+	setCookie(w, r, sessionCookie, "", timePast)
+	http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
+	return nil
+}
+
+// home sends each viewer to where they start: a stranger to sign in, a customer to their
+// account, an operator to the operator's page.
+func (c *Console) home(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	switch {
+	case v == nil:
+		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
+	case v.admin():
+		http.Redirect(w, r, "/console/operator/", http.StatusSeeOther)
+	default:
+		http.Redirect(w, r, accountPath(v.key.AccountID), http.StatusSeeOther)
+	}
+	return nil
+}

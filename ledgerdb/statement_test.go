@@ -1,0 +1,63 @@
+package ledgerdb_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestStatementsReconcile checks the statement's rule: opening balance + the period's rows by kind
+// = closing balance; periods that meet chain (one's closing is the next one's opening); a period
+// up to now closes on the balance, which is the sum of the rows (money rule 6); and a period that
+// holds no time, or an unknown account, is refused.
+func TestStatementsReconcile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 500)
+	charged := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 40, "s3://in/a")
+	_, err := s.Refund(ctx, charged.Job.Key(), ledgerdb.ReasonTimedOut, "timed out", 1)
+	require.NoError(t, err)
+	var middle time.Time
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&middle))
+	_, err = s.Settle(ctx, charged.Job.Key(), 1, nil, "")
+	require.NoError(t, err)
+	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 25, "s3://in/b")
+
+	start, end := middle.Add(-time.Hour), middle.Add(time.Hour)
+	first, err := s.Statement(ctx, acct, start, middle)
+	require.NoError(t, err)
+	second, err := s.Statement(ctx, acct, middle, end)
+	require.NoError(t, err)
+	whole, err := s.Statement(ctx, acct, start, end)
+	require.NoError(t, err)
+	for _, st := range []ledgerdb.Statement{first, second, whole} {
+		sum := st.Opening
+		for _, line := range st.Lines {
+			sum += line.Amount
+		}
+		require.Equal(t, st.Closing, sum, "opening + lines = closing: %+v", st)
+	}
+	require.Equal(t, first.Closing, second.Opening, "periods that meet chain")
+	require.Equal(t, int64(0), whole.Opening)
+	balance, err := s.Balance(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, balance, whole.Closing)
+	require.Equal(t, []ledgerdb.StatementLine{
+		{Kind: ledgerdb.KindGrant, Rows: 1, Amount: 500},
+		{Kind: ledgerdb.KindCharge, Rows: 2, Amount: -65},
+		{Kind: ledgerdb.KindRefund, Rows: 1, Amount: 40},
+		{Kind: ledgerdb.KindReclaim, Rows: 1, Amount: -40},
+	}, whole.Lines)
+
+	_, err = s.Statement(ctx, acct, end, start)
+	var invalid *ledgerdb.InvalidInputError
+	require.ErrorAs(t, err, &invalid)
+	_, err = s.Statement(ctx, ledgertest.ID(t, "nobody"), start, end)
+	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
+}
