@@ -1,6 +1,6 @@
 // The repository's root holds the deployment files — docker-compose.yml, the Dockerfile — and
-// scripts/ beside them; the tests of this package check those files, where they are, against the
-// configuration and the workflows.
+// scripts/ beside them, and the pages (README.md, docs/); the tests of this package check those
+// files, where they are, against the configuration, the workflows and the code they name.
 package jobbill_test
 
 // Docker does not run on the build machines, so these tests keep docker-compose.yml and the

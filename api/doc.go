@@ -89,5 +89,6 @@
 //  5. A method of the Go client and of the TypeScript client, or the route's line, with the
 //     reason, in apiclient's outsideTheClients — TestClientsCallEveryRoute (the TypeScript client
 //     must call the Go client's routes) and TestTypeScriptBodiesAreTheWireTypes.
-//  6. Its scopes probed, key by key, in TestScopesOnEveryRoute.
+//  6. Its scopes probed, key by key, in TestScopesOnEveryRoute, which fails on a route of the
+//     table it does not probe, or probes as letting in other scopes than the table's.
 package api

@@ -8,7 +8,9 @@ package api_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -61,7 +63,9 @@ func TestCustomerKeyCannotReportResults(t *testing.T) {
 // an invalid body, a running job that cannot be deleted, an unknown webhook endpoint); a key kept
 // out gets 403 forbidden. Webhook endpoints, the delivery log and the low-balance threshold are
 // the account's: its customer key manages them, its customer_read key lists them.
-// Nothing is written: the account's rows, the job and its results are as before.
+// Nothing is written: the account's rows, the job and its results are as before. Every route of
+// the route table that takes a key has its probe, letting in the scopes the table names
+// (requireEveryRouteProbed): a route added without one fails here.
 func TestScopesOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -92,12 +96,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keys["customer"], job(running, acct, kind, "sim:hang")).code)
 	rowsBefore := e.rows(t, acct)
 
-	for _, tc := range []struct {
-		method, path string
-		body         func() any
-		allowed      int
-		who          []string
-	}{
+	probes := []scopeProbe{
 		{"POST", "/v1/jobs", func() any { return job(ledgertest.ID(t, "probe"), acct, newKind(t, "unpriced"), "sim:ok") }, 422,
 			[]string{"customer", "admin"}},
 		{"GET", "/v1/jobs" + inAcct, nil, 200, []string{"customer", "customer_read", "admin"}},
@@ -123,7 +122,9 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		{"GET", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint + "/attempts", nil, 404, []string{"customer", "customer_read", "admin"}},
 		{"POST", "/v1/accounts/" + acct + "/webhooks/" + noEndpoint + "/replay", func() any { return map[string]any{} }, 400, []string{"customer", "admin"}},
 		{"DELETE", "/v1/keys/key_0000000000000000000000", nil, 404, []string{"admin"}},
-	} {
+	}
+	requireEveryRouteProbed(t, probes)
+	for _, tc := range probes {
 		for _, who := range []string{"customer", "customer_read", "runner", "admin", "other customer", "revoked", "expired", "none"} {
 			var body any
 			if tc.body != nil {
@@ -167,6 +168,39 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+running+"/result"+inAcct, keys["runner"], map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
 	e.wait(t, acct, running, ledgerdb.StateDelivered)
 	ledgertest.RequireSound(t, e.Store, acct, other)
+}
+
+// scopeProbe is one request of TestScopesOnEveryRoute: a route's method and a path to it, the
+// body, the answer a key let in gets, and the keys let in.
+type scopeProbe struct {
+	method, path string
+	body         func() any
+	allowed      int
+	who          []string
+}
+
+// requireEveryRouteProbed fails unless the probes call every route of the API's route table that
+// takes a key — a route added without a probe would leave its scopes unchecked — and unless each
+// probe lets in exactly the scopes the route table names (the other account's customer key
+// aside, which the scope lets in and the account keeps out).
+func requireEveryRouteProbed(t *testing.T, probes []scopeProbe) {
+	t.Helper()
+	routes := api.RouteScopes()
+	mux := http.NewServeMux()
+	for pattern := range routes {
+		mux.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	}
+	probed := map[string]bool{}
+	for _, p := range probes {
+		_, pattern := mux.Handler(httptest.NewRequest(p.method, p.path, nil))
+		require.Contains(t, routes, pattern, "the probe %s %s calls no route of the route table that takes a key", p.method, p.path)
+		probed[pattern] = true
+		who := slices.DeleteFunc(slices.Clone(p.who), func(w string) bool { return w == "other customer" })
+		require.ElementsMatch(t, routes[pattern], who, "the probe %s %s lets in other scopes than the route table's %s", p.method, p.path, pattern)
+	}
+	for _, pattern := range slices.Sorted(maps.Keys(routes)) {
+		require.True(t, probed[pattern], "the route %s of the route table is probed by no row of TestScopesOnEveryRoute: add one", pattern)
+	}
 }
 
 // TestUnauthenticatedAnswersAlike checks that no key, an unknown key, an expired key and a
