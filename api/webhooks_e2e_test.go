@@ -213,14 +213,19 @@ func TestWebhooksFollowRealJobs(t *testing.T) {
 	require.Zero(t, rcv.bad, "every delivery verified")
 	rcv.mu.Unlock()
 
-	log := call(t, base, "GET", "/v1/accounts/"+acct+"/webhooks/"+created.str("id")+"/attempts", key, nil)
-	require.Equal(t, 200, log.code, log.raw)
-	delivered := 0
-	for _, entry := range log.body["attempts"].([]any) {
-		if entry.(map[string]any)["outcome"] == "delivered" {
-			delivered++
+	// The worker records an attempt once the receiver has answered, so the receiver can hold the
+	// last event a moment before its attempt is on the log: wait for the log, not the receiver.
+	var log answer
+	require.Eventually(t, func() bool {
+		log = call(t, base, "GET", "/v1/accounts/"+acct+"/webhooks/"+created.str("id")+"/attempts", key, nil)
+		require.Equal(t, 200, log.code, log.raw)
+		delivered := 0
+		for _, entry := range log.body["attempts"].([]any) {
+			if entry.(map[string]any)["outcome"] == "delivered" {
+				delivered++
+			}
 		}
-	}
-	require.Equal(t, 5, delivered, log.raw)
+		return delivered == 5
+	}, 30*time.Second, 50*time.Millisecond, "five delivered attempts on the log")
 	ledgertest.RequireSound(t, e.Store, acct)
 }
