@@ -15,8 +15,10 @@ help:
 		printf "  %-22s %s\n", substr(line, 1, i - 1), substr(line, i + 2); next } \
 		/^## / { printf "  %-22s %s\n", "", substr($$0, 4) }' $(MAKEFILE_LIST)
 
-# What `make check` runs, and why. It is the check to run before every commit: about a minute on
-# 2 cores once the build cache is warm, with no Postgres and no Temporal.
+# What `make check` runs, and why. It is the check to run before every commit, with no Postgres
+# and no Temporal. On 2 busy cores with warm caches it took 21 s when no test had changed (14 s of
+# it workflowcheck, which keeps no cache) and under 2 minutes when every test ran again (the tests
+# 1.5 min of it); the first run builds everything under -race and takes several times longer.
 # - gofmt: the one layout, so that diffs show only what changed.
 # - go vet: the compiler's own suspicious-construct checks.
 # - staticcheck (pinned as a tool in go.mod, so every machine runs the same version): bugs vet does
