@@ -25,6 +25,7 @@ import (
 // api.metrics_listen (an operator's address), and not on the public port, which answers /metrics
 // like any unknown path. The process stops cleanly when told to.
 func TestAPIServesMetricsOnTheOperatorListener(t *testing.T) {
+	workertest.NeedsTemporal(t) // RunAPI dials Temporal and opens the ledger itself
 	cfg := workertest.Config("api-metrics")
 	cfg.DatabaseURL = ledgertest.DatabaseURL()
 	cfg.API.Listen, cfg.API.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"

@@ -90,8 +90,8 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 
 	// The late-result window is a second: once the workflow has closed, the result goes to the fallback.
 	require.Eventually(t, func() bool {
-		d, err := tc.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, failed.JobID), "")
-		return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+		d, err := tc.DescribeWorkflow(ctx, workflows.JobWorkflowID(account, failed.JobID), "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() != nil
 	}, 30*time.Second, 200*time.Millisecond)
 	report, err := st.ReportResult(ctx, failed, activities.WorkResult{Attempt: 2, OutputRef: "late", FinishedAt: time.Now()})
 	require.NoError(t, err)

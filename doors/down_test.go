@@ -50,6 +50,7 @@ func (e *env) inbox(t *testing.T, key ledgerdb.JobKey, attempt int) inboxRow {
 // −cost, the inbox row applied by the signal. The outage is real: a dev server of the test's own (the shared one must
 // never stop), stopped and started again on its file store, with an in-process worker against it.
 func TestResultWhileTemporalIsDown(t *testing.T) {
+	workertest.NeedsTemporal(t) // before its own dev server starts
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -356,9 +356,9 @@ func TestChargeAfterItsRunClosedIsReportedAtOnce(t *testing.T) {
 		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 30), Work: activities.WorkRequest{InputRef: "sim:ok"}})
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "invariants test: stopped before its charge"))
-	closed, err := e.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	closed, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
 	require.NoError(t, err)
-	closedAt := closed.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+	closedAt := closed.RawResponse.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
 	// The charge commits after the close, on the database's clock.
 	for {
 		var now time.Time

@@ -135,9 +135,9 @@ func TestE2EChargeAfterItsRunClosedIsHealedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	busy.AwaitWaiter(waitLimit)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, run.GetRunID(), "stopped mid-charge"))
-	desc, err := e.Client.DescribeWorkflowExecution(ctx, workflowID, run.GetRunID())
+	desc, err := e.Client.DescribeWorkflow(ctx, workflowID, run.GetRunID())
 	require.NoError(t, err)
-	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, desc.GetWorkflowExecutionInfo().GetStatus())
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
 	busy.Release()
 
 	job := e.ledgerSettles(t, key)

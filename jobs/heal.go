@@ -174,7 +174,7 @@ func (r latestRun) signalRunID() string {
 // describeRun describes the latest run under a job's workflow ID; a workflow ID Temporal does not
 // know answers found false, without error.
 func (s *Service) describeRun(ctx context.Context, workflowID string) (latestRun, error) {
-	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	desc, err := s.opts.Temporal.DescribeWorkflow(ctx, workflowID, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -182,7 +182,7 @@ func (s *Service) describeRun(ctx context.Context, workflowID string) (latestRun
 	case err != nil:
 		return latestRun{}, err
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	return latestRun{found: true, runID: info.GetExecution().GetRunId(), typ: info.GetType().GetName(), status: info.GetStatus()}, nil
 }
 
@@ -215,9 +215,9 @@ func (s *Service) whyOwnRunClosed(ctx context.Context, workflowID string) closed
 // originalRunOpen reports whether a run of the original version, whose workflow ID was the bare
 // job ID, is still open for the job: such a run settles its job itself.
 func (s *Service) originalRunOpen(ctx context.Context, jobID string) bool {
-	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, jobID, "")
-	return err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() == workflows.WorkflowType &&
-		desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	desc, err := s.opts.Temporal.DescribeWorkflow(ctx, jobID, "")
+	return err == nil && desc.RawResponse.GetWorkflowExecutionInfo().GetType().GetName() == workflows.WorkflowType &&
+		desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // closedRun says which run of a job's workflow closed, and why: the code the job's customer is

@@ -88,7 +88,7 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	job, err := env.Store.Job(ctx, orphan)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateSubmitting, job.State)
-	_, err = env.Client.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(account, orphan.JobID), "")
+	_, err = env.Client.DescribeWorkflow(ctx, workflows.JobWorkflowID(account, orphan.JobID), "")
 	require.Error(t, err, "a placeholder within its grace must not get a workflow")
 
 	time.Sleep(reconcileGrace)

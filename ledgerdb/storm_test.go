@@ -29,9 +29,11 @@ const (
 	stormDeliver stormOp = "deliver"
 	// stormGrant tops up the job's account under a key of the job's own, so that top-ups (and
 	// their duplicates) interleave with the job rows in each account's balance chain.
-	stormGrant       stormOp = "grant"
-	stormGrantAmount         = 7
+	stormGrant stormOp = "grant"
 )
+
+// stormGrantAmount is the credits of each storm top-up.
+const stormGrantAmount = 7
 
 // stormFate is where a storm job must end; it is fixed before the storm so that the end state of
 // every job is known however the goroutines interleave.

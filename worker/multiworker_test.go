@@ -373,11 +373,11 @@ func heldOn(ctx context.Context, tc client.Client, jobs []multiJob, p *workerPro
 		if j.want != ledgerdb.StateDelivered {
 			continue
 		}
-		d, err := tc.DescribeWorkflowExecution(ctx, j.workflowID(), "")
+		d, err := tc.DescribeWorkflow(ctx, j.workflowID(), "")
 		if err != nil {
 			return nil, fmt.Errorf("describing %s: %w", j.workflowID(), err)
 		}
-		for _, pa := range d.GetPendingActivities() {
+		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetActivityType().GetName() == "RunWork" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
 				strings.HasPrefix(pa.GetLastWorkerIdentity(), p.identityPrefix()) {
 				held[j.id] = pa.GetAttempt()

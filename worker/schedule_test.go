@@ -87,9 +87,9 @@ func TestReconcileScheduleFollowsTheConfiguration(t *testing.T) {
 	require.NoError(t, worker.EnsureReconcileSchedule(ctx, tc, cfg))
 	action, in, every := describe()
 	require.Equal(t, cfg.Temporal.TaskQueue, action.TaskQueue)
-	run, err := tc.DescribeWorkflowExecution(ctx, stranded.WorkflowID, stranded.FirstExecutionRunID)
+	run, err := tc.DescribeWorkflow(ctx, stranded.WorkflowID, stranded.FirstExecutionRunID)
 	require.NoError(t, err)
-	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, run.GetWorkflowExecutionInfo().GetStatus(),
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, run.RawResponse.GetWorkflowExecutionInfo().GetStatus(),
 		"the pass stranded on the old queue is ended, so the schedule's next pass is not skipped")
 	require.Equal(t, 3*time.Minute, every)
 	require.Equal(t, 45*time.Second, in.Grace)

@@ -199,9 +199,9 @@ func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, s
 		if action.ActualTime.Before(since) || action.StartWorkflowResult == nil {
 			continue
 		}
-		run, err := tc.DescribeWorkflowExecution(ctx, action.StartWorkflowResult.WorkflowID, action.StartWorkflowResult.FirstExecutionRunID)
+		run, err := tc.DescribeWorkflow(ctx, action.StartWorkflowResult.WorkflowID, action.StartWorkflowResult.FirstExecutionRunID)
 		require.NoError(t, err)
-		status := run.GetWorkflowExecutionInfo().GetStatus()
+		status := run.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 		require.NotEqual(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, status, "pass %s failed", action.StartWorkflowResult.WorkflowID)
 		if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 			n++

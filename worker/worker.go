@@ -141,11 +141,11 @@ func endStrandedPasses(ctx context.Context, tc client.Client, queue string) erro
 		return fmt.Errorf("describing the reconcile schedule %q: %w", workflows.ReconcileScheduleID, err)
 	}
 	for _, run := range desc.Info.RunningWorkflows {
-		d, err := tc.DescribeWorkflowExecution(ctx, run.WorkflowID, run.FirstExecutionRunID)
+		d, err := tc.DescribeWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID)
 		if err != nil {
 			return fmt.Errorf("describing the reconcile pass %s: %w", run.WorkflowID, err)
 		}
-		info := d.GetWorkflowExecutionInfo()
+		info := d.RawResponse.GetWorkflowExecutionInfo()
 		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetTaskQueue() == queue {
 			continue
 		}

@@ -337,3 +337,20 @@ type anyAttempt struct{ ResultSignal }
 
 // Validate checks the signal against the ledger's own bound on attempts.
 func (s *anyAttempt) Validate() error { return s.ResultSignal.Validate(1 << 30) }
+
+// TestPolicyRefusalNamesTheFirstBadField checks that a policy with several durations out of range
+// is refused with the same words every time, naming the first in the policy's order. The refusal
+// is what a job with a bad policy leaves — it is refused before any charge, so its rows sum to 0
+// (money rule 3) — and the workflow writes it, so a replay must reach the same words.
+func TestPolicyRefusalNamesTheFirstBadField(t *testing.T) {
+	bad := Policy{
+		InitialInterval: -time.Second, MaximumInterval: -time.Second, StartToClose: -time.Second,
+		HeartbeatTimeout: -time.Second, LateResultWindow: -time.Second,
+	}
+	const want = "the policy's initial interval is -1s; it must be between 0 and "
+	for range 50 {
+		err := bad.Validate()
+		require.Error(t, err)
+		require.True(t, strings.HasPrefix(err.Error(), want), "refusal %q, want it to start %q", err, want)
+	}
+}

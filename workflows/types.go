@@ -182,13 +182,18 @@ const maxPolicyAttempts = 1000
 // Validate says why Temporal could not run the work under p, or nil. Zero fields are valid: they
 // take the defaults.
 func (p Policy) Validate() error {
-	for name, d := range map[string]time.Duration{
-		"initial interval": p.InitialInterval, "maximum interval": p.MaximumInterval,
-		"start-to-close timeout": p.StartToClose, "heartbeat timeout": p.HeartbeatTimeout,
-		"late-result window": p.LateResultWindow,
+	// A slice, not a map: the workflow runs this, so the refusal must name the same field on
+	// every run and replay.
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"initial interval", p.InitialInterval}, {"maximum interval", p.MaximumInterval},
+		{"start-to-close timeout", p.StartToClose}, {"heartbeat timeout", p.HeartbeatTimeout},
+		{"late-result window", p.LateResultWindow},
 	} {
-		if d < 0 || d > maxPolicyDuration {
-			return fmt.Errorf("the policy's %s is %s; it must be between 0 and %s", name, d, maxPolicyDuration)
+		if f.d < 0 || f.d > maxPolicyDuration {
+			return fmt.Errorf("the policy's %s is %s; it must be between 0 and %s", f.name, f.d, maxPolicyDuration)
 		}
 	}
 	switch {

@@ -103,7 +103,7 @@ func OpenForCommand(ctx context.Context, c config.Config, z *zap.Logger) (*Conns
 	}
 	if conns.Temporal, err = client.NewLazyClient(clientOptions(c, z, nil)); err != nil {
 		conns.Close()
-		return nil, fmt.Errorf("Temporal at %s: %w", c.Temporal.Address, err)
+		return nil, fmt.Errorf("a client of Temporal at %s: %w", c.Temporal.Address, err)
 	}
 	return conns, nil
 }

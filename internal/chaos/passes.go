@@ -62,11 +62,11 @@ func (w *passWatcher) refresh(ctx context.Context) error {
 		if known {
 			continue
 		}
-		d, err := w.tc.DescribeWorkflowExecution(ctx, run.WorkflowID, run.FirstExecutionRunID)
+		d, err := w.tc.DescribeWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID)
 		if err != nil {
 			return err
 		}
-		status := d.GetWorkflowExecutionInfo().GetStatus()
+		status := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}
@@ -288,13 +288,13 @@ func (r *run) busy(ctx context.Context) ([]string, error) {
 			continue
 		}
 		// Visibility lags: a job missing from the list is confirmed by describing its workflow.
-		d, err := r.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		d, err := r.tc.DescribeWorkflow(ctx, workflowID, "")
 		var notFound *serviceerror.NotFound
 		switch {
 		case errors.As(err, &notFound):
 		case err != nil:
 			return nil, err
-		case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		case d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			continue
 		}
 		// Re-read after the describe: a run that settled the job as it closed left no fault.

@@ -50,6 +50,7 @@ var (
 // first use: the tests' database URLs with the database name suffixed by "_" and name.
 func DeploymentOf(t testing.TB, name string) *Deployment {
 	t.Helper()
+	NeedsPostgres(t)
 	deploymentsMu.Lock()
 	defer deploymentsMu.Unlock()
 	if d := deployments[name]; d != nil {

@@ -64,10 +64,22 @@ var (
 	ownerOnce sync.Once
 )
 
+// NeedsPostgres skips the test under -short: `make check` runs only the tests that need no
+// service, and `make test` runs the rest. Every helper here that opens the test database calls it
+// first, so a test that reaches Postgres through them skips by itself; a test that opens the
+// database some other way calls it at its start.
+func NeedsPostgres(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Postgres: make test runs it")
+	}
+}
+
 // Store is a Store on the migrated test database, shared by every test of the process. Its pool
 // holds up to 40 connections so that concurrency tests really run concurrently.
 func Store(t testing.TB) *ledgerdb.Store {
 	t.Helper()
+	NeedsPostgres(t)
 	once.Do(func() {
 		ctx := context.Background()
 		if sharedErr = ledgerdb.Migrate(ctx, MigrateDatabaseURL()); sharedErr != nil {

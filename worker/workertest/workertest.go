@@ -48,10 +48,12 @@ var (
 
 // Shared is the process's worker called name, started on first use: the default configuration
 // with a task queue unique to this process, then configure (which may be nil). The worker lives as
-// long as the test process; the tests share it and may run in parallel. It fails the test, never
-// skips it, when the dev server cannot be reached: CI must not pass by not checking.
+// long as the test process; the tests share it and may run in parallel. It skips the test only
+// under -short ([NeedsTemporal]); otherwise it fails it when the dev server cannot be reached: CI
+// must not pass by not checking.
 func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	t.Helper()
+	NeedsTemporal(t)
 	store := ledgertest.Store(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -69,6 +71,17 @@ func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	}
 	started[name] = env
 	return env
+}
+
+// NeedsTemporal skips the test under -short: `make check` runs only the tests that need no
+// service, and `make test` runs the rest. Shared and Start call it first, so a test that reaches
+// Temporal through them skips by itself; a test that dials Temporal, or starts a server or the
+// CLI, before either calls it at its start.
+func NeedsTemporal(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Temporal and Postgres: make test runs it")
+	}
 }
 
 // QuickPolicy makes a job settle in seconds instead of the GPU defaults' minutes: 3 attempts,
@@ -139,6 +152,7 @@ func Config(name string) config.Config {
 // It fails the test when Temporal cannot be reached.
 func Start(t testing.TB, cfg config.Config) *Env {
 	t.Helper()
+	NeedsTemporal(t)
 	env, err := start(ledgertest.Store(t), cfg)
 	if err != nil {
 		t.Fatalf("starting a test worker against Temporal at %s (namespace %s): %v", cfg.Temporal.Address, cfg.Temporal.Namespace, err)
