@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +165,3 @@ func deadLetter(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	require.NoError(t, err)
 	return job.Job.Key()
 }
-
-// path is a console path under the site.
-func (s *site) path(parts ...string) string { return s.URL + strings.Join(parts, "") }

@@ -188,11 +188,11 @@ func (s *Service) startOrReject(ctx context.Context, job Job, placeholder ledger
 // (errDeciding). When Temporal cannot tell — it is unreachable, or no run was ever started — err
 // stands: the job is received, and its charge undecided.
 func (s *Service) whyUndecided(ctx context.Context, job Job, err error) error {
-	desc, descErr := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "")
+	desc, descErr := s.opts.Temporal.DescribeWorkflow(ctx, workflows.JobWorkflowID(job.AccountID, job.ID), "")
 	if descErr != nil {
 		return err
 	}
-	if held := holding(desc.GetWorkflowExecutionInfo()); held != nil {
+	if held := holding(desc.RawResponse.GetWorkflowExecutionInfo()); held != nil {
 		return fmt.Errorf("%w (after: %v)", held, err)
 	}
 	return fmt.Errorf("%w (after: %v)", errDeciding, err)
@@ -336,17 +336,17 @@ func (s *Service) awaitClose(ctx context.Context, workflowID string) bool {
 		case <-time.After(wait):
 		}
 		wait = pollEvery
-		desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+		desc, err := s.opts.Temporal.DescribeWorkflow(ctx, workflowID, "")
 		if err != nil {
 			continue
 		}
-		switch held := holding(desc.GetWorkflowExecutionInfo()); {
+		switch held := holding(desc.RawResponse.GetWorkflowExecutionInfo()); {
 		case errors.Is(held, ErrWorkflowIDTaken):
 			return false
 		case held != nil:
 			return true
 		}
-		iter := s.opts.Temporal.GetWorkflowHistory(ctx, workflowID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), true,
+		iter := s.opts.Temporal.GetWorkflowHistory(ctx, workflowID, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), true,
 			enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 		if iter.HasNext() {
 			if _, err := iter.Next(); err == nil {
@@ -397,11 +397,11 @@ func onWorkflowIDHeld(workflowType string, running bool) heldIDAction {
 // attach sends the charge-decision update to the workflow already under the job's workflow ID,
 // after checking that it is this job's MeteredJob and that it runs ([onWorkflowIDHeld]).
 func (s *Service) attach(ctx context.Context, workflowID, jobID string) (client.WorkflowUpdateHandle, error) {
-	desc, err := s.opts.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	desc, err := s.opts.Temporal.DescribeWorkflow(ctx, workflowID, "")
 	if err != nil {
 		return nil, fmt.Errorf("describing the workflow under the job's ID: %w", err)
 	}
-	if held := holding(desc.GetWorkflowExecutionInfo()); held != nil {
+	if held := holding(desc.RawResponse.GetWorkflowExecutionInfo()); held != nil {
 		return nil, held
 	}
 	handle, err := s.opts.Temporal.UpdateWorkflow(ctx, chargeDecisionUpdate(workflowID, jobID))

@@ -194,11 +194,11 @@ func (r *run) reset(ctx context.Context, p jobPlan) {
 	)
 	err := r.retry(ctx, func(ctx context.Context) error {
 		skipped = ""
-		desc, err := r.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		desc, err := r.tc.DescribeWorkflow(ctx, workflowID, "")
 		if err != nil {
 			return err
 		}
-		info := desc.GetWorkflowExecutionInfo()
+		info := desc.RawResponse.GetWorkflowExecutionInfo()
 		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			skipped = "its workflow had closed (" + info.GetStatus().String() + "); nothing to reset"
 			return nil
