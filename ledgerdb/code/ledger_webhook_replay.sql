@@ -43,7 +43,9 @@ BEGIN
                     AND le.kind IN ('charge', 'refund', 'reclaim')
                   UNION
                   SELECT j.id FROM jobs j
-                  WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL AND j.updated_at >= p_since),
+                  WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL
+                    -- By the transition's own time: updated_at moves later (a delete).
+                    AND coalesce(j.rejected_at, j.delivered_at) >= p_since),
             ARRAY(SELECT le.id FROM ledger_entries le
                   WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL AND le.amount < 0),
             e.id, horizon);
