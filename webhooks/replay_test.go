@@ -1,0 +1,96 @@
+package webhooks_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/webhooks"
+)
+
+// TestAnotherTenantsReplaysCannotStarveDerivePasses checks that every account's events are still
+// derived while one customer replays its own endpoint back to back (each replay --since holds the
+// derive passes' lock while it derives): a tenant's own API calls must not hold every other
+// tenant's events back.
+func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	attacker := ledgertest.Account(t, s, 1000)
+	lifecycle(t, s, attacker, ledgertest.Fixed(t, s, 10), 3)
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: attacker, URL: "https://hooks.example.com/" + attacker}, webhooks.URLPolicy{})
+	require.NoError(t, err)
+	victim := ledgertest.Account(t, s, 100)
+	listening(t, ws, victim)
+	caughtUp(t, ws)
+
+	stop := make(chan struct{})
+	done := make(chan struct{}, 3)
+	since := time.Unix(0, 0)
+	for range 3 { // three requests in flight, well under the API's 20 a second per key
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = ws.Replay(ctx, attacker, ep.ID, webhooks.Replay{Since: &since})
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		for range 3 {
+			<-done
+		}
+	}()
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT pg_sleep(0.2)`).Scan(new(string))) // the replays are running
+
+	job := submit(t, s, victim, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	passes, skipped := 0, 0
+	ok := assert.Eventually(t, func() bool {
+		n, _, err := ws.Derive(ctx, 1000)
+		require.NoError(t, err)
+		passes++
+		if n == 0 {
+			skipped++
+		}
+		return len(jobEvents(t, s, job)) == 1
+	}, 30*time.Second, 10*time.Millisecond, "the victim's charge is derived while another tenant replays")
+	t.Logf("derive passes tried: %d, answered 0 (lock held by a replay or nothing new): %d, derived: %v", passes, skipped, ok)
+}
+
+// TestReplayInFlightNeverMakesADerivePassSkip checks the same rule without depending on timing:
+// while one account's replay since a time is still running (its transaction open), a derive pass
+// still derives another account's committed transitions; a replay never holds the passes' lock.
+func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	other := ledgertest.Account(t, s, 1000)
+	lifecycle(t, s, other, ledgertest.Fixed(t, s, 10), 1)
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: other, URL: "https://hooks.example.com/" + other}, webhooks.URLPolicy{})
+	require.NoError(t, err)
+	acct := ledgertest.Account(t, s, 100)
+	listening(t, ws, acct)
+	caughtUp(t, ws)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // committed before the replay begins
+
+	replay, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = replay.Rollback(ctx) }()
+	inTx(t, replay, `SELECT outcome FROM ledger_webhook_replay($1, NULL, $2)`, ep.ID, time.Unix(0, 0))
+
+	_, _, err = ws.Derive(ctx, 1000) // one pass, not retried: it must not find the lock taken
+	require.NoError(t, err)
+	require.Equal(t, []string{"job.charged"}, jobEvents(t, s, job), "the pass derives the charge while the other account's replay runs")
+}
