@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -234,4 +235,25 @@ func TestPassDerivesAJobsEarlierEventsWhenItMovesAgain(t *testing.T) {
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
 		WHERE e.account_id = $1`, acct).Scan(&queued))
 	require.Equal(t, 2, queued, "both are queued to the endpoint")
+}
+
+// TestDerivePassRefusesACursorAheadOfTheCluster checks that events are never held back in silence:
+// a cursor ahead of every transaction the cluster has begun (a database restored from a logical
+// dump, whose transaction IDs start lower) would make every pass read nothing, so a pass fails
+// with an error that says so and how to reset it, and writes nothing.
+func TestDerivePassRefusesACursorAheadOfTheCluster(t *testing.T) {
+	ctx := context.Background()
+	ledgertest.Store(t)
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }() // the shared cursor is left as it was
+	_, err = tx.Exec(ctx, `UPDATE webhook_derive_cursor
+		SET horizon = ((pg_snapshot_xmax(pg_current_snapshot())::text::numeric + 1000000)::text)::xid8`)
+	require.NoError(t, err)
+	var derived int
+	err = tx.QueryRow(ctx, `SELECT derived FROM ledger_webhook_derive(1000)`).Scan(&derived)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a pass must not answer 0 while the cursor is ahead of the cluster")
+	require.Equal(t, "55000", pgErr.Code)
+	require.Contains(t, pgErr.Message, "ahead of every transaction")
 }
