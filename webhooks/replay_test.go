@@ -94,3 +94,27 @@ func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"job.charged"}, jobEvents(t, s, job), "the pass derives the charge while the other account's replay runs")
 }
+
+// TestReplaySinceSendsNothingFromBeforeIt checks replay's promise, every event since the time and
+// none from before it, for a job whose row changed after the time though its transition came
+// before: a job rejected before the time and deleted after it has no event to replay.
+func TestReplaySinceSendsNothingFromBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	rejected := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.RejectOrphan(ctx, rejected, ledgerdb.RejectWorkflowEnded))
+	var since time.Time
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT clock_timestamp() FROM pg_sleep(0.02)`).Scan(&since))
+	_, err := s.Delete(ctx, rejected)
+	require.NoError(t, err)
+	caughtUp(t, ws) // read while the account has no endpoint: no event yet
+	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct}, webhooks.URLPolicy{})
+	require.NoError(t, err)
+
+	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &since})
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "the job was rejected before the time")
+	require.Empty(t, jobEvents(t, s, rejected))
+}
