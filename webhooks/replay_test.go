@@ -13,18 +13,27 @@ import (
 	"github.com/jobbill/jobbill/webhooks"
 )
 
+// replayer sets up the tenant that replays in the tests below: an account with the history of n
+// jobs and an endpoint to replay it to; answers the account and the endpoint's ID.
+func replayer(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, n int) (string, string) {
+	t.Helper()
+	acct := ledgertest.Account(t, s, 1000)
+	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), n)
+	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
+		webhooks.URLPolicy{})
+	require.NoError(t, err)
+	return acct, ep.ID
+}
+
 // TestAnotherTenantsReplaysCannotStarveDerivePasses checks that every account's events are still
-// derived while one customer replays its own endpoint back to back (each replay --since holds the
-// derive passes' lock while it derives): a tenant's own API calls must not hold every other
-// tenant's events back.
+// derived while one customer replays its own endpoint back to back (a replay --since derives its
+// account's rows itself, and must never hold the derive passes' lock to do it): a tenant's own API
+// calls must not hold every other tenant's events back.
 func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	attacker := ledgertest.Account(t, s, 1000)
-	lifecycle(t, s, attacker, ledgertest.Fixed(t, s, 10), 3)
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: attacker, URL: "https://hooks.example.com/" + attacker}, webhooks.URLPolicy{})
-	require.NoError(t, err)
+	attacker, ep := replayer(t, s, ws, 3)
 	victim := ledgertest.Account(t, s, 100)
 	listening(t, ws, victim)
 	caughtUp(t, ws)
@@ -41,7 +50,7 @@ func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
 					return
 				default:
 				}
-				_, _ = ws.Replay(ctx, attacker, ep.ID, webhooks.Replay{Since: &since})
+				_, _ = ws.Replay(ctx, attacker, ep, webhooks.Replay{Since: &since})
 			}
 		}()
 	}
@@ -75,10 +84,7 @@ func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	other := ledgertest.Account(t, s, 1000)
-	lifecycle(t, s, other, ledgertest.Fixed(t, s, 10), 1)
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: other, URL: "https://hooks.example.com/" + other}, webhooks.URLPolicy{})
-	require.NoError(t, err)
+	_, ep := replayer(t, s, ws, 1)
 	acct := ledgertest.Account(t, s, 100)
 	listening(t, ws, acct)
 	caughtUp(t, ws)
@@ -88,7 +94,7 @@ func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
 	replay, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = replay.Rollback(ctx) }()
-	inTx(t, replay, `SELECT outcome FROM ledger_webhook_replay($1, NULL, $2)`, ep.ID, time.Unix(0, 0))
+	inTx(t, replay, `SELECT outcome FROM ledger_webhook_replay($1, NULL, $2)`, ep, time.Unix(0, 0))
 
 	_, _, err = ws.Derive(ctx, 1000) // one pass, not retried: it must not find the lock taken
 	require.NoError(t, err)
