@@ -126,6 +126,11 @@ type jobRow struct {
 	// OutcomeXID is the transaction that rejected or delivered the job, which its webhook event is
 	// derived from (docs/design.md, "Webhooks"); a Job does not carry it.
 	OutcomeXID *uint64
+	// RejectedAt, AttemptsAtRefund and BalanceAtDelivery are what the job's rejection, refund and
+	// delivery said when they happened, kept for its webhook events; a Job does not carry them.
+	RejectedAt        *time.Time
+	AttemptsAtRefund  *int32
+	BalanceAtDelivery *int64
 }
 
 // job is the row as a Job.

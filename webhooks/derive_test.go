@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -166,9 +167,10 @@ func TestDerivePassKilledMidwayLosesNothing(t *testing.T) {
 }
 
 // TestAccountWithoutEndpointsGetsNoEvents checks that an account without endpoints costs the
-// delivery side nothing: its transitions derive no event and queue nothing. A replay since a time
-// to an endpoint made later derives them then, from the same rows, in order, and sends them to that
-// endpoint only.
+// delivery side nothing: its transitions derive no event and queue nothing while it has none, and
+// a pass after its first endpoint does not derive them either while its jobs do not move again. A
+// replay since a time to an endpoint made later derives them then, from the same rows, in order,
+// and sends them to that endpoint only.
 func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -181,7 +183,7 @@ func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 	rcv := newReceiver(t)
 	ep := rcv.endpoint(t, ws, acct)
 	caughtUp(t, ws)
-	require.Empty(t, events(t, ws, acct), "transitions before the endpoint are not derived by a pass")
+	require.Empty(t, events(t, ws, acct), "jobs that did not move again since the endpoint get no event from a pass")
 	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &start})
 	require.NoError(t, err)
 	require.Equal(t, 5, n)
@@ -208,4 +210,50 @@ func TestReclaimedTombstoneEventSaysDeleted(t *testing.T) {
 	require.Equal(t, []string{"job.charged", "job.refunded", "job.reclaimed"}, types(evs))
 	d := data(t, evs[2])
 	require.Equal(t, []any{"deleted", 90.0, 210.0, 1000.0 - 90}, []any{d["state"], d["charged"], d["released"], d["balance_after"]})
+}
+
+// TestPassDerivesAJobsEarlierEventsWhenItMovesAgain checks the rule docs/design.md gives for an
+// account that adds its first endpoint later: a job's transition from before the endpoint is not
+// derived by a pass on its own, but once the job moves again the pass derives all of the job's
+// events, the earlier first, and queues them to the endpoint, so a job's events reach it in the
+// order the job passed through them.
+func TestPassDerivesAJobsEarlierEventsWhenItMovesAgain(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	ws := webhooks.NewStore(s.Pool())
+	acct := ledgertest.Account(t, s, 100)
+	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
+	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	caughtUp(t, ws) // the charge is read while the account has no endpoint
+
+	listening(t, ws, acct)
+	require.Empty(t, events(t, ws, acct), "the charge alone is not derived by a pass")
+	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1))
+	evs := events(t, ws, acct)
+	require.Equal(t, []string{"job.charged", "job.refunded"}, types(evs), "the job's earlier event comes with its later one, first")
+	var queued int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE e.account_id = $1`, acct).Scan(&queued))
+	require.Equal(t, 2, queued, "both are queued to the endpoint")
+}
+
+// TestDerivePassRefusesACursorAheadOfTheCluster checks that events are never held back in silence:
+// a cursor ahead of every transaction the cluster has begun (a database restored from a logical
+// dump, whose transaction IDs start lower) would make every pass read nothing, so a pass fails
+// with an error that says so and how to reset it, and writes nothing.
+func TestDerivePassRefusesACursorAheadOfTheCluster(t *testing.T) {
+	ctx := context.Background()
+	ledgertest.Store(t)
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }() // the shared cursor is left as it was
+	_, err = tx.Exec(ctx, `UPDATE webhook_derive_cursor
+		SET horizon = ((pg_snapshot_xmax(pg_current_snapshot())::text::numeric + 1000000)::text)::xid8`)
+	require.NoError(t, err)
+	var derived int
+	err = tx.QueryRow(ctx, `SELECT derived FROM ledger_webhook_derive(1000)`).Scan(&derived)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a pass must not answer 0 while the cursor is ahead of the cluster")
+	require.Equal(t, "55000", pgErr.Code)
+	require.Contains(t, pgErr.Message, "ahead of every transaction")
 }

@@ -17,7 +17,11 @@ BEGIN
         OR (OLD.is_reclaimed AND NOT NEW.is_reclaimed) OR (OLD.is_settled AND NOT NEW.is_settled)
         OR (OLD.state = 'deleted' AND NEW.state <> 'deleted')
         -- The transaction a job's rejection or delivery event is derived from stays what it was.
-        OR (OLD.outcome_xid IS NOT NULL AND NEW.outcome_xid IS DISTINCT FROM OLD.outcome_xid) THEN
+        OR (OLD.outcome_xid IS NOT NULL AND NEW.outcome_xid IS DISTINCT FROM OLD.outcome_xid)
+        -- What the rejection, refund and delivery said, which their events are derived from.
+        OR (OLD.rejected_at IS NOT NULL AND NEW.rejected_at IS DISTINCT FROM OLD.rejected_at)
+        OR (OLD.attempts_at_refund IS NOT NULL AND NEW.attempts_at_refund IS DISTINCT FROM OLD.attempts_at_refund)
+        OR (OLD.balance_at_delivery IS NOT NULL AND NEW.balance_at_delivery IS DISTINCT FROM OLD.balance_at_delivery) THEN
         RAISE EXCEPTION 'job %: guard flags and tombstones never go back', OLD.id
             USING ERRCODE = 'JB002';
     END IF;

@@ -66,7 +66,7 @@ BEGIN
     IF NOT FOUND THEN
         SELECT CASE WHEN a.balance >= j.cost THEN 'exposure_limit' ELSE 'insufficient_credits' END
         INTO reason FROM accounts a WHERE a.id = j.account_id;
-        UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now(), outcome_xid = pg_current_xact_id()
+        UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now(), rejected_at = now(), outcome_xid = pg_current_xact_id()
         WHERE id = p_job_id AND state = 'submitting'
         RETURNING * INTO j;
         RETURN ledger_job_result_of('rejected', NULL, NULL, j);

@@ -10,7 +10,9 @@ DECLARE
     j jobs;
 BEGIN
     UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(), outcome_xid = pg_current_xact_id(),
-                    attempts = greatest(attempts, p_attempts)
+                    attempts = greatest(attempts, p_attempts),
+                    -- The balance this delivery saw, for its event when no release row is written.
+                    balance_at_delivery = (SELECT a.balance FROM accounts a WHERE a.id = jobs.account_id)
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF NOT FOUND THEN

@@ -11,7 +11,8 @@ DECLARE
 BEGIN
     WITH refunded AS (
         UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
-                        refund_reason_code = p_reason_code, refund_reason = p_detail, attempts = greatest(attempts, p_attempts)
+                        refund_reason_code = p_reason_code, refund_reason = p_detail, attempts = greatest(attempts, p_attempts),
+                        attempts_at_refund = greatest(attempts, p_attempts)
         WHERE id = p_job_id AND state = 'running' AND is_charged AND NOT is_refunded
         RETURNING jobs AS job
     ), credit AS (

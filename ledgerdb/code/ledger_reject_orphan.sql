@@ -20,7 +20,7 @@ BEGIN
     ELSIF j.state <> 'submitting' OR j.is_charged THEN
         RETURN ledger_job_result_of('not_applied', NULL, NULL, j);
     END IF;
-    UPDATE jobs SET state = 'rejected', reject_reason = p_reason, updated_at = now(), outcome_xid = pg_current_xact_id()
+    UPDATE jobs SET state = 'rejected', reject_reason = p_reason, updated_at = now(), rejected_at = now(), outcome_xid = pg_current_xact_id()
     WHERE id = p_job_id AND state = 'submitting' AND NOT is_charged
     RETURNING * INTO j;
     RETURN ledger_job_result_of('applied', NULL, NULL, j);

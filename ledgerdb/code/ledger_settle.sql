@@ -23,7 +23,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(), outcome_xid = pg_current_xact_id(),
-                    attempts = greatest(attempts, p_attempts), output_ref = p_output_ref
+                    attempts = greatest(attempts, p_attempts), output_ref = p_output_ref,
+                    -- The balance this delivery saw, for its event when no release row is written.
+                    balance_at_delivery = (SELECT a.balance FROM accounts a WHERE a.id = jobs.account_id)
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN

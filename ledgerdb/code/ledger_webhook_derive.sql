@@ -35,6 +35,13 @@ BEGIN
         RETURN;
     END IF;
     SELECT c.horizon INTO lo FROM webhook_derive_cursor c;
+    -- A cursor beyond every transaction the cluster has begun can only be a copy's (a database
+    -- restored from a logical dump starts its transaction IDs lower): every pass would read nothing
+    -- until the new IDs caught up, in silence. Fail loudly instead; the operator resets the cursor.
+    IF lo > pg_snapshot_xmax(pg_current_snapshot()) THEN
+        RAISE EXCEPTION 'derive: the cursor (%) is ahead of every transaction this cluster has begun (%): the database was restored from a logical dump; reset the cursor (docs/operations.md, "Webhooks")',
+            lo, pg_snapshot_xmax(pg_current_snapshot()) USING ERRCODE = '55000';
+    END IF;
     IF hi <= lo THEN
         RETURN QUERY SELECT 0, false;
         RETURN;

@@ -7,9 +7,13 @@
 -- built from what the transition fixed (cost, price, units used, reasons), never from the job's
 -- state now, so that an event derived late says what an event written at once would have said.
 --
+-- A rejection's time and a refund's attempts are the ones its UPDATE kept (rejected_at,
+-- attempts_at_refund), not updated_at and attempts, which a delete and a redrive move later.
+--
 -- balance_after is the balance the transition's own rows left: after a reclaim, the release
--- written with it; a delivery with no release row leaves the balance where the account's ledger
--- stood when the job was delivered (its last row by then); a rejection moves no money (NULL).
+-- written with it; a delivery with no release row, the balance the delivering transaction read
+-- (balance_at_delivery; for a delivery from before that column, the account's last row by the
+-- delivery's time); a rejection moves no money (NULL).
 CREATE FUNCTION ledger_webhook_job_events(j jobs)
 RETURNS TABLE (type text, rank integer, src_xid xid8, at timestamptz, payload jsonb)
 LANGUAGE sql STABLE AS $$
@@ -18,12 +22,13 @@ LANGUAGE sql STABLE AS $$
     ), transitions AS (
         SELECT 'job.charged' AS type, 1 AS rank, c.xid, c.created_at AS at, c.balance_after FROM own c WHERE c.kind = 'charge'
         UNION ALL
-        SELECT 'job.rejected', 1, j.outcome_xid, j.updated_at, NULL WHERE j.reject_reason IS NOT NULL AND j.outcome_xid IS NOT NULL
+        SELECT 'job.rejected', 1, j.outcome_xid, coalesce(j.rejected_at, j.updated_at), NULL WHERE j.reject_reason IS NOT NULL AND j.outcome_xid IS NOT NULL
         UNION ALL
         SELECT 'job.refunded', 2, r.xid, r.created_at, r.balance_after FROM own r WHERE r.kind = 'refund'
         UNION ALL
         SELECT 'job.delivered', 3, j.outcome_xid, j.delivered_at, coalesce(
                    (SELECT rel.balance_after FROM own rel WHERE rel.kind = 'release'),
+                   j.balance_at_delivery,
                    (SELECT le.balance_after FROM ledger_entries le
                     WHERE le.account_id = j.account_id AND le.created_at <= j.delivered_at ORDER BY le.id DESC LIMIT 1))
         WHERE j.reject_reason IS NULL AND j.outcome_xid IS NOT NULL
@@ -64,7 +69,10 @@ LANGUAGE sql STABLE AS $$
             WHEN t.type = 'job.rejected' THEN j.reject_reason
             WHEN t.type IN ('job.refunded', 'job.reclaimed') THEN j.refund_reason_code END,
         -- A charge comes before any attempt; the later transitions record the attempts made.
-        'attempts', CASE WHEN t.type = 'job.charged' THEN 0 ELSE j.attempts END,
+        -- A refund's count is the one it recorded: a redrive's attempts come after it.
+        'attempts', CASE WHEN t.type = 'job.charged' THEN 0
+                         WHEN t.type = 'job.refunded' THEN coalesce(j.attempts_at_refund, j.attempts)
+                         ELSE j.attempts END,
         'balance_after', t.balance_after)
     FROM transitions t
     ORDER BY t.rank;

@@ -6,9 +6,16 @@
 --
 -- Events are derived only while an account has an endpoint (ledger_webhook_derive), so a replay
 -- since a time first derives those of the account's transitions since then that no pass wrote (from
--- before its first endpoint, or not yet reached by the cursor), under the derive pass's lock, and
--- queues them (ledger_webhook_materialize): a replay sends every event of the account since the
--- time, as the rows tell it. Rows written by the old outbox's time have their events already.
+-- before its first endpoint, or not yet reached by the cursor) and queues them
+-- (ledger_webhook_materialize): a replay sends every event of the account since the time, as the
+-- rows tell it. Rows written by the old outbox's time have their events already.
+--
+-- It derives only its own account's committed rows and never takes the derive pass's lock, nor
+-- moves the cursor: a customer's replays, however many are in flight, can never make a pass skip
+-- (a pass only tries the lock) and so hold every other account's events back. A pass deriving the
+-- same job at the same time is harmless: events are unique per job and type, both write a job's
+-- events in the same order, and whichever writes an event queues it (an event at or above the
+-- cursor read here to every endpoint, as the pass would).
 CREATE FUNCTION ledger_webhook_replay(p_endpoint_id text, p_event_id text, p_since timestamptz)
 RETURNS TABLE (outcome text, queued integer)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -34,7 +41,6 @@ BEGIN
         RETURN;
     END IF;
     IF p_since IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock(hashtext('ledger_webhook_derive/' || current_schema()));
         SELECT c.horizon INTO horizon FROM webhook_derive_cursor c;
         -- Each event written here is queued to this endpoint: counted among those replayed.
         derived := ledger_webhook_materialize(
@@ -43,7 +49,9 @@ BEGIN
                     AND le.kind IN ('charge', 'refund', 'reclaim')
                   UNION
                   SELECT j.id FROM jobs j
-                  WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL AND j.updated_at >= p_since),
+                  WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL
+                    -- By the transition's own time: updated_at moves later (a delete).
+                    AND coalesce(j.rejected_at, j.delivered_at) >= p_since),
             ARRAY(SELECT le.id FROM ledger_entries le
                   WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL AND le.amount < 0),
             e.id, horizon);
