@@ -268,7 +268,9 @@ func TestBadInputAtEveryForm(t *testing.T) {
 }
 
 // TestStatementAddsUp checks the statement's rule: the opening balance plus the period's rows,
-// summed by kind, is the closing balance; and a statement up to now closes on the balance.
+// summed by kind, is the closing balance; a statement up to now closes on the balance; and the
+// statement says whether it is final: a period that has not ended is provisional, one that ended
+// with no transaction still open that could date a row inside it is final.
 func TestStatementAddsUp(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 1000)
@@ -285,7 +287,15 @@ func TestStatementAddsUp(t *testing.T) {
 		opening, lines, closing := parseStatement(t, answer.body)
 		require.Equal(t, closing, opening+lines, answer.body)
 		require.Equal(t, balance(t, s.Store, acct), closing, answer.body)
+		require.Contains(t, answer.body, "\nstatus,provisional,,\n", "a period that has not ended")
+		require.Contains(t, answer.resp.Header.Get("Content-Disposition"), "-provisional.csv")
 	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	require.Eventually(t, func() bool { // other tests' transactions may be open a moment
+		answer := get(t, c, s.URL+"/console/accounts/"+acct+"/statement.csv?from=2020-01-01&to="+today)
+		require.Equal(t, http.StatusOK, answer.code, answer.body)
+		return strings.Contains(answer.body, "\nstatus,final,,\n")
+	}, time.Minute, 20*time.Millisecond, "a period that ended before every open transaction began is final")
 }
 
 // parseStatement reads a statement's CSV: its opening balance, the sum of its lines and its
@@ -296,6 +306,9 @@ func parseStatement(t *testing.T, body string) (opening, lines, closing int64) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"line", "kind", "rows", "credits"}, records[0])
 	for _, rec := range records[1:] {
+		if rec[0] == "status" {
+			continue
+		}
 		n, err := strconv.ParseInt(rec[3], 10, 64)
 		require.NoError(t, err)
 		switch rec[0] {
