@@ -11,6 +11,7 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/webhooks"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -189,6 +190,8 @@ type jobRow struct {
 type jobData struct {
 	Status jobs.Status
 	Rows   []jobRow
+	// Deliveries are the job's webhook events at its account's endpoints.
+	Deliveries []webhooks.JobDelivery
 	// Operator's detail: shown to admin sessions only.
 	Operator *operatorJob
 }
@@ -231,7 +234,11 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	data := jobData{Status: st}
+	deliveries, err := c.hooks.JobDeliveries(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	data := jobData{Status: st, Deliveries: deliveries}
 	for _, e := range entries {
 		data.Rows = append(data.Rows, jobRow{Entry: e, Text: jobs.RowText(job, e)})
 	}
