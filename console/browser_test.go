@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,13 +245,17 @@ func (b *tab) signIn(secret string) {
 // and its closing the balance; finds another tenant's job exactly not found; and a form forged in
 // the page is refused. An operator then opens the account by ID, finds the dead letter in every
 // account's list, reads its detail and its Temporal UI link, and re-drives it through the job
-// page's form, and the ledger recovers it (its refund reclaimed once). Every page
+// page's form, and the ledger recovers it (its refund reclaimed once). Both read, on the recovered
+// job's page, each of its webhook events at the account's endpoint, its attempts and that it was
+// delivered. Every page
 // carries the Content-Security-Policy, the console logs no error, and axe-core finds no serious
 // or critical accessibility violation on the main pages.
 func TestBrowser(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 1000)
+	hookURL, deliverAll := hooked(t, s.Store, acct)
 	job := recovered(t, s.Store, acct)
+	deliverAll(job)
 	dead := deadLetter(t, s.Store, acct)
 	other := ledgertest.Account(t, s.Store, 1000)
 	theirs := recovered(t, s.Store, other)
@@ -293,6 +298,11 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, b.text(".sentence"), "Done: the result arrived after the job had been refunded")
 	require.Contains(t, b.text(".facts"), "price version 1")
 	require.NotContains(t, b.text("main"), "timed out after 3 attempts", "a customer never reads the operator's detail")
+	// What the account's endpoint was told about the job, and that it arrived.
+	deliveries := b.text("table.deliveries")
+	for _, event := range []string{"job.charged", "job.refunded", "job.reclaimed"} {
+		require.Regexp(t, event+` msg_[0-9a-f]{32}, [^\n]*\s+`+regexp.QuoteMeta(hookURL)+` we_[0-9a-f]{32}\s+1\s+delivered \(last answer HTTP 204\)`, deliveries)
+	}
 	b.accessible("job")
 	b.screenshot("job")
 
@@ -334,6 +344,9 @@ func TestBrowser(t *testing.T) {
 	b.do(chromedp.SendKeys(chromedp.CSS("#account_id"), acct))
 	b.submit("form[action='/console/operator/account'] button")
 	require.Equal(t, "Account "+acct, b.text("h1"))
+	b.open("/console/accounts/" + acct + "/jobs/" + job.JobID)
+	require.Contains(t, b.text("table.deliveries"), "job.reclaimed", "the operator reads the job's webhook deliveries too")
+	require.Contains(t, b.text("table.deliveries"), hookURL)
 	b.open("/console/accounts/" + acct + "/jobs?dead_lettered=true")
 	require.Contains(t, b.text("main table"), dead.JobID)
 	b.open("/console/operator/dead-letters")

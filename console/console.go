@@ -16,6 +16,7 @@ import (
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/webhooks"
 )
 
 //go:embed templates/*.html
@@ -33,7 +34,7 @@ type Options struct {
 	// Jobs reads, lists and re-drives jobs (the job service the API uses).
 	Jobs *jobs.Service
 	// Ledger reads accounts, rows, statements, prices and alarms, and keeps the API keys and the
-	// console's sessions.
+	// console's sessions; the webhook deliveries of a job are read from its database too.
 	Ledger *ledgerdb.Store
 	// SessionLifetime is how long a session lasts; DefaultSessionLifetime when zero.
 	SessionLifetime time.Duration
@@ -48,6 +49,7 @@ type Options struct {
 type Console struct {
 	opts  Options
 	keys  *apikeys.Store
+	hooks *webhooks.Store
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 }
@@ -69,7 +71,8 @@ func New(opts Options) *Console {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 20 * time.Second
 	}
-	c := &Console{opts: opts, keys: apikeys.NewStore(opts.Ledger.Pool()), pages: parsePages()}
+	c := &Console{opts: opts, keys: apikeys.NewStore(opts.Ledger.Pool()),
+		hooks: webhooks.NewStore(opts.Ledger.Pool()), pages: parsePages()}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err)

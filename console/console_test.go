@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,8 +82,9 @@ func TestSignInRefusesBadInputWritingNothing(t *testing.T) {
 }
 
 // TestSessionCookieAndHeaders checks how a session is kept: an HttpOnly, SameSite=Strict cookie
-// on the console's path (Secure behind TLS), and every page under a strict Content-Security-Policy
-// that allows no script.
+// on the console's path over plain HTTP, and behind TLS a Secure one named with the __Host- prefix
+// (so no other host of the domain, nor a plain-HTTP page, can set or shadow it); and every page
+// under a strict Content-Security-Policy that allows no script.
 func TestSessionCookieAndHeaders(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
@@ -91,21 +93,85 @@ func TestSessionCookieAndHeaders(t *testing.T) {
 	form := get(t, c, s.URL+"/console/sign-in")
 	require.Contains(t, form.resp.Header.Get("Content-Security-Policy"), "default-src 'none'")
 	require.NotContains(t, form.resp.Header.Get("Content-Security-Policy"), "script-src")
-	req, err := http.NewRequest(http.MethodPost, s.URL+"/console/sign-in", strings.NewReader(url.Values{"csrf": {csrf(t, form)}, "key": {secret}}.Encode()))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Forwarded-Proto", "https")
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	answer := read(t, resp)
-	require.Equal(t, http.StatusSeeOther, answer.code)
-	set := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
-	require.Regexp(t, `jobbill_session=[^;]+; Path=/console/; Expires=[^;]+; HttpOnly; Secure; SameSite=Strict`, set)
+	require.Regexp(t, `^jobbill_sign_in=[^;]+; Path=/console/; HttpOnly; SameSite=Strict$`, form.resp.Header.Get("Set-Cookie"))
+	s.signIn(t, c, secret)
+	require.Equal(t, http.StatusOK, get(t, c, s.URL+"/console/accounts/"+acct).code, "plain HTTP keeps the session in its plain cookie")
 
-	home := get(t, c, s.URL+"/console/accounts/"+acct)
+	// Behind TLS (a proxy that says so), with the cookies a browser keeps and sends back by hand:
+	// a cookie jar sends no Secure cookie over the test's plain HTTP.
+	tls := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path, cookies string, form url.Values) page {
+		req, err := http.NewRequest(method, s.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-Proto", "https")
+		req.Header.Set("Cookie", cookies)
+		resp, err := tls.Do(req)
+		require.NoError(t, err)
+		return read(t, resp)
+	}
+	signInForm := do(http.MethodGet, "/console/sign-in", "", nil)
+	set := signInForm.resp.Header.Get("Set-Cookie")
+	require.Regexp(t, `^__Host-jobbill_sign_in=[^;]+; Path=/; HttpOnly; Secure; SameSite=Strict$`, set)
+	answer := do(http.MethodPost, "/console/sign-in", strings.SplitN(set, ";", 2)[0], url.Values{"csrf": {csrf(t, signInForm)}, "key": {secret}})
+	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
+	set = strings.Join(answer.resp.Header.Values("Set-Cookie"), "\n")
+	require.Regexp(t, `(?m)^__Host-jobbill_session=[^;]+; Path=/; Expires=[^;]+; HttpOnly; Secure; SameSite=Strict$`, set)
+	require.NotContains(t, set, "\njobbill_session=", "no unprefixed session cookie behind TLS")
+	session := regexp.MustCompile(`(?m)^(__Host-jobbill_session=[^;]+)`).FindStringSubmatch(set)[1]
+
+	home := do(http.MethodGet, "/console/accounts/"+acct, session, nil)
 	require.Equal(t, http.StatusOK, home.code)
 	require.Equal(t, "no-store", home.resp.Header.Get("Cache-Control"))
 	require.Contains(t, home.resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.Equal(t, http.StatusSeeOther, do(http.MethodGet, "/console/accounts/"+acct, strings.TrimPrefix(session, "__Host-"), nil).code,
+		"behind TLS the unprefixed cookie opens nothing")
+}
+
+// TestSignInEndsTheOldSession checks that signing in over a session ends it: the browser holds
+// one session, and the token it held before opens nothing any more (anyone who copied it, or a
+// key that should no longer be in use, keeps no way in).
+func TestSignInEndsTheOldSession(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 100)
+	first, firstKey := s.key(t, apikeys.ScopeCustomerRead, acct)
+	second, secondKey := s.key(t, apikeys.ScopeCustomer, acct)
+	holder := browser(t)
+	s.signIn(t, holder, first)
+	old := sessionToken(t, holder, s.URL)
+	// A browser that holds that session posts the sign-in form (loaded before it was signed in:
+	// the form's page sends a signed-in browser home).
+	c := browser(t)
+	form := get(t, c, s.URL+"/console/sign-in")
+	c.Jar.SetCookies(mustURL(t, s.URL+"/console/"), []*http.Cookie{{Name: "jobbill_session", Value: old, Path: "/console/"}})
+	answer := post(t, c, s.URL+"/console/sign-in", url.Values{"csrf": {csrf(t, form)}, "key": {second}})
+	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
+	require.NotEqual(t, old, sessionToken(t, c, s.URL))
+	require.Zero(t, openSessions(t, firstKey.ID), "the session signed in over ended")
+	require.Equal(t, 1, openSessions(t, secondKey.ID))
+	require.Equal(t, http.StatusSeeOther, get(t, holder, s.URL+"/console/accounts/"+acct).code, "the old token opens nothing")
+	require.Equal(t, http.StatusOK, get(t, c, s.URL+"/console/accounts/"+acct).code)
+}
+
+// openSessions counts the console's sessions of a key not signed out, as the owner sees them.
+func openSessions(t *testing.T, keyID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, ledgertest.OwnerPool(t).QueryRow(context.Background(),
+		`SELECT count(*) FROM console_sessions WHERE key_id = $1 AND ended_at IS NULL`, keyID).Scan(&n))
+	return n
+}
+
+// sessionToken is the session cookie's token the browser holds.
+func sessionToken(t *testing.T, c *http.Client, base string) string {
+	t.Helper()
+	for _, ck := range c.Jar.Cookies(mustURL(t, base+"/console/")) {
+		if ck.Name == "jobbill_session" {
+			return ck.Value
+		}
+	}
+	t.Fatal("no session cookie")
+	return ""
 }
 
 // TestOtherTenantIsNotFound checks tenant isolation: a customer's session gets another account's
@@ -268,7 +334,9 @@ func TestBadInputAtEveryForm(t *testing.T) {
 }
 
 // TestStatementAddsUp checks the statement's rule: the opening balance plus the period's rows,
-// summed by kind, is the closing balance; and a statement up to now closes on the balance.
+// summed by kind, is the closing balance; a statement up to now closes on the balance; and the
+// statement says whether it is final: a period that has not ended is provisional, one that ended
+// with no transaction still open that could date a row inside it is final.
 func TestStatementAddsUp(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 1000)
@@ -285,7 +353,15 @@ func TestStatementAddsUp(t *testing.T) {
 		opening, lines, closing := parseStatement(t, answer.body)
 		require.Equal(t, closing, opening+lines, answer.body)
 		require.Equal(t, balance(t, s.Store, acct), closing, answer.body)
+		require.Contains(t, answer.body, "\nstatus,provisional,,\n", "a period that has not ended")
+		require.Contains(t, answer.resp.Header.Get("Content-Disposition"), "-provisional.csv")
 	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	require.Eventually(t, func() bool { // other tests' transactions may be open a moment
+		answer := get(t, c, s.URL+"/console/accounts/"+acct+"/statement.csv?from=2020-01-01&to="+today)
+		require.Equal(t, http.StatusOK, answer.code, answer.body)
+		return strings.Contains(answer.body, "\nstatus,final,,\n")
+	}, time.Minute, 20*time.Millisecond, "a period that ended before every open transaction began is final")
 }
 
 // parseStatement reads a statement's CSV: its opening balance, the sum of its lines and its
@@ -296,6 +372,9 @@ func parseStatement(t *testing.T, body string) (opening, lines, closing int64) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"line", "kind", "rows", "credits"}, records[0])
 	for _, rec := range records[1:] {
+		if rec[0] == "status" {
+			continue
+		}
 		n, err := strconv.ParseInt(rec[3], 10, 64)
 		require.NoError(t, err)
 		switch rec[0] {

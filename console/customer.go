@@ -11,6 +11,7 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/webhooks"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -189,6 +190,8 @@ type jobRow struct {
 type jobData struct {
 	Status jobs.Status
 	Rows   []jobRow
+	// Deliveries are the job's webhook events at its account's endpoints.
+	Deliveries []webhooks.JobDelivery
 	// Operator's detail: shown to admin sessions only.
 	Operator *operatorJob
 }
@@ -231,7 +234,11 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	data := jobData{Status: st}
+	deliveries, err := c.hooks.JobDeliveries(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	data := jobData{Status: st, Deliveries: deliveries}
 	for _, e := range entries {
 		data.Rows = append(data.Rows, jobRow{Entry: e, Text: jobs.RowText(job, e)})
 	}
@@ -288,10 +295,17 @@ func (c *Console) statement(w http.ResponseWriter, r *http.Request, v *viewer) e
 		return err
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="statement-%s-%s-%s.csv"`,
-		id, from.Format(time.DateOnly), to.Format(time.DateOnly)))
+	// A provisional statement says so in its name and in its first line: only a final one never
+	// changes (ledgerdb.Statement.Final).
+	status := "provisional"
+	if st.Final {
+		status = "final"
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="statement-%s-%s-%s-%s.csv"`,
+		id, from.Format(time.DateOnly), to.Format(time.DateOnly), status))
 	out := csv.NewWriter(w)
 	_ = out.Write([]string{"line", "kind", "rows", "credits"})
+	_ = out.Write([]string{"status", status, "", ""})
 	_ = out.Write([]string{"opening_balance", "", "", strconv.FormatInt(st.Opening, 10)})
 	for _, line := range st.Lines {
 		_ = out.Write([]string{"rows", string(line.Kind), strconv.FormatInt(line.Rows, 10), strconv.FormatInt(line.Amount, 10)})

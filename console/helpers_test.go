@@ -25,6 +25,7 @@ import (
 	"github.com/jobbill/jobbill/console"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/webhooks"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
 
@@ -164,4 +165,35 @@ func deadLetter(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	_, err := s.Refund(context.Background(), job.Job.Key(), ledgerdb.ReasonGPUFailed, "failed for good after 2 attempts: CUDA error", 2)
 	require.NoError(t, err)
 	return job.Job.Key()
+}
+
+// hooked gives the account a webhook endpoint whose receiver answers 204, and answers its URL and
+// a function that sends every event written so far for the account until each delivery of the
+// job has finished.
+func hooked(t *testing.T, s *ledgerdb.Store, acct string) (string, func(job ledgerdb.JobKey)) {
+	t.Helper()
+	ctx := context.Background()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(receiver.Close)
+	ws := webhooks.NewStore(s.Pool())
+	url := receiver.URL + "/hooks"
+	_, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, webhooks.URLPolicy{AllowPrivate: true})
+	require.NoError(t, err)
+	worker := webhooks.NewWorker(webhooks.Options{Store: ws, AllowPrivateURLs: true, Accounts: []string{acct}})
+	return url, func(job ledgerdb.JobKey) {
+		t.Helper()
+		require.NoError(t, ws.CatchUp(ctx))
+		require.Eventually(t, func() bool {
+			_, err := worker.RunOnce(ctx)
+			require.NoError(t, err)
+			ds, err := ws.JobDeliveries(ctx, job)
+			require.NoError(t, err)
+			for _, d := range ds {
+				if d.Status == "pending" {
+					return false
+				}
+			}
+			return len(ds) > 0
+		}, time.Minute, 20*time.Millisecond, "the job's events are delivered")
+	}
 }

@@ -11,15 +11,20 @@ import (
 	"github.com/jobbill/jobbill/apikeys"
 )
 
-// The cookies the console sets, both scoped to its path and out of reach of any script.
+// The cookies the console sets, out of reach of any script (see setCookie for their scope).
 const (
 	// sessionCookie holds the session's token (apikeys.Session).
 	sessionCookie = "jobbill_session"
 	// signInCookie holds the sign-in form's CSRF token, before there is a session to derive one
 	// from: the form must send back what the cookie holds (a double submit).
 	signInCookie = "jobbill_sign_in"
-	// cookiePath is where the browser sends them: the console's pages only, never the API's.
+	// cookiePath is where the browser sends them over plain HTTP: the console's pages only.
 	cookiePath = "/console/"
+	// hostPrefix names the cookies behind TLS: a browser takes a __Host- cookie only when it is
+	// Secure, on the path /, for no Domain, so no other host of the domain and no plain-HTTP page
+	// can set or shadow it. The price is the path: the API's paths receive it too, and ignore it
+	// (the API authenticates by key only).
+	hostPrefix = "__Host-"
 )
 
 // csrfField is the hidden field every form of the console carries.
@@ -73,11 +78,24 @@ func secure(r *http.Request) bool {
 	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 }
 
-// setCookie sets one of the console's cookies: HttpOnly, SameSite=Strict, on the console's path,
-// Secure behind TLS. A zero expiry makes a browser-session cookie; a past one removes it.
+// cookieName is the name a cookie of the console has on the request's connection: with the
+// __Host- prefix behind TLS.
+func cookieName(r *http.Request, name string) string {
+	if secure(r) {
+		return hostPrefix + name
+	}
+	return name
+}
+
+// setCookie sets one of the console's cookies: HttpOnly, SameSite=Strict; on the console's path
+// over plain HTTP, and behind TLS Secure, __Host- prefixed, on /. A zero expiry makes a
+// browser-session cookie; a past one removes it.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
-	c := &http.Cookie{Name: name, Value: value, Path: cookiePath, HttpOnly: true, Secure: secure(r),
+	c := &http.Cookie{Name: cookieName(r, name), Value: value, Path: cookiePath, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode}
+	if secure(r) {
+		c.Secure, c.Path = true, "/"
+	}
 	if !expires.IsZero() {
 		c.Expires = expires
 		if !expires.After(time.Now()) {
@@ -87,9 +105,10 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, expir
 	http.SetCookie(w, c)
 }
 
-// cookie is the value of the request's cookie of the name; "" when it has none.
+// cookie is the value of the request's cookie of the name (prefixed behind TLS, as setCookie
+// names it); "" when it has none.
 func cookie(r *http.Request, name string) string {
-	c, err := r.Cookie(name)
+	c, err := r.Cookie(cookieName(r, name))
 	if err != nil {
 		return ""
 	}

@@ -73,6 +73,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
+	// Signing in over a session ends it: a browser holds one session, and the token it replaces
+	// (perhaps another key's, perhaps copied) opens nothing any more.
+	if err := c.keys.EndSession(r.Context(), cookie(r, sessionCookie)); err != nil {
+		c.fail(w, r, nil, err)
+		return
+	}
 	setCookie(w, r, signInCookie, "", timePast)
 	setCookie(w, r, sessionCookie, session.Token, session.ExpiresAt)
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)

@@ -24,6 +24,12 @@ type Statement struct {
 	Lines []StatementLine
 	// Closing is the balance at To: the sum of every row written before it.
 	Closing int64
+	// Final says the statement can no longer change: its period had ended, and no transaction
+	// that could still write a row dated inside it was open, when it was read. A row is dated by
+	// its transaction's start (created_at is now()), so a money transaction that began before To
+	// and commits later lands inside the period after the fact; until none can, the statement is
+	// provisional: it says what was written so far.
+	Final bool
 }
 
 // StatementLine is the rows of one kind in a statement's period.
@@ -42,7 +48,8 @@ func EntryKinds() []EntryKind {
 	return []EntryKind{KindGrant, KindCharge, KindRefund, KindReclaim, KindRelease, KindAdjustment}
 }
 
-// Statement reads the account's statement for the period [from, to). A period that holds no time
+// Statement reads the account's statement for the period [from, to), final or provisional (see
+// [Statement.Final]). A period that holds no time
 // is [*InvalidInputError]; an unknown account is [ErrUnknownAccount].
 func (s *Store) Statement(ctx context.Context, accountID string, from, to time.Time) (Statement, error) {
 	if !from.Before(to) {
@@ -53,6 +60,19 @@ func (s *Store) Statement(ctx context.Context, accountID string, from, to time.T
 		return Statement{}, err
 	}
 	st := Statement{AccountID: accountID, From: from.UTC(), To: to.UTC()}
+	// Whether the period is closed is read before the rows, in its own snapshot: a transaction
+	// open at this read is seen here, one that committed before it is in the rows' snapshot
+	// taken after, and one that starts after it dates its rows after To. Every money
+	// transaction runs as the application role, which sees its own backends' xact_start in
+	// pg_stat_activity; any open transaction counts, since one dates its rows by its start even
+	// before its first write gives it a transaction ID.
+	if err := s.pool.QueryRow(ctx, `
+		SELECT $1 <= clock_timestamp() AND NOT EXISTS (
+			SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1)`,
+		to).Scan(&st.Final); err != nil {
+		return Statement{}, translateError(err)
+	}
 	// One statement, one snapshot: the opening, the lines and the closing are sums of the same rows.
 	byKind := map[EntryKind]StatementLine{}
 	rows, err := s.pool.Query(ctx, `

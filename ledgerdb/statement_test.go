@@ -61,3 +61,54 @@ func TestStatementsReconcile(t *testing.T) {
 	_, err = s.Statement(ctx, ledgertest.ID(t, "nobody"), start, end)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 }
+
+// TestFinalStatementNeverChanges checks that a statement which says it is final says the same
+// thing every time it is read, and that the next period opens on its closing: a money transaction
+// that began before the period's end (so dates its rows inside the period) and commits after the
+// statement was read leaves that statement provisional, never final and then different.
+func TestFinalStatementNeverChanges(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 500)
+
+	// A grant whose transaction starts just before the period's end and commits after it.
+	tx, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var started time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT now()`).Scan(&started))
+	end := started.Add(time.Millisecond)
+	require.Eventually(t, func() bool {
+		var past bool
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT now() > $1`, end).Scan(&past))
+		return past
+	}, time.Minute, 5*time.Millisecond, "the period has ended")
+	var outcome string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT outcome FROM ledger_post($1, 'grant', 70, 'late', '')`, acct).Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+
+	issued, err := s.Statement(ctx, acct, end.Add(-time.Hour), end) // downloaded after the period ended
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	// Once no transaction that began before the period's end is open, the statement is final
+	// (other tests' transactions may hold it provisional a while: wait for it).
+	var final ledgerdb.Statement
+	require.Eventually(t, func() bool {
+		final, err = s.Statement(ctx, acct, end.Add(-time.Hour), end)
+		require.NoError(t, err)
+		return final.Final
+	}, time.Minute, 10*time.Millisecond, "the ended period's statement becomes final")
+	if issued.Final {
+		require.Equal(t, issued, final, "a statement issued final changed afterwards")
+	}
+	require.False(t, issued.Final, "a transaction dating rows inside the period was open: the statement was not final")
+	require.Equal(t, int64(570), final.Closing, "the final statement holds the row committed late")
+	again, err := s.Statement(ctx, acct, end.Add(-time.Hour), end)
+	require.NoError(t, err)
+	require.Equal(t, final, again, "a final statement reads the same every time")
+	next, err := s.Statement(ctx, acct, end, end.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, final.Closing, next.Opening, "the next period opens on the final closing")
+	require.False(t, next.Final, "a period that has not ended is provisional")
+}

@@ -462,3 +462,51 @@ func (s *Store) Failures(ctx context.Context, accountID string, limit int) ([]Fa
 	}
 	return out, rows.Err()
 }
+
+// JobDelivery is where one of a job's events stands at one endpoint of its account.
+type JobDelivery struct {
+	// EventID and EventType name the event; CreatedAt is when it was derived.
+	EventID   string
+	EventType string
+	CreatedAt time.Time
+	// EndpointID and EndpointURL name the endpoint it is sent to.
+	EndpointID  string
+	EndpointURL string
+	// Attempts is how many attempts were made so far.
+	Attempts int
+	// Status is pending (due again), delivered, failed (given up) or cancelled (its endpoint was
+	// deleted).
+	Status string
+	// LastHTTPStatus is what the receiver answered the last attempt; nil before one, or when it
+	// could not be reached.
+	LastHTTPStatus *int
+}
+
+// JobDeliveries answers the deliveries of the job's events, oldest event first: what its account
+// was told about it, and whether that arrived. A job with no event, or whose account has no
+// endpoint, has none.
+func (s *Store) JobDeliveries(ctx context.Context, key ledgerdb.JobKey) ([]JobDelivery, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT ev.id, ev.type, ev.created_at, e.id, e.url, d.attempts, d.status,
+			(SELECT a.http_status FROM webhook_attempts a WHERE a.endpoint_id = d.endpoint_id AND a.event_seq = d.event_seq
+				ORDER BY a.id DESC LIMIT 1)
+		FROM webhook_events ev JOIN webhook_deliveries d ON d.event_seq = ev.seq JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE ev.job_id = $1 ORDER BY ev.seq, e.id`, key.String())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []JobDelivery{}
+	for rows.Next() {
+		var d JobDelivery
+		if err := rows.Scan(&d.EventID, &d.EventType, &d.CreatedAt, &d.EndpointID, &d.EndpointURL, &d.Attempts, &d.Status,
+			&d.LastHTTPStatus); err != nil {
+			return nil, err
+		}
+		d.CreatedAt = d.CreatedAt.UTC()
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
