@@ -73,12 +73,20 @@ const maxAttemptsOnDeadlock = 5
 // queryRow runs one statement (one transaction, one round trip) and scans its single row,
 // re-sending it when Postgres picked it as a deadlock victim.
 func (s *Store) queryRow(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	return translateError(ResendOnDeadlock(func() error { return scan(s.pool.QueryRow(ctx, sql, args...)) }))
+}
+
+// ResendOnDeadlock runs call, one statement in a transaction of its own, and runs it again, up to
+// a few times, while Postgres aborts it as a deadlock or serialization victim: the transaction
+// rolled back whole, so sending it again is safe. It answers call's last error. The webhook
+// store's derive and replay calls, which can meet each other on the same jobs, use it too.
+func ResendOnDeadlock(call func() error) error {
 	var err error
 	for range maxAttemptsOnDeadlock {
-		err = scan(s.pool.QueryRow(ctx, sql, args...))
+		err = call()
 		if !isRetryable(err) {
 			break
 		}
 	}
-	return translateError(err)
+	return err
 }

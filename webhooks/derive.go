@@ -17,7 +17,12 @@ func (s *Store) Derive(ctx context.Context, limit int) (derived int, more bool, 
 	if limit < 1 {
 		return 0, false, &ledgerdb.InvalidInputError{Field: "limit", Reason: "must be above zero"}
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT derived, more FROM ledger_webhook_derive($1)`, limit).Scan(&derived, &more); err != nil {
+	// A replay derives its own account's rows beside the passes, so the two can meet on a job's
+	// events and one be aborted as a deadlock victim: send it again.
+	err = ledgerdb.ResendOnDeadlock(func() error {
+		return s.pool.QueryRow(ctx, `SELECT derived, more FROM ledger_webhook_derive($1)`, limit).Scan(&derived, &more)
+	})
+	if err != nil {
 		return 0, false, fmt.Errorf("deriving webhook events: %w", err)
 	}
 	return derived, more, nil

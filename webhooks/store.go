@@ -402,7 +402,10 @@ func (s *Store) Replay(ctx context.Context, accountID, endpointID string, r Repl
 	}
 	var outcome string
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT outcome, queued FROM ledger_webhook_replay($1, $2, $3)`, endpointID, eventID, r.Since).Scan(&outcome, &n); err != nil {
+	err := ledgerdb.ResendOnDeadlock(func() error { // it may meet a derive pass on a job's events
+		return s.pool.QueryRow(ctx, `SELECT outcome, queued FROM ledger_webhook_replay($1, $2, $3)`, endpointID, eventID, r.Since).Scan(&outcome, &n)
+	})
+	if err != nil {
 		return 0, refusal(err)
 	}
 	switch outcome {
