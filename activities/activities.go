@@ -141,7 +141,7 @@ type SubmitInput struct {
 	JobID string
 	// AccountID is the paying account.
 	AccountID string
-	// Kind names what the job is; the ledger prices it from the price list (money rule 5).
+	// Kind names what the job is; the ledger prices it from the price list (the price-list rule).
 	Kind string
 	// MaxUnits is the client's smaller maximum of units for a metered kind; 0 for the kind's.
 	MaxUnits int64 `json:",omitempty"`
@@ -155,7 +155,7 @@ func (in SubmitInput) Submission() ledgerdb.Submission {
 }
 
 // ChargeInput names the job to charge. There is no amount: the ledger charges the job's recorded
-// cost (money rule 5).
+// cost (the price-list rule).
 type ChargeInput struct {
 	// Job names the job: its account and its ID.
 	Job ledgerdb.JobKey
@@ -164,7 +164,7 @@ type ChargeInput struct {
 	Fingerprint []byte `json:",omitempty"`
 }
 
-// RefundInput names the job to refund and says why. There is no amount (money rule 5).
+// RefundInput names the job to refund and says why. There is no amount (the price-list rule).
 type RefundInput struct {
 	// Job names the job: its account and its ID.
 	Job ledgerdb.JobKey
@@ -179,7 +179,7 @@ type RefundInput struct {
 	Attempts int
 }
 
-// ReclaimInput names the job whose refund is taken back. There is no amount (money rule 5).
+// ReclaimInput names the job whose refund is taken back. There is no amount (the price-list rule).
 type ReclaimInput struct {
 	// Job names the job: its account and its ID.
 	Job ledgerdb.JobKey
@@ -194,7 +194,7 @@ type DeliverInput struct {
 }
 
 // SettleInput names the job whose result landed, and what its work used. There is no amount: the
-// ledger bills the usage at the job's recorded price, capped at its hold (money rule 5).
+// ledger bills the usage at the job's recorded price, capped at its hold (the price-list rule).
 type SettleInput struct {
 	// Job names the job: its account and its ID.
 	Job ledgerdb.JobKey

@@ -59,9 +59,10 @@ func appError(t *testing.T, err error, errType string, nonRetryable bool) *tempo
 	return appErr
 }
 
-// TestChargeRefusalsAreNonRetryable protects the workflow's step 1 (docs/design.md) and money rules 3 and 7: a charge
-// the ledger refuses (insufficient credits, a burnt ID, an ID never submitted) is a non-retryable
-// error with a constant type, so no retry can turn it into a charge, and nothing is written.
+// TestChargeRefusalsAreNonRetryable protects the workflow's step 1 (docs/design.md) and the
+// net-effect and remembered-IDs rules: a charge the ledger refuses (insufficient credits, a burnt
+// ID, an ID never submitted) is a non-retryable error with a constant type, so no retry can turn it
+// into a charge, and nothing is written.
 func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 10)
@@ -99,9 +100,9 @@ func TestChargeRefusalsAreNonRetryable(t *testing.T) {
 	require.NoError(t, ledger.Audit())
 }
 
-// TestLedgerFailuresStayRetryable protects money rule 8: an error that is not a business refusal
-// (a dropped connection, here after the commit) stays retryable, and the retry is safe because
-// the guard answers AlreadyApplied without a second row.
+// TestLedgerFailuresStayRetryable protects the idempotent-doors rule: an error that is not a
+// business refusal (a dropped connection, here after the commit) stays retryable, and the retry is
+// safe because the guard answers AlreadyApplied without a second row.
 func TestLedgerFailuresStayRetryable(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
@@ -125,8 +126,8 @@ func TestLedgerFailuresStayRetryable(t *testing.T) {
 	assert.Equal(t, int64(60), ledger.Balance("acme"))
 }
 
-// TestPermanentLedgerRefusalsAreNotRetried protects money rule 3 on a compensation step: when the
-// database refuses a refund for good — a balance out of range (SQLSTATE 22003), a violated
+// TestPermanentLedgerRefusalsAreNotRetried protects the net-effect rule on a compensation step:
+// when the database refuses a refund for good — a balance out of range (SQLSTATE 22003), a violated
 // constraint (23514), a missing privilege (42501) — retrying it can never succeed, so the error is
 // non-retryable (type LedgerRefused) and the workflow raises an alarm instead. Before, an overflow
 // stayed retryable and the refund was retried for ever. A lost connection or a deadlock stays
@@ -164,9 +165,9 @@ func TestPermanentLedgerRefusalsAreNotRetried(t *testing.T) {
 	}
 }
 
-// TestLedgerActivitiesMoveTheRecordedCost protects money rules 2, 3 and 5: charge, refund and
-// reclaim take no amount, each moves the job's recorded cost once, repeats write nothing, and a
-// recovered job nets −cost.
+// TestLedgerActivitiesMoveTheRecordedCost protects the reversing-pairs, net-effect and price-list
+// rules: charge, refund and reclaim take no amount, each moves the job's recorded cost once,
+// repeats write nothing, and a recovered job nets −cost.
 func TestLedgerActivitiesMoveTheRecordedCost(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)
@@ -229,8 +230,8 @@ func TestReclaimOnTheSuccessPathIsANoOp(t *testing.T) {
 
 // TestRefundNeverWaitsForAReasonCode checks that a refund whose input names no code of the
 // vocabulary — none, in runs recorded before the codes, or anything a foreign client's heal input
-// carried — still gives the cost back (money rule 3: a failed job nets 0), told as unknown, with
-// its words scrubbed.
+// carried — still gives the cost back (the net-effect rule: a failed job nets 0), told as unknown,
+// with its words scrubbed.
 func TestRefundNeverWaitsForAReasonCode(t *testing.T) {
 	for _, code := range []ledgerdb.Reason{"", "lost in space"} {
 		ledger := pricedLedger()

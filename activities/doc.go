@@ -11,9 +11,10 @@
 // # Money
 //
 // No activity takes an amount. Charge, Refund and Reclaim move the cost recorded on the job row
-// (money rule 5), and each is one guarded ledger transaction, so Temporal may run any of them twice
-// (at-least-once delivery, a retry after a lost answer) and the ledger ends the same (money rule 8):
-// the repeat answers [ledgerdb.AlreadyApplied] or [ledgerdb.NotApplied].
+// (the price-list rule), and each is one guarded ledger transaction, so Temporal may run any of
+// them twice (at-least-once delivery, a retry after a lost answer) and the ledger ends the same
+// (the idempotent-doors rule): the repeat answers [ledgerdb.AlreadyApplied] or
+// [ledgerdb.NotApplied].
 //
 // # Errors
 //

@@ -109,7 +109,7 @@ func TestHTTPRunnerContract(t *testing.T) {
 		require.Equal(t, 4, svc.polls)
 	})
 	t.Run("a success carries the units the run used", func(t *testing.T) {
-		// Money rule 5: the usage is the only number a runner reports; the ledger caps it.
+		// The price-list rule: the usage is the only number a runner reports; the ledger caps it.
 		_, res, err := runAgainst(t, ctx, "running", "succeeded:137")
 		require.NoError(t, err)
 		require.NotNil(t, res.UnitsUsed)

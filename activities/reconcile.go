@@ -108,8 +108,9 @@ type Reconciler struct {
 //
 // Results come first so that a result that did land delivers its job rather than have it refunded
 // and then reclaimed. Every step goes through the ledger's guards, so the pass is safe to run twice
-// or concurrently with another pass, a submission or a report (money rules 2 and 8). One job's
-// failure does not stop the pass; it is counted and left to the next one.
+// or concurrently with another pass, a submission or a report (the reversing-pairs and
+// idempotent-doors rules). One job's failure does not stop the pass; it is counted and left to the
+// next one.
 func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	if in.Grace <= 0 {
 		in.Grace = DefaultReconcileGrace

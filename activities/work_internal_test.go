@@ -110,10 +110,10 @@ func fmtScenario(sc Scenario) string {
 }
 
 // TestSimulatedRunnerReportsUsage checks the usage a simulated result carries, which the ledger
-// settles a metered job at (money rule 5: the usage, never an amount): the scenario's "+used:N"
-// when it names one — on time, on the attempt that succeeds, and in a late result — and otherwise
-// the GPU-seconds the attempt took, rounded up (a few milliseconds bill one second; just over a
-// second, two).
+// settles a metered job at (the price-list rule: the usage, never an amount): the scenario's
+// "+used:N" when it names one — on time, on the attempt that succeeds, and in a late result — and
+// otherwise the GPU-seconds the attempt took, rounded up (a few milliseconds bill one second; just
+// over a second, two).
 func TestSimulatedRunnerReportsUsage(t *testing.T) {
 	ctx := context.Background()
 	r := &SimulatedRunner{Duration: time.Millisecond}
@@ -207,8 +207,8 @@ func TestAccountOfWorkflowID(t *testing.T) {
 // directory, then succeeds — every later attempt of the job at once — and gives up with its
 // context. Without a release directory, or with one that is not a directory, the scenario is
 // refused as work that can never succeed, naming the setting: RunWork fails it for good, so the
-// job is refunded at once (money rule 3: a job whose work is never delivered nets 0) rather than
-// left charged and running for ever.
+// job is refunded at once (the net-effect rule: a job whose work is never delivered nets 0) rather
+// than left charged and running for ever.
 func TestSimulatedHoldWorksUntilReleased(t *testing.T) {
 	dir := t.TempDir()
 	r := &SimulatedRunner{ReleaseDir: dir}

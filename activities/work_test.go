@@ -17,9 +17,10 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (money rule 3 via
-// the workflow's step 4 (docs/design.md)): RunWork runs the runner with Temporal's attempt number, records it on the
-// job row and heartbeats it, so a timeout can say how many attempts the work had.
+// TestRunWorkHeartbeatsTheAttempt protects the late-result and refund reasons (the net-effect rule
+// via the workflow's step 4 (docs/design.md)): RunWork runs the runner with Temporal's attempt
+// number, records it on the job row and heartbeats it, so a timeout can say how many attempts the
+// work had.
 func TestRunWorkHeartbeatsTheAttempt(t *testing.T) {
 	ledger := pricedLedger()
 	ledger.Grant("acme", 100)

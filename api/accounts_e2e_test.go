@@ -9,8 +9,9 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestGrantsBalanceAndLedgerPages checks top-ups (idempotent by key: rule 8; a different amount
-// under the key is 409), the balance (rule 6: the sum of the rows) and the ledger's pages.
+// TestGrantsBalanceAndLedgerPages checks top-ups (idempotent by key: the idempotent-doors rule; a
+// different amount under the key is 409), the balance (the sum-of-rows rule: the sum of the rows)
+// and the ledger's pages.
 func TestGrantsBalanceAndLedgerPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

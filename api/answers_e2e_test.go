@@ -46,11 +46,11 @@ func failingGPU(t *testing.T, message string) *httptest.Server {
 // TestRunnerErrorNeverReachesTheCustomer checks that what a customer reads about a refunded job
 // comes from the fixed vocabulary, never from the GPU service's words (trust: an internal host
 // name and a database password in a runner's error must not reach a customer key): a real job
-// whose runner fails with such an error is refunded (money rule 3: it nets 0), and its answer to
-// the account's keys (customer and customer_read) carries the reason code gpu_failed, the fixed
-// sentence and no detail; the ledger keeps the code in its constrained column and the detail
-// scrubbed of the password; an admin key reads the scrubbed detail. The audit stays clean (rules
-// 2, 3 and 6).
+// whose runner fails with such an error is refunded (the net-effect rule: it nets 0), and its
+// answer to the account's keys (customer and customer_read) carries the reason code gpu_failed, the
+// fixed sentence and no detail; the ledger keeps the code in its constrained column and the detail
+// scrubbed of the password; an admin key reads the scrubbed detail. The audit stays clean (the
+// reversing-pairs, net-effect and sum-of-rows rules).
 func TestRunnerErrorNeverReachesTheCustomer(t *testing.T) {
 	t.Parallel()
 	gpu := failingGPU(t, leakyRunnerError)

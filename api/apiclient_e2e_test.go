@@ -19,9 +19,9 @@ import (
 // key, which must name the account of every job request (job IDs belong to their account): a job
 // made with NewJobID and run to the end is polled in its own account without the client naming
 // one; the one-off calls take the client's AccountID; without it the server refuses (400) and the
-// client reports an error whose money state is unknown, never "not charged". Money rules 3 and 7:
-// one charge, and the ID answers its job in its account only — another account's client reads
-// the API's own not_received for it.
+// client reports an error whose money state is unknown, never "not charged". The net-effect and
+// remembered-IDs rules: one charge, and the ID answers its job in its account only — another
+// account's client reads the API's own not_received for it.
 func TestClientActsForTheTrackedJobsAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -19,7 +19,8 @@ import (
 // and report of B's job — naming B's account or not — is answered exactly as a job ID that never
 // arrived (404 not_received): job IDs belong to their account, so B's job does not exist for A's
 // key. No answer says anything of B's job, and nothing is written (B's ledger rows and job are
-// unchanged: rules 1 and 6). B's job ID under A's own account is a job of A's, charged to A once.
+// unchanged: the append-only and sum-of-rows rules). B's job ID under A's own account is a job of
+// A's, charged to A once.
 func TestCrossAccountRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -94,7 +95,8 @@ func TestCrossAccountRefused(t *testing.T) {
 }
 
 // TestAuthRefused checks that no key, an unknown key, another scheme, and a scoped key on an
-// admin route are refused (401, 401, 401, 403) with nothing written (rule 1: no row appears).
+// admin route are refused (401, 401, 401, 403) with nothing written (the append-only rule: no row
+// appears).
 func TestAuthRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

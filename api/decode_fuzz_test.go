@@ -17,11 +17,11 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// FuzzDecodeSubmit checks the submission decoder on arbitrary bodies (money rules 5 and 7 and
-// the "bad input writes nothing" rule): it never panics, refuses with a 400 (never a 5xx), never
-// accepts a body that carries an amount — prices are set by the server — and whatever it accepts
-// passes the ledger's own checks: valid IDs, a kind's name, and a maximum of units that is the
-// kind's (0) or from 1 to the ledger's bound.
+// FuzzDecodeSubmit checks the submission decoder on arbitrary bodies (the price-list and
+// remembered-IDs rules and the "bad input writes nothing" rule): it never panics, refuses with a
+// 400 (never a 5xx), never accepts a body that carries an amount — prices are set by the server —
+// and whatever it accepts passes the ledger's own checks: valid IDs, a kind's name, and a maximum
+// of units that is the kind's (0) or from 1 to the ledger's bound.
 func FuzzDecodeSubmit(f *testing.F) {
 	for _, seed := range []string{
 		`{"job_id":"render-1","account_id":"acme","kind":"render-4k","input_ref":"sim:ok"}`,
@@ -128,9 +128,9 @@ func requireExactKeys(t *testing.T, body []byte, fields any) {
 	}
 }
 
-// FuzzDecodeBodies checks the result, grant, price and redrive decoders the same way (rule 5: a
-// result never carries an amount, and its usage is a whole number from 0; a grant's amount is above
-// zero; a price passes the ledger's own checks).
+// FuzzDecodeBodies checks the result, grant, price and redrive decoders the same way (the
+// price-list rule: a result never carries an amount, and its usage is a whole number from 0; a
+// grant's amount is above zero; a price passes the ledger's own checks).
 func FuzzDecodeBodies(f *testing.F) {
 	for _, seed := range []string{
 		`{"attempt":1,"output_ref":"s3://x","finished_at":"2026-01-02T03:04:05Z"}`,
@@ -184,9 +184,9 @@ func FuzzDecodeBodies(f *testing.F) {
 	})
 }
 
-// FuzzPathID checks the IDs of paths and the ledger's page query (rule 7: an ID is exactly what
-// the ledger can store, or a 400): an accepted ID matches the ledger's rules and is what the
-// path said; nothing panics.
+// FuzzPathID checks the IDs of paths and the ledger's page query (the remembered-IDs rule: an ID is
+// exactly what the ledger can store, or a 400): an accepted ID matches the ledger's rules and is
+// what the path said; nothing panics.
 func FuzzPathID(f *testing.F) {
 	for _, seed := range []string{"render-1", "a:b.c_d-e", "", " ", "a/b", "%2F", "-x", strings.Repeat("a", 129), "é", "a\x00b"} {
 		f.Add(seed, "10", "5")

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDocsNameEveryRoute keeps docs/api.md's table of routes whole (money rule 8: every door
-// documented, with what it answers): each route of the API's route table is named in its section
-// "Routes and status codes" as `METHOD /path` (its query string may follow), and the section
-// names no route the route table lacks.
+// TestDocsNameEveryRoute keeps docs/api.md's table of routes whole (the idempotent-doors rule:
+// every door documented, with what it answers): each route of the API's route table is named in its
+// section "Routes and status codes" as `METHOD /path` (its query string may follow), and the
+// section names no route the route table lacks.
 func TestDocsNameEveryRoute(t *testing.T) {
 	raw, err := os.ReadFile("../docs/api.md")
 	require.NoError(t, err)

@@ -13,10 +13,11 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestRedriveRefusedUnderForeignWorkflow protects money rules 3 and 8 at the redrive door: a dead
-// letter whose workflow ID another program's open workflow holds cannot run its work again (no
-// run of its own workflow can start under the ID), so the redrive answers 409 workflow_id_taken
-// and changes nothing — never 202 for a redrive signalled into the foreign run and lost.
+// TestRedriveRefusedUnderForeignWorkflow protects the net-effect and idempotent-doors rules at the
+// redrive door: a dead letter whose workflow ID another program's open workflow holds cannot run
+// its work again (no run of its own workflow can start under the ID), so the redrive answers 409
+// workflow_id_taken and changes nothing — never 202 for a redrive signalled into the foreign run
+// and lost.
 func TestRedriveRefusedUnderForeignWorkflow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -37,8 +37,8 @@ func (e *env) inbox(t *testing.T, account, jobID string) int {
 // submission's input_ref, a result's output_ref, a price's and a grant's memo, a redrive's by and
 // note, an API key's name — against the ledger's one text rule: a zero-width, bidirectional,
 // byte-order or control character is 400 invalid_input naming the field as the body names it, and
-// nothing is written (no job, no result, no price, no grant, no key; rule 1: what is kept reads as
-// what it is).
+// nothing is written (no job, no result, no price, no grant, no key; the append-only rule: what is
+// kept reads as what it is).
 func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -89,9 +89,9 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 // TestJSONKeysMatchExactlyOnce checks every JSON body the API takes: a key must be one of the
 // body's fields, spelt exactly, and appear once. Before, the decoder matched keys case-insensitively
 // and let the last of a repeated key win, so {"amount":5,"AMOUNT":5000} granted 5000 while an
-// auditing proxy read 5. Each such body is 400 naming the key, and nothing is written (rule 1; rule
-// 5: no amount slips in under another spelling — an amount in any letter case is still refused as
-// price_set_by_server).
+// auditing proxy read 5. Each such body is 400 naming the key, and nothing is written (the
+// append-only rule; the price-list rule: no amount slips in under another spelling — an amount in
+// any letter case is still refused as price_set_by_server).
 func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -174,8 +174,9 @@ func TestOversizeBodyIs413(t *testing.T) {
 
 // TestBadInputRefused checks that malformed JSON, unknown fields, trailing data, wrong types,
 // invalid IDs, a missing or malformed kind and a zero, negative, fractional or overflowing
-// max_units are refused with 400 and a clear message, and that nothing is written (rule 7: a
-// refused ID stays "not received"). An oversize body is 413 (TestOversizeBodyIs413).
+// max_units are refused with 400 and a clear message, and that nothing is written (the
+// remembered-IDs rule: a refused ID stays "not received"). An oversize body is 413
+// (TestOversizeBodyIs413).
 func TestBadInputRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -17,11 +17,11 @@ import (
 // submission's max_units, a result's attempt and units_used, a price's unit_price and max_units,
 // a grant's amount, a low-balance threshold — as the bodies arrive from other languages, raw:
 // Python's json.dumps writes a float as 20.0, other writers say 2e1 or 5.0E1, and JSON Schema
-// counts each an integer. Each is taken as the integer it is (money rule 5: a job, a price and a
-// grant are what their sender meant): the job holds 20 units and is settled at 12, the price is 2
-// credits for at most 300, the grant 50 credits, the threshold 50. A fraction (20.5) or a number
-// beyond the field's range (1e400, 1e+20) is 400 invalid_input naming the field, and nothing is
-// written: no job, no result, no price, no ledger row, no threshold. Before, 20.0 was refused as
+// counts each an integer. Each is taken as the integer it is (the price-list rule: a job, a price
+// and a grant are what their sender meant): the job holds 20 units and is settled at 12, the price
+// is 2 credits for at most 300, the grant 50 credits, the threshold 50. A fraction (20.5) or a
+// number beyond the field's range (1e400, 1e+20) is 400 invalid_input naming the field, and nothing
+// is written: no job, no result, no price, no ledger row, no threshold. Before, 20.0 was refused as
 // not a whole number.
 func TestIntegersWrittenByAnyLanguage(t *testing.T) {
 	t.Parallel()

@@ -21,10 +21,11 @@ import (
 )
 
 // TestSubmitAndStatusCodes checks POST /v1/jobs and GET /v1/jobs/{id} against the real server:
-// 201 charged once, 200 for the same request again (money rules 2 and 8: idempotent, never a
-// second charge), 409 for a different request under the ID, 402 for insufficient credits with
-// nothing charged, 422 for an unknown account, 404 "not received, not charged" for an ID that
-// never arrived (rule 7), and 200 with state, money_state and message. Rule 6 by the audit.
+// 201 charged once, 200 for the same request again (the reversing-pairs and idempotent-doors rules:
+// idempotent, never a second charge), 409 for a different request under the ID, 402 for
+// insufficient credits with nothing charged, 422 for an unknown account, 404 "not received, not
+// charged" for an ID that never arrived (the remembered-IDs rule), and 200 with state, money_state
+// and message. The sum-of-rows rule by the audit.
 func TestSubmitAndStatusCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -94,9 +95,10 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 
 // TestDeleteResultAndRedriveCodes checks DELETE, result and redrive: deleting a running job is
 // refused (409, its rows are evidence) and changes nothing; a result settles it without a second
-// charge (rule 2); DELETE then tombstones it (repeat: 200, rule 8), GET answers 410 with the money
-// state kept, and a result for it is 410 with nothing written (rule 7). A refunded job is
-// re-driven (202); a delivered one is 409; an unknown one 404.
+// charge (the reversing-pairs rule); DELETE then tombstones it (repeat: 200, the idempotent-doors
+// rule), GET answers 410 with the money state kept, and a result for it is 410 with nothing written
+// (the remembered-IDs rule). A refunded job is re-driven (202); a delivered one is 409; an unknown
+// one 404.
 func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -148,8 +150,9 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 // TestDeletionStory replays the double-charge story behind the submission rules over HTTP with the Go client: a
 // job is submitted and delivered; the user deletes it; the canvas still polls it and gets 410,
 // not 404, so the client reports "deleted", still charged, and does not resubmit; a naive client (the seed's old
-// rule: resubmit on 404) resubmitting the same ID and body is refused with 410. Money rules 3 and
-// 7: one charge, never two; the balance is the grant minus one cost.
+// rule: resubmit on 404) resubmitting the same ID and body is refused with 410. The
+// net-effect and remembered-IDs rules: one charge, never two; the balance is the grant minus one
+// cost.
 func TestDeletionStory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -202,9 +205,9 @@ func TestDeletionStory(t *testing.T) {
 
 // TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
 // api.request_timeout is answered 202 "received; the charge is being decided" — slow is not failed
-// — with the placeholder written, nothing charged yet (rules 3 and 7), and money state pending:
-// not "not charged", since the charge may still come. No worker serves the task queue, so the
-// decision never comes; the workflow is terminated at the end.
+// — with the placeholder written, nothing charged yet (the net-effect and remembered-IDs rules),
+// and money state pending: not "not charged", since the charge may still come. No worker serves the
+// task queue, so the decision never comes; the workflow is terminated at the end.
 func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -233,8 +236,8 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 // written but whose workflow cannot be started, Temporal being unreachable: the job is received and
 // its charge not decided — money state pending, and no "not charged" in words — because the same
 // request again, or the reconcile pass, starts it and charges it. The same POST to a server that
-// reaches Temporal then charges the job once (money rules 7 and 8). Before, the answer said "you
-// were not charged" of a job that was charged a moment later.
+// reaches Temporal then charges the job once (the remembered-IDs and idempotent-doors rules).
+// Before, the answer said "you were not charged" of a job that was charged a moment later.
 func TestSubmissionWhileTemporalIsDownIsPending(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -65,7 +65,7 @@ var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // [A-Za-z0-9._-]) and a fresh one otherwise, and that the request's log line and every warning
 // logged about it (a handler's, a readiness check's, a key check's) carry the same ID: support can
 // take the ID a customer quotes about a charge and find what the server did with that request
-// (money rule 8: a request delivered twice is told apart from two requests).
+// (the idempotent-doors rule: a request delivered twice is told apart from two requests).
 func TestRequestIDOnEveryAnswerAndLogLine(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -136,8 +136,9 @@ func TestRequestIDOnEveryAnswerAndLogLine(t *testing.T) {
 }
 
 // TestRetryAfterOn503 checks that every 503 tells the client when to retry — the readiness check
-// and a handler that ran out of time — so that a client's retries of a submission (money rule 8:
-// safe, never a second charge) are paced by the server instead of hammering it.
+// and a handler that ran out of time — so that a client's retries of a submission (the
+// idempotent-doors rule: safe, never a second charge) are paced by the server instead of hammering
+// it.
 func TestRetryAfterOn503(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -304,8 +305,8 @@ func TestRateLimitPerKey(t *testing.T) {
 // limit: the answer is 431 in the API's error shape — code headers_too_large, a sentence saying the
 // limit and that nothing was done, no-store — with an X-Request-Id that the request's log line
 // carries too, and the metrics count it; before, the HTTP server answered it itself in plain text,
-// without either. Money rule 8: a refused request is told apart by its ID, and says that it did
-// nothing. A header block within the limit on the same listener is served as usual.
+// without either. The idempotent-doors rule: a refused request is told apart by its ID, and says
+// that it did nothing. A header block within the limit on the same listener is served as usual.
 func TestOversizeHeaderBlockAnswersInTheAPIShape(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

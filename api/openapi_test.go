@@ -24,9 +24,9 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// TestOpenAPIMatchesRoutes keeps openapi.yaml true (money rule 8's doors are all documented, and
-// who may open each): every path and method in the document is routed, every route is
-// documented, each operation lists exactly the status codes its handler can answer, and exactly
+// TestOpenAPIMatchesRoutes keeps openapi.yaml true (the idempotent-doors rule's doors are all
+// documented, and who may open each): every path and method in the document is routed, every route
+// is documented, each operation lists exactly the status codes its handler can answer, and exactly
 // the key scopes the route table lets call it (x-scopes) — or, for a route that takes no key,
 // says so (security: []) and lists none. The end-to-end tests check the other half: no handler
 // answers a status its route does not declare, and each scope is let in or refused as declared.
@@ -97,7 +97,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 }
 
 // TestOpenAPISchemasMatchBodies keeps the document's schemas equal to what travels, field for
-// field (money rule 5 as documented): the submission names a kind and has no amount property
+// field (the price-list rule as documented): the submission names a kind and has no amount property
 // under any name, a result carries units_used and no amount, and a job's status documents its
 // price, hold, usage and settlement (held, charged, released, units_used).
 //

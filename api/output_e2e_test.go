@@ -13,7 +13,7 @@ import (
 // GET /v1/jobs/{id} (and the list) carries the output_ref the result settled with and, for a
 // metered job, the units used — the result of the attempt the customer paid for, kept by the
 // ledger with the settlement, so that it survives the workflow's history. A second report of
-// another attempt changes neither (money rule 2: one settlement).
+// another attempt changes neither (the reversing-pairs rule: one settlement).
 func TestDeliveredJobAnswersItsOutput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -48,7 +48,7 @@ func (e *env) resultReports(t *testing.T, account, jobID string) int {
 }
 
 // TestSubmissionCarryingAnAmountIsRefused is the reported defect: POST /v1/jobs took the cost
-// from the body, so a customer's key could submit a render with "cost": 1. Money rule 5: a
+// from the body, so a customer's key could submit a render with "cost": 1. The price-list rule: a
 // caller names a kind, never an amount. Every body that carries an amount — alone, as the old
 // API took it, or beside a valid kind, under any of the names and any letter case — is refused
 // with 400 price_set_by_server, and nothing is written: no job (GET answers 404 "not received"),
@@ -91,7 +91,7 @@ func TestSubmissionCarryingAnAmountIsRefused(t *testing.T) {
 }
 
 // TestUnknownKindAndMaxUnitsRefused checks the price list's refusals, each with nothing written
-// (money rule 5: only a priced kind can be charged, and never more than its maximum): a kind
+// (the price-list rule: only a priced kind can be charged, and never more than its maximum): a kind
 // with no price is 422 unknown_kind, a numeric "kind" (a cost in the kind's place) is 400, a
 // max_units above the kind's is 400 naming max_units and the kind's maximum — also for a kind
 // sold by the job, which holds exactly 1. A max_units within the kind's holds exactly that many
@@ -145,11 +145,12 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 800)
 }
 
-// TestMeteredJobSettledAtReportedUsage checks hold and settle over HTTP (money rules 2, 3 and
-// 5): a metered job holds unit price × max units at its charge; the usage its result reports
-// through the result endpoint settles it at used × unit price, and the rest of the hold comes
-// back in exactly one release row. A usage above the hold is capped at the hold (nothing
-// released, no release row), and a result that reports no usage is billed the whole hold.
+// TestMeteredJobSettledAtReportedUsage checks hold and settle over HTTP (the
+// reversing-pairs, net-effect and price-list rules): a metered job holds unit price × max units at
+// its charge; the usage its result reports through the result endpoint settles it at used × unit
+// price, and the rest of the hold comes back in exactly one release row. A usage above the hold is
+// capped at the hold (nothing released, no release row), and a result that reports no usage is
+// billed the whole hold.
 func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -231,7 +232,7 @@ func (e *env) meteredRunningOn(t *testing.T, base string) meteredJob {
 
 // TestBadUsageRefusedWritesNothing checks that a result whose usage the ledger could not bill —
 // negative, fractional, not a number — or that carries an amount is refused with 400 and that
-// nothing is written (money rule 5 and the "bad input writes nothing" rule): no result is
+// nothing is written (the price-list rule and the "bad input writes nothing" rule): no result is
 // recorded, the job keeps running with its whole hold, and only its charge row exists. A valid
 // report then settles it once.
 func TestBadUsageRefusedWritesNothing(t *testing.T) {
@@ -272,7 +273,7 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 }
 
 // TestFixedPriceIgnoresReportedUsage checks that a job sold by the job costs its price whatever
-// its result says it used (money rule 5: the price list, not the reporter, sets what a job
+// its result says it used (the price-list rule: the price list, not the reporter, sets what a job
 // costs): a report of 0 units is taken, the job is delivered and charged its whole price, and
 // nothing is released.
 func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
@@ -299,9 +300,9 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 // key is 403 and writes nothing); a new price is a new version (201), the same figures again
 // write nothing (200 already_applied), and an invalid price is 400 naming its field with nothing
 // written. A customer, read-only or admin key reads the list and a kind's history; a kind never
-// priced is 404 unknown_kind. Versioning (money rule 5): a job submitted before a price change
-// keeps its price — its hold, its price_version, a resubmission of it, and its settlement — while
-// a job submitted after pays the new one.
+// priced is 404 unknown_kind. Versioning (the price-list rule): a job submitted before a price
+// change keeps its price — its hold, its price_version, a resubmission of it, and its settlement —
+// while a job submitted after pays the new one.
 func TestPriceRoutes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -400,12 +401,12 @@ func TestPriceRoutes(t *testing.T) {
 }
 
 // TestResultConflictSaysTheFirstResultStands checks the report door when an attempt reports a
-// second, different result (money rules 2 and 8: a job is settled once, whatever is reported
-// twice). The first report settles the metered job at its usage; a second one of the same attempt
-// with another usage is refused with 409 conflict in the result's own fixed words — the first
-// result stands, nothing was charged again — never the submission's "use a new ID", with the job's
-// state and money state; the Go client reports it as ErrResultConflict with the same words. Nothing
-// is written: the rows and the settlement are the first report's.
+// second, different result (the reversing-pairs and idempotent-doors rules: a job is settled once,
+// whatever is reported twice). The first report settles the metered job at its usage; a second one
+// of the same attempt with another usage is refused with 409 conflict in the result's own fixed
+// words — the first result stands, nothing was charged again — never the submission's "use a new
+// ID", with the job's state and money state; the Go client reports it as ErrResultConflict with the
+// same words. Nothing is written: the rows and the settlement are the first report's.
 func TestResultConflictSaysTheFirstResultStands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

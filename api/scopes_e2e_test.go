@@ -27,11 +27,12 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestCustomerKeyCannotReportResults checks money rule 3 at the door: the usage a result reports
-// decides what a metered job costs, so only the GPU service (a runner key) or an admin may report
-// it. A customer's key reporting a result for its own running job — which would let the customer
-// bill itself zero GPU-seconds — is refused with 403, and nothing is written: no result recorded,
-// the job still running on its whole hold. The runner's report of the same job then settles it.
+// TestCustomerKeyCannotReportResults checks the net-effect rule at the door: the usage a result
+// reports decides what a metered job costs, so only the GPU service (a runner key) or an admin may
+// report it. A customer's key reporting a result for its own running job — which would let the
+// customer bill itself zero GPU-seconds — is refused with 403, and nothing is written: no result
+// recorded, the job still running on its whole hold. The runner's report of the same job then
+// settles it.
 func TestCustomerKeyCannotReportResults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -53,8 +54,8 @@ func TestCustomerKeyCannotReportResults(t *testing.T) {
 
 // TestScopesOnEveryRoute is the scope table of docs/api.md, checked route by route for a key of
 // every scope, a customer key of another account, and a revoked key, an expired key and no key
-// (401 everywhere) — the trust rules; money rules 1 and 3: no key writes what its scope does not
-// allow. A customer key submits, reads and deletes its
+// (401 everywhere) — the trust rules; the append-only and net-effect rules: no key writes what its
+// scope does not allow. A customer key submits, reads and deletes its
 // account's jobs and reads its balance, ledger and the prices; a customer_read key only the GET
 // routes; a runner key only reports results; an admin key calls everything; another account's
 // customer key reads the prices and nothing of the account, and the account's jobs do not exist
@@ -205,7 +206,8 @@ func requireEveryRouteProbed(t *testing.T, probes []scopeProbe) {
 
 // TestUnauthenticatedAnswersAlike checks that no key, an unknown key, an expired key and a
 // revoked key all get the very same 401 — same body, same header — so that a caller learns
-// nothing of which keys exist or existed, and that none of them writes anything (money rule 1).
+// nothing of which keys exist or existed, and that none of them writes anything (the append-only
+// rule).
 func TestUnauthenticatedAnswersAlike(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -9,8 +9,8 @@ import (
 )
 
 // TestUndeclaredHookHearsUnlistedStatuses checks the hook the end-to-end tests rely on to keep
-// openapi.yaml true (every door of money rule 8 documented with every answer it gives): it hears
-// a status a route does not declare, and stays silent for one it does.
+// openapi.yaml true (every door of the idempotent-doors rule documented with every answer it
+// gives): it hears a status a route does not declare, and stays silent for one it does.
 func TestUndeclaredHookHearsUnlistedStatuses(t *testing.T) {
 	s := New(Options{})
 	var heard []int

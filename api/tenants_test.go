@@ -11,11 +11,11 @@ import (
 )
 
 // TestJobIDsBelongToTheirAccount checks that tenants cannot see or claim each other's job IDs:
-// two accounts submit the same job ID and each gets a job of its own, charged to itself (money
-// rules 2 and 5 per account); the submission semantics — 409 for another request, 410 once
-// deleted — hold per account; and every request a key makes about the other tenant's job, by
-// naming its account, answers byte for byte what an ID that never arrived answers, with nothing
-// written. (A customer key reports no results at all: that is the scope test's.)
+// two accounts submit the same job ID and each gets a job of its own, charged to itself (the
+// reversing-pairs and price-list rules per account); the submission semantics — 409 for another
+// request, 410 once deleted — hold per account; and every request a key makes about the other
+// tenant's job, by naming its account, answers byte for byte what an ID that never arrived answers,
+// with nothing written. (A customer key reports no results at all: that is the scope test's.)
 func TestJobIDsBelongToTheirAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -12,10 +12,10 @@ import (
 	"github.com/jobbill/jobbill/worker/workertest"
 )
 
-// TestDeletedJobStillPaysForItsLateResult protects money rule 3 at the HTTP doors: deleting a job
-// removes its content from view, never an obligation. A job metered by the GPU-second (300 held
-// at 1 credit) times out and is refunded while its GPU is still finishing; its customer's own key
-// deletes it (200, the tombstone: deleted, refunded); the runner then reports the late result,
+// TestDeletedJobStillPaysForItsLateResult protects the net-effect rule at the HTTP doors: deleting
+// a job removes its content from view, never an obligation. A job metered by the GPU-second (300
+// held at 1 credit) times out and is refunded while its GPU is still finishing; its customer's own
+// key deletes it (200, the tombstone: deleted, refunded); the runner then reports the late result,
 // 90 GPU-seconds (200, not 410): the refund is reclaimed and the job settled at 90 — charge −300,
 // refund +300, reclaim −300, release +210. The customer's read answers 410 deleted with money
 // state charged and the figures in its message. Before, the runner's report was refused with 410

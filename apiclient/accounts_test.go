@@ -22,8 +22,8 @@ import (
 
 // TestBalanceAndLedgerReadTheRealAPI checks the account reads against the API's own handler over
 // the real ledger (the account routes need no Temporal): the balance is the sum of the account's
-// rows (money rule 6), and paging with NextAfter reads every row once, oldest first. Trust: a key
-// of another account is refused with 403 and learns nothing; paging arguments no server could
+// rows (the sum-of-rows rule), and paging with NextAfter reads every row once, oldest first. Trust:
+// a key of another account is refused with 403 and learns nothing; paging arguments no server could
 // answer, and an empty account ID, are refused before anything is sent.
 func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 	store := ledgertest.Store(t)
@@ -76,7 +76,7 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 		opts.After = page.NextAfter
 	}
 	require.Equal(t, []int64{100, 5, 7, 11, 13}, amounts)
-	require.Equal(t, balance.Balance, sum, "money rule 6: the balance is the sum of the rows")
+	require.Equal(t, balance.Balance, sum, "the sum-of-rows rule: the balance is the sum of the rows")
 	require.GreaterOrEqual(t, pages, 3)
 
 	for _, read := range []func() error{

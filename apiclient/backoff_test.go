@@ -17,9 +17,9 @@ import (
 
 // TestRetryAfterIsWaited checks that a submission the server asks to slow down (503 or 429 with
 // Retry-After, in seconds or as an HTTP date) is sent again under the same ID no sooner than the
-// server asked — money rule 8 makes the retry safe; waiting keeps an overloaded server from
-// being hammered. The client's clock is a fake one that records each wait, so the test measures
-// the waits exactly and takes no time.
+// server asked — the idempotent-doors rule makes the retry safe; waiting keeps an overloaded server
+// from being hammered. The client's clock is a fake one that records each wait, so the test
+// measures the waits exactly and takes no time.
 func TestRetryAfterIsWaited(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var posts atomic.Int32
@@ -59,10 +59,10 @@ func TestRetryAfterIsWaited(t *testing.T) {
 	require.GreaterOrEqual(t, waits[1], 12*time.Second, "Retry-After as an HTTP date 12 s ahead waits at least 12 s")
 }
 
-// TestBackoffIsFullJitterUpToACeiling checks the spacing of retries (money rule 8 makes each
-// retry safe; the spacing keeps clients that failed together from returning together): each wait
-// is drawn from zero to a ceiling that doubles from Initial up to Max, and a Retry-After is a
-// floor, capped at MaxRetryAfter.
+// TestBackoffIsFullJitterUpToACeiling checks the spacing of retries (the idempotent-doors rule
+// makes each retry safe; the spacing keeps clients that failed together from returning together):
+// each wait is drawn from zero to a ceiling that doubles from Initial up to Max, and a Retry-After
+// is a floor, capped at MaxRetryAfter.
 func TestBackoffIsFullJitterUpToACeiling(t *testing.T) {
 	highest := func(n int64) int64 { return n - 1 }
 	lowest := func(int64) int64 { return 0 }
@@ -91,11 +91,11 @@ func TestBackoffIsFullJitterUpToACeiling(t *testing.T) {
 	require.Equal(t, apiclient.DefaultBackoffMaxRetryAfter, zero.Delay(0, 1000*time.Hour))
 }
 
-// TestPollingBacksOffAndHonoursRetryAfter checks the waits between looks at a job (money rule 8:
-// a look is safe to repeat, never a reason to submit again): a 503 with Retry-After is not asked
-// again sooner, a Retry-After beyond the cap waits the cap, a header that is neither seconds nor
-// a date adds no wait, failures back off with the configured ceilings, and a job still running is
-// looked at every PollInterval. Nothing is posted again.
+// TestPollingBacksOffAndHonoursRetryAfter checks the waits between looks at a job (the
+// idempotent-doors rule: a look is safe to repeat, never a reason to submit again): a 503 with
+// Retry-After is not asked again sooner, a Retry-After beyond the cap waits the cap, a header that
+// is neither seconds nor a date adds no wait, failures back off with the configured ceilings, and a
+// job still running is looked at every PollInterval. Nothing is posted again.
 func TestPollingBacksOffAndHonoursRetryAfter(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	answers := []func(w http.ResponseWriter){

@@ -89,7 +89,7 @@ func (r decisionRow) now(t *testing.T) time.Time {
 }
 
 // TestDecisionTableLimits checks that the shared table is written for the client's own limits:
-// the five-minute confirmation window and at most three resubmissions (money rule 7).
+// the five-minute confirmation window and at most three resubmissions (the remembered-IDs rule).
 func TestDecisionTableLimits(t *testing.T) {
 	table := readDecisions(t)
 	window, err := time.ParseDuration(table.ConfirmWindow)
@@ -98,10 +98,10 @@ func TestDecisionTableLimits(t *testing.T) {
 	require.Equal(t, apiclient.MaxResubmissions, table.MaxResubmissions)
 }
 
-// TestOnNotFoundFollowsTheTable checks every row of the 404 table of the submission rules (money rule 7: an
-// ID that was accepted is never charged again — a 404 for it means deleted, never resubmit; an
-// ID never accepted is resubmitted under the same ID, at most 3 times, within 5 minutes). The
-// rows are the shared table's on_not_found.
+// TestOnNotFoundFollowsTheTable checks every row of the 404 table of the submission rules (the
+// remembered-IDs rule: an ID that was accepted is never charged again — a 404 for it means deleted,
+// never resubmit; an ID never accepted is resubmitted under the same ID, at most 3 times, within 5
+// minutes). The rows are the shared table's on_not_found.
 func TestOnNotFoundFollowsTheTable(t *testing.T) {
 	for _, row := range readDecisions(t).OnNotFound {
 		t.Run(row.Name, func(t *testing.T) {
@@ -111,11 +111,11 @@ func TestOnNotFoundFollowsTheTable(t *testing.T) {
 	}
 }
 
-// TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (money
-// rule 7 and 8): transient failures and unsettled states keep polling the same ID and never
-// create a new paid job; 410 is deleted; only the API's not_received 404 goes through the 404
-// table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient. The
-// rows are the shared table's decide.
+// TestDecideCoversEveryAnswer checks the polling rule for every kind of answer (the
+// remembered-IDs and idempotent-doors rules): transient failures and unsettled states keep polling
+// the same ID and never create a new paid job; 410 is deleted; only the API's not_received 404 goes
+// through the 404 table — any other 404 (a proxy's, no_route, a body that is not the API's) is
+// transient. The rows are the shared table's decide.
 func TestDecideCoversEveryAnswer(t *testing.T) {
 	for _, row := range readDecisions(t).Decide {
 		t.Run(row.Name, func(t *testing.T) {

@@ -11,10 +11,10 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// TestNewJobIDNeverCollides checks money rule 7 from the client's side: a job ID is remembered
-// forever, so an ID another submission already used (a counter restarted, a timestamp shared by
-// two machines) would answer that job — or 409, or 410 — instead of charging the new one. IDs
-// from NewJobID carry 128 random bits, are valid for the ledger, and keep their prefix.
+// TestNewJobIDNeverCollides checks the remembered-IDs rule from the client's side: a job ID is
+// remembered forever, so an ID another submission already used (a counter restarted, a timestamp
+// shared by two machines) would answer that job — or 409, or 410 — instead of charging the new one.
+// IDs from NewJobID carry 128 random bits, are valid for the ledger, and keep their prefix.
 func TestNewJobIDNeverCollides(t *testing.T) {
 	shape := regexp.MustCompile(`^render-[a-z2-7]{26}$`)
 	seen := map[string]bool{}

@@ -103,9 +103,9 @@ func TestListJobsAsksForTheFiltersAndPages(t *testing.T) {
 }
 
 // TestDeleteJobAnswersTheTombstone checks deletion (DELETE /v1/jobs/{id}) as the API answers it:
-// the tombstone keeps the money state (money rule 7: deletion never changes money, and the ID is
-// burnt), a job still running is an *APIError job_active carrying its state and money state, and
-// an empty ID is refused before anything is sent.
+// the tombstone keeps the money state (the remembered-IDs rule: deletion never changes money, and
+// the ID is burnt), a job still running is an *APIError job_active carrying its state and money
+// state, and an empty ID is refused before anything is sent.
 func TestDeleteJobAnswersTheTombstone(t *testing.T) {
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -238,7 +238,7 @@ func TestAccountIDRidesOnJobRoutesOnly(t *testing.T) {
 	}, got)
 }
 
-// TestReportResultCarriesUsageNotAnAmount checks the result report (money rule 5: a result
+// TestReportResultCarriesUsageNotAnAmount checks the result report (the price-list rule: a result
 // carries the units the work used, never an amount): units_used is sent when known and left out
 // when not (the server then bills the whole hold), a 202 "recorded" is an answer rather than an
 // error, and a refusal is an *APIError with the server's code.

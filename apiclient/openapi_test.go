@@ -72,10 +72,10 @@ var callsOf = map[string]func(ctx context.Context, c *apiclient.Client){
 var probeJob = apitype.SubmitRequest{JobID: "j-1", AccountID: "acme", Kind: "render-4k", InputRef: "s3://in"}
 
 // TestClientsCallEveryRoute keeps the route table, the Go client and the TypeScript client
-// together (money rule 8: every door documented, and each client speaking only the API's own
-// routes): every route of api/openapi.yaml — which TestOpenAPIMatchesRoutes holds to the API's
-// route table — is called by a method of the Go client or is listed, with its reason, as left to
-// raw HTTP; the Go client calls no route the document lacks; and the TypeScript client calls
+// together (the idempotent-doors rule: every door documented, and each client speaking only the
+// API's own routes): every route of api/openapi.yaml — which TestOpenAPIMatchesRoutes holds to the
+// API's route table — is called by a method of the Go client or is listed, with its reason, as left
+// to raw HTTP; the Go client calls no route the document lacks; and the TypeScript client calls
 // exactly the routes the Go client calls. The bodies both clients send and decode are package
 // apitype's, which TestOpenAPISchemasMatchBodies holds to the document.
 func TestClientsCallEveryRoute(t *testing.T) {
@@ -258,9 +258,9 @@ func jsonNames(t reflect.Type) []string {
 }
 
 // TestClientKeepsNoBodiesOfItsOwn keeps the Go client's bodies in package apitype, where
-// TestOpenAPISchemasMatchBodies holds them to api/openapi.yaml (money rule 8: the client speaks
-// the documented API, and nothing else): no struct of the client's own code carries JSON names
-// but Tracked, the client's saved state of a submission, which is no body of the API.
+// TestOpenAPISchemasMatchBodies holds them to api/openapi.yaml (the idempotent-doors rule: the
+// client speaks the documented API, and nothing else): no struct of the client's own code carries
+// JSON names but Tracked, the client's saved state of a submission, which is no body of the API.
 func TestClientKeepsNoBodiesOfItsOwn(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)

@@ -15,8 +15,8 @@ import (
 	"github.com/jobbill/jobbill/apitype"
 )
 
-// TestGoneOnSubmitKeepsTheMoneyState checks money rule 7 from the user's side: a 410 to a
-// submission means the job was accepted once and then deleted, so the client reports the money
+// TestGoneOnSubmitKeepsTheMoneyState checks the remembered-IDs rule from the user's side: a 410 to
+// a submission means the job was accepted once and then deleted, so the client reports the money
 // state the answer carries (charged, refunded) and never "not charged" unless the answer says so;
 // an answer that carries none is reported as unknown. The deleted ID is never submitted again.
 func TestGoneOnSubmitKeepsTheMoneyState(t *testing.T) {
@@ -65,8 +65,8 @@ func TestGoneOnSubmitKeepsTheMoneyState(t *testing.T) {
 	}
 }
 
-// TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney checks money rule 7: the API's own
-// not_received 404 for an ID it once accepted means the record was deleted; the client reports
+// TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney checks the remembered-IDs rule: the API's
+// own not_received 404 for an ID it once accepted means the record was deleted; the client reports
 // it deleted, never resubmits, and reports the money state as unknown — not the "not charged" of
 // the 404, which is about an ID the server never saw.
 func TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney(t *testing.T) {
@@ -90,12 +90,12 @@ func TestAcceptedThenNotReceivedIsDeletedWithUnknownMoney(t *testing.T) {
 	require.Equal(t, int32(1), posts.Load())
 }
 
-// TestOnlyTheAPIsNotReceivedMeansNeverArrived checks the confirmation rule (money rule 7): only
-// the API's own answer — a 404 whose body is the API's error with code not_received — says a job
-// never arrived. A 404 from a proxy (HTML), from a path the API does not serve (no_route), with
-// an empty body or with JSON of another shape says nothing about the job: the client never
-// resubmits on it and never tells the user "not received, not charged", even past ConfirmWindow;
-// it keeps asking under the same ID until the API answers for the job.
+// TestOnlyTheAPIsNotReceivedMeansNeverArrived checks the confirmation rule (the remembered-IDs
+// rule): only the API's own answer — a 404 whose body is the API's error with code not_received —
+// says a job never arrived. A 404 from a proxy (HTML), from a path the API does not serve
+// (no_route), with an empty body or with JSON of another shape says nothing about the job: the
+// client never resubmits on it and never tells the user "not received, not charged", even past
+// ConfirmWindow; it keeps asking under the same ID until the API answers for the job.
 func TestOnlyTheAPIsNotReceivedMeansNeverArrived(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	start := clock.Now()

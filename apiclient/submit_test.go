@@ -20,7 +20,7 @@ import (
 // TestNeverReceivedIsResubmittedThreeTimesThenReported checks the confirmation rule against a
 // server that never receives anything (every POST is lost, every GET is 404): the same ID and
 // body are sent again exactly MaxResubmissions times, and after ConfirmWindow the user is told
-// "not received, not charged" (money rule 7: never a new ID).
+// "not received, not charged" (the remembered-IDs rule: never a new ID).
 func TestNeverReceivedIsResubmittedThreeTimesThenReported(t *testing.T) {
 	var posts atomic.Int32
 	var bodies sync.Map
@@ -83,8 +83,8 @@ func TestSlowAndFlakyReadsKeepPolling(t *testing.T) {
 	require.Equal(t, int32(len(answers)), gets.Load())
 }
 
-// TestSubmissionNamesAKindNeverAnAmount checks money rule 5 on the client's side: the body it
-// sends — first and on every resubmission — names the job's kind and carries no amount under any
+// TestSubmissionNamesAKindNeverAnAmount checks the price-list rule on the client's side: the body
+// it sends — first and on every resubmission — names the job's kind and carries no amount under any
 // name, so the server's price is the only price; max_units is sent only when the caller asks for
 // a smaller hold. A 402 is reported as rejected with nothing charged, the kind kept, and the
 // tracked job answers the same when run again, without being sent again.

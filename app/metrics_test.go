@@ -30,8 +30,8 @@ import (
 // server and Postgres): a delivered job, a dead-lettered one, a late result after the workflow
 // closed, a rejected charge and a metered job settled at its usage each move their counters, the
 // guards' no-ops are counted, and the SDK's own metrics share the page. The counters must agree
-// with the ledger (rules 2, 3 and 6: one charge per job, the release is the unused hold, balance =
-// sum of rows).
+// with the ledger (the reversing-pairs, net-effect and sum-of-rows rules: one charge per job, the
+// release is the unused hold, balance = sum of rows).
 func TestMetricsMoveDuringARun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

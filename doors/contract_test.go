@@ -71,12 +71,12 @@ func (e *env) submitWithUpdate(t *testing.T, workflowID, input string) map[strin
 // published JSON contract alone — the `temporal` CLI standing in for any Temporal SDK: no Go
 // type, no placeholder written first. For each story the ledger holds what the money rules say:
 //   - delivered (Update-With-Start, then the charge-decision answers "charged"): one charge of
-//     the price list's figure, settled at the usage the work reported (rule 3);
+//     the price list's figure, settled at the usage the work reported (the net-effect rule);
 //   - refunded then recovered: the work fails for good, the charge is refunded, and a late
-//     result signalled in the contract's form reclaims it once (rules 1, 2);
+//     result signalled in the contract's form reclaims it once (the append-only and reversing-pairs rules);
 //   - rejected: an unknown kind, more units than the kind allows, an amount or a misspelt field
-//     in the input: the run ends rejected with the reason, and nothing is written (rule 5);
-//   - a second start of a job with a different request charges nothing (rule 7), and its run
+//     in the input: the run ends rejected with the reason, and nothing is written (the price-list rule);
+//   - a second start of a job with a different request charges nothing (the remembered-IDs rule), and its run
 //     shows the job as the ledger has it (delivered), never rejected.
 //
 // The audit over the test's jobs is clean.

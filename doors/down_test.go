@@ -43,12 +43,13 @@ func (e *env) inbox(t *testing.T, key ledgerdb.JobKey, attempt int) inboxRow {
 	return r
 }
 
-// TestResultWhileTemporalIsDown checks money rules 3 and 8 at the report door while Temporal
-// itself is down: a result reported then is written to the ledger's inbox first and answered
-// "recorded" with no error — never lost — and once Temporal is back a reconcile pass hands it to
-// the job's own run, still running, which is then delivered by it exactly once: one charge, net
-// −cost, the inbox row applied by the signal. The outage is real: a dev server of the test's own (the shared one must
-// never stop), stopped and started again on its file store, with an in-process worker against it.
+// TestResultWhileTemporalIsDown checks the net-effect and idempotent-doors rules at the report door
+// while Temporal itself is down: a result reported then is written to the ledger's inbox first and
+// answered "recorded" with no error — never lost — and once Temporal is back a reconcile pass hands
+// it to the job's own run, still running, which is then delivered by it exactly once: one charge,
+// net −cost, the inbox row applied by the signal. The outage is real: a dev server of the test's
+// own (the shared one must never stop), stopped and started again on its file store, with an
+// in-process worker against it.
 func TestResultWhileTemporalIsDown(t *testing.T) {
 	workertest.NeedsTemporal(t) // before its own dev server starts
 	t.Parallel()

@@ -41,9 +41,9 @@ func (e *env) signalled(t *testing.T, workflowID string) []string {
 	return out
 }
 
-// TestCLINumbersAsEveryLanguageWritesThem checks money rules 3 and 5 at `temporal workflow start`
-// and `temporal workflow signal` when another language wrote the payload: Python's json.dumps
-// writes a float as 50.0, other writers say 5e1, and JSON Schema counts both integers.
+// TestCLINumbersAsEveryLanguageWritesThem checks the net-effect and price-list rules at `temporal
+// workflow start` and `temporal workflow signal` when another language wrote the payload: Python's
+// json.dumps writes a float as 50.0, other writers say 5e1, and JSON Schema counts both integers.
 //   - A start with "maximum_attempts": 1.0 runs one attempt (before, it ended rejected as invalid
 //     input); one with 1.5 ends rejected naming the field, nothing written.
 //   - A refunded metered job's late result with "units_used": 50.0 — the bytes the job's history

@@ -63,11 +63,12 @@ func requireOneChargeMarker(t *testing.T, h *historypb.History) ledgerMarker {
 	return charges[0]
 }
 
-// TestCLIResetToFirstWorkflowTask checks money rules 2 and 8 at `temporal workflow reset --type
-// FirstWorkflowTask`, which runs a job's workflow again from its very start: the reset run runs
-// its charge step again, and the ledger's guard answers already_applied — no second charge. A
-// running job is then delivered by its result (one charge row, net −cost); a job whose work had
-// already failed, refunded and waiting for a late result, stays refunded (charge and refund, net 0).
+// TestCLIResetToFirstWorkflowTask checks the reversing-pairs and idempotent-doors rules at
+// `temporal workflow reset --type FirstWorkflowTask`, which runs a job's workflow again from its
+// very start: the reset run runs its charge step again, and the ledger's guard answers
+// already_applied — no second charge. A running job is then delivered by its result (one charge
+// row, net −cost); a job whose work had already failed, refunded and waiting for a late result,
+// stays refunded (charge and refund, net 0).
 func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -107,13 +108,13 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 	e.requireAudit(t, p)
 }
 
-// TestCLIResetAfterTheCharge checks money rules 2 and 8 at a reset to a point after the charge:
-// the reset run replays the charge from its recorded marker and never runs it again. With --type
-// LastWorkflowTask on a running job (a signal made a workflow task after the charge), the job is
-// then delivered with one charge; with --event-id — the first WorkflowTaskCompleted after the
-// charge's marker, read from `temporal workflow show --output json` — on a job whose work failed,
-// the reset run runs its refund step again and the guard answers already_applied: one charge, one
-// refund, net 0.
+// TestCLIResetAfterTheCharge checks the reversing-pairs and idempotent-doors rules at a reset to a
+// point after the charge: the reset run replays the charge from its recorded marker and never runs
+// it again. With --type LastWorkflowTask on a running job (a signal made a workflow task after the
+// charge), the job is then delivered with one charge; with --event-id — the first
+// WorkflowTaskCompleted after the charge's marker, read from `temporal workflow show --output json`
+// — on a job whose work failed, the reset run runs its refund step again and the guard answers
+// already_applied: one charge, one refund, net 0.
 func TestCLIResetAfterTheCharge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -19,13 +19,13 @@ import (
 // names of workflows.ResultSignal.
 const validResult = `{"Attempt":1,"OutputRef":"s3://ok"}`
 
-// TestCLIBadResultSignals checks money rule 5 at `temporal workflow signal --name result`: a result
-// payload the job cannot bill — an attempt below 1, one that never ran, no output reference (or
-// one under another field name, or with an invisible control character), a wrong type, a string,
-// null, raw non-JSON bytes, or no payload at all — changes no money and does not fail or stop the
-// run: each is ignored and counted (the status query's IgnoredSignals), and the job goes on to be
-// delivered by a valid signal with one charge (rule 3: net −cost). The CLI itself refuses
-// malformed JSON, so that one never reaches the job.
+// TestCLIBadResultSignals checks the price-list rule at `temporal workflow signal --name result`: a
+// result payload the job cannot bill — an attempt below 1, one that never ran, no output reference
+// (or one under another field name, or with an invisible control character), a wrong type, a
+// string, null, raw non-JSON bytes, or no payload at all — changes no money and does not fail or
+// stop the run: each is ignored and counted (the status query's IgnoredSignals), and the job goes
+// on to be delivered by a valid signal with one charge (the net-effect rule: net −cost). The CLI
+// itself refuses malformed JSON, so that one never reaches the job.
 func TestCLIBadResultSignals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -87,11 +87,11 @@ func TestCLIBadResultSignals(t *testing.T) {
 	e.requireAudit(t, p)
 }
 
-// TestCLIDuplicateResultSignal checks money rules 2 and 8 at `temporal workflow signal`: the same
-// valid result signalled twice is billed once — delivered, one charge row (net −cost) — and the
-// second is counted as an ignored result. Both signals are sent while no worker polls the job's
-// task queue, so that the job's run certainly holds both at once (otherwise the second could land
-// after the run closed and never reach it); the worker starts after them.
+// TestCLIDuplicateResultSignal checks the reversing-pairs and idempotent-doors rules at `temporal
+// workflow signal`: the same valid result signalled twice is billed once — delivered, one charge
+// row (net −cost) — and the second is counted as an ignored result. Both signals are sent while no
+// worker polls the job's task queue, so that the job's run certainly holds both at once (otherwise
+// the second could land after the run closed and never reach it); the worker starts after them.
 func TestCLIDuplicateResultSignal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

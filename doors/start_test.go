@@ -45,15 +45,15 @@ func (e *env) startDirectlyWith(t *testing.T, jobID, accountID, input string) st
 	return workflowID
 }
 
-// TestCLIStartWithoutPlaceholder checks money rules 5 and 7 at `temporal workflow start`: a
-// MeteredJob started by hand, with no placeholder written by the job service, writes its own (the
-// same guarded submission, its request fingerprinted) and charges only that request, once — the
-// job is delivered with one charge of the recorded cost, and the job service's submission of the same
-// job afterwards answers the original job without charging it again (rule 8). A start for an
-// unknown account ends rejected with nothing in the ledger; a start whose ID already holds
-// another request's placeholder charges nothing and shows that placeholder as the ledger has it,
-// and the placeholder's own submission then learns that its ID can never be charged (rule 3: net
-// 0).
+// TestCLIStartWithoutPlaceholder checks the price-list and remembered-IDs rules at `temporal
+// workflow start`: a MeteredJob started by hand, with no placeholder written by the job service,
+// writes its own (the same guarded submission, its request fingerprinted) and charges only that
+// request, once — the job is delivered with one charge of the recorded cost, and the job service's
+// submission of the same job afterwards answers the original job without charging it again (the
+// idempotent-doors rule). A start for an unknown account ends rejected with nothing in the ledger;
+// a start whose ID already holds another request's placeholder charges nothing and shows that
+// placeholder as the ledger has it, and the placeholder's own submission then learns that its ID
+// can never be charged (the net-effect rule: net 0).
 func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -126,12 +126,12 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	e.requireAudit(t, p)
 }
 
-// TestCLIStartWithAnAmountIsRefused checks money rule 5 at `temporal workflow start`: another
-// program that starts a MeteredJob with its own price — the input of the first versions, which
-// carried "Cost" — is refused: the run ends rejected, says prices are set by the server, and
+// TestCLIStartWithAnAmountIsRefused checks the price-list rule at `temporal workflow start`:
+// another program that starts a MeteredJob with its own price — the input of the first versions,
+// which carried "Cost" — is refused: the run ends rejected, says prices are set by the server, and
 // writes nothing (no placeholder, no row). A start that names a metered kind instead writes its
 // placeholder at the price list's price, holds the whole hold, and is settled at the usage its
-// work reports: charge −hold, release +unused, net −used × price (rule 3).
+// work reports: charge −hold, release +unused, net −used × price (the net-effect rule).
 func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -166,11 +166,11 @@ func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
 	e.requireAudit(t, p)
 }
 
-// TestForeignWorkflowHoldsTheJobsID checks money rules 3 and 7 when another program's workflow,
-// started with `temporal workflow start --type SomeoneElses` on a queue nobody polls, holds a
-// job's workflow ID: the job's submission answers within seconds with ErrRejected, reason
-// workflow_id_taken, nothing charged (net 0) — running or closed (terminated with the CLI first),
-// it never waits on or sends its charge into a workflow that is not the job's.
+// TestForeignWorkflowHoldsTheJobsID checks the net-effect and remembered-IDs rules when another
+// program's workflow, started with `temporal workflow start --type SomeoneElses` on a queue nobody
+// polls, holds a job's workflow ID: the job's submission answers within seconds with ErrRejected,
+// reason workflow_id_taken, nothing charged (net 0) — running or closed (terminated with the CLI
+// first), it never waits on or sends its charge into a workflow that is not the job's.
 func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

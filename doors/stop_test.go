@@ -37,7 +37,8 @@ func (e *env) submitFailing(t *testing.T, id, acct string, cost int64) string {
 }
 
 // deliverHanging reports the result of a hanging job's first attempt through the job service's
-// report door and checks that its workflow closes delivered with its one charge (money rule 2).
+// report door and checks that its workflow closes delivered with its one charge (the
+// reversing-pairs rule).
 func (e *env) deliverHanging(t *testing.T, key ledgerdb.JobKey, workflowID string, cost int64) {
 	t.Helper()
 	_, err := e.Jobs.ReportResult(testContext(t), key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/" + key.JobID})
@@ -47,13 +48,14 @@ func (e *env) deliverHanging(t *testing.T, key ledgerdb.JobKey, workflowID strin
 	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge)
 }
 
-// TestCLITerminateIsHealedThenRecovered checks money rule 3 at `temporal workflow terminate` (the
-// UI's Terminate button does the same): a charged job whose workflow an operator terminates will
-// never be delivered by it, so it is refunded — net 0 — with a reason that says an operator stopped
-// it. One job is healed by the first read of its status (Service.Status heals on read), another,
-// which nobody reads, by one reconcile pass. The heal run, the latest run under the job's workflow
-// ID, shows BillingState refunded. A late result reported afterwards, as jobbill's report door
-// does, reclaims the refund once (rules 2 and 3: charge, refund, reclaim, net −cost, recovered).
+// TestCLITerminateIsHealedThenRecovered checks the net-effect rule at `temporal workflow terminate`
+// (the UI's Terminate button does the same): a charged job whose workflow an operator terminates
+// will never be delivered by it, so it is refunded — net 0 — with a reason that says an operator
+// stopped it. One job is healed by the first read of its status (Service.Status heals on read),
+// another, which nobody reads, by one reconcile pass. The heal run, the latest run under the job's
+// workflow ID, shows BillingState refunded. A late result reported afterwards, as jobbill's report
+// door does, reclaims the refund once (the reversing-pairs and net-effect rules: charge, refund,
+// reclaim, net −cost, recovered).
 func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -123,7 +125,7 @@ func TestCLITerminateIsHealedThenRecovered(t *testing.T) {
 	e.requireAudit(t, p)
 }
 
-// TestCLICancelRefunds checks money rule 3 at `temporal workflow cancel` (the UI's Cancel
+// TestCLICancelRefunds checks the net-effect rule at `temporal workflow cancel` (the UI's Cancel
 // button): the run's work is cancelled, its charge compensated — refunded with the reason
 // "stopped by an operator: cancelled" — and the run closes as cancelled: charge, refund, net 0.
 func TestCLICancelRefunds(t *testing.T) {

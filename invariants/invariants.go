@@ -3,9 +3,9 @@
 // account that breaks a rule, or that the two sides disagree about:
 //
 //   - a job's ledger rows against its state: at most one charge, refund and reclaim, exactly
-//     those its guard flags record (rule 2), summing to −cost while it is charged and to 0
-//     otherwise (rule 3);
-//   - each account's balance against the sum of its rows, also row by row (rule 6);
+//     those its guard flags record (the reversing-pairs rule), summing to −cost while it is charged and to 0
+//     otherwise (the net-effect rule);
+//   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule);
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -40,14 +40,14 @@ type Kind string
 // The violation kinds.
 const (
 	// KindJobEntries: a job has more than one charge, refund or reclaim row, rows its guard flags
-	// do not record, or rows booked on another account than its own (rule 2).
+	// do not record, or rows booked on another account than its own (the reversing-pairs rule).
 	KindJobEntries Kind = "job_entries"
 	// KindJobNet: a job's rows do not sum to what its state and settlement say: −(units used ×
 	// unit price) for a settled job, its whole hold while charged and unsettled, 0 otherwise
-	// (rule 3).
+	// (the net-effect rule).
 	KindJobNet Kind = "job_net"
 	// KindAccountBalance: an account's balance is not the sum of its rows, or a row's
-	// balance_after does not continue the running sum (rule 6).
+	// balance_after does not continue the running sum (the sum-of-rows rule).
 	KindAccountBalance Kind = "account_balance"
 	// KindPlaceholderWithoutWorkflow: a job is still submitting and no workflow will ever decide
 	// its charge: none was started under its ID, or it closed without charging.
@@ -64,16 +64,16 @@ const (
 	// KindUnsettledJob: a job is charged and running, but no workflow runs it (its run was
 	// terminated, failed, timed out): nothing will deliver or refund it. The reconcile pass heals
 	// such a job within an interval, so one older than the grace means the pass is not running
-	// (rule 3). A job charged after its run had closed is reported at once: the step that charged
-	// it heals it at once.
+	// (the net-effect rule). A job charged after its run had closed is reported at once: the step
+	// that charged it heals it at once.
 	KindUnsettledJob Kind = "unsettled_job"
 	// KindUnappliedResult: a result was recorded (while Temporal was unreachable) and no workflow
 	// has taken it for longer than the grace; the reconcile pass should have applied it.
 	KindUnappliedResult Kind = "unapplied_result"
 	// KindDiscardedResult: a refunded job was deleted, and a result reported for it was taken but
 	// not billed while its refund could still be reclaimed: the customer keeps the refund for
-	// delivered work (rule 3: deletion hides a job, never what it owes). Reporting the same
-	// result again bills it.
+	// delivered work (the net-effect rule: deletion hides a job, never what it owes). Reporting the
+	// same result again bills it.
 	KindDiscardedResult Kind = "discarded_result"
 	// KindForeignWorkflow: an open workflow of another type (another program's) holds a job's
 	// workflow ID: it never settles the job, no run of the job's own workflow can start under the
@@ -191,9 +191,10 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 	return report, nil
 }
 
-// CheckLedger checks money rules 2, 3 and 6 on a ledger snapshot alone; [Check] calls it. It
-// takes the rows as input so that a test can check it on a snapshot read inside a transaction it
-// rolls back, or on rows the database would never accept (two charges of one job).
+// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules on a ledger snapshot
+// alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
+// read inside a transaction it rolls back, or on rows the database would never accept (two charges
+// of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 	var out []Violation
 	for _, a := range snap.Accounts {

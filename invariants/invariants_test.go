@@ -135,8 +135,9 @@ func (e *env) waitBillingState(t *testing.T, id string, state ledgerdb.State) {
 // TestCleanJobsPass runs real jobs through the worker to every end a job can reach — delivered,
 // rejected, refunded (workflow closed), recovered through the late-result fallback after its
 // workflow closed (so its closed run still says refunded), deleted, and refunded with its
-// workflow still open — and checks that the checker finds nothing: money rules 2, 3 and 6 hold,
-// and the workflows agree with the ledger. ledgerdb's own Audit agrees on each account.
+// workflow still open — and checks that the checker finds nothing: the reversing-pairs, net-effect
+// and sum-of-rows rules hold, and the workflows agree with the ledger. ledgerdb's own Audit agrees
+// on each account.
 func TestCleanJobsPass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -217,10 +218,10 @@ func TestCleanJobsPass(t *testing.T) {
 }
 
 // TestPlaceholderWithoutWorkflow is a job service that stopped between writing the placeholder and
-// starting the workflow (the placeholder-first rule, which protects rule 7): the job stays
-// submitting with nothing to decide its charge. The checker reports it unless it is younger than
-// the grace; submitting the same ID again starts the workflow and heals it. The account has no
-// credits, so the healed job ends rejected and charges nothing.
+// starting the workflow (the placeholder-first rule, which protects the remembered-IDs rule): the
+// job stays submitting with nothing to decide its charge. The checker reports it unless it is
+// younger than the grace; submitting the same ID again starts the workflow and heals it. The
+// account has no credits, so the healed job ends rejected and charges nothing.
 func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -268,9 +269,9 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 // TestWorkflowWithoutJob starts a MeteredJob workflow directly, bypassing the job service, under the
 // workflow ID of a job the ledger never saw, on a task queue no worker polls: its first step would
 // write the job's placeholder, but nothing runs it, and Temporal holds a job the ledger has never
-// heard of (rule 7). The checker reports the open workflow once it is older than the grace; the
-// test terminates it afterwards (a closed one charged nothing: no money moves for a job the ledger
-// does not know, so it is not reported).
+// heard of (the remembered-IDs rule). The checker reports the open workflow once it is older than
+// the grace; the test terminates it afterwards (a closed one charged nothing: no money moves for a
+// job the ledger does not know, so it is not reported).
 func TestWorkflowWithoutJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -310,9 +311,9 @@ func TestWorkflowWithoutJob(t *testing.T) {
 
 // TestUnsettledJobIsReportedThenHealed charges a job through the ledger alone, with no workflow
 // to run, deliver or refund it — what a job whose run an operator terminated looks like: charged
-// and running, with nothing to settle it (rule 3). Within the grace the checker leaves it to the
-// reconcile pass; beyond it, it reports the job. Healing it (as the pass and a status read do)
-// refunds it with a heal run, and the check passes again.
+// and running, with nothing to settle it (the net-effect rule). Within the grace the checker leaves
+// it to the reconcile pass; beyond it, it reports the job. Healing it (as the pass and a status
+// read do) refunds it with a heal run, and the check passes again.
 func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -340,10 +341,10 @@ func TestUnsettledJobIsReportedThenHealed(t *testing.T) {
 
 // TestChargeAfterItsRunClosedIsReportedAtOnce charges a job after its workflow's run was
 // terminated — what a charge held up by a busy ledger does when an operator stops the run
-// meanwhile: charged and running, and no run that could ever settle it (rule 3). The run closed
-// before the charge, so no healing that is merely late can explain it: the checker reports it at
-// once, within any grace, and says that the charge came after the run closed. Healing it refunds
-// it, and the check passes again. Before, the checker kept silent for its grace.
+// meanwhile: charged and running, and no run that could ever settle it (the net-effect rule). The
+// run closed before the charge, so no healing that is merely late can explain it: the checker
+// reports it at once, within any grace, and says that the charge came after the run closed. Healing
+// it refunds it, and the check passes again. Before, the checker kept silent for its grace.
 func TestChargeAfterItsRunClosedIsReportedAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -383,8 +384,8 @@ func TestChargeAfterItsRunClosedIsReportedAtOnce(t *testing.T) {
 
 // TestStuckJob starts a charged job's workflow on a task queue no worker polls: the workflow is
 // open, but nothing runs it. Within its timeouts that is normal; beyond StuckAfter the checker
-// reports it (rules 2, 3 and 6 still hold, which is why only the age catches it). The test then
-// terminates the workflow and heals the job.
+// reports it (the reversing-pairs, net-effect and sum-of-rows rules still hold, which is why only
+// the age catches it). The test then terminates the workflow and heals the job.
 func TestStuckJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -418,8 +419,9 @@ func TestStuckJob(t *testing.T) {
 // TestBillingStateMismatch reclaims a refunded job through the ledger behind the back of its
 // workflow, which is still open and listening for a late result: the workflow says refunded, the
 // ledger recovered. The checker reports the open workflow's disagreement (the workflow's state
-// must be the ledger's answer); money rules 2, 3 and 6 hold, since the reclaim itself was guarded.
-// A late result then settles the workflow as recovered and the check passes again.
+// must be the ledger's answer); the reversing-pairs, net-effect and sum-of-rows rules hold, since
+// the reclaim itself was guarded. A late result then settles the workflow as recovered and the
+// check passes again.
 func TestBillingStateMismatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -453,11 +455,12 @@ func TestBillingStateMismatch(t *testing.T) {
 	requireOK(t, e.check(t, p))
 }
 
-// TestLedgerRulesInRolledBackTransaction breaks money rules 2, 3 and 6 inside a transaction that
-// it rolls back, and reads the snapshot through that transaction: a grant row whose balance_after
-// does not continue the running sum, booked without moving the balance (rule 6, twice), and a
-// charged job flagged refunded without its refund row (rule 2: flags without rows; rule 3: its
-// rows sum to −cost, its state says 0). After the rollback the same check finds nothing.
+// TestLedgerRulesInRolledBackTransaction breaks the reversing-pairs, net-effect and sum-of-rows
+// rules inside a transaction that it rolls back, and reads the snapshot through that transaction: a
+// grant row whose balance_after does not continue the running sum, booked without moving the
+// balance (the sum-of-rows rule, twice), and a charged job flagged refunded without its refund row
+// (the reversing-pairs rule: flags without rows; the net-effect rule: its rows sum to −cost, its
+// state says 0). After the rollback the same check finds nothing.
 func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	t.Parallel()
 	store := ledgertest.Store(t)
@@ -501,11 +504,12 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	ledgertest.RequireSound(t, store, acct)
 }
 
-// TestCheckLedgerOnRows checks rules 2 and 3 on rows the database refuses to hold (its UNIQUE
-// constraint on (job, kind) and its guards stop them first): a job charged twice (−2×cost), a
-// refund with no charge (+cost), a recovered job short of its reclaim, a metered job settled at
-// 12 of its 30 GPU-seconds without the release of the other 18 (its net must be −12 × 2, not the
-// whole hold); and one sound job of each settled state, metered ones included, which must pass.
+// TestCheckLedgerOnRows checks the reversing-pairs and net-effect rules on rows the database
+// refuses to hold (its UNIQUE constraint on (job, kind) and its guards stop them first): a job
+// charged twice (−2×cost), a refund with no charge (+cost), a recovered job short of its reclaim, a
+// metered job settled at 12 of its 30 GPU-seconds without the release of the other 18 (its net must
+// be −12 × 2, not the whole hold); and one sound job of each settled state, metered ones included,
+// which must pass.
 func TestCheckLedgerOnRows(t *testing.T) {
 	t.Parallel()
 	job := func(id string, state ledgerdb.State, charged, refunded, reclaimed bool) ledgerdb.Job {
@@ -557,12 +561,13 @@ func TestCheckLedgerOnRows(t *testing.T) {
 	}
 }
 
-// TestDiscardedResultOfDeletedJob is the outcome deletion must never have (rule 3: deletion hides
-// a job, never what it owes): a refunded job deleted by its customer, whose late result was taken
-// and discarded while its refund could still be reclaimed — as the job service did before a
-// tombstone took its late result, and as a worker of that time still could. The customer keeps
-// the refund for delivered work. The checker reports it once older than the grace; reporting the
-// same result again bills it (the refund reclaimed, the job settled) and the check passes again.
+// TestDiscardedResultOfDeletedJob is the outcome deletion must never have (the net-effect rule:
+// deletion hides a job, never what it owes): a refunded job deleted by its customer, whose late
+// result was taken and discarded while its refund could still be reclaimed — as the job service did
+// before a tombstone took its late result, and as a worker of that time still could. The customer
+// keeps the refund for delivered work. The checker reports it once older than the grace; reporting
+// the same result again bills it (the refund reclaimed, the job settled) and the check passes
+// again.
 func TestDiscardedResultOfDeletedJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -598,12 +603,12 @@ func TestDiscardedResultOfDeletedJob(t *testing.T) {
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
-// TestForeignWorkflowHoldsJobID is another program's workflow under a job's workflow ID (rule 3
-// and the doors of docs/design.md): the job is charged and running, its own workflow gone, and a
-// workflow of a type nobody registers holds the ID, open. The checker reports the job as unsettled
-// — the foreign run never settles it — naming the foreign run, and the foreign run itself. Healing
-// goes around it (the refund written in the ledger); the foreign run is still reported until it
-// closes, and then the check passes.
+// TestForeignWorkflowHoldsJobID is another program's workflow under a job's workflow ID (the
+// net-effect rule and the doors of docs/design.md): the job is charged and running, its own
+// workflow gone, and a workflow of a type nobody registers holds the ID, open. The checker reports
+// the job as unsettled — the foreign run never settles it — naming the foreign run, and the foreign
+// run itself. Healing goes around it (the refund written in the ledger); the foreign run is still
+// reported until it closes, and then the check passes.
 func TestForeignWorkflowHoldsJobID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -44,8 +44,8 @@ func (e *e2eEnv) ledgerSettles(t *testing.T, key ledgerdb.JobKey) ledgerdb.Job {
 // requireClosedFairly checks how a job whose workflow was terminated before its charge was decided
 // ends: refunded by a heal run (charged once, refunded once, the reason saying an operator stopped
 // it) when the charge committed, or rejected with nothing charged when it did not — never running
-// with no workflow, never rejected with a charge (money rules 2 and 3). The account started with
-// credits.
+// with no workflow, never rejected with a charge (the reversing-pairs and net-effect rules). The
+// account started with credits.
 func (e *e2eEnv) requireClosedFairly(t *testing.T, job ledgerdb.Job, cost, credits int64) {
 	t.Helper()
 	switch job.State {
@@ -108,12 +108,12 @@ func TestE2EWorkflowClosedUnderASubmission(t *testing.T) {
 	e.requireClosedFairly(t, ended, cost, credits)
 }
 
-// TestE2EChargeAfterItsRunClosedIsHealedAtOnce protects money rule 3 when nobody waits for the
-// charge: a run started straight through Temporal (as any client may) is terminated while its charge
-// waits for the busy account, and the charge commits after the run closed. The step that commits it
-// sees that its run is gone and heals the job at once: a heal run refunds it, stopped by an
-// operator — with no status read and no reconcile pass. Before, the job stayed running and charged
-// until the next reconcile pass, and the audit stayed silent for its grace.
+// TestE2EChargeAfterItsRunClosedIsHealedAtOnce protects the net-effect rule when nobody waits for
+// the charge: a run started straight through Temporal (as any client may) is terminated while its
+// charge waits for the busy account, and the charge commits after the run closed. The step that
+// commits it sees that its run is gone and heals the job at once: a heal run refunds it, stopped by
+// an operator — with no status read and no reconcile pass. Before, the job stayed running and
+// charged until the next reconcile pass, and the audit stayed silent for its grace.
 //
 // The run is given the longest workflow task timeout, so that the worker keeps the charge in flight
 // however slow the machine is between the terminate and the release.

@@ -16,12 +16,12 @@ import (
 
 // TestE2EDuplicateStartLeavesTheUIWithTheLedger protects the UI's truth at the door of a direct
 // start: another program (or the temporal CLI) starts a MeteredJob with another input under the
-// workflow ID of a job the ledger has settled. The run charges nothing (rule 7) and must not make
-// the job's latest run in the Temporal UI contradict the ledger: it shows the job as the ledger
-// has it — delivered, then deleted once the job is — and a start whose input the ledger was never
-// asked about (it carries an amount) shows no billing state at all. Before, each such run
-// upserted BillingState rejected over the job's, and the UI said rejected, not charged, of a job
-// the ledger had delivered.
+// workflow ID of a job the ledger has settled. The run charges nothing (the remembered-IDs rule)
+// and must not make the job's latest run in the Temporal UI contradict the ledger: it shows the job
+// as the ledger has it — delivered, then deleted once the job is — and a start whose input the
+// ledger was never asked about (it carries an amount) shows no billing state at all. Before, each
+// such run upserted BillingState rejected over the job's, and the UI said rejected, not charged, of
+// a job the ledger had delivered.
 func TestE2EDuplicateStartLeavesTheUIWithTheLedger(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

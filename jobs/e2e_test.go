@@ -103,8 +103,8 @@ func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, key ledgerdb.JobKey, 
 
 // refundedAndClosed submits a "sim:fail" job on a fresh account granted 200 credits, under a
 // one-second late-result window, and waits until its workflow has closed refunded with a charge
-// and a refund row (money rules 2 and 3). It answers the job service the job was submitted
-// through, the account and the job's ID.
+// and a refund row (the reversing-pairs and net-effect rules). It answers the job service the job
+// was submitted through, the account and the job's ID.
 func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, string, string) {
 	t.Helper()
 	acct := ledgertest.Account(t, e.Store, 200)
@@ -196,9 +196,9 @@ func (e *e2eEnv) recordHistory(t *testing.T, name, workflowID string) {
 	t.Logf("recorded the history of %s (%d events) to %s", workflowID, len(history.Events), path)
 }
 
-// TestE2ESubmitIsIdempotent checks the doors of submission. Money rules 7 and 8: the same ID
-// submitted twice, concurrently or later, is one job charged once; a different request under the
-// ID is a conflict; a deleted ID is gone for good and is never charged again.
+// TestE2ESubmitIsIdempotent checks the doors of submission. The remembered-IDs and idempotent-doors
+// rules: the same ID submitted twice, concurrently or later, is one job charged once; a different
+// request under the ID is a conflict; a deleted ID is gone for good and is never charged again.
 func TestE2ESubmitIsIdempotent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -258,9 +258,9 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 }
 
 // TestE2ELateResultAfterClose reports a result after the job's workflow closed as refunded.
-// Money rules 2, 3, 5, 8: the job service's fallback workflow reclaims the refund once (one reclaim
-// row of −cost, net −cost); a second report of the same result is recognised by the ledger's
-// inbox and changes nothing.
+// The reversing-pairs, net-effect, price-list and idempotent-doors rules: the job service's
+// fallback workflow reclaims the refund once (one reclaim row of −cost, net −cost); a second report
+// of the same result is recognised by the ledger's inbox and changes nothing.
 func TestE2ELateResultAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -291,8 +291,9 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 }
 
 // TestE2ERedriveOpenDeadLetter re-drives a dead letter whose workflow still listens: the redrive
-// runs the work again and it succeeds. Money rules 2, 3, 8: charge, refund, reclaim — the refund
-// is reclaimed once, never a second charge; BillingState recovered and DeadLettered false.
+// runs the work again and it succeeds. The reversing-pairs, net-effect and idempotent-doors rules:
+// charge, refund, reclaim — the refund is reclaimed once, never a second charge; BillingState
+// recovered and DeadLettered false.
 func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -328,9 +329,10 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 
 // TestE2ERedriveAfterClose re-drives a dead letter whose workflow closed when its late-result
 // window ended: the job service starts a new run of the job's ID, which finds the job refunded in the
-// ledger and runs the job's own work again. The work (sim:fail) fails again. Money rules 2, 5, 7
-// and 8: the new run charges nothing, refunds nothing a second time and reclaims nothing — the
-// rows stay charge and refund, the balance stays the grant.
+// ledger and runs the job's own work again. The work (sim:fail) fails again. The
+// reversing-pairs, price-list, remembered-IDs and idempotent-doors rules: the new run charges
+// nothing, refunds nothing a second time and reclaims nothing — the rows stay charge and refund,
+// the balance stays the grant.
 func TestE2ERedriveAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -44,11 +44,11 @@ func (e *e2eEnv) terminatedUnderForeignRun(t *testing.T, acct string) (ledgerdb.
 	return key, foreign
 }
 
-// TestE2EForeignWorkflowCannotBlockHealing protects money rule 3 at the door of another program's
-// workflow: an operator terminated a job's workflow, and another program then started a workflow
-// of its own under the job's workflow ID. The job's own workflow is gone, so nothing of jobbill's
-// will deliver or refund it; the foreign run, open, keeps the ID from a heal run. A read of the
-// job's status still heals it — the guarded refund written in the ledger directly, reason
+// TestE2EForeignWorkflowCannotBlockHealing protects the net-effect rule at the door of another
+// program's workflow: an operator terminated a job's workflow, and another program then started a
+// workflow of its own under the job's workflow ID. The job's own workflow is gone, so nothing of
+// jobbill's will deliver or refund it; the foreign run, open, keeps the ID from a heal run. A read
+// of the job's status still heals it — the guarded refund written in the ledger directly, reason
 // stopped_by_operator, the detail naming the foreign run — and never touches the foreign run. A
 // late result then goes to the late-result fallback, not into the foreign run, and reclaims the
 // refund once. Before, the heal saw "a run is open" and waited for ever: the job stayed running,
@@ -84,10 +84,11 @@ func TestE2EForeignWorkflowCannotBlockHealing(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, key.AccountID, 160)
 }
 
-// TestE2EReconcileHealsJobUnderForeignRun protects money rule 3 without anyone reading the job:
-// the reconcile pass heals a job whose terminated workflow's ID another program's open workflow
-// holds, within one pass; a second pass changes nothing. A redrive of the healed dead letter is
-// refused with ErrWorkflowIDTaken rather than signalled into the foreign run, and nothing moves.
+// TestE2EReconcileHealsJobUnderForeignRun protects the net-effect rule without anyone reading the
+// job: the reconcile pass heals a job whose terminated workflow's ID another program's open
+// workflow holds, within one pass; a second pass changes nothing. A redrive of the healed dead
+// letter is refused with ErrWorkflowIDTaken rather than signalled into the foreign run, and nothing
+// moves.
 func TestE2EReconcileHealsJobUnderForeignRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -110,8 +111,8 @@ func TestE2EReconcileHealsJobUnderForeignRun(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
 }
 
-// TestE2ESubmissionNeverAttachesToAForeignWorkflow protects money rule 7 in a namespace other
-// programs may share: when another program's workflow holds a job's workflow ID, running or
+// TestE2ESubmissionNeverAttachesToAForeignWorkflow protects the remembered-IDs rule in a namespace
+// other programs may share: when another program's workflow holds a job's workflow ID, running or
 // closed, the submission answers at once that the ID can never be charged (rejected, reason
 // workflow_id_taken) and charges nothing — it never sends its charge decision into a workflow that
 // is not this job's. Before, it waited on the foreign workflow until its deadline and left the job

@@ -24,7 +24,7 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestE2ETerminatedJobIsHealedOnRead protects money rule 3 at the UI's Terminate button: the
+// TestE2ETerminatedJobIsHealedOnRead protects the net-effect rule at the UI's Terminate button: the
 // job's work will never be delivered, so the first read of its status heals it — a heal run of its
 // own workflow refunds the charge with a reason that says an operator stopped it — and no answer
 // describes it as running. A result that lands afterwards still reclaims the refund once. Before,

@@ -20,9 +20,10 @@ type heldTable struct {
 }
 
 // TestOnWorkflowIDHeldFollowsTheTable checks the job service's rule for a start refused because
-// a workflow holds the job's workflow ID against every row of the shared table (money rule 7: a
-// closed job's ID never starts a run again, and a submission never sends its charge decision into
-// another program's workflow; rule 8: a submission repeated while the job runs joins it).
+// a workflow holds the job's workflow ID against every row of the shared table (the remembered-IDs
+// rule: a closed job's ID never starts a run again, and a submission never sends its charge
+// decision into another program's workflow; the idempotent-doors rule: a submission repeated while
+// the job runs joins it).
 func TestOnWorkflowIDHeldFollowsTheTable(t *testing.T) {
 	data, err := os.ReadFile("../apiclient/testdata/submission-decisions.json")
 	require.NoError(t, err)

@@ -119,8 +119,9 @@ func requireBudget(t *testing.T, got map[string]int, gotTasks, tasks int, budget
 // door justifies, on the real server: a delivered job costs the bare workflow's 11 events and 6
 // more — its charge decision, its two money transitions (charge, settle), and the two billing
 // states the UI filters on — and a job refunded and then recovered by a late result 3 money
-// transitions (charge, refund, settle: money rules 2 and 3, each one row of the ledger). A change
-// that adds an event to every job fails here, naming it; so does one that drops a money step.
+// transitions (charge, refund, settle: the reversing-pairs and net-effect rules, each one row of
+// the ledger). A change that adds an event to every job fails here, naming it; so does one that
+// drops a money step.
 func TestE2EHistoryBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -14,12 +14,12 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestE2EUnbillableResultThenPythonResult protects money rules 3 and 5 when another program
-// signals a refunded metered job's late result: one it cannot bill (units_used 12.5) changes no
-// money and raises an alarm (a ledger_alarms row of the step "result"); the one that follows, as
-// Python's json.dumps writes it (units_used 12.0), is reclaimed and settled at 12 units — charge
-// −60, refund +60, reclaim −60, release +36, net −24. Its history is the recorded one of both
-// paths (versionWholeNumbers).
+// TestE2EUnbillableResultThenPythonResult protects the net-effect and price-list rules when another
+// program signals a refunded metered job's late result: one it cannot bill (units_used 12.5)
+// changes no money and raises an alarm (a ledger_alarms row of the step "result"); the one that
+// follows, as Python's json.dumps writes it (units_used 12.0), is reclaimed and settled at 12 units
+// — charge −60, refund +60, reclaim −60, release +36, net −24. Its history is the recorded one of
+// both paths (versionWholeNumbers).
 func TestE2EUnbillableResultThenPythonResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

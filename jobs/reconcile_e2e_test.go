@@ -69,12 +69,13 @@ func chargeRows(t *testing.T, env *e2eEnv, key ledgerdb.JobKey) int {
 	return n
 }
 
-// TestReconcileHealsOrphanedPlaceholderOnce checks money rules 2, 3 and 8 (one charge per job;
-// the net matches the state; every door idempotent): a placeholder younger than the grace is left
-// alone; once older, its workflow never having started, it is started by one pass and charged
-// exactly once; a second pass and two concurrent passes change nothing. A placeholder is younger
-// than a grace of an hour, and older than the tests' second once the test has slept it, however
-// slowly a loaded machine runs the passes.
+// TestReconcileHealsOrphanedPlaceholderOnce checks the reversing-pairs rule, the net-effect rule
+// and the idempotent-doors rule (one charge per job; the net matches the state; every door
+// idempotent): a placeholder younger than the grace is left alone; once older, its workflow never
+// having started, it is started by one pass and charged exactly once; a second pass and two
+// concurrent passes change nothing. A placeholder is younger than a grace of an hour, and older
+// than the tests' second once the test has slept it, however slowly a loaded machine runs the
+// passes.
 func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
@@ -121,8 +122,9 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	ledgertest.RequireBalance(t, env.Store, account, 1000-40-30)
 }
 
-// TestReconcileConcurrentResumeChargesOnce checks money rules 2 and 8: two reconcilers resuming
-// the same orphan at the same moment start one workflow and write one charge row.
+// TestReconcileConcurrentResumeChargesOnce checks the reversing-pairs and idempotent-doors rules:
+// two reconcilers resuming the same orphan at the same moment start one workflow and write one
+// charge row.
 func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
@@ -143,10 +145,10 @@ func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 	ledgertest.RequireSound(t, env.Store, account)
 }
 
-// TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging checks money rules 3 and 7: a
-// placeholder whose workflow was terminated before its charge can never be started again under
-// its ID, so the pass rejects it (reason workflow_ended_before_charging), nothing charged, net
-// 0; a second pass changes nothing.
+// TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging checks the net-effect and
+// remembered-IDs rules: a placeholder whose workflow was terminated before its charge can never be
+// started again under its ID, so the pass rejects it (reason workflow_ended_before_charging),
+// nothing charged, net 0; a second pass changes nothing.
 func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
@@ -176,9 +178,9 @@ func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing
 	ledgertest.RequireBalance(t, env.Store, account, 100)
 }
 
-// TestE2EReconcileHealsTerminatedJob protects money rule 3 without anyone reading the job: the
-// reconcile pass finds the charged job whose workflow an operator terminated and refunds it within
-// one pass; a second pass changes nothing.
+// TestE2EReconcileHealsTerminatedJob protects the net-effect rule without anyone reading the job:
+// the reconcile pass finds the charged job whose workflow an operator terminated and refunds it
+// within one pass; a second pass changes nothing.
 func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

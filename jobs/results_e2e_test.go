@@ -19,10 +19,10 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestE2EResultRecordedWhileTemporalUnreachable protects money rules 3 and 8 at the report door:
-// a result reported while Temporal cannot be reached is written to the ledger first and answered
-// "recorded", and the reconcile pass applies it once Temporal answers: the job is delivered, once.
-// Before, such a report failed and was stored nowhere.
+// TestE2EResultRecordedWhileTemporalUnreachable protects the net-effect and idempotent-doors rules
+// at the report door: a result reported while Temporal cannot be reached is written to the ledger
+// first and answered "recorded", and the reconcile pass applies it once Temporal answers: the job
+// is delivered, once. Before, such a report failed and was stored nowhere.
 func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -69,8 +69,8 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 160)
 }
 
-// TestE2EBadReportsWriteNothing protects rule 5 at the report door: a report naming an attempt
-// the job's work never started, or without a usable output, is refused before anything is
+// TestE2EBadReportsWriteNothing protects the price-list rule at the report door: a report naming an
+// attempt the job's work never started, or without a usable output, is refused before anything is
 // written or signalled, and the job goes on to be delivered by its real result.
 func TestE2EBadReportsWriteNothing(t *testing.T) {
 	t.Parallel()

@@ -12,8 +12,8 @@ import (
 // TestRowTextTellsEachRow checks what a customer reads of each of a job's ledger rows: every row
 // in the API's fixed words — the amount it moved and the reason code's text, never the operator's
 // detail, which may name internal hosts — for a job sold by the job and for a metered one whose
-// late result reclaimed its refund and settled at its usage (rule 5: a reclaim moves exactly the
-// hold, and the release returns the unused part).
+// late result reclaimed its refund and settled at its usage (the price-list rule: a reclaim moves
+// exactly the hold, and the release returns the unused part).
 func TestRowTextTellsEachRow(t *testing.T) {
 	fixed := ledgerdb.Job{Unit: ledgerdb.UnitJob, UnitPrice: 40, HeldUnits: 1, Cost: 40,
 		RefundReason: ledgerdb.ReasonGPUFailed, RefundDetail: "failed on gpu-7.internal: CUDA error"}

@@ -73,7 +73,7 @@ type Job struct {
 	// AccountID is the paying account.
 	AccountID string
 	// Kind names what the job is ("render-4k"); the ledger's price list says what it costs. A
-	// caller names a kind, never an amount (money rule 5).
+	// caller names a kind, never an amount (the price-list rule).
 	Kind string
 	// MaxUnits, for a metered kind, is the most units the caller lets the job use, below the
 	// kind's own maximum; 0 for the kind's. The job's charge holds this many units.

@@ -112,9 +112,9 @@ func TestE2EStories(t *testing.T) {
 	}
 }
 
-// storyFirstTry is (a), success on the first try. Money rules 2, 3, 5, 6: exactly one charge row
-// of −cost, the balance is the grant minus the cost, the audit holds; BillingState delivered in
-// visibility.
+// storyFirstTry is (a), success on the first try. The reversing-pairs, net-effect, price-list and
+// sum-of-rows rules: exactly one charge row of −cost, the balance is the grant minus the cost, the
+// audit holds; BillingState delivered in visibility.
 func storyFirstTry(t *testing.T, e *e2eEnv, a *story) {
 	require.NoError(t, a.err)
 	require.False(t, a.sub.Duplicate)
@@ -135,8 +135,9 @@ func storyFirstTry(t *testing.T, e *e2eEnv, a *story) {
 }
 
 // storyLateRecovered is (b): every attempt times out → refunded → the late attempt's result lands
-// (reported through the job service) → recovered. Money rules 2, 3, 5, 8: charge, refund and
-// reclaim rows of −cost, +cost, −cost (net −cost), the refund never doubled.
+// (reported through the job service) → recovered. The reversing-pairs, net-effect, price-list and
+// idempotent-doors rules: charge, refund and reclaim rows of −cost, +cost, −cost (net −cost), the
+// refund never doubled.
 func storyLateRecovered(t *testing.T, e *e2eEnv, b *story) {
 	require.NoError(t, b.err)
 	require.Equal(t, ledgerdb.StateRunning, b.sub.Status.State)
@@ -154,8 +155,9 @@ func storyLateRecovered(t *testing.T, e *e2eEnv, b *story) {
 }
 
 // storyDeadLettered is (c): every attempt fails, refunded and dead-lettered for good (the
-// late-result window ends with nothing). Money rules 2, 3, 6: charge and refund rows, net 0, the
-// balance back to the grant; DeadLettered stays true on the closed workflow.
+// late-result window ends with nothing). The reversing-pairs, net-effect and sum-of-rows rules:
+// charge and refund rows, net 0, the balance back to the grant; DeadLettered stays true on the
+// closed workflow.
 func storyDeadLettered(t *testing.T, e *e2eEnv, c *story) {
 	require.NoError(t, c.err)
 	final := e.awaitClosed(t, workflows.JobWorkflowID(c.acct, c.id))
@@ -197,9 +199,10 @@ func (r *duplicateReports) report(t *testing.T, e *e2eEnv, d *story) {
 }
 
 // check is (d): the same result reported twice, concurrently, while the work hangs, is delivered
-// once. Money rules 2, 3, 8: one charge row and nothing else, whichever door each report took (a
-// signal, the fallback if the workflow had already closed, or the inbox's answer that the other
-// report had already been taken, when the two were not quite simultaneous).
+// once. The reversing-pairs, net-effect and idempotent-doors rules: one charge row and nothing
+// else, whichever door each report took (a signal, the fallback if the workflow had already closed,
+// or the inbox's answer that the other report had already been taken, when the two were not quite
+// simultaneous).
 func (r *duplicateReports) check(t *testing.T, e *e2eEnv, d *story) {
 	require.NoError(t, d.err)
 	require.NoError(t, errors.Join(r.errs...))
@@ -227,7 +230,7 @@ func (r *duplicateReports) check(t *testing.T, e *e2eEnv, d *story) {
 }
 
 // storyRejected is (e), insufficient credits: Submit answers ErrInsufficientCredits and the job
-// is rejected. Money rules 3 and 6: no ledger row, the balance untouched.
+// is rejected. The net-effect and sum-of-rows rules: no ledger row, the balance untouched.
 func storyRejected(t *testing.T, e *e2eEnv, s *story) {
 	require.ErrorIs(t, s.err, ledgerdb.ErrInsufficientCredits)
 	require.Equal(t, ledgerdb.StateRejected, s.sub.Status.State)
@@ -243,8 +246,8 @@ func storyRejected(t *testing.T, e *e2eEnv, s *story) {
 
 // storyMetered is (f), metered: the charge holds 60 GPU-seconds at 2 credits (120), the work
 // reports 37 seconds, and the settlement — in the same ledger step as the delivery — returns the
-// other 23 seconds' 46 credits. Money rules 2, 3, 5: one charge of the hold, one release, net
-// −37 × 2; the user reads what was held, charged and returned.
+// other 23 seconds' 46 credits. The reversing-pairs, net-effect and price-list rules: one charge of
+// the hold, one release, net −37 × 2; the user reads what was held, charged and returned.
 func storyMetered(t *testing.T, e *e2eEnv, f *story) {
 	require.NoError(t, f.err)
 	require.Equal(t, int64(120), f.sub.Status.Held)
@@ -264,8 +267,8 @@ func storyMetered(t *testing.T, e *e2eEnv, f *story) {
 
 // storyMeteredLate is (g), metered: every attempt times out → refunded → the result lands late
 // with 25 seconds used → the reclaim takes back exactly the refunded hold and the settlement
-// returns the unused 35 seconds. Money rules 2, 3, 5, 8: charge −120, refund +120, reclaim −120,
-// release +70, net −25 × 2.
+// returns the unused 35 seconds. The reversing-pairs, net-effect, price-list and idempotent-doors
+// rules: charge −120, refund +120, reclaim −120, release +70, net −25 × 2.
 func storyMeteredLate(t *testing.T, e *e2eEnv, g *story) {
 	require.NoError(t, g.err)
 	used := int64(25)

@@ -16,16 +16,16 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestE2EDeletedJobStillPaysForItsLateResult protects money rule 3 against deletion: deleting a
-// job removes its content from view, never an obligation. A job metered by the GPU-second (300
-// held at 1 credit) times out and is refunded while its GPU is still finishing; its customer
-// deletes it (the door every customer has: the job service's Delete, which DELETE /v1/jobs/{id}
-// calls); then the runner reports the late result, 90 GPU-seconds. The refund is reclaimed and
-// the job settled at 90 — charge −300, refund +300, reclaim −300, release +210, net −90 — whether
-// the job's workflow still listened (the result reaches it as a signal) or had closed (the
-// late-result fallback takes it). The tombstone answers state deleted, money state charged, with
-// the figures and no output, and the audit finds nothing wrong. Before, the result was discarded
-// and the customer kept the refund for delivered work.
+// TestE2EDeletedJobStillPaysForItsLateResult protects the net-effect rule against deletion:
+// deleting a job removes its content from view, never an obligation. A job metered by the
+// GPU-second (300 held at 1 credit) times out and is refunded while its GPU is still finishing; its
+// customer deletes it (the door every customer has: the job service's Delete, which DELETE
+// /v1/jobs/{id} calls); then the runner reports the late result, 90 GPU-seconds. The refund is
+// reclaimed and the job settled at 90 — charge −300, refund +300, reclaim −300, release +210, net
+// −90 — whether the job's workflow still listened (the result reaches it as a signal) or had closed
+// (the late-result fallback takes it). The tombstone answers state deleted, money state charged,
+// with the figures and no output, and the audit finds nothing wrong. Before, the result was
+// discarded and the customer kept the refund for delivered work.
 func TestE2EDeletedJobStillPaysForItsLateResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -13,7 +13,8 @@ type AuditReport struct {
 	AccountID string `json:"account_id"`
 	// Balance is the account's stored balance.
 	Balance int64 `json:"balance"`
-	// EntrySum is the sum of the account's ledger rows; money rule 6 says it equals Balance.
+	// EntrySum is the sum of the account's ledger rows; the sum-of-rows rule says it equals
+	// Balance.
 	EntrySum int64 `json:"entry_sum"`
 	// Entries is how many ledger rows the account has.
 	Entries int `json:"entries"`
@@ -27,9 +28,10 @@ type AuditReport struct {
 func (r AuditReport) OK() bool { return len(r.Violations) == 0 }
 
 // Audit replays an account's ledger in one consistent snapshot and checks it against the money
-// rules: the balance equals the sum of the rows (rule 6); each row's balance_after continues the
-// running sum; each job has at most one charge, refund, reclaim and release, exactly those its
-// guard flags say (rule 2); and each job's rows sum to what its state and settlement say (rule 3).
+// rules: the balance equals the sum of the rows (the sum-of-rows rule); each row's balance_after
+// continues the running sum; each job has at most one charge, refund, reclaim and release, exactly
+// those its guard flags say (the reversing-pairs rule); and each job's rows sum to what its state
+// and settlement say (the net-effect rule).
 func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return AuditReport{}, err

@@ -20,12 +20,13 @@ import (
 // it rolls back, and checks that the audit (Store.Audit's replay, through the transaction) and
 // the snapshot the invariant checker reads (ReadLedgerSnapshot: JobTotals.Releases and EntrySum
 // against Job.WantsRows and Job.Net) both see each break: a second release row for one job
-// (rule 2 — the database refuses it outright, UNIQUE (job_id, kind)); a release row for a job
-// settled at its whole hold, by Settle or by the original version's Deliver (rule 2: a row its
-// settlement does not record; rule 3: its rows no longer sum to −used × unit price); a running
-// job delivered and settled at part of its hold (as a broken settle would) with a release of the
-// wrong amount (rule 3), with no release row at all (rules 2 and 3), or with a release row whose
-// balance_after breaks the account's chain (rule 6). After each rollback the account audits clean.
+// (the reversing-pairs rule — the database refuses it outright, UNIQUE (job_id, kind)); a release
+// row for a job settled at its whole hold, by Settle or by the original version's Deliver (the
+// reversing-pairs rule: a row its settlement does not record; the net-effect rule: its rows no
+// longer sum to −used × unit price); a running job delivered and settled at part of its hold (as a
+// broken settle would) with a release of the wrong amount (the net-effect rule), with no release
+// row at all (the reversing-pairs and net-effect rules), or with a release row whose balance_after
+// breaks the account's chain (the sum-of-rows rule). After each rollback the account audits clean.
 func TestAuditCatchesBrokenRelease(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -48,7 +49,7 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 1000-15-60-60-60)
 
 	// release appends a release row to the account as the functions do: the balance moves with
-	// it, so that the chain and rule 6 hold unless breakChain says otherwise.
+	// it, so that the chain and the sum-of-rows rule hold unless breakChain says otherwise.
 	release := func(tx pgx.Tx, job ledgerdb.JobKey, amount int64, breakChain bool) error {
 		skew := int64(0)
 		if breakChain {
@@ -116,7 +117,8 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 		})
 	}
 
-	// Rule 2, the second time: the database refuses a second release row for a job outright.
+	// The reversing-pairs rule, the second time: the database refuses a second release row for a
+	// job outright.
 	tx, err := owner.Begin(ctx)
 	require.NoError(t, err)
 	err = release(tx, released, 45, false)
@@ -143,7 +145,8 @@ func requireAuditReports(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobK
 
 // requireSnapshotShows checks that the snapshot the invariant checker reads through tx shows the
 // break: the job's releases, and either the account's chain broken (the job's own rows sound) or
-// the job's rows not what its settlement wants (the release count too when rule 2 is broken).
+// the job's rows not what its settlement wants (the release count too when the reversing-pairs rule
+// is broken).
 func requireSnapshotShows(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.JobKey, releases int, chain bool, rules []string) {
 	t.Helper()
 	snap, err := ledgerdb.ReadLedgerSnapshot(context.Background(), tx, ledgerdb.SnapshotScope{AccountID: acct})

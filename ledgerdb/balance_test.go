@@ -40,11 +40,11 @@ func fill(t *testing.T, s *ledgerdb.Store, accountID string, total int64) {
 	}
 }
 
-// TestBalanceBoundsKeepEveryRefundAndReclaimInRange protects money rules 3 and 6 at the int64
-// limit: a refund and a reclaim are never refused, so the balance must always leave them room. A
-// grant that would take the balance plus the pending refunds (the running jobs' costs) past
-// MaxBalance is refused with nothing written, a grant that lands exactly on the bound passes, and
-// the refund of a running job at the bound still fits. Before, balances were unbounded and a
+// TestBalanceBoundsKeepEveryRefundAndReclaimInRange protects the net-effect and sum-of-rows rules
+// at the int64 limit: a refund and a reclaim are never refused, so the balance must always leave
+// them room. A grant that would take the balance plus the pending refunds (the running jobs' costs)
+// past MaxBalance is refused with nothing written, a grant that lands exactly on the bound passes,
+// and the refund of a running job at the bound still fits. Before, balances were unbounded and a
 // refund near the int64 limit failed with SQLSTATE 22003, retried for ever.
 func TestBalanceBoundsKeepEveryRefundAndReclaimInRange(t *testing.T) {
 	ctx := context.Background()

@@ -13,9 +13,9 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestChargeChecksTheRequestItBills protects rules 5 and 7 for a workflow started directly under
-// a job's ID: a charge that names another request's fingerprint charges nothing, and the job stays
-// a placeholder; the matching fingerprint charges it once.
+// TestChargeChecksTheRequestItBills protects the price-list and remembered-IDs rules for a workflow
+// started directly under a job's ID: a charge that names another request's fingerprint charges
+// nothing, and the job stays a placeholder; the matching fingerprint charges it once.
 func TestChargeChecksTheRequestItBills(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -13,7 +13,7 @@ const entryColumns = `id, account_id, coalesce(split_part(job_id, '/', 2), ''), 
 	coalesce(idempotency_key, ''), coalesce(memo, ''), created_at`
 
 // JobEntries answers a job's ledger rows, oldest first: its charge, and its refund, reclaim and
-// release when it has them (money rule 2). An unknown job is [ErrJobNotFound].
+// release when it has them (the reversing-pairs rule). An unknown job is [ErrJobNotFound].
 func (s *Store) JobEntries(ctx context.Context, key JobKey) ([]Entry, error) {
 	if _, err := s.Job(ctx, key); err != nil {
 		return nil, err

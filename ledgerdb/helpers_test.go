@@ -29,7 +29,7 @@ func meteredCharged(t *testing.T, s *ledgerdb.Store, acct, kind string, maxUnits
 }
 
 // requireSettled checks what a settlement recorded on the job: settled, at used units, with its
-// money rules' figures (rule 3: a settled job nets −used × unit price).
+// money rules' figures (the net-effect rule: a settled job nets −used × unit price).
 func requireSettled(t *testing.T, j ledgerdb.Job, used int64) {
 	t.Helper()
 	require.True(t, j.IsSettled, "job %s is not settled", j.ID)

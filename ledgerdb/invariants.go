@@ -24,13 +24,15 @@ type SnapshotScope struct {
 	JobIDPrefix string
 }
 
-// AccountTotals is an account's stored balance beside what its ledger rows say (money rule 6).
+// AccountTotals is an account's stored balance beside what its ledger rows say (the sum-of-rows
+// rule).
 type AccountTotals struct {
 	// AccountID is the account.
 	AccountID string
 	// Balance is the account's stored balance.
 	Balance int64
-	// EntrySum is the sum of the account's ledger rows; rule 6 says it equals Balance.
+	// EntrySum is the sum of the account's ledger rows; the sum-of-rows rule says it equals
+	// Balance.
 	EntrySum int64
 	// Entries is how many ledger rows the account has.
 	Entries int
@@ -47,14 +49,16 @@ type AccountTotals struct {
 	RefundedCosts int64
 }
 
-// JobTotals is a job's row beside the totals of its ledger rows (money rules 2 and 3).
+// JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
+// rules).
 type JobTotals struct {
 	// Job is the job's row.
 	Job Job
-	// Charges, Refunds, Reclaims and Releases count the job's rows of each kind; rule 2 allows at
-	// most one of each, exactly those the job's guard flags record ([Job.WantsRows]).
+	// Charges, Refunds, Reclaims and Releases count the job's rows of each kind; the
+	// reversing-pairs rule allows at most one of each, exactly those the job's guard flags record
+	// ([Job.WantsRows]).
 	Charges, Refunds, Reclaims, Releases int
-	// EntrySum is the sum of the job's rows; rule 3 says it equals Job.Net().
+	// EntrySum is the sum of the job's rows; the net-effect rule says it equals Job.Net().
 	EntrySum int64
 	// ForeignEntries counts the job's rows booked on an account other than the job's own.
 	ForeignEntries int

@@ -40,12 +40,13 @@ func TestJobKeyNamesExactlyOneJob(t *testing.T) {
 
 // TestSameJobIDInTwoAccounts checks that job IDs belong to their account: three accounts submit
 // the same job ID, each with a body of its own, and each gets its own job — Applied, not a repeat
-// or a conflict of another's. Each job then goes its own way with its own money (rules 2, 3, 5
-// and 6 per account): one is charged, refunded and settled by its late result, one settled on
-// time at its usage, one rejected for want of credits; each has exactly its own rows, each
-// balance moves by its own job alone, and every account audits clean. Results, alarms and
-// deletion are per job too: each job's result is recorded and marked applied on its own, an
-// alarm of one is not the other's, and deleting one job burns its ID in its account only.
+// or a conflict of another's. Each job then goes its own way with its own money (the
+// reversing-pairs, net-effect, price-list and sum-of-rows rules per account): one is charged,
+// refunded and settled by its late result, one settled on time at its usage, one rejected for want
+// of credits; each has exactly its own rows, each balance moves by its own job alone, and every
+// account audits clean. Results, alarms and deletion are per job too: each job's result is recorded
+// and marked applied on its own, an alarm of one is not the other's, and deleting one job burns its
+// ID in its account only.
 func TestSameJobIDInTwoAccounts(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -167,11 +168,11 @@ func TestSameJobIDInTwoAccounts(t *testing.T) {
 // or moved through another account's key for the same ID: every call of the Store that names a
 // job — read, read its request, charge, refund, reclaim, deliver, settle, record an attempt,
 // delete, reject as an orphan, raise an alarm, record a result, mark one applied — answers
-// ErrJobNotFound and writes nothing (rules 3, 6 and 7: the owner's job, rows and balance stay as
-// they were, and the other account has no job, row, result or alarm). It does so at each state
-// where the call would have moved something had it reached the job: submitting (a charge, a
-// rejection), running (a refund, a delivery, a settlement, an attempt, a result), refunded (a
-// reclaim) and delivered (a delete).
+// ErrJobNotFound and writes nothing (the net-effect, sum-of-rows and remembered-IDs rules: the
+// owner's job, rows and balance stay as they were, and the other account has no job, row, result or
+// alarm). It does so at each state where the call would have moved something had it reached the
+// job: submitting (a charge, a rejection), running (a refund, a delivery, a settlement, an attempt,
+// a result), refunded (a reclaim) and delivered (a delete).
 func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -273,10 +274,10 @@ func TestJobIsReachableOnlyThroughItsOwnAccount(t *testing.T) {
 // even the table's owner cannot write a job whose key names another account than the one that
 // pays for it, or a key of another shape (no account, no job, a third part, an account that only
 // begins like the payer's) — CHECK jobs_id_is_key — nor a ledger row on one account for another
-// account's job — CHECK ledger_entries_job_of_account, which keeps each account's rows (rule 6)
-// its own jobs'. The application role's one door, ledger_submit, is held to the same check. Each
-// refused statement has a twin with the right account that the schema takes, so that the
-// refusal is the key's and nothing else's; all run in transactions that are rolled back.
+// account's job — CHECK ledger_entries_job_of_account, which keeps each account's rows (the
+// sum-of-rows rule) its own jobs'. The application role's one door, ledger_submit, is held to the
+// same check. Each refused statement has a twin with the right account that the schema takes, so
+// that the refusal is the key's and nothing else's; all run in transactions that are rolled back.
 func TestSchemaHoldsJobKeysToTheirAccount(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -17,7 +17,7 @@ type Submission struct {
 	JobID string
 	// AccountID is the account that will pay.
 	AccountID string
-	// Kind names what the job is; the price list says what it costs (money rule 5: a caller
+	// Kind names what the job is; the price list says what it costs (the price-list rule: a caller
 	// names a kind, never an amount).
 	Kind string
 	// MaxUnits is the most units of a metered kind the client lets the job use, below the kind's

@@ -13,9 +13,9 @@ import (
 )
 
 // TestStateMachineEdges walks every edge of the state machine of docs/design.md and, at each state, every
-// transition that must not apply. Rules 2 (one row per kind), 3 (net -cost when delivered, 0 when
-// refunded), 5 (amounts from the job record), 6 (balance = sum of rows) and 8 (a second delivery
-// changes nothing).
+// transition that must not apply. The reversing-pairs rule (one row per kind), the net-effect rule
+// (net -cost when delivered, 0 when refunded), the price-list rule (amounts from the job record),
+// the sum-of-rows rule and the idempotent-doors rule (a second delivery changes nothing).
 func TestStateMachineEdges(t *testing.T) {
 	s := ledgertest.Store(t)
 	for _, edge := range []struct {
@@ -249,7 +249,7 @@ func requireDeletedFrom(t *testing.T, s *ledgerdb.Store, end ledgerdb.State) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome)
 
-	// Rule 7: the ID can never be submitted or charged again, nor refunded again.
+	// The remembered-IDs rule: the ID can never be submitted or charged again, nor refunded again.
 	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 40), Request: []byte(`{"model":"x"}`)})
 	require.ErrorIs(t, err, ledgerdb.ErrGone)
 	_, err = s.Charge(ctx, job)
@@ -262,8 +262,8 @@ func requireDeletedFrom(t *testing.T, s *ledgerdb.Store, end ledgerdb.State) {
 	ledgertest.RequireBalance(t, s, acct, before)
 
 	// A late result's reclaim answers the tombstone as the state it was deleted from — except
-	// that a refunded job's refund is still reclaimed (rule 3: deletion hides a job, never
-	// what it owes; TestDeletedRefundedJobTakesItsLateResult).
+	// that a refunded job's refund is still reclaimed (the net-effect rule: deletion hides a job,
+	// never what it owes; TestDeletedRefundedJobTakesItsLateResult).
 	rec, err := s.Reclaim(ctx, job)
 	switch end {
 	case ledgerdb.StateRejected:
@@ -284,9 +284,9 @@ func requireDeletedFrom(t *testing.T, s *ledgerdb.Store, end ledgerdb.State) {
 	}
 }
 
-// TestSubmitIsIdempotent checks the placeholder's answers (rule 7 and 8): the same ID and request
-// answer the original job, another request under the ID is a conflict, and nothing is charged by
-// submitting.
+// TestSubmitIsIdempotent checks the placeholder's answers (the remembered-IDs and idempotent-doors
+// rules): the same ID and request answer the original job, another request under the ID is a
+// conflict, and nothing is charged by submitting.
 func TestSubmitIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -339,8 +339,9 @@ func TestSubmitIsIdempotent(t *testing.T) {
 }
 
 // TestReclaimDebtRule checks the debt rule (docs/design.md): a reclaim is never refused for lack of
-// credits (the work was delivered, rule 3 says the job nets -cost), so the balance may go below
-// zero, and while it is below a job's cost no new job is charged. Rule 6 holds throughout.
+// credits (the work was delivered, the net-effect rule says the job nets -cost), so the balance may
+// go below zero, and while it is below a job's cost no new job is charged. The sum-of-rows rule
+// holds throughout.
 func TestReclaimDebtRule(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -378,8 +379,9 @@ func TestReclaimDebtRule(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 20)
 }
 
-// TestGrantIsIdempotentByKey checks rule 8 for top-ups: the same key posts once; the same key
-// with another amount is a conflict; grants to unknown accounts are refused, nothing written.
+// TestGrantIsIdempotentByKey checks the idempotent-doors rule for top-ups: the same key posts once;
+// the same key with another amount is a conflict; grants to unknown accounts are refused, nothing
+// written.
 func TestGrantIsIdempotentByKey(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -411,7 +413,7 @@ func TestGrantIsIdempotentByKey(t *testing.T) {
 }
 
 // TestHistoryPages checks that support can page through every row of an account, in order, with
-// the balance after each (rule 6 replayed by hand).
+// the balance after each (the sum-of-rows rule replayed by hand).
 func TestHistoryPages(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -443,11 +445,12 @@ func TestHistoryPages(t *testing.T) {
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 }
 
-// TestDatabaseRefusesRewrites checks rule 1 (and rule 7 for jobs and accounts, rule 5 for a job's
-// cost) at the database itself: UPDATE, DELETE and TRUNCATE of ledger rows fail even for the
-// table's owner, and so do deleting a job or an account and changing a job's cost. It runs the
-// statements as the owner, the role migrations use: the application role is refused them earlier,
-// by its grants (TestAppRoleCannotRewriteOrAlter), and would never reach the triggers.
+// TestDatabaseRefusesRewrites checks the append-only rule (and the remembered-IDs rule for jobs and
+// accounts, the price-list rule for a job's cost) at the database itself: UPDATE, DELETE and
+// TRUNCATE of ledger rows fail even for the table's owner, and so do deleting a job or an account
+// and changing a job's cost. It runs the statements as the owner, the role migrations use: the
+// application role is refused them earlier, by its grants (TestAppRoleCannotRewriteOrAlter), and
+// would never reach the triggers.
 func TestDatabaseRefusesRewrites(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -478,7 +481,7 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 }
 
 // TestBadInputWritesNothing checks that every malformed argument gets a clear error naming it and
-// that nothing reaches the ledger (rule 6 holds, no rows appear).
+// that nothing reaches the ledger (the sum-of-rows rule holds, no rows appear).
 func TestBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -14,14 +14,14 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestRejectOrphanRacesAnInFlightCharge protects money rules 2, 3 and 8 where a submission learns
-// that its workflow closed while the workflow's charge is still in flight: the job service then
-// rejects the placeholder (workflow_ended_before_charging), concurrently with the charge, on
-// separate connections. The two meet at the job's row lock, and the guards decide: a charge that
-// got there first (here it holds the job's row, waiting for the busy account's) commits and the
-// rejection answers NotApplied, the job charged once and running — for the job service to heal —
-// never rejected with a charge; a rejection that got there first commits and the charge behind it
-// charges nothing.
+// TestRejectOrphanRacesAnInFlightCharge protects the reversing-pairs, net-effect and
+// idempotent-doors rules where a submission learns that its workflow closed while the workflow's
+// charge is still in flight: the job service then rejects the placeholder
+// (workflow_ended_before_charging), concurrently with the charge, on separate connections. The two
+// meet at the job's row lock, and the guards decide: a charge that got there first (here it holds
+// the job's row, waiting for the busy account's) commits and the rejection answers NotApplied, the
+// job charged once and running — for the job service to heal — never rejected with a charge; a
+// rejection that got there first commits and the charge behind it charges nothing.
 func TestRejectOrphanRacesAnInFlightCharge(t *testing.T) {
 	type answer struct {
 		tr  ledgerdb.Transition

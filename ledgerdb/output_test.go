@@ -12,9 +12,9 @@ import (
 
 // TestSettlementKeepsItsOutputOnce checks that a job keeps the output its result was settled
 // with — delivered on time, or recovered after a refund — and that nothing changes it afterwards:
-// a second settlement of another output answers AlreadyApplied with the first (money rule 2: one
-// settlement), and even the schema's owner cannot rewrite it (jobs_refuse_rewrite). A bad output
-// is refused with nothing written.
+// a second settlement of another output answers AlreadyApplied with the first (the reversing-pairs
+// rule: one settlement), and even the schema's owner cannot rewrite it (jobs_refuse_rewrite). A bad
+// output is refused with nothing written.
 func TestSettlementKeepsItsOutputOnce(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -17,13 +17,13 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestPriceVersioning checks money rule 5 (amounts come from the job record, fixed at submission)
-// and rules 7 and 8 across a price change: a job keeps the version, unit price, hold and cost it
-// was submitted at; a job submitted after the change gets the new price; the same ID resubmitted
-// after the change answers the original job at its old price (with the kind's maximum of the
-// version it was submitted at, not today's); its charge, settlement and release move the old
-// price's amounts. Setting the same figures again answers AlreadyApplied and writes no version;
-// setting an older price again writes a new version.
+// TestPriceVersioning checks the price-list rule (amounts come from the job record, fixed at
+// submission) and the remembered-IDs and idempotent-doors rules across a price change: a job keeps
+// the version, unit price, hold and cost it was submitted at; a job submitted after the change gets
+// the new price; the same ID resubmitted after the change answers the original job at its old price
+// (with the kind's maximum of the version it was submitted at, not today's); its charge, settlement
+// and release move the old price's amounts. Setting the same figures again answers AlreadyApplied
+// and writes no version; setting an older price again writes a new version.
 func TestPriceVersioning(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -123,9 +123,9 @@ func TestPriceVersioning(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 10_000-30)
 }
 
-// TestSetPriceConcurrently checks rule 8 for the price list: the same price set by many callers
-// at once writes exactly one version (one Applied, the rest AlreadyApplied), and different prices
-// set at once take the versions 1..n, each exactly once, with no gap.
+// TestSetPriceConcurrently checks the idempotent-doors rule for the price list: the same price set
+// by many callers at once writes exactly one version (one Applied, the rest AlreadyApplied), and
+// different prices set at once take the versions 1..n, each exactly once, with no gap.
 func TestSetPriceConcurrently(t *testing.T) {
 	const callers = 12
 	ctx := context.Background()
@@ -186,10 +186,10 @@ func TestSetPriceConcurrently(t *testing.T) {
 	}
 }
 
-// TestBadPricesAreRefused checks the price list's input (rule 5: what a job costs comes from a
-// price that makes sense): a unit price of zero, below zero, above MaxAmount, or whose hold
-// (unit price × max units) is above MaxAmount; a kind sold by the job with a maximum other than
-// 1; a maximum of units below 1 or above ledgerdb.MaxUnits; an unknown unit; a kind name in
+// TestBadPricesAreRefused checks the price list's input (the price-list rule: what a job costs
+// comes from a price that makes sense): a unit price of zero, below zero, above MaxAmount, or whose
+// hold (unit price × max units) is above MaxAmount; a kind sold by the job with a maximum other
+// than 1; a maximum of units below 1 or above ledgerdb.MaxUnits; an unknown unit; a kind name in
 // upper case, with other characters, starting with a digit or too long; a bad memo. Each is an
 // InvalidInputError naming the field, and no version is written. The database's constraints
 // refuse the same prices when the function is called directly. The largest allowed holds pass.

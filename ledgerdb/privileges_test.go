@@ -28,12 +28,13 @@ func requireAppRole(t *testing.T, s *ledgerdb.Store) {
 	require.Equal(t, appRole, user, "the tests must connect as the application role (JOBBILL_TEST_DATABASE_URL)")
 }
 
-// TestAppRoleCannotRewriteOrAlter checks money rule 1 (append-only) and rule 7 (IDs remembered
-// forever) at the grants, before any trigger: the application role is refused (42501,
+// TestAppRoleCannotRewriteOrAlter checks the append-only rule and the
+// remembered-IDs rule at the grants, before any trigger: the application role is refused (42501,
 // insufficient_privilege) every direct write — UPDATE, DELETE, TRUNCATE and even INSERT of ledger
-// rows, which only the guarded functions may append (rules 2, 4, 5 and 6); UPDATE or DELETE of jobs
-// and accounts — and every change of the schema: creating, altering or dropping a table or a
-// function, or a schema.
+// rows, which only the guarded functions may append (the reversing-pairs,
+// one-transaction-per-transition, price-list and sum-of-rows rules); UPDATE or DELETE of jobs and
+// accounts — and every change of the schema: creating, altering or dropping a table or a function,
+// or a schema.
 func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -43,16 +44,17 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, stmt := range []string{
-		// Rule 1: ledger rows are never changed or removed.
+		// The append-only rule: ledger rows are never changed or removed.
 		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job.String() + `'`,
 		`DELETE FROM ledger_entries WHERE job_id = '` + job.String() + `'`,
 		`TRUNCATE ledger_entries`,
-		// Rules 2, 4, 6: a row or a balance written outside the guarded functions.
+		// The reversing-pairs, one-transaction-per-transition and sum-of-rows rules: a row or a
+		// balance written outside the guarded functions.
 		`INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key)
 			VALUES ('` + acct + `', 'grant', 1000, 1060, 'forged')`,
 		`UPDATE accounts SET balance = 1000000 WHERE id = '` + acct + `'`,
 		`INSERT INTO accounts (id) VALUES ('` + ledgertest.ID(t, "forged") + `')`,
-		// Rules 5 and 7: a job's record and its ID.
+		// The price-list and remembered-IDs rules: a job's record and its ID.
 		`UPDATE jobs SET state = 'delivered' WHERE id = '` + job.String() + `'`,
 		`INSERT INTO jobs (id, account_id, cost, request_fingerprint) VALUES ('` + acct + `/` + ledgertest.ID(t, "forged") + `', '` + acct + `', 1, '\x00')`,
 		`DELETE FROM jobs WHERE id = '` + job.String() + `'`,
@@ -83,9 +85,9 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 
 // TestAppRoleRunsEveryLedgerOperation checks that least privilege takes nothing the service needs:
 // as the application role, every operation of the Store works — open, grant, adjust, submit,
-// charge, deliver, record an attempt, refund, reclaim, delete, and every read — with money rules
-// 3 (net −cost once delivered, 0 when refunded) and 6 (balance = sum of rows) holding after it.
-// (The rest of the suite runs as the same role and covers each operation's edge cases.)
+// charge, deliver, record an attempt, refund, reclaim, delete, and every read — with the
+// net-effect rule (net −cost once delivered, 0 when refunded) and the sum-of-rows rule holding
+// after it. (The rest of the suite runs as the same role and covers each operation's edge cases.)
 func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -147,17 +149,17 @@ func TestAppRoleRunsEveryLedgerOperation(t *testing.T) {
 
 // TestAppRolePrivilegesInCatalog checks, in the catalog, the rule the baseline migration and ledgerdb/code/security.sql set for every
 // later migration, so that a new table or function cannot quietly widen the application role:
-// money rule 1 (the role may write no table, so ledger rows change only through the guarded,
-// append-only functions) and rule 4 (each money movement is one of those functions, one
-// transaction). On every table of the schema the role holds SELECT and nothing else; every
-// function it may execute either only reads or is SECURITY DEFINER with its search_path pinned,
-// pg_temp last; no SECURITY DEFINER function is executable by PUBLIC; and the role may create
-// nothing in the schema or the database, and holds no role attribute that would bypass grants.
-// The same holds for API keys: the role reads api_keys (to authenticate) and changes them only
-// through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the refusals);
-// and for webhooks: the role changes endpoints, thresholds and delivery bookkeeping only through
-// the ledger_webhook_* functions, and cannot write an event at all but by the derive pass, which
-// derives events from committed money rows only.
+// the append-only rule (the role may write no table, so ledger rows change only through the
+// guarded, append-only functions) and the one-transaction-per-transition rule (each money movement
+// is one of those functions, one transaction). On every table of the schema the role holds SELECT
+// and nothing else; every function it may execute either only reads or is SECURITY DEFINER with its
+// search_path pinned, pg_temp last; no SECURITY DEFINER function is executable by PUBLIC; and the
+// role may create nothing in the schema or the database, and holds no role attribute that would
+// bypass grants. The same holds for API keys: the role reads api_keys (to authenticate) and changes
+// them only through ledger_create_api_key and ledger_revoke_api_key (package apikeys tests the
+// refusals); and for webhooks: the role changes endpoints, thresholds and delivery bookkeeping only
+// through the ledger_webhook_* functions, and cannot write an event at all but by the derive pass,
+// which derives events from committed money rows only.
 func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -246,12 +248,12 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// TestAppRoleCannotWritePricesOrSettlements checks money rules 1 and 5 at the grants for the
-// price list and the settlement: the application role is refused (42501) every direct write of
-// the prices table — INSERT, UPDATE, DELETE, TRUNCATE — and every direct change of a job's price
-// (kind, price version, unit, unit price, held units) or settlement (units used, the settled
-// flag), a release row written by hand, and the settlement's inner step, ledger_release. The price
-// list changes only through ledger_set_price, which the role may call.
+// TestAppRoleCannotWritePricesOrSettlements checks the append-only and price-list rules at the
+// grants for the price list and the settlement: the application role is refused (42501) every
+// direct write of the prices table — INSERT, UPDATE, DELETE, TRUNCATE — and every direct change of
+// a job's price (kind, price version, unit, unit price, held units) or settlement (units used, the
+// settled flag), a release row written by hand, and the settlement's inner step, ledger_release.
+// The price list changes only through ledger_set_price, which the role may call.
 func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -309,13 +311,13 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 1000-15)
 }
 
-// TestDatabaseRefusesPriceAndSettlementRewrites checks money rules 1 and 5 at the database itself,
-// for the table's owner too (the application role is refused earlier, by its grants): a price's
-// row is never updated or deleted and the table never truncated (prices_append_only,
-// prices_no_truncate: a job's price version must keep meaning what it meant); and a job's price —
-// kind, price version, unit, unit price, held units, cost — is fixed at submission, and its
-// settlement once made: the units used never change and the settled flag never goes back
-// (jobs_fixed_fields).
+// TestDatabaseRefusesPriceAndSettlementRewrites checks the append-only and price-list rules at the
+// database itself, for the table's owner too (the application role is refused earlier, by its
+// grants): a price's row is never updated or deleted and the table never truncated
+// (prices_append_only, prices_no_truncate: a job's price version must keep meaning what it meant);
+// and a job's price — kind, price version, unit, unit price, held units, cost — is fixed at
+// submission, and its settlement once made: the units used never change and the settled flag never
+// goes back (jobs_fixed_fields).
 func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -364,12 +366,13 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 1000-20)
 }
 
-// TestAppRoleCannotWriteWebhookTables checks the outbox at the grants (money rules 1 and 4 for
-// what is told): the application role is refused (42501) every direct write of the webhook
-// tables — forging, changing or removing an event, queueing or marking a delivery, rewriting the
-// delivery log, adding or redirecting an endpoint, setting a threshold, moving the derive cursor —
-// and calling the event writer alone; events are derived only from committed money rows, and the
-// rest changes only through the ledger_webhook_* functions, which the role may call.
+// TestAppRoleCannotWriteWebhookTables checks the outbox at the grants (the append-only and
+// one-transaction-per-transition rules for what is told): the application role is refused (42501)
+// every direct write of the webhook tables — forging, changing or removing an event, queueing or
+// marking a delivery, rewriting the delivery log, adding or redirecting an endpoint, setting a
+// threshold, moving the derive cursor — and calling the event writer alone; events are derived only
+// from committed money rows, and the rest changes only through the ledger_webhook_* functions,
+// which the role may call.
 func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

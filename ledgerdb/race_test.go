@@ -39,14 +39,15 @@ func (a raceAnswer) String() string {
 // TestDeleteRacesResubmit deletes a settled job (delivered, refunded, recovered or rejected)
 // hundreds of times, twice at once, while other goroutines keep resubmitting the same ID (with
 // the same body and with another one) and charging it, and the job's late result lands (reclaim,
-// then deliver). It checks money rules 7, 8, 2, 3 and 6: the ID is never resurrected or charged
-// again once deleted (rule 7: every submission, charge or delivery that starts after a Delete
-// returned answers ErrGone, and the row stays a tombstone); a racing Delete, Submit or Charge
-// answers as a repeat and writes nothing (rule 8); the job keeps the rows it had, one charge at
-// most, plus one reclaim when it was refunded — its late result reclaims the refund whether it
-// beat the delete or not, since deletion hides a job, never what it owes (rule 2); the tombstone
-// remembers the money state that matches those rows (rule 3); and every balance equals the sum of
-// its rows (rule 6).
+// then deliver). It checks the remembered-IDs, idempotent-doors, reversing-pairs, net-effect and
+// sum-of-rows rules: the ID is never resurrected or charged again once deleted (the remembered-IDs
+// rule: every submission, charge or delivery that starts after a Delete returned answers ErrGone,
+// and the row stays a tombstone); a racing Delete, Submit or Charge answers as a repeat and writes
+// nothing (the idempotent-doors rule); the job keeps the rows it had, one charge at most, plus one
+// reclaim when it was refunded — its late result reclaims the refund whether it beat the delete or
+// not, since deletion hides a job, never what it owes (the reversing-pairs rule); the tombstone
+// remembers the money state that matches those rows (the net-effect rule); and every balance equals
+// the sum of its rows (the sum-of-rows rule).
 func TestDeleteRacesResubmit(t *testing.T) {
 	const (
 		rounds = 300
@@ -456,12 +457,13 @@ func raceRowsOfJob(ctx context.Context, store *ledgerdb.Store, job ledgerdb.JobK
 }
 
 // TestConcurrentSubmitSameID has many goroutines submit the same new ID at once, some with
-// another body (another request, or another cost), then charge it at once, and checks money rules
-// 7, 8, 5 and 2: exactly one submission writes the placeholder (Applied) and fixes what the ID
-// means (rule 7); every other one answers as a repeat (AlreadyApplied) when its body matches the
-// winner's, or ErrConflict when it does not, and writes nothing (rule 8); the charge takes the
-// winner's cost, not a loser's (rule 5); and exactly one concurrent Charge applies, leaving one
-// charge row (rule 2).
+// another body (another request, or another cost), then charge it at once, and checks the
+// remembered-IDs, idempotent-doors, price-list and reversing-pairs rules: exactly one submission
+// writes the placeholder (Applied) and fixes what the ID means (the remembered-IDs rule); every
+// other one answers as a repeat (AlreadyApplied) when its body matches the winner's, or ErrConflict
+// when it does not, and writes nothing (the idempotent-doors rule); the charge takes the winner's
+// cost, not a loser's (the price-list rule); and exactly one concurrent Charge applies, leaving one
+// charge row (the reversing-pairs rule).
 func TestConcurrentSubmitSameID(t *testing.T) {
 	const (
 		rounds     = 40
@@ -696,12 +698,13 @@ func meteredRaceUsages(rng *rand.Rand, held int64, n int) []*int64 {
 
 // TestSettleRaceDifferentUsages settles each metered job twice at once with two DIFFERENT usages
 // (a result reported twice, by the runner and by a callback, with different figures), on running
-// jobs and on refunded ones (a late result), round after round. It checks money rules 2, 3 and
-// 8: exactly one settle answers Applied and the other AlreadyApplied, both with the units the
-// winner recorded — min(its usage, the hold), never the other's and never a mix; the job has
-// exactly one release row, of (held − used) × unit price (none when nothing is left), besides
-// exactly the charge, refund and reclaim its path needs; it nets −used × unit price; and the
-// account's balance is the grant minus every job's used × unit price, and the sum of its rows.
+// jobs and on refunded ones (a late result), round after round. It checks the
+// reversing-pairs, net-effect and idempotent-doors rules: exactly one settle answers Applied and
+// the other AlreadyApplied, both with the units the winner recorded — min(its usage, the hold),
+// never the other's and never a mix; the job has exactly one release row, of (held − used) × unit
+// price (none when nothing is left), besides exactly the charge, refund and reclaim its path needs;
+// it nets −used × unit price; and the account's balance is the grant minus every job's used × unit
+// price, and the sum of its rows.
 func TestSettleRaceDifferentUsages(t *testing.T) {
 	const (
 		rounds = 160
@@ -784,13 +787,14 @@ func TestSettleRaceDifferentUsages(t *testing.T) {
 
 // TestMeteredSettleRacesRefund races a metered job's result (Settle with its usage) against its
 // refund (a timeout, or the heal of a terminated run) on the running job, round after round, and
-// in half the rounds a second result with another usage too. It checks money rules 2, 3 and 8
-// and the one-step settle of docs/design.md: the result is never lost — exactly one settle
-// applies, whichever commits first — and the job ends either delivered and settled (the refund
-// found nothing to refund: NotApplied) or recovered and settled (the refund applied and the settle
-// reclaimed it in the same step), with exactly the rows of that path: charge −hold, then refund
-// +hold and reclaim −hold if the refund won, and one release of (held − used) × unit price when
-// above zero; it nets −used × unit price in both cases; and the balance is the sum of the rows.
+// in half the rounds a second result with another usage too. It checks the reversing-pairs,
+// net-effect and idempotent-doors rules and the one-step settle of docs/design.md: the result is
+// never lost — exactly one settle applies, whichever commits first — and the job ends either
+// delivered and settled (the refund found nothing to refund: NotApplied) or recovered and settled
+// (the refund applied and the settle reclaimed it in the same step), with exactly the rows of that
+// path: charge −hold, then refund +hold and reclaim −hold if the refund won, and one release of
+// (held − used) × unit price when above zero; it nets −used × unit price in both cases; and the
+// balance is the sum of the rows.
 func TestMeteredSettleRacesRefund(t *testing.T) {
 	const (
 		rounds = 160

@@ -41,24 +41,25 @@ const (
 // (another job: job IDs belong to their account, and this one is left untouched), grants, and
 // duplicates of any of them) against an in-test model of what each call must answer, on jobs of kinds sold by the job
 // and of metered kinds (several unit prices and maxima, some jobs holding a smaller maximum of
-// their own), and after every step checks money rules 2, 3, 5, 6, 7 and 8: at most one row per
-// kind per job, exactly the ones the model expects — charge −hold, refund +hold, reclaim −hold,
-// and one release of (held − used) × unit price once a settlement leaves part of the hold unused
-// (rule 2); each job's rows summing to −hold when charged and unsettled, −used × unit price once
-// settled, else 0 (rule 3); every row moving exactly what the job's recorded price says, whatever
-// the resubmission or the reported usage said (rule 5); the balance equal to the sum of the rows
-// and to the model, via store.Audit (rule 6); a deleted ID never submitted or charged again
-// (rule 7), while a deleted refunded job's late result still reclaims its refund (deletion hides a
-// job, never what it owes: rule 3); and every repeated call answering as the model says, with
-// nothing written (rule 8).
-// A settle reports no usage, zero, a usage within the hold, the hold, one above it (capped), or a
+// their own), and after every step checks the reversing-pairs, net-effect, price-list, sum-of-rows,
+// remembered-IDs and idempotent-doors rules: at most one row per kind per job, exactly the ones the
+// model expects — charge −hold, refund +hold, reclaim −hold, and one release of (held − used) ×
+// unit price once a settlement leaves part of the hold unused (the reversing-pairs rule); each
+// job's rows summing to −hold when charged and unsettled, −used × unit price once settled, else 0
+// (the net-effect rule); every row moving exactly what the job's recorded price says, whatever the
+// resubmission or the reported usage said (the price-list rule); the balance equal to the sum of
+// the rows and to the model, via store.Audit (the sum-of-rows rule); a deleted ID never submitted
+// or charged again (the remembered-IDs rule), while a deleted refunded job's late result still
+// reclaims its refund (deletion hides a job, never what it owes: the net-effect rule); and every
+// repeated call answering as the model says, with nothing written (the idempotent-doors rule). A
+// settle reports no usage, zero, a usage within the hold, the hold, one above it (capped), or a
 // negative one (refused, nothing written); it lands on running jobs, refunded ones (a late result:
 // reclaim and release in one step), and settled ones (AlreadyApplied with the recorded units,
-// nothing written) — among them every job the original steps delivered or recovered, which know
-// no usage and settle a priced job at its whole hold in the same step, with no release row, so
-// that no release ever comes after the step that ended the job's running. Low-balance accounts
-// exercise insufficient credits and the debt rule: a reclaim — of the whole hold for a metered
-// job — may take the balance below zero, and a negative balance refuses every new charge.
+// nothing written) — among them every job the original steps delivered or recovered, which know no
+// usage and settle a priced job at its whole hold in the same step, with no release row, so that no
+// release ever comes after the step that ended the job's running. Low-balance accounts exercise
+// insufficient credits and the debt rule: a reclaim — of the whole hold for a metered job — may
+// take the balance below zero, and a negative balance refuses every new charge.
 func TestRandomizedSequences(t *testing.T) {
 	store := ledgertest.Store(t)
 	sequences := rndEnvInt(t, envRandomSequences, 2000)
@@ -452,8 +453,8 @@ func (s *rndSequence) run(ctx context.Context) error {
 			}
 		}
 	}
-	// Rule 7 once more at the end: every deleted ID refuses every way back in, and still reads
-	// as its tombstone through the API.
+	// The remembered-IDs rule once more at the end: every deleted ID refuses every way back in, and
+	// still reads as its tombstone through the API.
 	for _, j := range s.jobs {
 		if !j.exists || j.job.State != ledgerdb.StateDeleted {
 			continue
@@ -657,7 +658,8 @@ func (s *rndSequence) sameJob(what string, j *rndJob, got ledgerdb.Job) error {
 	diff("reject reason", got.RejectReason, m.RejectReason)
 	diff("refund reason", got.RefundReason, m.RefundReason)
 	diff("refund detail", got.RefundDetail, m.RefundDetail)
-	// The price it was submitted at, whatever a resubmission said (rule 5), and its settlement.
+	// The price it was submitted at, whatever a resubmission said (the price-list rule), and its
+	// settlement.
 	diff("kind", got.Kind, j.kind)
 	diff("price version", got.PriceVersion, s.pricing.versions[j.kind])
 	diff("unit", got.Unit, map[bool]ledgerdb.Unit{true: ledgerdb.UnitGPUSecond, false: ledgerdb.UnitJob}[j.metered])

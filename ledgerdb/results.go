@@ -18,8 +18,8 @@ import (
 const MaxOutputRefLength = 2048
 
 // ResultReport is a job's result as reported by its runner, a product's callback or an operator.
-// It never carries an amount: the ledger bills the job's recorded price (money rule 5); the only
-// number it carries is the usage, which the settlement caps at the job's hold.
+// It never carries an amount: the ledger bills the job's recorded price (the price-list rule); the
+// only number it carries is the usage, which the settlement caps at the job's hold.
 type ResultReport struct {
 	// Key names the job whose result landed.
 	Key JobKey

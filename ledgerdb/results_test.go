@@ -14,10 +14,10 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestResultInboxRecordsOnce protects rule 8 at the report door: a result is recorded once per
-// job and attempt before anyone acts on it; the same report again answers AlreadyApplied; another
-// output for the same attempt is a conflict; a job never charged, deleted or unknown is refused;
-// bad input writes nothing. Marking it applied happens once.
+// TestResultInboxRecordsOnce protects the idempotent-doors rule at the report door: a result is
+// recorded once per job and attempt before anyone acts on it; the same report again answers
+// AlreadyApplied; another output for the same attempt is a conflict; a job never charged, deleted
+// or unknown is refused; bad input writes nothing. Marking it applied happens once.
 func TestResultInboxRecordsOnce(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -11,10 +11,10 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestFixedPriceIgnoresReportedUsage protects money rules 3 and 5 for a kind sold by the job: its
-// price is the whole price whatever usage a result reports. A runner (or a reporter) that says
-// the job used 0 units must not turn the price into a release: the job settles at its one unit,
-// with no release row, and nets −price — before and after a refund.
+// TestFixedPriceIgnoresReportedUsage protects the net-effect and price-list rules for a kind sold
+// by the job: its price is the whole price whatever usage a result reports. A runner (or a
+// reporter) that says the job used 0 units must not turn the price into a release: the job settles
+// at its one unit, with no release row, and nets −price — before and after a refund.
 func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -42,9 +42,9 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 100-80)
 }
 
-// TestFixedPriceReleasesNothing checks rule 3 for a kind sold by the job (unit "job"): it is sold
-// whole at a fixed price, so its result nets −price whatever usage the runner reports — "its
-// charge holds one unit and nothing is released" (ledgerdb.UnitJob): it is settled at its one
+// TestFixedPriceReleasesNothing checks the net-effect rule for a kind sold by the job (unit "job"):
+// it is sold whole at a fixed price, so its result nets −price whatever usage the runner reports —
+// "its charge holds one unit and nothing is released" (ledgerdb.UnitJob): it is settled at its one
 // unit, and a report of zero units does not make the job free.
 func TestFixedPriceReleasesNothing(t *testing.T) {
 	ctx := context.Background()

@@ -19,13 +19,14 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestMeteredSettlement checks the settlement of a metered job's result (rules 2, 3, 5, 6 and 8):
-// its charge holds unit price × held units; a settle records units used = min(reported, held)
-// (nil: the whole hold) and writes one release row of (held − used) × unit price when that is
-// above zero, whose balance_after continues the account's chain; the job then nets −used × unit
-// price; a second settle, whatever usage it reports, answers AlreadyApplied with the recorded
-// units and writes nothing. The same holds for a late result after a refund: the refund is
-// reclaimed in full and the unused part released.
+// TestMeteredSettlement checks the settlement of a metered job's result (the reversing-pairs,
+// net-effect, price-list, sum-of-rows and idempotent-doors rules): its charge holds unit price ×
+// held units; a settle records units used = min(reported, held) (nil: the whole hold) and writes
+// one release row of (held − used) × unit price when that is above zero, whose balance_after
+// continues the account's chain; the job then nets −used × unit price; a second settle, whatever
+// usage it reports, answers AlreadyApplied with the recorded units and writes nothing. The same
+// holds for a late result after a refund: the refund is reclaimed in full and the unused part
+// released.
 func TestMeteredSettlement(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -142,12 +143,12 @@ func TestMeteredSettlement(t *testing.T) {
 	}
 }
 
-// TestMeteredSmallerHold checks rule 5 for a client's own maximum: a job submitted with MaxUnits
-// below its kind's holds only those units (its cost is unit price × MaxUnits), usage is capped at
-// them, and the same ID resubmitted answers the job only when it asks for the same hold — the
-// fingerprint leaves MaxUnits out, so "the kind's maximum" and the same number named explicitly
-// are the same request, and another number is a conflict. A fixed-price kind holds one unit, so
-// naming MaxUnits 1 for it is the same request too.
+// TestMeteredSmallerHold checks the price-list rule for a client's own maximum: a job submitted
+// with MaxUnits below its kind's holds only those units (its cost is unit price × MaxUnits), usage
+// is capped at them, and the same ID resubmitted answers the job only when it asks for the same
+// hold — the fingerprint leaves MaxUnits out, so "the kind's maximum" and the same number named
+// explicitly are the same request, and another number is a conflict. A fixed-price kind holds one
+// unit, so naming MaxUnits 1 for it is the same request too.
 func TestMeteredSmallerHold(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -200,12 +201,13 @@ func TestMeteredSmallerHold(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 960)
 }
 
-// TestMeteredSettlesAfterTheOldSteps checks rules 2, 3 and 8 for a priced job billed by the steps
-// of the original version, which know no usage — Deliver alone, or Reclaim alone: each settles
-// the job at its whole hold in its own transaction (a job sold whole at its one unit), writing no
-// release row, so the job nets −hold at once and no release can come later (the bounded balances
-// of docs/design.md). A later Settle, whatever usage it reports, answers AlreadyApplied with the
-// held units and writes nothing; so does the old step again. The Reclaim answers its reclaim row.
+// TestMeteredSettlesAfterTheOldSteps checks the reversing-pairs, net-effect and idempotent-doors
+// rules for a priced job billed by the steps of the original version, which know no usage — Deliver
+// alone, or Reclaim alone: each settles the job at its whole hold in its own transaction (a job
+// sold whole at its one unit), writing no release row, so the job nets −hold at once and no release
+// can come later (the bounded balances of docs/design.md). A later Settle, whatever usage it
+// reports, answers AlreadyApplied with the held units and writes nothing; so does the old step
+// again. The Reclaim answers its reclaim row.
 func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -300,12 +302,12 @@ func TestMeteredSettlesAfterTheOldSteps(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 300-2*hold-20-80)
 }
 
-// TestReclaimSettlesAtTheWholeHold checks rules 2, 3 and 6 for Store.Reclaim, the original
-// version's late-result step, on a refunded metered job: it answers Applied with the reclaim
-// row's entry and the balance after it (the row continues the account's chain), and the job
-// settled at its whole hold in the same transaction — no release row, the job netting −hold —
-// also when the refunded credits were spent meanwhile and the reclaim takes the balance below
-// zero (the debt rule), and for a job holding a smaller maximum of the client's own.
+// TestReclaimSettlesAtTheWholeHold checks the reversing-pairs, net-effect and sum-of-rows rules for
+// Store.Reclaim, the original version's late-result step, on a refunded metered job: it answers
+// Applied with the reclaim row's entry and the balance after it (the row continues the account's
+// chain), and the job settled at its whole hold in the same transaction — no release row, the job
+// netting −hold — also when the refunded credits were spent meanwhile and the reclaim takes the
+// balance below zero (the debt rule), and for a job holding a smaller maximum of the client's own.
 func TestReclaimSettlesAtTheWholeHold(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -354,11 +356,12 @@ func TestReclaimSettlesAtTheWholeHold(t *testing.T) {
 	}
 }
 
-// TestUnpricedJobIsNeverSettled checks rules 2 and 3 for a job submitted with a cost before the
-// price list (no kind, no price): it has no units to settle, so Deliver, Reclaim and Settle leave
-// it unsettled — no units used, no release row — and it nets −cost once delivered or recovered; a
-// Settle after an old step answers AlreadyApplied and writes nothing. Such a job can no longer be
-// submitted, so the test writes one as the schema's owner inside a transaction it rolls back.
+// TestUnpricedJobIsNeverSettled checks the reversing-pairs and net-effect rules for a job submitted
+// with a cost before the price list (no kind, no price): it has no units to settle, so Deliver,
+// Reclaim and Settle leave it unsettled — no units used, no release row — and it nets −cost once
+// delivered or recovered; a Settle after an old step answers AlreadyApplied and writes nothing.
+// Such a job can no longer be submitted, so the test writes one as the schema's owner inside a
+// transaction it rolls back.
 func TestUnpricedJobIsNeverSettled(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -443,8 +446,9 @@ func TestUnpricedJobIsNeverSettled(t *testing.T) {
 // TestMeteredDebtRule checks the debt rule of docs/design.md for a metered job: a late result
 // reclaims the refund in full — the whole hold, not the usage — even when the refunded credits
 // were spent meanwhile, so the balance goes below zero; the release then gives back the unused
-// part in a row of its own; the job nets −used × unit price (rule 3); while the balance is below
-// a job's cost no new job is charged; and a grant pays the debt first. Rule 6 holds throughout.
+// part in a row of its own; the job nets −used × unit price (the net-effect rule); while the
+// balance is below a job's cost no new job is charged; and a grant pays the debt first. The
+// sum-of-rows rule holds throughout.
 func TestMeteredDebtRule(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -492,11 +496,11 @@ func TestMeteredDebtRule(t *testing.T) {
 }
 
 // TestMeteredBadInputWritesNothing checks that every malformed submission, settlement and result
-// report of a metered job gets a clear error and that nothing reaches the ledger (rules 5 and 6):
-// a kind with no price (ErrUnknownKind, no job row), a maximum of units above the kind's (an
-// error naming the kind's maximum, no job row), a negative or oversized maximum, and a negative
-// usage on Settle and on RecordResult (no row; the job unchanged) — also when the SQL functions
-// are called directly, past the Go validation.
+// report of a metered job gets a clear error and that nothing reaches the ledger (the price-list
+// and sum-of-rows rules): a kind with no price (ErrUnknownKind, no job row), a maximum of units
+// above the kind's (an error naming the kind's maximum, no job row), a negative or oversized
+// maximum, and a negative usage on Settle and on RecordResult (no row; the job unchanged) — also
+// when the SQL functions are called directly, past the Go validation.
 func TestMeteredBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -577,10 +581,10 @@ func TestMeteredBadInputWritesNothing(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 1000-60)
 }
 
-// TestRecordResultCarriesUsage checks rule 8 at the report door for a metered job: a report
-// carries the units its work used; the same report again answers AlreadyApplied; a report of the
-// same attempt with another usage, or with a usage where the first had none, is a conflict and
-// changes nothing; the inbox hands the recorded usage on (UnappliedResults).
+// TestRecordResultCarriesUsage checks the idempotent-doors rule at the report door for a metered
+// job: a report carries the units its work used; the same report again answers AlreadyApplied; a
+// report of the same attempt with another usage, or with a usage where the first had none, is a
+// conflict and changes nothing; the inbox hands the recorded usage on (UnappliedResults).
 func TestRecordResultCarriesUsage(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

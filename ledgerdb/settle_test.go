@@ -15,9 +15,9 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// TestSettleBillsAResultInOneStep protects rules 2, 3 and 8: a result settles a running job
-// (delivered, no row) or a refunded one (recovered, one reclaim row) in one transaction, and a
-// second settle changes nothing.
+// TestSettleBillsAResultInOneStep protects the reversing-pairs, net-effect and idempotent-doors
+// rules: a result settles a running job (delivered, no row) or a refunded one (recovered, one
+// reclaim row) in one transaction, and a second settle changes nothing.
 func TestSettleBillsAResultInOneStep(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -62,10 +62,10 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	require.Empty(t, entries(t, s, never))
 }
 
-// TestSettleRacingRefundLosesNoResult protects rule 3 where a result lands at the moment a refund
-// is written (the heal of a terminated job racing the late-result fallback): whichever commits
-// first, the job ends billed for its delivered work — delivered with one charge, or recovered with
-// charge, refund and reclaim — never refunded with the result lost.
+// TestSettleRacingRefundLosesNoResult protects the net-effect rule where a result lands at the
+// moment a refund is written (the heal of a terminated job racing the late-result fallback):
+// whichever commits first, the job ends billed for its delivered work — delivered with one charge,
+// or recovered with charge, refund and reclaim — never refunded with the result lost.
 func TestSettleRacingRefundLosesNoResult(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

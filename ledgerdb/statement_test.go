@@ -13,8 +13,8 @@ import (
 
 // TestStatementsReconcile checks the statement's rule: opening balance + the period's rows by kind
 // = closing balance; periods that meet chain (one's closing is the next one's opening); a period
-// up to now closes on the balance, which is the sum of the rows (money rule 6); and a period that
-// holds no time, or an unknown account, is refused.
+// up to now closes on the balance, which is the sum of the rows (the sum-of-rows rule); and a
+// period that holds no time, or an unknown account, is refused.
 func TestStatementsReconcile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -67,12 +67,14 @@ type stormResult struct {
 // TestDuplicateStorm races 64 goroutines on 1,000 jobs over 20 accounts, each call delivered
 // several times at once, phase by phase (submit, charge, refund or deliver, late success), with
 // duplicate grants interleaved and, for a quarter of the jobs, the timeout racing the success. It
-// checks money rules 2, 3, 4, 6 and 8: exactly one charge, refund and reclaim row per job that
-// needs one and none for the others (rule 2, counted straight from ledger_entries); each job's
-// rows summing to what its end state says (rule 3); flags, rows and balances agreeing after
-// concurrent commits (rule 4); every balance equal to the sum of its rows and to the expected
-// total (rule 6); and exactly one Applied answer per job per transition however many duplicates
-// raced for it, every other delivery answering AlreadyApplied or NotApplied (rule 8).
+// checks the reversing-pairs, net-effect, one-transaction-per-transition, sum-of-rows and
+// idempotent-doors rules: exactly one charge, refund and reclaim row per job that needs one and
+// none for the others (the reversing-pairs rule, counted straight from ledger_entries); each job's
+// rows summing to what its end state says (the net-effect rule); flags, rows and balances agreeing
+// after concurrent commits (the one-transaction-per-transition rule); every balance equal to the
+// sum of its rows and to the expected total (the sum-of-rows rule); and exactly one Applied answer
+// per job per transition however many duplicates raced for it, every other delivery answering
+// AlreadyApplied or NotApplied (the idempotent-doors rule).
 func TestDuplicateStorm(t *testing.T) {
 	s := newDupStorm(t)
 	applied := map[stormJobOp]int{}
@@ -486,11 +488,12 @@ func stormRowsByJob(t *testing.T, store *ledgerdb.Store, jobs []ledgerdb.JobKey)
 
 // TestChargeStormNeverOverdraws races charges (each delivered three times) of many jobs on an
 // account that can pay for only some of them, then races reclaims of refunded jobs against
-// charges of new ones, and checks money rules 6 and 8 and the debt rule of docs/design.md: every charge
-// decides under the account's lock, so exactly as many jobs are charged as the balance covers and
-// no charge row ever leaves the balance below zero; every other job is rejected with nothing
-// charged; a reclaim is never refused and may take the balance below zero, after which every
-// charge is refused; and the balance equals the sum of the rows throughout (rule 6).
+// charges of new ones, and checks the sum-of-rows and idempotent-doors rules and the debt rule of
+// docs/design.md: every charge decides under the account's lock, so exactly as many jobs are
+// charged as the balance covers and no charge row ever leaves the balance below zero; every other
+// job is rejected with nothing charged; a reclaim is never refused and may take the balance below
+// zero, after which every charge is refused; and the balance equals the sum of the rows throughout
+// (the sum-of-rows rule).
 func TestChargeStormNeverOverdraws(t *testing.T) {
 	const (
 		jobCount = 60
@@ -633,16 +636,18 @@ func requireNoOverdraft(t *testing.T, store *ledgerdb.Store, account, prefix str
 // concurrent Settle calls, with different usages among them (none, zero, within the hold, the
 // hold, above it), on jobs that are running, refunded (a late result), or delivered or recovered
 // by the original version's Deliver or Reclaim — which settle the job at its whole hold at once.
-// It checks money rules 2, 3, 4, 6 and 8: on a running or refunded job exactly one Settle answers
-// Applied and every other AlreadyApplied, each answering the units the winner recorded — min(its
-// usage, the hold) — never another call's; on a job an old step settled every Settle answers
-// AlreadyApplied with the whole hold and writes nothing (rule 8); at most one release row per
-// job, of (held − used) × unit price, none when nothing is left and none after an old step
-// (rule 2), beside exactly the charge, refund and reclaim its path needs; each job netting −used
-// × unit price (rule 3); the balances equal to the grants minus every job's used × unit price,
-// and to the sum of the rows (rules 4 and 6). In the inbox, exactly one report per job and
-// attempt is recorded, with the usage of the report that answered Applied; a repeat of it answers
-// AlreadyApplied, a report of another usage ErrConflict.
+// It checks the reversing-pairs, net-effect, one-transaction-per-transition, sum-of-rows and
+// idempotent-doors rules: on a running or refunded job exactly one Settle answers Applied and every
+// other AlreadyApplied, each answering the units the winner recorded — min(its usage, the hold) —
+// never another call's; on a job an old step settled every Settle answers AlreadyApplied with the
+// whole hold and writes nothing (the idempotent-doors rule); at most one release row per job, of
+// (held − used) × unit price, none when nothing is left and none after an old step (the
+// reversing-pairs rule), beside exactly the charge, refund and reclaim its path needs; each job
+// netting −used × unit price (the net-effect rule); the balances equal to the grants minus every
+// job's used × unit price, and to the sum of the rows (the one-transaction-per-transition and
+// sum-of-rows rules). In the inbox, exactly one report per job and attempt is recorded, with the
+// usage of the report that answered Applied; a repeat of it answers AlreadyApplied, a report of
+// another usage ErrConflict.
 func TestMeteredSettleStorm(t *testing.T) {
 	m := newMeteredStorm(t)
 	m.setUp()

@@ -29,8 +29,8 @@ var invisible = []rune{
 // that keeps some from its caller (a grant's or adjustment's memo, a price's memo, a result's
 // output reference): text with an invisible, bidirectional or control character is refused as
 // invalid input naming the field and the character, and nothing is written — the balance, the
-// price list and the result inbox are unchanged (money rule 1: what the ledger keeps is what
-// support reads, so it must read as what it is). Ordinary text in any script passes. A refund
+// price list and the result inbox are unchanged (the append-only rule: what the ledger keeps is
+// what support reads, so it must read as what it is). Ordinary text in any script passes. A refund
 // keeps no such text: its reason is a code, and its detail is scrubbed rather than refused
 // (TestClippedTextPassesTheRule).
 func TestTextRefusesInvisibleCharacters(t *testing.T) {
@@ -89,8 +89,8 @@ func TestTextRefusesInvisibleCharacters(t *testing.T) {
 // TestClippedTextPassesTheRule checks that the words the ledger keeps rather than refuses (a
 // refund's detail made of a GPU service's message) always pass the text rule once clipped
 // (ClipText) or scrubbed (ScrubText, which the ledger applies to a refund's detail), and that a
-// refund is never blocked by the words that explain it (money rule 3: a failed job nets 0): the
-// refund is applied and its detail kept without the invisible character.
+// refund is never blocked by the words that explain it (the net-effect rule: a failed job nets 0):
+// the refund is applied and its detail kept without the invisible character.
 func TestClippedTextPassesTheRule(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -36,14 +36,14 @@ func refundedMetered(t *testing.T, s *ledgerdb.Store) (string, ledgerdb.JobKey) 
 	return acct, key
 }
 
-// TestDeletedRefundedJobTakesItsLateResult protects money rule 3 against deletion: deleting a job
-// removes its content from view, never an obligation. A job refunded (timed out) while its GPU was
-// still finishing, then deleted by its customer, still takes the late result of 90 GPU-seconds:
-// the refund is reclaimed and the job settled at 90 (charge −300, refund +300, reclaim −300,
-// release +210: net −90), its output is not kept, and the tombstone tells where the money stands
-// (deleted, charged, the figures). Until then the tombstone's cost stays awaiting a reclaim (the
-// lower exposure bound counts it); a repeat of the settle writes nothing. Before, the result was
-// refused as "gone" and the customer kept the refund for delivered work.
+// TestDeletedRefundedJobTakesItsLateResult protects the net-effect rule against deletion: deleting
+// a job removes its content from view, never an obligation. A job refunded (timed out) while its
+// GPU was still finishing, then deleted by its customer, still takes the late result of 90
+// GPU-seconds: the refund is reclaimed and the job settled at 90 (charge −300, refund +300, reclaim
+// −300, release +210: net −90), its output is not kept, and the tombstone tells where the money
+// stands (deleted, charged, the figures). Until then the tombstone's cost stays awaiting a reclaim
+// (the lower exposure bound counts it); a repeat of the settle writes nothing. Before, the result
+// was refused as "gone" and the customer kept the refund for delivered work.
 func TestDeletedRefundedJobTakesItsLateResult(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -104,9 +104,9 @@ func TestDeletedRefundedJobTakesItsLateResult(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 1000-90)
 }
 
-// TestDeletedSettledJobTakesNoResult keeps rule 7's other side: a tombstone with nothing left to
-// reclaim — deleted delivered, recovered or rejected — takes no result (ErrGone, nothing
-// recorded), and a bad report is refused before anything is written, tombstone or not.
+// TestDeletedSettledJobTakesNoResult keeps the remembered-IDs rule's other side: a tombstone with
+// nothing left to reclaim — deleted delivered, recovered or rejected — takes no result (ErrGone,
+// nothing recorded), and a bad report is refused before anything is written, tombstone or not.
 func TestDeletedSettledJobTakesNoResult(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)

@@ -124,9 +124,9 @@ func (j Job) Charged() int64 {
 	return j.Cost
 }
 
-// WantsRows is how many ledger rows of each job kind the job's guard flags record (money rule 2):
-// one charge, refund and reclaim for each flag set, and one release for a settled job whose usage
-// left part of its hold unused.
+// WantsRows is how many ledger rows of each job kind the job's guard flags record (the
+// reversing-pairs rule): one charge, refund and reclaim for each flag set, and one release for a
+// settled job whose usage left part of its hold unused.
 func (j Job) WantsRows() map[EntryKind]int {
 	one := func(b bool) int {
 		if b {
@@ -192,7 +192,7 @@ func (j Job) MoneyState() MoneyState {
 	return j.State.MoneyState()
 }
 
-// Net is what this job's ledger rows must sum to (money rule 3): minus what it is charged
+// Net is what this job's ledger rows must sum to (the net-effect rule): minus what it is charged
 // ([Job.Charged]): −(units used × unit price) once settled, the whole hold before, 0 when it is
 // not charged.
 func (j Job) Net() int64 { return -j.Charged() }

@@ -78,13 +78,13 @@ func applied(t *testing.T, want ledgerdb.Outcome) func(ledgerdb.Transition, erro
 	}
 }
 
-// TestEveryMoneyTransitionWritesOneEvent checks the events' rule (money rule 4 extended to what
-// is told), for an account with an endpoint: every money transition — charge, rejection for
-// credits, orphan rejection, delivery (settle and the first version's deliver), refund, reclaim
-// (settle of a refunded job and the first version's reclaim) — has exactly one event, derived from
-// the rows it committed, carrying the job's money figures as they stood right after it (not as
-// they stand when derived); and an idempotent replay of each step (already_applied, or a charge of
-// a rejected job) has none.
+// TestEveryMoneyTransitionWritesOneEvent checks the events' rule (the
+// one-transaction-per-transition rule extended to what is told), for an account with an endpoint:
+// every money transition — charge, rejection for credits, orphan rejection, delivery (settle and
+// the first version's deliver), refund, reclaim (settle of a refunded job and the first version's
+// reclaim) — has exactly one event, derived from the rows it committed, carrying the job's money
+// figures as they stood right after it (not as they stand when derived); and an idempotent replay
+// of each step (already_applied, or a charge of a rejected job) has none.
 func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct := listened(t, 1000)

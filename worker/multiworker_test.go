@@ -146,9 +146,9 @@ func (j multiJob) key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: j.ac
 func (j multiJob) workflowID() string { return workflows.JobWorkflowID(j.account, j.id) }
 
 // TestTwoWorkerProcessesShareTheJobs runs two worker processes on one task queue: the jobs are
-// spread across both, and every job's ledger rows are right (money rules 2, 3 and 6). Then one
-// worker is SIGKILLed while running attempts: the other takes them over and finishes every job,
-// and the money rules still hold.
+// spread across both, and every job's ledger rows are right (the reversing-pairs, net-effect and
+// sum-of-rows rules). Then one worker is SIGKILLed while running attempts: the other takes them
+// over and finishes every job, and the money rules still hold.
 func TestTwoWorkerProcessesShareTheJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // the build of jobbill included
 	defer cancel()
@@ -465,7 +465,8 @@ func release(t *testing.T, dir string, jobs []multiJob) {
 }
 
 // requireLedger checks every job's rows — a delivered job one charge of its cost, a refunded one
-// a charge and its refund, nothing else (money rules 2 and 3) — the balance, and the audit.
+// a charge and its refund, nothing else (the reversing-pairs and net-effect rules) — the balance,
+// and the audit.
 func requireLedger(ctx context.Context, t *testing.T, store *ledgerdb.Store, account string, granted int64, submitted []multiJob) {
 	t.Helper()
 	rows := map[string][]ledgerdb.Entry{}

@@ -65,9 +65,9 @@ func requireServerDown(t *testing.T, address string) {
 // the Temporal server (SIGTERM) and starts it again while the batch is in flight, waits until the
 // killed attempts are retried on the other worker, releases the batch and submits a second one.
 // Every job must end as its input says, charged exactly once and, when refunded, refunded exactly
-// once (money rules 2 and 3); the balance must equal the grant less the delivered jobs (rule 6);
-// and the audit across the ledger and Temporal (`jobbill audit`, scoped to the test's account)
-// must be clean.
+// once (the reversing-pairs and net-effect rules); the balance must equal the grant less the
+// delivered jobs (the sum-of-rows rule); and the audit across the ledger and Temporal (`jobbill
+// audit`, scoped to the test's account) must be clean.
 func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
 	if os.Getenv(RestartEnv) != "1" {
 		t.Skipf("restarts the Temporal server: runs under make test-cluster (%s=1), not on the shared dev server", RestartEnv)

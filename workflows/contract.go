@@ -48,8 +48,8 @@ func checkContractVersion(v int) error {
 }
 
 // amountFields are the names under which a caller might try to set a job's price: prices are set
-// by the server (money rule 5), so a start carrying one is refused with that reason, not as an
-// unknown field.
+// by the server (the price-list rule), so a start carrying one is refused with that reason, not as
+// an unknown field.
 var amountFields = []string{"cost", "amount", "price", "unit_price", "credits"}
 
 // jobInputWire is [JobInput] on the wire, as job-input.schema.json describes it.

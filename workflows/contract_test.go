@@ -197,7 +197,8 @@ func TestContractWritesWhatTheSchemasSay(t *testing.T) {
 // TestContractReadsBothForms checks that a worker reads a payload in the contract's form and in
 // the legacy form (Go field names, durations in nanoseconds) alike — runs recorded before the
 // contract replay, and operators' scripts keep working — and that what it writes reads back the
-// same (money rule 7: the start a worker reads is the job that was submitted, field for field).
+// same (the remembered-IDs rule: the start a worker reads is the job that was submitted, field for
+// field).
 func TestContractReadsBothForms(t *testing.T) {
 	want := contractInput()
 	legacy := `{"JobID":"render-1","AccountID":"acme","Kind":"render-4k","MaxUnits":120,"Work":{"InputRef":"s3://in/1"},
@@ -229,11 +230,12 @@ func TestContractReadsBothForms(t *testing.T) {
 }
 
 // TestContractRefusesWhatItCannotRead checks that an input the worker cannot read exactly is
-// refused with a reason that names the problem, never guessed at (money rule 5: a job is billed
-// only as its sender meant): an unknown or misspelt field, an amount, a newer contract version, a
-// duration that is not one, a wrong type. The input's decoding itself never fails — a run whose
-// input failed to decode would retry its first task forever — so the refusal comes from Validate,
-// and the run ends rejected with nothing charged. A signal it cannot read is refused the same way.
+// refused with a reason that names the problem, never guessed at (the price-list rule: a job is
+// billed only as its sender meant): an unknown or misspelt field, an amount, a newer contract
+// version, a duration that is not one, a wrong type. The input's decoding itself never fails — a
+// run whose input failed to decode would retry its first task forever — so the refusal comes from
+// Validate, and the run ends rejected with nothing charged. A signal it cannot read is refused the
+// same way.
 func TestContractRefusesWhatItCannotRead(t *testing.T) {
 	workflowID := JobWorkflowID("acme", "j")
 	for _, tc := range []struct{ payload, want string }{
@@ -270,11 +272,11 @@ func TestContractRefusesWhatItCannotRead(t *testing.T) {
 }
 
 // TestContractIntegersAreTheSchemas checks that the worker and the published schemas agree on
-// every way another language writes an integer (money rule 5: a payload the schema accepts is
-// billed as its sender meant, one it refuses is refused by the worker too): a zero fraction or an
-// exponent (Python's 20.0, 2e1, -0.0) is the integer for both, and a fraction, a number beyond the
-// field's range (1e400, Python's 1e+20 for an attempt) or a negative usage is refused by both. Each
-// payload goes through the door it comes by: the start's input decoding and validation, and a
+// every way another language writes an integer (the price-list rule: a payload the schema accepts
+// is billed as its sender meant, one it refuses is refused by the worker too): a zero fraction or
+// an exponent (Python's 20.0, 2e1, -0.0) is the integer for both, and a fraction, a number beyond
+// the field's range (1e400, Python's 1e+20 for an attempt) or a negative usage is refused by both.
+// Each payload goes through the door it comes by: the start's input decoding and validation, and a
 // current run's signal decoding and validation.
 func TestContractIntegersAreTheSchemas(t *testing.T) {
 	literals := []string{"0", "1", "20", "20.0", "2e1", "2.0E1", "2E+1", "200e-1", "-0.0", "-0", "0.0", "1.0", "1e0",
@@ -341,7 +343,7 @@ func (s *anyAttempt) Validate() error { return s.ResultSignal.Validate(1 << 30) 
 // TestPolicyRefusalNamesTheFirstBadField checks that a policy with several durations out of range
 // is refused with the same words every time, naming the first in the policy's order. The refusal
 // is what a job with a bad policy leaves — it is refused before any charge, so its rows sum to 0
-// (money rule 3) — and the workflow writes it, so a replay must reach the same words.
+// (the net-effect rule) — and the workflow writes it, so a replay must reach the same words.
 func TestPolicyRefusalNamesTheFirstBadField(t *testing.T) {
 	bad := Policy{
 		InitialInterval: -time.Second, MaximumInterval: -time.Second, StartToClose: -time.Second,

@@ -21,12 +21,12 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestInvalidResultSignalsAreIgnored protects money rules 3 and 5 at the signal door: a result
-// signal whose payload cannot be read, names an attempt that never ran, or carries no usable
-// output is ignored — counted, and the job goes on — and the job is delivered by the valid result
-// that follows, with one charge and no refund. Before, an attempt of -1 was delivered (with the
-// real ledger it failed the run with the job left charged), and an unreadable payload blocked the
-// run until the next signal.
+// TestInvalidResultSignalsAreIgnored protects the net-effect and price-list rules at the signal
+// door: a result signal whose payload cannot be read, names an attempt that never ran, or carries
+// no usable output is ignored — counted, and the job goes on — and the job is delivered by the
+// valid result that follows, with one charge and no refund. Before, an attempt of -1 was delivered
+// (with the real ledger it failed the run with the job left charged), and an unreadable payload
+// blocked the run until the next signal.
 func TestInvalidResultSignalsAreIgnored(t *testing.T) {
 	for name, payload := range map[string]any{
 		"negative attempt":       workflows.ResultSignal{Attempt: -1, OutputRef: "s3://forged"},
@@ -54,10 +54,10 @@ func TestInvalidResultSignalsAreIgnored(t *testing.T) {
 	}
 }
 
-// TestUnreadableSignalDoesNotStopTheWork protects money rule 3: an unreadable result signal while
-// the work runs must not keep the run from hearing the work's own result. Before, the SDK dropped
-// the payload and blocked the receiving callback until the next signal, so the finished work was
-// never billed and the run timed out.
+// TestUnreadableSignalDoesNotStopTheWork protects the net-effect rule: an unreadable result signal
+// while the work runs must not keep the run from hearing the work's own result. Before, the SDK
+// dropped the payload and blocked the receiving callback until the next signal, so the finished
+// work was never billed and the run timed out.
 func TestUnreadableSignalDoesNotStopTheWork(t *testing.T) {
 	h := newHarness(t, "unreadable", 100, func(_ context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
 		if call == 1 {
@@ -92,9 +92,9 @@ func TestInvalidSignalsDoNotExtendTheLateResultWindow(t *testing.T) {
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
-// TestCancelledRunRefundsAsStoppedByAnOperator protects money rule 3 at the UI's Cancel button:
-// the work is stopped, the charge refunded with a reason that says an operator stopped it, and
-// the run ends cancelled.
+// TestCancelledRunRefundsAsStoppedByAnOperator protects the net-effect rule at the UI's Cancel
+// button: the work is stopped, the charge refunded with a reason that says an operator stopped it,
+// and the run ends cancelled.
 func TestCancelledRunRefundsAsStoppedByAnOperator(t *testing.T) {
 	h := newHarness(t, "cancelled-v1", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
 		time.Sleep(200 * time.Millisecond)
@@ -107,10 +107,10 @@ func TestCancelledRunRefundsAsStoppedByAnOperator(t *testing.T) {
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
-// TestHealRunRefundsAndStillTakesALateResult protects money rules 3 and 8 for a job whose earlier
-// run ended without settling it (terminated in the UI): the heal run refunds the charge with the
-// reason it is given, does not run the work again, and a result that lands later reclaims the
-// refund. A second heal run refunds nothing more.
+// TestHealRunRefundsAndStillTakesALateResult protects the net-effect and idempotent-doors rules for
+// a job whose earlier run ended without settling it (terminated in the UI): the heal run refunds
+// the charge with the reason it is given, does not run the work again, and a result that lands
+// later reclaims the refund. A second heal run refunds nothing more.
 func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	h := newHarness(t, "healed", 100, succeed)
 	_, err := h.ledger.Charge(context.Background(), h.key())
@@ -136,11 +136,11 @@ func TestHealRunRefundsAndStillTakesALateResult(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, refunded, recovered}, []bool{false, true, false})
 }
 
-// TestDirectStartWritesItsPlaceholder protects money rules 5, 7 and 8 at the door of another
-// Temporal client: a run started without the job service's placeholder writes it (the same guarded
-// submission), charges it and bills the job; a run whose ID holds another request's placeholder
-// charges nothing and shows that job as the ledger has it; a run for an unknown account is
-// rejected.
+// TestDirectStartWritesItsPlaceholder protects the price-list, remembered-IDs and idempotent-doors
+// rules at the door of another Temporal client: a run started without the job service's placeholder
+// writes it (the same guarded submission), charges it and bills the job; a run whose ID holds
+// another request's placeholder charges nothing and shows that job as the ledger has it; a run for
+// an unknown account is rejected.
 func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, in workflows.JobInput) workflows.JobStatus {
 		h := harnessOver(t, ledger, in.AccountID, in.JobID, succeed)
@@ -149,7 +149,7 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 		require.NoError(t, h.env.GetWorkflowError())
 		var status workflows.JobStatus
 		require.NoError(t, h.env.GetWorkflowResult(&status))
-		require.NoError(t, ledger.Audit(), "money rules 2 and 6")
+		require.NoError(t, ledger.Audit(), "the reversing-pairs and sum-of-rows rules")
 		return status
 	}
 	ledger := newLedger()
@@ -179,10 +179,10 @@ func TestDirectStartWritesItsPlaceholder(t *testing.T) {
 	assert.Equal(t, int64(100-cost), ledger.Balance(account))
 }
 
-// TestLedgerRefusalRaisesAnAlarm protects money rule 3 when the ledger refuses a compensation for
-// good (an out-of-range balance, a violated constraint): the run neither retries for ever nor
-// fails silently — it raises an alarm (a ledger record an operator and the invariant checker see)
-// and ends without error, the job left for the reconcile pass to retry once repaired.
+// TestLedgerRefusalRaisesAnAlarm protects the net-effect rule when the ledger refuses a
+// compensation for good (an out-of-range balance, a violated constraint): the run neither retries
+// for ever nor fails silently — it raises an alarm (a ledger record an operator and the invariant
+// checker see) and ends without error, the job left for the reconcile pass to retry once repaired.
 func TestLedgerRefusalRaisesAnAlarm(t *testing.T) {
 	h := newHarness(t, "alarm", 100, timeOut)
 	h.ledger.RefuseForGood(activitiestest.OpRefund, ledgerdb.ErrOverflow)
@@ -208,11 +208,11 @@ func countCalls(ledger *activitiestest.MemoryLedger, op string, job ledgerdb.Job
 }
 
 // TestRefusedStartShowsTheLedgersJob keeps the Temporal UI from contradicting the ledger when
-// another program starts a run under the ID of a job the ledger has settled (rules 3 and 7: the
-// run charges nothing): a run with another input shows the job as the ledger answered — delivered,
-// or deleted with its money state kept — in its search attributes and its status, never
-// "rejected"; a run whose input cannot be billed, refused before it asks the ledger, upserts no
-// search attribute at all.
+// another program starts a run under the ID of a job the ledger has settled (the net-effect and
+// remembered-IDs rules: the run charges nothing): a run with another input shows the job as the
+// ledger answered — delivered, or deleted with its money state kept — in its search attributes and
+// its status, never "rejected"; a run whose input cannot be billed, refused before it asks the
+// ledger, upserts no search attribute at all.
 func TestRefusedStartShowsTheLedgersJob(t *testing.T) {
 	ledger := newLedger()
 	ledger.Grant(account, 100)
@@ -254,5 +254,5 @@ func TestRefusedStartShowsTheLedgersJob(t *testing.T) {
 
 	assert.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, ledger.Kinds(jobOf("settled")))
 	assert.Equal(t, int64(100-cost), ledger.Balance(account))
-	require.NoError(t, ledger.Audit(), "money rules 2 and 6")
+	require.NoError(t, ledger.Audit(), "the reversing-pairs and sum-of-rows rules")
 }

@@ -27,8 +27,8 @@ const ledgerStepHorizon = 10 * 365 * 24 * time.Hour
 // changes every recorded history, so it would be a versioned change (workflow.GetVersion).
 //
 // Its retries are unlimited: a refund or reclaim that gave
-// up would leave the money wrong, and the guards make every retry safe (money rule 8). Business
-// refusals are non-retryable and come back at once.
+// up would leave the money wrong, and the guards make every retry safe (the idempotent-doors rule).
+// Business refusals are non-retryable and come back at once.
 //
 // It runs activity, a method of a nil *activities.Activities (a.Charge): for a local
 // activity the SDK resolves a method value by its name in the worker's registry and calls the

@@ -14,9 +14,9 @@ import (
 	"github.com/jobbill/jobbill/workflows"
 )
 
-// TestMeteredJobIsSettledAtItsUsage protects money rules 3 and 5 for a kind metered by the
-// GPU-second: the charge holds the unit price × the kind's maximum (2 × 30 = 60 credits), the
-// result's usage settles the job in the same ledger step that delivers it (two ledger steps on
+// TestMeteredJobIsSettledAtItsUsage protects the net-effect and price-list rules for a kind metered
+// by the GPU-second: the charge holds the unit price × the kind's maximum (2 × 30 = 60 credits),
+// the result's usage settles the job in the same ledger step that delivers it (two ledger steps on
 // the success path: charge and settle), and one release row returns the unused hold — the job
 // nets −(units used × unit price), whatever the runner reported beyond the hold.
 func TestMeteredJobIsSettledAtItsUsage(t *testing.T) {
@@ -56,10 +56,11 @@ func TestMeteredJobIsSettledAtItsUsage(t *testing.T) {
 	}
 }
 
-// TestMeteredLateResultReclaimsThenSettles protects money rules 2, 3 and 5 when a metered job's
-// result lands after its refund: the reclaim takes back exactly the refund (the hold), and the
-// settlement then returns the unused hold at the reported usage — charge, refund, reclaim,
-// release, netting −(used × price). A negative usage in a signal is ignored, never billed.
+// TestMeteredLateResultReclaimsThenSettles protects the reversing-pairs, net-effect and price-list
+// rules when a metered job's result lands after its refund: the reclaim takes back exactly the
+// refund (the hold), and the settlement then returns the unused hold at the reported usage —
+// charge, refund, reclaim, release, netting −(used × price). A negative usage in a signal is
+// ignored, never billed.
 func TestMeteredLateResultReclaimsThenSettles(t *testing.T) {
 	h := newHarnessOf(t, metered, "metered-late", 100, timeOut)
 	bad := workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late", UnitsUsed: ledgerdb.Units(-5)}
@@ -82,9 +83,9 @@ func TestMeteredLateResultReclaimsThenSettles(t *testing.T) {
 	assert.Equal(t, int64(9), *job.UnitsUsed)
 }
 
-// TestInputWithAnAmountIsRefused protects money rule 5 at the start door: an input that names a
-// cost — another program setting its own price — ends rejected with nothing written, and says
-// that prices are set by the server.
+// TestInputWithAnAmountIsRefused protects the price-list rule at the start door: an input that
+// names a cost — another program setting its own price — ends rejected with nothing written, and
+// says that prices are set by the server.
 func TestInputWithAnAmountIsRefused(t *testing.T) {
 	h := newHarness(t, "priced-by-caller", 100, succeed)
 	h.env.ExecuteWorkflow(workflows.MeteredJob, workflows.JobInput{

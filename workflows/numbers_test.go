@@ -31,12 +31,13 @@ func raw(json string) converter.RawValue {
 	})
 }
 
-// TestLateResultWrittenByAnyLanguageIsBilled protects money rules 3 and 5 at the result signal: a
-// refunded metered job's late result whose integers are written with a zero fraction or an
-// exponent — Python's json.dumps of a float, 2e1, 2.0E1, -0.0 — is the same result as one written
-// with plain digits. The refund is reclaimed and the job settled at the units reported (charge,
-// refund, reclaim, release: net −used × price), nothing ignored. Before, the worker could not
-// decode 20.0 into an integer: the signal was ignored and the delivered work stayed refunded.
+// TestLateResultWrittenByAnyLanguageIsBilled protects the net-effect and price-list rules at the
+// result signal: a refunded metered job's late result whose integers are written with a zero
+// fraction or an exponent — Python's json.dumps of a float, 2e1, 2.0E1, -0.0 — is the same result
+// as one written with plain digits. The refund is reclaimed and the job settled at the units
+// reported (charge, refund, reclaim, release: net −used × price), nothing ignored. Before, the
+// worker could not decode 20.0 into an integer: the signal was ignored and the delivered work
+// stayed refunded.
 func TestLateResultWrittenByAnyLanguageIsBilled(t *testing.T) {
 	for _, tc := range []struct {
 		name, payload string
@@ -68,13 +69,13 @@ func TestLateResultWrittenByAnyLanguageIsBilled(t *testing.T) {
 	}
 }
 
-// TestUnbillableResultRaisesAnAlarm protects money rule 3 where delivered work could go unbilled:
-// a result signal the worker cannot bill — a fraction (20.5), a number beyond any integer (1e400,
-// Python's 1e+20), an attempt that never ran — for a job that could still take one (running, or
-// refunded and listening) is not taken and not only counted: it raises an alarm an operator sees
-// (a ledger_alarms row for the step "result"), once per run however many such signals come. The
-// job goes on, and a billable result that follows still settles it. Nothing is billed for the
-// unbillable one.
+// TestUnbillableResultRaisesAnAlarm protects the net-effect rule where delivered work could go
+// unbilled: a result signal the worker cannot bill — a fraction (20.5), a number beyond any integer
+// (1e400, Python's 1e+20), an attempt that never ran — for a job that could still take one
+// (running, or refunded and listening) is not taken and not only counted: it raises an alarm an
+// operator sees (a ledger_alarms row for the step "result"), once per run however many such signals
+// come. The job goes on, and a billable result that follows still settles it. Nothing is billed for
+// the unbillable one.
 func TestUnbillableResultRaisesAnAlarm(t *testing.T) {
 	for _, tc := range []struct{ name, payload, want string }{
 		{"a fraction", `{"attempt": 3, "output_ref": "s3://forged", "units_used": 20.5}`, `"units_used" must be a whole number`},
@@ -141,11 +142,12 @@ func (h *harness) start(input converter.RawValue) workflows.JobStatus {
 	return status
 }
 
-// TestStartWrittenByAnyLanguageRuns protects money rules 5 and 7 at the start door: an input whose
-// integers are written with a zero fraction or an exponent ("maximum_attempts": 1.0, "max_units":
-// 2e1) is the job its sender meant — it runs under that policy and holds that many units — and
-// one with a fraction ("maximum_attempts": 1.5) or a number beyond its range ends rejected,
-// naming the field, with nothing written. Before, the first was rejected as invalid input.
+// TestStartWrittenByAnyLanguageRuns protects the price-list and remembered-IDs rules at the start
+// door: an input whose integers are written with a zero fraction or an exponent
+// ("maximum_attempts": 1.0, "max_units": 2e1) is the job its sender meant — it runs under that
+// policy and holds that many units — and one with a fraction ("maximum_attempts": 1.5) or a number
+// beyond its range ends rejected, naming the field, with nothing written. Before, the first was
+// rejected as invalid input.
 func TestStartWrittenByAnyLanguageRuns(t *testing.T) {
 	input := func(jobID, maxUnits, attempts string) converter.RawValue {
 		return raw(fmt.Sprintf(`{"job_id": %q, "account_id": %q, "kind": %q, "max_units": %s, "input_ref": "s3://in/1", `+

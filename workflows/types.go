@@ -29,8 +29,8 @@ type JobInput struct {
 	// MaxUnits is the client's smaller maximum of units for a metered kind; 0 for the kind's.
 	MaxUnits int64 `json:",omitempty"`
 	// Cost is what runs of the first versions carried: the caller's price, for display. The
-	// ledger never moved it (money rule 5), and a run of the current version refuses an input
-	// that carries one: prices are set by the server.
+	// ledger never moved it (the price-list rule), and a run of the current version refuses an
+	// input that carries one: prices are set by the server.
 	Cost int64 `json:",omitempty"`
 	// Work says what to run; the job's IDs and Attempt are filled in by the workflow and the
 	// activity.
@@ -96,8 +96,8 @@ func (in JobInput) validate(workflowID string, v workflow.Version) error {
 		return err
 	}
 	if want := JobWorkflowID(in.AccountID, in.JobID); workflowID != want {
-		// The workflow ID is what makes a job unique in Temporal (money rule 7); a run billing
-		// another job than its ID names would defeat it.
+		// The workflow ID is what makes a job unique in Temporal (the remembered-IDs rule); a run
+		// billing another job than its ID names would defeat it.
 		return fmt.Errorf("the workflow ID is %q; the job's must be %q", workflowID, want)
 	}
 	switch {
@@ -257,7 +257,7 @@ func (p Policy) WorkActivityOptions(summary string) workflow.ActivityOptions {
 }
 
 // ResultSignal is the payload of [SignalResult]: the job's result landed. It never carries an
-// amount; the ledger reclaims the job's recorded cost (money rule 5). On the wire it is
+// amount; the ledger reclaims the job's recorded cost (the price-list rule). On the wire it is
 // contract/result-signal.schema.json.
 type ResultSignal struct {
 	// ContractVersion is the contract the sender wrote; 0 (absent) is version 1.

@@ -604,7 +604,7 @@ func (j *meteredJob) deadLetterDetails() string {
 
 // ignoreLeftoverSignals takes the signals nobody waited for once the job is settled, so that a
 // duplicate result is counted and logged rather than silently dropped. They change nothing: the
-// job's money is final (money rule 8).
+// job's money is final (the idempotent-doors rule).
 func (j *meteredJob) ignoreLeftoverSignals(ctx workflow.Context) {
 	logger := workflow.GetLogger(ctx)
 	for {

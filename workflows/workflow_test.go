@@ -159,7 +159,7 @@ func (h *harness) run() workflows.JobStatus {
 	require.NoError(h.t, h.env.GetWorkflowError())
 	var status workflows.JobStatus
 	require.NoError(h.t, h.env.GetWorkflowResult(&status))
-	require.NoError(h.t, h.ledger.Audit(), "money rules 2 and 6")
+	require.NoError(h.t, h.ledger.Audit(), "the reversing-pairs and sum-of-rows rules")
 	return status
 }
 
@@ -173,13 +173,13 @@ func (h *harness) runCancelled() ledgerdb.Job {
 		Work: activities.WorkRequest{InputRef: "s3://inputs/" + h.jobID}, Policy: testPolicy,
 	})
 	require.True(h.t, h.env.IsWorkflowCompleted())
-	require.NoError(h.t, h.ledger.Audit(), "money rules 2 and 6")
+	require.NoError(h.t, h.ledger.Audit(), "the reversing-pairs and sum-of-rows rules")
 	job, ok := h.ledger.Job(h.key())
 	require.True(h.t, ok)
 	return job
 }
 
-// assertLedger checks the job's rows, its net (money rule 3) and the account's balance.
+// assertLedger checks the job's rows, its net (the net-effect rule) and the account's balance.
 func (h *harness) assertLedger(balance int64, kinds ...ledgerdb.EntryKind) {
 	h.t.Helper()
 	assert.Equal(h.t, kinds, h.ledger.Kinds(h.key()), "ledger rows")
@@ -253,7 +253,7 @@ var (
 	rejected   = ledgerdb.StateRejected
 )
 
-// TestSuccessOnFirstTry protects money rule 3 (a delivered job nets −cost) and the success
+// TestSuccessOnFirstTry protects the net-effect rule (a delivered job nets −cost) and the success
 // path of the original version (docs/design.md): charge, run, reclaim (a no-op: NotApplied, no row) and deliver; no refund.
 func TestSuccessOnFirstTry(t *testing.T) {
 	h := newHarness(t, "story-a", 100, succeed)
@@ -272,10 +272,10 @@ func TestSuccessOnFirstTry(t *testing.T) {
 	assert.Equal(t, delivered, job.State)
 }
 
-// TestSameJobIDInTwoAccounts protects money rules 3 and 6 now that job IDs belong to their
-// account: two accounts' jobs of the same ID run as two workflows (under two workflow IDs) on one
-// ledger, and each bills its own job from its own account — one delivered (net −cost), the other
-// timed out and refunded (net 0) — with every attempt of the work naming its account (the GPU
+// TestSameJobIDInTwoAccounts protects the net-effect and sum-of-rows rules now that job IDs belong
+// to their account: two accounts' jobs of the same ID run as two workflows (under two workflow IDs)
+// on one ledger, and each bills its own job from its own account — one delivered (net −cost), the
+// other timed out and refunded (net 0) — with every attempt of the work naming its account (the GPU
 // service keys a run by it), and neither touching the other's rows.
 func TestSameJobIDInTwoAccounts(t *testing.T) {
 	const other = "globex"
@@ -302,8 +302,8 @@ func TestSameJobIDInTwoAccounts(t *testing.T) {
 	theirs.assertStates([]ledgerdb.State{submitting, running, refunded}, []bool{false, false, true})
 }
 
-// TestSuccessOnRetry protects money rules 2 and 3 across retries: failed attempts are retried
-// under the policy without charging again, and the job nets −cost once.
+// TestSuccessOnRetry protects the reversing-pairs and net-effect rules across retries: failed
+// attempts are retried under the policy without charging again, and the job nets −cost once.
 func TestSuccessOnRetry(t *testing.T) {
 	h := newHarness(t, "retry-ok", 100, func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
 		if req.Attempt < 3 {
@@ -322,10 +322,10 @@ func TestSuccessOnRetry(t *testing.T) {
 	assert.Equal(t, 3, job.Attempts)
 }
 
-// TestTimeoutsThenLateResultRecovers protects money rules 3 and 5 on story (b): every attempt
-// times out → refund (net 0, reason "timed out after 3 attempts") → dead-lettered → the result
-// lands late → reclaim → recovered (net −cost). The status query tells the user the refund while
-// the job waits.
+// TestTimeoutsThenLateResultRecovers protects the net-effect and price-list rules on story (b):
+// every attempt times out → refund (net 0, reason "timed out after 3 attempts") → dead-lettered →
+// the result lands late → reclaim → recovered (net −cost). The status query tells the user the
+// refund while the job waits.
 func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 	h := newHarness(t, "story-b", 100, timeOut)
 	h.env.RegisterDelayedCallback(func() {
@@ -357,7 +357,7 @@ func TestTimeoutsThenLateResultRecovers(t *testing.T) {
 	assert.Equal(t, 3, job.Attempts)
 }
 
-// TestDeadLetteredForGood protects money rule 3 on story (c): the work never succeeds and no
+// TestDeadLetteredForGood protects the net-effect rule on story (c): the work never succeeds and no
 // result comes within the window, so the workflow closes refunded and dead-lettered, net 0.
 func TestDeadLetteredForGood(t *testing.T) {
 	h := newHarness(t, "story-c", 100, timeOut)
@@ -374,8 +374,9 @@ func TestDeadLetteredForGood(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, running, refunded}, []bool{false, false, true})
 }
 
-// TestSameResultSignalledTwice protects money rules 2 and 8 on story (d): the same late result
-// delivered twice reclaims once; the second signal is counted and changes nothing.
+// TestSameResultSignalledTwice protects the reversing-pairs and idempotent-doors rules on story
+// (d): the same late result delivered twice reclaims once; the second signal is counted and changes
+// nothing.
 func TestSameResultSignalledTwice(t *testing.T) {
 	h := newHarness(t, "story-d", 100, timeOut)
 	late := workflows.ResultSignal{Attempt: 3, OutputRef: "s3://outputs/late"}
@@ -389,8 +390,8 @@ func TestSameResultSignalledTwice(t *testing.T) {
 	h.assertLedger(60, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 }
 
-// TestInsufficientCreditsRejected protects money rules 3 and 7 on story (e): a refused charge
-// ends the workflow as rejected (not failed), runs no work and writes no row.
+// TestInsufficientCreditsRejected protects the net-effect and remembered-IDs rules on story (e): a
+// refused charge ends the workflow as rejected (not failed), runs no work and writes no row.
 func TestInsufficientCreditsRejected(t *testing.T) {
 	h := newHarness(t, "story-e", 10, succeed)
 	status := h.run()
@@ -404,8 +405,9 @@ func TestInsufficientCreditsRejected(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, rejected}, []bool{false, false})
 }
 
-// TestResultDuringRetries protects money rule 3 and the workflow's step 3 (docs/design.md): a result signal while the
-// work is still retrying cancels the attempt and delivers; there is no refund and no reclaim row.
+// TestResultDuringRetries protects the net-effect rule and the workflow's step 3 (docs/design.md):
+// a result signal while the work is still retrying cancels the attempt and delivers; there is no
+// refund and no reclaim row.
 func TestResultDuringRetries(t *testing.T) {
 	h := newHarness(t, "during-retries", 100, failTransiently)
 	// Attempt 1 fails at 0s and attempt 2 at 1s; the signal lands in the 2s wait before attempt 3.
@@ -423,9 +425,9 @@ func TestResultDuringRetries(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, running, delivered}, []bool{false, false, false})
 }
 
-// TestResultAfterDeadLettering protects money rules 3 and 5 when the work failed for good (a
-// permanent failure, not a timeout): the refund comes without more attempts, and a result after
-// dead-lettering reclaims the recorded cost.
+// TestResultAfterDeadLettering protects the net-effect and price-list rules when the work failed
+// for good (a permanent failure, not a timeout): the refund comes without more attempts, and a
+// result after dead-lettering reclaims the recorded cost.
 func TestResultAfterDeadLettering(t *testing.T) {
 	h := newHarness(t, "after-dlq", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
 		return activities.WorkResult{}, temporal.NewApplicationErrorWithOptions("input unreadable", activities.ErrorTypeWorkFailedPermanently,
@@ -477,8 +479,9 @@ func TestRefundReasonComesFromTheFailureNotItsWords(t *testing.T) {
 	}
 }
 
-// TestRedrive protects money rules 2, 3 and 8 for an operator's re-drive: the dead letter's work
-// runs again under the same guards, and its success reclaims the refund once (recovered, −cost).
+// TestRedrive protects the reversing-pairs, net-effect and idempotent-doors rules for an operator's
+// re-drive: the dead letter's work runs again under the same guards, and its success reclaims the
+// refund once (recovered, −cost).
 func TestRedrive(t *testing.T) {
 	h := newHarness(t, "redrive-ok", 100, func(ctx context.Context, req activities.WorkRequest, call int) (activities.WorkResult, error) {
 		if call <= 3 {
@@ -497,8 +500,8 @@ func TestRedrive(t *testing.T) {
 	h.assertStates([]ledgerdb.State{submitting, running, refunded, refunded, recovered}, []bool{false, false, true, true, false})
 }
 
-// TestRedriveThatFailsStaysRefunded protects money rule 2: a redrive that fails again writes no
-// second refund; the job stays a dead letter and closes refunded when the window ends.
+// TestRedriveThatFailsStaysRefunded protects the reversing-pairs rule: a redrive that fails again
+// writes no second refund; the job stays a dead letter and closes refunded when the window ends.
 func TestRedriveThatFailsStaysRefunded(t *testing.T) {
 	h := newHarness(t, "redrive-fails", 100, timeOut)
 	h.signalAt(10*time.Minute, workflows.SignalRedrive, workflows.RedriveRequest{By: "ops"})
@@ -512,10 +515,11 @@ func TestRedriveThatFailsStaysRefunded(t *testing.T) {
 	h.assertLedger(100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
-// TestDeletedWhileDeadLettered protects money rule 3 against deletion (deletion hides a job,
-// never what it owes) and rule 7 (its ID stays burnt): a refunded job deleted while its workflow
-// waits still takes its late result — the refund is reclaimed, once — and the workflow ends
-// showing the tombstone as the ledger has it: deleted, charged, no longer a dead letter.
+// TestDeletedWhileDeadLettered protects the net-effect rule against deletion (deletion hides a job,
+// never what it owes) and the remembered-IDs rule (its ID stays burnt): a refunded job deleted
+// while its workflow waits still takes its late result — the refund is reclaimed, once — and the
+// workflow ends showing the tombstone as the ledger has it: deleted, charged, no longer a dead
+// letter.
 func TestDeletedWhileDeadLettered(t *testing.T) {
 	h := newHarness(t, "deleted", 100, timeOut)
 	h.env.RegisterDelayedCallback(func() { require.NoError(t, h.ledger.Delete(h.key())) }, 5*time.Minute)
@@ -532,9 +536,10 @@ func TestDeletedWhileDeadLettered(t *testing.T) {
 	assert.Empty(t, job.OutputRef, "a deleted job's output is not kept")
 }
 
-// TestLedgerRetryAfterCommit protects money rules 4 and 8: when the worker loses a ledger
-// activity's answer after the ledger committed, Temporal retries the activity, the guard answers
-// AlreadyApplied, and the job ends in the right state with one row per kind.
+// TestLedgerRetryAfterCommit protects the one-transaction-per-transition and idempotent-doors
+// rules: when the worker loses a ledger activity's answer after the ledger committed, Temporal
+// retries the activity, the guard answers AlreadyApplied, and the job ends in the right state with
+// one row per kind.
 func TestLedgerRetryAfterCommit(t *testing.T) {
 	for _, tc := range []struct {
 		op    string
@@ -574,10 +579,10 @@ func TestLedgerRetryAfterCommit(t *testing.T) {
 	}
 }
 
-// TestInvalidInputIsRejectedWithoutCharging protects money rules 3, 5 and 7 at the start door: a
-// run whose input cannot be billed — another job than its workflow ID names, an invalid ID or
-// kind, an amount (prices are set by the server), a policy Temporal would refuse — ends rejected,
-// not failed, before it touches the ledger.
+// TestInvalidInputIsRejectedWithoutCharging protects the net-effect, price-list and remembered-IDs
+// rules at the start door: a run whose input cannot be billed — another job than its workflow ID
+// names, an invalid ID or kind, an amount (prices are set by the server), a policy Temporal would
+// refuse — ends rejected, not failed, before it touches the ledger.
 func TestInvalidInputIsRejectedWithoutCharging(t *testing.T) {
 	valid := workflows.JobInput{JobID: "job-1", AccountID: account, Kind: kind, Policy: testPolicy}
 	for name, edit := range map[string]func(*workflows.JobInput){
@@ -652,9 +657,9 @@ type chargeDecisionAnswer struct {
 }
 
 // TestChargeDecisionUpdate checks what the job service's Update-With-Start answers: charged when the
-// ledger charged the job, rejected with the reason (nothing charged, money rule 3) when it
-// refused, and the same answer to a repeated update (money rule 8: a retried submission never
-// charges again).
+// ledger charged the job, rejected with the reason (nothing charged, the net-effect rule) when it
+// refused, and the same answer to a repeated update (the idempotent-doors rule: a retried
+// submission never charges again).
 func TestChargeDecisionUpdate(t *testing.T) {
 	t.Run("charged", func(t *testing.T) {
 		h := newHarness(t, "job-update-charged", 100, func(context.Context, activities.WorkRequest, int) (activities.WorkResult, error) {
@@ -689,10 +694,10 @@ func TestChargeDecisionUpdate(t *testing.T) {
 }
 
 // TestLateResultFallback checks the fallback for a result that lands after the job's workflow
-// closed: a refunded job is reclaimed once (money rule 2: a second report reclaims nothing; rule
-// 3: the job nets -cost again), a delivered job is left alone, and a refunded job deleted since is
-// reclaimed too and keeps its tombstone (rule 3: deletion hides a job, never what it owes; rule
-// 7).
+// closed: a refunded job is reclaimed once (the reversing-pairs rule: a second report reclaims
+// nothing; the net-effect rule: the job nets -cost again), a delivered job is left alone, and a
+// refunded job deleted since is reclaimed too and keeps its tombstone (the net-effect rule:
+// deletion hides a job, never what it owes; the remembered-IDs rule).
 func TestLateResultFallback(t *testing.T) {
 	run := func(t *testing.T, ledger *activitiestest.MemoryLedger, jobID string) workflows.LateResultOutcome {
 		t.Helper()
@@ -708,7 +713,7 @@ func TestLateResultFallback(t *testing.T) {
 		require.NoError(t, env.GetWorkflowError())
 		var out workflows.LateResultOutcome
 		require.NoError(t, env.GetWorkflowResult(&out))
-		require.NoError(t, ledger.Audit(), "money rules 2 and 6")
+		require.NoError(t, ledger.Audit(), "the reversing-pairs and sum-of-rows rules")
 		return out
 	}
 	ctx := context.Background()
@@ -755,8 +760,8 @@ func TestLateResultFallback(t *testing.T) {
 	require.Equal(t, int64(200-4*cost), ledger.Balance(account))
 }
 
-// TestAnyRunnerMessageStillRefunds protects money rule 3: whatever a GPU service says when it
-// fails — a long message, NUL, invalid UTF-8 — the refund reason stays within what the ledger
+// TestAnyRunnerMessageStillRefunds protects the net-effect rule: whatever a GPU service says when
+// it fails — a long message, NUL, invalid UTF-8 — the refund reason stays within what the ledger
 // accepts, so the job is refunded rather than left charged for work it never got.
 func TestAnyRunnerMessageStillRefunds(t *testing.T) {
 	for name, msg := range map[string]string{
@@ -779,9 +784,10 @@ func TestAnyRunnerMessageStillRefunds(t *testing.T) {
 	}
 }
 
-// TestCancelledWorkflowRefunds protects money rule 3 when an operator cancels a job's workflow
-// while its work runs: the work never delivered, so the charge is refunded (the compensation runs
-// on a disconnected context) instead of being left standing with nobody to give it back.
+// TestCancelledWorkflowRefunds protects the net-effect rule when an operator cancels a job's
+// workflow while its work runs: the work never delivered, so the charge is refunded (the
+// compensation runs on a disconnected context) instead of being left standing with nobody to give
+// it back.
 func TestCancelledWorkflowRefunds(t *testing.T) {
 	// The SDK's test environment never cancels a running activity's context; a real attempt
 	// would end by its heartbeat. Here the attempt just outlasts the cancellation.

@@ -37,7 +37,7 @@ type ledger interface {
 	rows(t *testing.T, job ledgerdb.JobKey) []ledgertest.Row
 	// exists says whether the ledger holds a job under the key.
 	exists(t *testing.T, job ledgerdb.JobKey) bool
-	// audit checks money rules 2, 3 and 6 on the account.
+	// audit checks the reversing-pairs, net-effect and sum-of-rows rules on the account.
 	audit(t *testing.T, accountID string)
 }
 
@@ -394,11 +394,11 @@ var contractCases = map[string]contractCase{
 // TestMemoryLedgerFollowsTheRealOne runs every contract case against the in-memory ledger and the
 // real store, and requires both to answer each step the same — the outcome, the state, the error
 // (errors.Is), the balance, the units a job was settled at, whether a ledger row was answered,
-// and the job's rows at the end (money rules 2, 3, 5, 6 and 8 through the same guards, for jobs
-// sold whole and metered ones). Among them: the original version's Deliver and Reclaim settle a
-// priced job at its whole hold at once, so that a later Settle answers AlreadyApplied and writes
-// nothing; and bad input (a negative usage or attempt count) is refused before the job is read,
-// also on a deleted job.
+// and the job's rows at the end (the reversing-pairs, net-effect, price-list, sum-of-rows and
+// idempotent-doors rules through the same guards, for jobs sold whole and metered ones). Among
+// them: the original version's Deliver and Reclaim settle a priced job at its whole hold at once,
+// so that a later Settle answers AlreadyApplied and writes nothing; and bad input (a negative usage
+// or attempt count) is refused before the job is read, also on a deleted job.
 func TestMemoryLedgerFollowsTheRealOne(t *testing.T) {
 	store := ledgertest.Store(t)
 	impls := map[string]func() ledger{
@@ -530,10 +530,11 @@ func runCase(t *testing.T, l ledger, account string, c contractCase) {
 // store and requires both to tell it alike: job IDs belong to their account. Two accounts submit
 // the same job ID, each with a body and a kind of its own, and each gets its own job (Applied
 // twice, no conflict); one is charged, refunded and recovered by its late result while the other
-// is settled on time at its usage, each with exactly its own rows and its own balance (rules 2,
-// 3, 5 and 6); an alarm of one is not the other's; deleting one burns the ID in its account only
-// (rule 7). A third account, which never submitted the ID, reaches neither job: every call
-// through its key answers ErrJobNotFound and writes nothing.
+// is settled on time at its usage, each with exactly its own rows and its own balance (the
+// reversing-pairs, net-effect, price-list and sum-of-rows rules); an alarm of one is not the
+// other's; deleting one burns the ID in its account only (the remembered-IDs rule). A third
+// account, which never submitted the ID, reaches neither job: every call through its key answers
+// ErrJobNotFound and writes nothing.
 func TestBothLedgersKeepJobIDsPerAccount(t *testing.T) {
 	store := ledgertest.Store(t)
 	for impl, open := range map[string]func() ledger{

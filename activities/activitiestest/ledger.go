@@ -205,8 +205,8 @@ func (m *MemoryLedger) Kinds(key ledgerdb.JobKey) []ledgerdb.EntryKind {
 	return kinds
 }
 
-// Net is the sum of a job's ledger rows (money rule 3: −(units used × unit price) once settled,
-// 0 when not charged).
+// Net is the sum of a job's ledger rows (the net-effect rule: −(units used × unit price) once
+// settled, 0 when not charged).
 func (m *MemoryLedger) Net(key ledgerdb.JobKey) int64 {
 	var sum int64
 	for _, e := range m.Entries(key) {
@@ -222,9 +222,9 @@ func (m *MemoryLedger) Balance(accountID string) int64 {
 	return m.balances[accountID]
 }
 
-// Audit checks money rules 2, 3 and 6: every job has exactly the rows its flags record and its
-// rows sum to what its state and settlement say, and every account's balance is the sum of its
-// rows.
+// Audit checks the reversing-pairs, net-effect and sum-of-rows rules: every job has exactly the
+// rows its flags record and its rows sum to what its state and settlement say, and every account's
+// balance is the sum of its rows.
 func (m *MemoryLedger) Audit() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -565,7 +565,8 @@ func (m *MemoryLedger) hasAccount(accountID string) bool {
 	return ok
 }
 
-// append writes one ledger row and moves the balance with it (money rule 4).
+// append writes one ledger row and moves the balance with it (the one-transaction-per-transition
+// rule).
 func (m *MemoryLedger) append(accountID, jobID string, kind ledgerdb.EntryKind, amount int64) int64 {
 	m.balances[accountID] += amount
 	id := int64(len(m.entries) + 1)

@@ -81,11 +81,11 @@ func install(ctx context.Context, t *testing.T) {
 // real API and the real Temporal dev server, with a worker of this process on a task queue of its
 // own and a policy that settles jobs in seconds. It installs the package from its lockfile
 // (npm ci), builds it with tsc and runs node --test; the TypeScript tests check, through the API
-// and through @temporalio/client, the delivered, recovered, refunded and rejected stories (money
-// rules 2, 3, 5 and 7: one charge per job, refunds and reclaims in pairs, a kind and never an
-// amount, an ID never charged twice), the shared submission decision table, and that bad input
-// is refused with nothing written. Afterwards every account the tests used must still be sound
-// (rule 6: balance = the sum of its rows).
+// and through @temporalio/client, the delivered, recovered, refunded and rejected stories (the
+// reversing-pairs, net-effect, price-list and remembered-IDs rules: one charge per job, refunds and
+// reclaims in pairs, a kind and never an amount, an ID never charged twice), the shared submission
+// decision table, and that bad input is refused with nothing written. Afterwards every account the
+// tests used must still be sound (the sum-of-rows rule: balance = the sum of its rows).
 func TestTypeScriptClient(t *testing.T) {
 	env := workertest.Shared(t, "ts-client", func(cfg *config.Config) {
 		cfg.Policy = workertest.QuickPolicy()

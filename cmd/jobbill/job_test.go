@@ -45,10 +45,10 @@ func TestJobStatusShowsOperatorsTheScrubbedDetail(t *testing.T) {
 }
 
 // TestJobReportConflictSaysTheFirstResultStands checks `jobbill job report` when an attempt
-// reports a second, different result (money rules 2 and 8: a job is settled once, whatever is
-// reported twice): the command fails with the result's own fixed words — the first result stands,
-// nothing was charged again — never a submission's "use a new ID", and writes nothing: the job
-// keeps the first output and the one charge.
+// reports a second, different result (the reversing-pairs and idempotent-doors rules: a job is
+// settled once, whatever is reported twice): the command fails with the result's own fixed words —
+// the first result stands, nothing was charged again — never a submission's "use a new ID", and
+// writes nothing: the job keeps the first output and the one charge.
 func TestJobReportConflictSaysTheFirstResultStands(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := context.Background()
@@ -73,8 +73,8 @@ func TestJobReportConflictSaysTheFirstResultStands(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 90)
 }
 
-// TestDeletedJobStillPaysForItsLateResult is money rule 3 at the command line: deleting a job
-// removes its content from view, never an obligation. A metered job (300 held at 1 credit)
+// TestDeletedJobStillPaysForItsLateResult is the net-effect rule at the command line: deleting a
+// job removes its content from view, never an obligation. A metered job (300 held at 1 credit)
 // refunded after its workflow ended, then deleted with `jobbill job delete`, still takes the late
 // result `jobbill job report --units-used 90` brings: the refund is reclaimed and the job settled
 // at 90 (net −90), and `jobbill job status` answers state deleted, money state charged, with the
@@ -118,13 +118,13 @@ func TestDeletedJobStillPaysForItsLateResult(t *testing.T) {
 	ledgertest.RequireBalance(t, e.Store, acct, 1000-90)
 }
 
-// TestJobCommandsUseTheServersPrice checks `jobbill job submit` and `job report` with kinds (money
-// rule 5: a job names its kind, never an amount). A number where the kind goes — how a cost was
-// given before — is refused as an unknown kind, saying prices are set by the server, and writes
-// nothing (no job, balance unchanged); so is a max-units above the kind's. A metered job holds
-// its unit price × max units; a negative --units-used is refused with nothing written; the usage
-// reported settles it at used × unit price, with the rest of the hold released in one row. A job
-// command names the job's account (job IDs belong to their account): a report without --account
+// TestJobCommandsUseTheServersPrice checks `jobbill job submit` and `job report` with kinds (the
+// price-list rule: a job names its kind, never an amount). A number where the kind goes — how a
+// cost was given before — is refused as an unknown kind, saying prices are set by the server, and
+// writes nothing (no job, balance unchanged); so is a max-units above the kind's. A metered job
+// holds its unit price × max units; a negative --units-used is refused with nothing written; the
+// usage reported settles it at used × unit price, with the rest of the hold released in one row. A
+// job command names the job's account (job IDs belong to their account): a report without --account
 // is refused with nothing written.
 func TestJobCommandsUseTheServersPrice(t *testing.T) {
 	e := newCLIEnv(t)

@@ -11,12 +11,12 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// TestPriceCommands checks `jobbill price set/list/history` (money rule 5: the price list, set by
-// an operator, prices every job): a new price is version 1, the same figures again write nothing,
-// a change is version 2; bad input — an unknown unit, no maximum for a metered kind, a fixed kind
-// holding 2, a zero unit price, a malformed kind — fails with a clear error naming the flag and
-// writes nothing; list shows each kind's current version, history every version, and an unknown
-// kind is an error.
+// TestPriceCommands checks `jobbill price set/list/history` (the price-list rule: the price list,
+// set by an operator, prices every job): a new price is version 1, the same figures again write
+// nothing, a change is version 2; bad input — an unknown unit, no maximum for a metered kind, a
+// fixed kind holding 2, a zero unit price, a malformed kind — fails with a clear error naming the
+// flag and writes nothing; list shows each kind's current version, history every version, and an
+// unknown kind is an error.
 func TestPriceCommands(t *testing.T) {
 	e := newCLIEnv(t)
 	kind := cliKind(t, "transcribe")

@@ -14,7 +14,7 @@ import (
 // a grant's memo, a price's memo, a result's output and a redrive's note — against the ledger's one
 // text rule: a bidirectional override, a zero-width space or a byte order mark is refused with an
 // error naming the field, and nothing is written (no job, the balance and the price list
-// unchanged; rule 1: the ledger keeps text that reads as what it is).
+// unchanged; the append-only rule: the ledger keeps text that reads as what it is).
 func TestCommandsRefuseInvisibleText(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := context.Background()

@@ -26,8 +26,8 @@ func (r *run) conclude(ctx context.Context, report *Report) error {
 	r.mu.Lock()
 	terminated, recorded := append([]ledgerdb.JobKey(nil), r.terminated...), append([]ledgerdb.JobKey(nil), r.recorded...)
 	r.mu.Unlock()
-	// A terminated job must never stay charged with no run to settle it (money rule 3): it ends
-	// refunded, or settled by its result.
+	// A terminated job must never stay charged with no run to settle it (the net-effect rule): it
+	// ends refunded, or settled by its result.
 	r.countFinal(ctx, "terminated", terminated, report.Terminated, ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDelivered)
 	// A result taken into the inbox is delivered work: the job ends billed for it.
 	r.countFinal(ctx, "recorded-result", recorded, report.Recorded, ledgerdb.StateRecovered, ledgerdb.StateDelivered)

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestNormalizeReadsIntegersAsEveryLanguageWritesThem checks the rule every door bills by (money
-// rule 5: a job is billed as its sender meant): a number whose value is whole and fits an int64 is
-// the same integer however it is written — Python's json.dumps writes 50.0 and -0.0, JavaScript
-// 1e+21, other writers 5e1, 5.0E1 or 500e-1 — and anything else is left as written, for the
-// decoder to refuse when an integer is wanted: a fraction, a number beyond an int64. Strings, keys
-// and white space are never touched, even when they look like numbers.
+// TestNormalizeReadsIntegersAsEveryLanguageWritesThem checks the rule every door bills by (the
+// price-list rule: a job is billed as its sender meant): a number whose value is whole and fits an
+// int64 is the same integer however it is written — Python's json.dumps writes 50.0 and -0.0,
+// JavaScript 1e+21, other writers 5e1, 5.0E1 or 500e-1 — and anything else is left as written, for
+// the decoder to refuse when an integer is wanted: a fraction, a number beyond an int64. Strings,
+// keys and white space are never touched, even when they look like numbers.
 func TestNormalizeReadsIntegersAsEveryLanguageWritesThem(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"units_used": 50.0}`, `{"units_used": 50}`},

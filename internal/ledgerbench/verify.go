@@ -12,9 +12,9 @@ import (
 // verify checks the money of both sides of both lifecycles after the last round: every job
 // recovered at the benchmark's price (and, metered, settled at the usage its side reported), with
 // exactly one charge, refund and reclaim row of its hold and, metered, one release row of the
-// unused part (rule 2); and every account's balance equal to the sum of its rows (rule 6) and to
-// its grant less what its jobs should be charged, with ledgerdb's own Audit clean. A benchmark
-// that computed wrong money would be worthless.
+// unused part (the reversing-pairs rule); and every account's balance equal to the sum of its rows
+// (the sum-of-rows rule) and to its grant less what its jobs should be charged, with ledgerdb's own
+// Audit clean. A benchmark that computed wrong money would be worthless.
 func (b *bench) verify(ctx context.Context) (Verification, error) {
 	var v Verification
 	wantJobs := b.cfg.Rounds * b.cfg.Clients * b.cfg.Lifecycles
@@ -110,10 +110,10 @@ func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, want
 	return jobs, rows, nil
 }
 
-// verifyBalances checks rule 6 for every account of a side and lifecycle, and the balance its jobs
-// say it should have: its grant less each job's price (fixed) or usage × unit price (metered),
-// the usage read back from the job's ID as verifyJobs does; and, every refund having been
-// reclaimed, nothing left awaiting a reclaim. It answers the accounts' IDs.
+// verifyBalances checks the sum-of-rows rule for every account of a side and lifecycle, and the
+// balance its jobs say it should have: its grant less each job's price (fixed) or usage × unit
+// price (metered), the usage read back from the job's ID as verifyJobs does; and, every refund
+// having been reclaimed, nothing left awaiting a reclaim. It answers the accounts' IDs.
 func (b *bench) verifyBalances(ctx context.Context, side string, lc *lifecycle) ([]string, error) {
 	p := lc.price
 	accounts, err := b.pool.Query(ctx, `
@@ -152,8 +152,8 @@ func (b *bench) verifyBalances(ctx context.Context, side string, lc *lifecycle) 
 	return ids, nil
 }
 
-// audit runs ledgerdb's Audit (the balance_after chain, rules 2, 3 and 6) on every account,
-// Clients at a time.
+// audit runs ledgerdb's Audit (the balance_after chain, the reversing-pairs, net-effect and
+// sum-of-rows rules) on every account, Clients at a time.
 func (b *bench) audit(ctx context.Context, ids []string) error {
 	work := make(chan string)
 	var mu sync.Mutex

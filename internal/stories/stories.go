@@ -77,7 +77,7 @@ type story struct {
 	then func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error
 	// ends are the states the story waits for.
 	ends []ledgerdb.State
-	// charged is what the story's job must cost the account at its end (money rule 3: −units
+	// charged is what the story's job must cost the account at its end (the net-effect rule: −units
 	// used × unit price for a metered job).
 	charged int64
 }

@@ -166,8 +166,8 @@ func (b *bench) runWaiting(ctx context.Context) (WaitingResult, error) {
 }
 
 // signalAgain sends a result signal, again after a failed call (a server slow to answer under the
-// drain's load): a result delivered twice is reclaimed once (money rule 8), which the money check
-// after the run shows.
+// drain's load): a result delivered twice is reclaimed once (the idempotent-doors rule), which the
+// money check after the run shows.
 func (b *bench) signalAgain(ctx context.Context, workflowID string, sig workflows.ResultSignal) error {
 	var err error
 	for try := range 5 {

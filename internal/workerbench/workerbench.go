@@ -669,8 +669,9 @@ func (b *bench) awaitListening(ctx context.Context, workflowID string) error {
 }
 
 // checkMoney checks every metered job's rows — one charge; for a delivered job nothing else,
-// for a recovered one exactly one refund and one reclaim; the job's net -cost (money rules 2
-// and 3) — and audits every account, whose balance must also be the grant less every job's cost.
+// for a recovered one exactly one refund and one reclaim; the job's net -cost (the
+// reversing-pairs and net-effect rules) — and audits every account, whose balance must also be the
+// grant less every job's cost.
 func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) {
 	ids := make([]string, 0, len(b.expected))
 	keys := make([]string, 0, len(b.expected))

@@ -13,10 +13,11 @@ import (
 
 // TestRunSmall runs the workflow benchmark at a toy size on the tests' Temporal and database.
 // Run fails unless every metered job has exactly its ledger rows — one charge; one refund and one
-// reclaim for each job that got a late result (money rules 2 and 3) — and every account audits
-// clean with its grant less its jobs' cost (rule 6); so a pass means the benchmark's money check
-// finds the jobs it ran. It also checks the per-job figures are read: the history of each side
-// and the CPU of this machine's processes, compared side to side. Speed is reported, never asserted.
+// reclaim for each job that got a late result (the reversing-pairs and net-effect rules) — and
+// every account audits clean with its grant less its jobs' cost (the sum-of-rows rule); so a pass
+// means the benchmark's money check finds the jobs it ran. It also checks the per-job figures are
+// read: the history of each side and the CPU of this machine's processes, compared side to side.
+// Speed is reported, never asserted.
 func TestRunSmall(t *testing.T) {
 	ledgertest.Store(t) // migrates the test database
 	cfg := workertest.Config("workerbench")

@@ -1,5 +1,5 @@
--- Money rule 5: what a job costs, at which price, whose it is and what was asked are fixed at
--- submission; the units and the output it was settled at are fixed once settled; and a guard
+-- The price-list rule: what a job costs, at which price, whose it is and what was asked are fixed
+-- at submission; the units and the output it was settled at are fixed once settled; and a guard
 -- flag never goes back to false, nor a tombstone to life.
 CREATE OR REPLACE FUNCTION jobs_refuse_rewrite() RETURNS trigger
 LANGUAGE plpgsql AS $$

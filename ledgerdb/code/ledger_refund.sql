@@ -16,7 +16,7 @@ BEGIN
         WHERE id = p_job_id AND state = 'running' AND is_charged AND NOT is_refunded
         RETURNING jobs AS job
     ), credit AS (
-        -- The amount is the job's recorded cost, never a caller's number (money rule 5).
+        -- The amount is the job's recorded cost, never a caller's number (the price-list rule).
         UPDATE accounts a SET balance = a.balance + (j.job).cost, awaiting_reclaim = a.awaiting_reclaim + (j.job).cost,
                               updated_at = now()
         FROM refunded j

@@ -1,7 +1,7 @@
 -- Writes the placeholder for a client job ID (state submitting, nothing charged) with the request
 -- it was submitted with, at the kind's current price: the job records the price version, the
 -- unit price and the units its charge will hold (the kind's maximum, or the smaller maximum the
--- client asked for), and its cost is their product — never a caller's number (money rule 5).
+-- client asked for), and its cost is their product — never a caller's number (the price-list rule).
 -- The same ID with the same request answers the original job, at the price it was submitted at;
 -- with another request (or a maximum of units that would hold other units), a conflict; once
 -- deleted, gone.

@@ -1,7 +1,7 @@
--- Money rules 1 and 7: the database itself refuses to change or remove a ledger row, to delete a
--- job (deletion is a tombstone state), an account, a job's request or a price — whoever asks, the
--- owner included. API keys are never deleted either: a revoked key stays, revoked, so that the key
--- ID in a log line always names the key that made the request.
+-- The append-only and remembered-IDs rules: the database itself refuses to change or remove a
+-- ledger row, to delete a job (deletion is a tombstone state), an account, a job's request or a
+-- price — whoever asks, the owner included. API keys are never deleted either: a revoked key stays,
+-- revoked, so that the key ID in a log line always names the key that made the request.
 CREATE OR REPLACE FUNCTION ledger_refuse_rewrite() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN

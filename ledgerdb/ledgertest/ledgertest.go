@@ -207,8 +207,8 @@ func Charged(t testing.TB, s *ledgerdb.Store, acct, jobID string, cost int64, re
 }
 
 // RequireSound audits each account and fails the test on any broken money rule (docs/design.md,
-// rules 2, 3 and 6: one row per kind per job, each job's net matching its state, balance = sum of
-// rows).
+// the reversing-pairs, net-effect and sum-of-rows rules: one row per kind per job, each job's net
+// matching its state, balance = sum of rows).
 func RequireSound(t testing.TB, s *ledgerdb.Store, accountIDs ...string) {
 	t.Helper()
 	for _, id := range accountIDs {
@@ -229,8 +229,8 @@ type Row struct {
 }
 
 // RequireRows checks a job's ledger rows, in order of writing: a charge or a reclaim of −cost, a
-// refund of +cost (money rules 2 and 5: at most one of each, every amount the job's recorded
-// cost).
+// refund of +cost (the reversing-pairs and price-list rules: at most one of each, every amount the
+// job's recorded cost).
 func RequireRows(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, cost int64, kinds ...ledgerdb.EntryKind) {
 	t.Helper()
 	want := []Row{}
@@ -246,8 +246,9 @@ func RequireRows(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, cost int6
 	}
 }
 
-// RequireBalance checks the account's balance, then audits the account (money rules 2, 3 and 6:
-// the balance is the sum of its rows, and each job's rows match its state).
+// RequireBalance checks the account's balance, then audits the account (the reversing-pairs,
+// net-effect and sum-of-rows rules: the balance is the sum of its rows, and each job's rows match
+// its state).
 func RequireBalance(t testing.TB, s *ledgerdb.Store, accountID string, want int64) {
 	t.Helper()
 	got, err := s.Balance(context.Background(), accountID)
@@ -293,8 +294,8 @@ func OwnKind(t testing.TB) string {
 }
 
 // RequireRowAmounts checks a job's ledger rows, in order of writing, kind and amount each —
-// for rows whose amounts are not ±cost (a release gives back part of a hold). Money rules 2
-// and 5: exactly these rows, each of exactly this amount.
+// for rows whose amounts are not ±cost (a release gives back part of a hold). The
+// reversing-pairs and price-list rules: exactly these rows, each of exactly this amount.
 func RequireRowAmounts(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, want ...Row) {
 	t.Helper()
 	if want == nil {

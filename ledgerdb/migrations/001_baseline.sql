@@ -125,8 +125,8 @@ CREATE TABLE ledger_entries (
     END),
     CONSTRAINT ledger_entries_job_kinds CHECK ((kind IN ('charge', 'refund', 'reclaim')) = (job_id IS NOT NULL)),
     CONSTRAINT ledger_entries_keyed_kinds CHECK ((kind IN ('grant', 'adjustment')) = (idempotency_key IS NOT NULL)),
-    -- Money rule 2, the second time: at most one charge, one refund and one reclaim per job.
-    -- (Grants and adjustments have no job; NULLs are distinct, so they never collide here.)
+    -- The reversing-pairs rule, the second time: at most one charge, one refund and one reclaim per
+    -- job. (Grants and adjustments have no job; NULLs are distinct, so they never collide here.)
     CONSTRAINT ledger_entries_one_per_job_kind UNIQUE (job_id, kind),
     CONSTRAINT ledger_entries_one_per_key UNIQUE (account_id, idempotency_key)
 );

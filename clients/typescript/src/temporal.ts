@@ -45,7 +45,7 @@ export interface Policy {
   late_result_window?: string;
 }
 
-/** The workflow's input. It carries no amount: the ledger prices the kind (money rule 5). */
+/** The workflow's input. It carries no amount: the ledger prices the kind (the price-list rule). */
 export interface JobInput {
   contract_version?: number;
   /** The client's job ID ({@link newJobId}); no "/". */

@@ -17,7 +17,7 @@ export const KIND_PATTERN = /^[a-z][a-z0-9._-]{0,63}$/;
 
 /**
  * Names under which a body would carry an amount, in any letter case. Prices are set by the
- * server (money rule 5): a body that names one is refused before it is sent.
+ * server (the price-list rule): a body that names one is refused before it is sent.
  */
 const AMOUNT_FIELDS = ['cost', 'amount', 'price', 'unit_price', 'credits'];
 

@@ -43,8 +43,9 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
   const customer = () => new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200 });
   const job = (input: string) => ({ job_id: newJobId('ts'), account_id: env!.account, kind: env!.kind, input_ref: input });
 
-  // Money rules 2, 3 and 8: a delivered job is charged its price once — a second submission of
-  // the same body under the same ID answers the same job and charges nothing more.
+  // The reversing-pairs, net-effect and idempotent-doors rules: a delivered job is charged its
+  // price once — a second submission of the same body under the same ID answers the same job and
+  // charges nothing more.
   it('delivered: charged once, however often it is submitted', async () => {
     const c = customer();
     const body = job('sim:ok');
@@ -57,8 +58,8 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge']);
   });
 
-  // Money rules 2 and 3: work that fails for good is refunded its whole hold; the user reads
-  // "refunded" with the reason code of the failure, never its words.
+  // The reversing-pairs and net-effect rules: work that fails for good is refunded its whole hold;
+  // the user reads "refunded" with the reason code of the failure, never its words.
   it('refunded: the work failed for good, the charge is refunded', async () => {
     const c = customer();
     const body = job('sim:fail');
@@ -70,11 +71,11 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge', 'refund']);
   });
 
-  // Money rules 2 and 3: a result that lands after the refund (reported by the GPU service with a
-  // runner key) reclaims the refund exactly once: the job is recovered and charged its price. A
-  // different result of the same attempt is a ResultConflictError in the result's own words (the
-  // first result stands, nothing was charged again — never a submission's "use a new ID"), and
-  // writes nothing.
+  // The reversing-pairs and net-effect rules: a result that lands after the refund (reported by the
+  // GPU service with a runner key) reclaims the refund exactly once: the job is recovered and
+  // charged its price. A different result of the same attempt is a ResultConflictError in the
+  // result's own words (the first result stands, nothing was charged again — never a submission's
+  // "use a new ID"), and writes nothing.
   it('recovered: refunded, then a late result reclaims the refund', async () => {
     const c = customer();
     const body = job('sim:fail');
@@ -103,8 +104,8 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.deepEqual(await rowKinds(c, env!.account, body.job_id), ['charge', 'refund', 'reclaim']);
   });
 
-  // Money rule 7: an account that cannot pay the hold gets the job rejected, nothing charged, and
-  // the ID burnt: the same tracked job answers the same without being sent again.
+  // The remembered-IDs rule: an account that cannot pay the hold gets the job rejected, nothing
+  // charged, and the ID burnt: the same tracked job answers the same without being sent again.
   it('rejected: insufficient credits, nothing charged', async () => {
     const c = new Client({ baseUrl: env!.apiUrl, key: env!.poorKey, pollIntervalMs: 200 });
     const t = c.track({ job_id: newJobId('ts'), account_id: env!.poorAccount, kind: env!.kind, input_ref: 'sim:ok' });
@@ -120,8 +121,8 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.equal((await c.balance(env!.poorAccount)).balance, 10);
   });
 
-  // Money rule 5 and "nothing written": a kind with no price is the API's 422 unknown_kind, and
-  // the ID never reached the ledger (404 not_received, not charged).
+  // The price-list rule and "nothing written": a kind with no price is the API's 422 unknown_kind,
+  // and the ID never reached the ledger (404 not_received, not charged).
   it('rejected: an unknown kind is refused and nothing is written', async () => {
     const c = customer();
     const t = c.track({ job_id: newJobId('ts'), account_id: env!.account, kind: 'never-priced', input_ref: 'sim:ok' });
@@ -153,9 +154,9 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
 describe('the decision table against the real API', { skip: env ? false : SKIP_E2E }, () => {
   const job = () => ({ job_id: newJobId('ts'), account_id: env!.account, kind: env!.kind, input_ref: 'sim:ok' });
 
-  // Money rule 7: a POST lost on its way (a network error) leaves the submission unknown; the
-  // API's not_received 404 then resubmits the saved body under the same ID, and the job is
-  // charged once.
+  // The remembered-IDs rule: a POST lost on its way (a network error) leaves the submission
+  // unknown; the API's not_received 404 then resubmits the saved body under the same ID, and the
+  // job is charged once.
   it('a lost submission is confirmed by GET and resubmitted under the same ID', async () => {
     let dropped = 0;
     const dropFirstPost: typeof fetch = async (input, init) => {
@@ -173,8 +174,8 @@ describe('the decision table against the real API', { skip: env ? false : SKIP_E
     assert.deepEqual(await rowKinds(c, env!.account, t.request.job_id), ['charge']);
   });
 
-  // Money rule 8: a submission whose answer was lost (the server took it) is confirmed by a look,
-  // never sent again under a new ID: one charge, no resubmission.
+  // The idempotent-doors rule: a submission whose answer was lost (the server took it) is confirmed
+  // by a look, never sent again under a new ID: one charge, no resubmission.
   it('a lost answer is confirmed by GET, not resubmitted', async () => {
     const loseFirstAnswer: typeof fetch = async (input, init) => {
       const resp = await fetch(input, init);
@@ -192,8 +193,8 @@ describe('the decision table against the real API', { skip: env ? false : SKIP_E
     assert.deepEqual(await rowKinds(c, env!.account, t.request.job_id), ['charge']);
   });
 
-  // Money rule 7: a 404 that is not the API's not_received (here the API's no_route, for a
-  // misconfigured base path) says nothing about the job: the client keeps asking and never
+  // The remembered-IDs rule: a 404 that is not the API's not_received (here the API's no_route, for
+  // a misconfigured base path) says nothing about the job: the client keeps asking and never
   // reports "not received, not charged"; nothing reached the ledger.
   it('a 404 that is not the API\'s not_received is transient', async () => {
     const c = new Client({ baseUrl: `${env!.apiUrl}/misrouted`, key: env!.customerKey, pollIntervalMs: 100, backoff: { initialMs: 50, maxMs: 200 } });
@@ -205,8 +206,8 @@ describe('the decision table against the real API', { skip: env ? false : SKIP_E
     await assert.rejects(direct.status(t.request.job_id), (err) => err instanceof APIError && err.code === 'not_received');
   });
 
-  // Money rule 7: a deleted job keeps its money state and its ID is burnt — polled again it is
-  // JobDeletedError with money charged (410), and a resubmission of the same body is refused
+  // The remembered-IDs rule: a deleted job keeps its money state and its ID is burnt — polled again
+  // it is JobDeletedError with money charged (410), and a resubmission of the same body is refused
   // (410) with nothing charged again.
   it('deleted: never resubmitted, the money state kept', async () => {
     const c = new Client({ baseUrl: env!.apiUrl, key: env!.customerKey, pollIntervalMs: 200 });
@@ -224,7 +225,7 @@ describe('the decision table against the real API', { skip: env ? false : SKIP_E
 
 describe('the start-job example against the real API', { skip: env ? false : SKIP_E2E }, () => {
   // The README's example starts a job that is delivered and charged once, and prints where the
-  // money stands (money rules 3 and 7).
+  // money stands (the net-effect and remembered-IDs rules).
   it('starts a job and prints it delivered, charged', async () => {
     const script = path.join(__dirname, '..', 'examples', 'start-job.js');
     const { stdout } = await promisify(execFile)(process.execPath, [script, env!.account, env!.kind, 'sim:ok'], {

@@ -21,9 +21,9 @@ import { FakeClock, reply, scriptedServer } from './support';
 const body = { job_id: 'render-1', account_id: 'acme', kind: 'render-4k', input_ref: 'sim:ok' };
 
 describe('the submission rules against a scripted server', () => {
-  // Money rule 7: a server that never receives anything (every POST lost, every GET the API's
-  // not_received) gets the same ID and body exactly MAX_RESUBMISSIONS more times, and after five
-  // minutes the user is told "not received, not charged" — never a new ID.
+  // The remembered-IDs rule: a server that never receives anything (every POST lost, every GET the
+  // API's not_received) gets the same ID and body exactly MAX_RESUBMISSIONS more times, and after
+  // five minutes the user is told "not received, not charged" — never a new ID.
   it('a submission never received is resubmitted three times, then reported not received', async () => {
     const srv = await scriptedServer((req, res) => {
       if (req.method === 'POST') {
@@ -80,9 +80,9 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
-  // Money rule 7: only the API's own not_received says a job never arrived. A proxy's 404, the
-  // API's no_route, an empty 404 or JSON of another shape says nothing: no resubmission, no "not
-  // received", even past the confirmation window — the client asks again under the same ID.
+  // The remembered-IDs rule: only the API's own not_received says a job never arrived. A proxy's
+  // 404, the API's no_route, an empty 404 or JSON of another shape says nothing: no resubmission,
+  // no "not received", even past the confirmation window — the client asks again under the same ID.
   it('only the API\'s not_received means never arrived', async () => {
     const clock = new FakeClock();
     const start = clock.now();
@@ -135,9 +135,9 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
-  // Money rule 7 from the user's side: a 410 to a submission is a job accepted once and deleted;
-  // the client reports the money state the answer carries, "unknown" when it carries none — never
-  // "not charged" by default — and never sends the ID again.
+  // The remembered-IDs rule from the user's side: a 410 to a submission is a job accepted once and
+  // deleted; the client reports the money state the answer carries, "unknown" when it carries none
+  // — never "not charged" by default — and never sends the ID again.
   it('a 410 keeps the money state the answer carries', async () => {
     for (const [answer, want] of [
       [{ code: 'deleted', message: 'Deleted.', money_state: 'charged', state: 'deleted' }, 'charged'],
@@ -159,9 +159,9 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
-  // Money rule 7: the API's not_received for an ID it once accepted means the record was deleted:
-  // reported deleted, never resubmitted, its money state unknown (the 404's "not charged" is about
-  // an ID the server never saw).
+  // The remembered-IDs rule: the API's not_received for an ID it once accepted means the record was
+  // deleted: reported deleted, never resubmitted, its money state unknown (the 404's "not charged"
+  // is about an ID the server never saw).
   it('accepted, then not_received, is deleted with its money unknown', async () => {
     const srv = await scriptedServer((req, res) => {
       if (req.method === 'POST') {
@@ -179,8 +179,9 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
-  // Money rule 5: the body names a kind and never an amount, on every resubmission too; a 402 is
-  // rejected with nothing charged, and the tracked job answers the same without being sent again.
+  // The price-list rule: the body names a kind and never an amount, on every resubmission too; a
+  // 402 is rejected with nothing charged, and the tracked job answers the same without being sent
+  // again.
   it('a submission names a kind, never an amount; a 402 is rejected, not charged', async () => {
     let posts = 0;
     const srv = await scriptedServer((_req, res) => {
@@ -204,9 +205,9 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
-  // Money rule 7: a submission answered with a rejected job (the same ID sent again after its
-  // rejection) is InsufficientCreditsError whether the POST or a look told it — never a settled
-  // job the caller might read as done.
+  // The remembered-IDs rule: a submission answered with a rejected job (the same ID sent again
+  // after its rejection) is InsufficientCreditsError whether the POST or a look told it — never a
+  // settled job the caller might read as done.
   it('a rejected job in the submission\'s answer is an error, not charged', async () => {
     const rejected = { job_id: 'render-1', state: 'rejected', money_state: 'not_charged', reason: 'insufficient_credits' };
     const srv = await scriptedServer((_req, res) => reply(res, 200, { status: rejected, duplicate: true }));
@@ -268,7 +269,7 @@ describe('backoff and job IDs', () => {
     assert.equal(parseRetryAfter('soon', now), 0);
   });
 
-  // Money rule 7: an ID is 128 random bits, so no two jobs share one.
+  // The remembered-IDs rule: an ID is 128 random bits, so no two jobs share one.
   it('a job ID is the prefix and 26 random base32 characters', () => {
     const a = newJobId('render');
     assert.match(a, /^render-[a-z2-7]{26}$/);

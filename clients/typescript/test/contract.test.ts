@@ -13,7 +13,7 @@ function schema(name: string): any {
 }
 
 describe('the Temporal helpers speak the published contract', () => {
-  // Money rule 5 and the doors: the helpers check a payload's fields against exactly the
+  // The price-list rule and the doors: the helpers check a payload's fields against exactly the
   // contract's, so that what they let through the workflow reads, and nothing else (an input
   // the workflow would refuse is refused before it is sent).
   it('the input, policy and result fields are the schemas\'', () => {

@@ -25,7 +25,7 @@ function tracked(row: DecisionRow): Tracked {
 
 const table = decisionTable();
 
-// Money rule 7: the confirmation window and the resubmission budget are the Go client's.
+// The remembered-IDs rule: the confirmation window and the resubmission budget are the Go client's.
 describe('the decision table is written for the client\'s limits', () => {
   it('five minutes to confirm, at most three resubmissions', () => {
     assert.equal(goDurationMs(table.confirm_window), CONFIRM_WINDOW_MS);
@@ -34,9 +34,9 @@ describe('the decision table is written for the client\'s limits', () => {
   });
 });
 
-// Money rule 7: an ID once accepted is never charged again — the API's not_received 404 for it
-// means deleted, never resubmit; an ID never accepted is resubmitted under the same ID, at most
-// three times, within five minutes, then reported "not received, not charged".
+// The remembered-IDs rule: an ID once accepted is never charged again — the API's not_received 404
+// for it means deleted, never resubmit; an ID never accepted is resubmitted under the same ID, at
+// most three times, within five minutes, then reported "not received, not charged".
 describe('onNotFound follows every row of the 404 table', () => {
   for (const row of table.on_not_found) {
     it(row.name, () => {
@@ -46,9 +46,10 @@ describe('onNotFound follows every row of the 404 table', () => {
   }
 });
 
-// Money rules 7 and 8: transient failures and unsettled states keep polling the same ID and
-// never create a new paid job; 410 is deleted; only the API's not_received 404 goes through the
-// 404 table — any other 404 (a proxy's, no_route, a body that is not the API's) is transient.
+// The remembered-IDs and idempotent-doors rules: transient failures and unsettled states keep
+// polling the same ID and never create a new paid job; 410 is deleted; only the API's not_received
+// 404 goes through the 404 table — any other 404 (a proxy's, no_route, a body that is not the
+// API's) is transient.
 describe('decide covers every answer', () => {
   for (const row of table.decide) {
     it(row.name, () => {
@@ -60,10 +61,11 @@ describe('decide covers every answer', () => {
   }
 });
 
-// Money rules 7 and 8, as the job service keeps them: a submission through Temporal whose start
-// is refused because a workflow holds the job's ID joins the job's own running workflow, answers a
-// closed one from its status without ever starting it again, and never sends its charge decision
-// into another program's workflow. The rows are the shared table's workflow_id_held.
+// The remembered-IDs and idempotent-doors rules, as the job service keeps them: a submission
+// through Temporal whose start is refused because a workflow holds the job's ID joins the job's own
+// running workflow, answers a closed one from its status without ever starting it again, and never
+// sends its charge decision into another program's workflow. The rows are the shared table's
+// workflow_id_held.
 describe('onWorkflowIdHeld follows every row of the held-ID table', () => {
   assert.ok(table.workflow_id_held.length > 0);
   for (const row of table.workflow_id_held) {

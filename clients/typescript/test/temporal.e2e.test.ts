@@ -89,9 +89,9 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     }
   }
 
-  // Money rules 2, 3 and 8: Update-With-Start answers "charged" once the charge is decided; the
-  // job is delivered and charged its price once — a second submitJob while it runs sends the
-  // same update to the same workflow, and charges nothing more.
+  // The reversing-pairs, net-effect and idempotent-doors rules: Update-With-Start answers "charged"
+  // once the charge is decided; the job is delivered and charged its price once — a second
+  // submitJob while it runs sends the same update to the same workflow, and charges nothing more.
   it('delivered: submitJob answers the charge decision, and a repeat charges nothing', async () => {
     const i = input('sim:ok');
     const decision = await submit(i);
@@ -112,9 +112,10 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge']);
   });
 
-  // Money rules 7 and 8, as the job service keeps them: once the job's workflow has closed, its ID
-  // never starts a run again (reuse policy REJECT_DUPLICATE); submitting the job again answers it
-  // from the closed run's status — delivered, charged once — with no second run and no new row.
+  // The remembered-IDs and idempotent-doors rules, as the job service keeps them: once the job's
+  // workflow has closed, its ID never starts a run again (reuse policy REJECT_DUPLICATE);
+  // submitting the job again answers it from the closed run's status — delivered, charged once —
+  // with no second run and no new row.
   it('a closed job is answered from its status, and its ID never starts again', async () => {
     const i = input('sim:ok');
     assert.equal((await submit(i)).money_state, 'charged');
@@ -128,10 +129,11 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge']);
   });
 
-  // Money rule 7 in a namespace other programs may share, as the job service keeps it: when
-  // another program's workflow holds the job's workflow ID, running or closed, submitJob answers
-  // at once with WorkflowIdTakenError — never waiting on, or sending the charge decision into, a
-  // workflow that is not the job's, and never starting the job: nothing is charged or written.
+  // The remembered-IDs rule in a namespace other programs may share, as the job service keeps it:
+  // when another program's workflow holds the job's workflow ID, running or closed, submitJob
+  // answers at once with WorkflowIdTakenError — never waiting on, or sending the charge decision
+  // into, a workflow that is not the job's, and never starting the job: nothing is charged or
+  // written.
   it('another program\'s workflow under the ID: the job is not started, nothing charged', async () => {
     for (const foreignClosed of [false, true]) {
       const i = input('sim:ok');
@@ -159,7 +161,8 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     }
   });
 
-  // Money rules 2 and 3: work that fails for good is refunded, the job dead-lettered.
+  // The reversing-pairs and net-effect rules: work that fails for good is refunded, the job
+  // dead-lettered.
   it('refunded: the work failed for good, the charge is refunded', async () => {
     const i = input('sim:fail');
     assert.equal((await submit(i)).money_state, 'charged');
@@ -170,8 +173,9 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge', 'refund']);
   });
 
-  // Money rules 2 and 3: a result signalled after the refund reclaims it exactly once: the job is
-  // recovered and charged its price; the same signal again changes nothing.
+  // The reversing-pairs and net-effect rules: a result signalled after the refund reclaims it
+  // exactly once: the job is recovered and charged its price; the same signal again changes
+  // nothing.
   it('recovered: refunded, then a late result signalled reclaims the refund', async () => {
     const i = input('sim:fail');
     await submit(i);
@@ -190,7 +194,8 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     assert.deepEqual(await rowKinds(api, i.account_id, i.job_id), ['charge', 'refund', 'reclaim']);
   });
 
-  // Money rule 7: a start for an account that cannot pay the hold is rejected, nothing charged.
+  // The remembered-IDs rule: a start for an account that cannot pay the hold is rejected, nothing
+  // charged.
   it('rejected: insufficient credits, nothing charged', async () => {
     const poor = new Client({ baseUrl: env!.apiUrl, key: env!.poorKey });
     const i = input('sim:ok', env!.poorAccount);
@@ -202,7 +207,8 @@ describe('the Temporal helpers against the real Temporal and worker', { skip: en
     assert.equal((await poor.balance(env!.poorAccount)).balance, 10);
   });
 
-  // Money rule 5: a kind with no price cannot be billed: the run ends rejected, nothing charged.
+  // The price-list rule: a kind with no price cannot be billed: the run ends rejected, nothing
+  // charged.
   it('rejected: an unknown kind is never charged', async () => {
     const i = { ...input('sim:ok'), kind: 'never-priced' };
     const decision = await submit(i);
