@@ -47,59 +47,73 @@ type passWatcher struct {
 	totals    PassTotals
 }
 
-// refresh reads the schedule's recent passes and records those that have ended since the last
-// call. The schedule keeps its last ten, so a call every second or two misses none.
+// refresh lists the schedule's passes and records those that have ended since the last call. It
+// lists them from visibility (every run the schedule started), not from the schedule's recent
+// actions: those keep only the last ten, which a loaded machine's slow calls can let slip by.
 func (w *passWatcher) refresh(ctx context.Context) error {
-	desc, err := w.tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
-	if err != nil {
-		return err
-	}
-	for _, action := range desc.Info.RecentActions {
-		run := action.StartWorkflowResult
-		w.mu.Lock()
-		known := run == nil || w.known[run.FirstExecutionRunID]
-		w.mu.Unlock()
-		if known {
-			continue
-		}
-		d, err := w.tc.DescribeWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID)
+	query := fmt.Sprintf("TemporalScheduledById = '%s'", workflows.ReconcileScheduleID)
+	var token []byte
+	for {
+		page, err := w.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
 		if err != nil {
 			return err
 		}
-		status := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
-		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			continue
-		}
-		var res activities.ReconcileResult
-		if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			if err := w.tc.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
+		for _, info := range page.GetExecutions() {
+			if err := w.record(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), info.GetStartTime().AsTime()); err != nil {
 				return err
 			}
 		}
-		w.mu.Lock()
-		if w.known == nil {
-			w.known = map[string]bool{}
+		if token = page.GetNextPageToken(); len(token) == 0 {
+			return nil
 		}
-		w.known[run.FirstExecutionRunID] = true
-		if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			w.completed = append(w.completed, action.ActualTime)
-			w.totals.Completed++
-			w.totals.ResultsApplied += res.ResultsApplied
-			w.totals.Healed += res.Healed
-			w.totals.Started += res.Started
-			w.totals.OrphansRejected += res.RejectedOrphans
-		} else {
-			w.totals.Ended++
+	}
+}
+
+// record counts the pass (workflowID, runID), started at startedAt, once it has ended.
+func (w *passWatcher) record(ctx context.Context, workflowID, runID string, startedAt time.Time) error {
+	w.mu.Lock()
+	known := w.known[runID]
+	w.mu.Unlock()
+	if known {
+		return nil
+	}
+	d, err := w.tc.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return err
+	}
+	status := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil
+	}
+	var res activities.ReconcileResult
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		if err := w.tc.GetWorkflow(ctx, workflowID, runID).Get(ctx, &res); err != nil {
+			return err
 		}
-		w.mu.Unlock()
-		switch {
-		case status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-			w.log("reconcile", "scheduled pass started at %s ended %s", action.ActualTime.Format("15:04:05.000"), status)
-		case res.ResultsApplied+res.Healed+res.Examined+res.Failed > 0:
-			w.log("reconcile", "scheduled pass started at %s: results applied %d, running checked %d, healed %d, placeholders examined %d, started %d, rejected orphans %d, still submitting %d, failed %d",
-				action.ActualTime.Format("15:04:05.000"), res.ResultsApplied, res.RunningChecked, res.Healed, res.Examined, res.Started,
-				res.RejectedOrphans, res.StillSubmitting, res.Failed)
-		}
+	}
+	w.mu.Lock()
+	if w.known == nil {
+		w.known = map[string]bool{}
+	}
+	w.known[runID] = true
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		w.completed = append(w.completed, startedAt)
+		w.totals.Completed++
+		w.totals.ResultsApplied += res.ResultsApplied
+		w.totals.Healed += res.Healed
+		w.totals.Started += res.Started
+		w.totals.OrphansRejected += res.RejectedOrphans
+	} else {
+		w.totals.Ended++
+	}
+	w.mu.Unlock()
+	switch {
+	case status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		w.log("reconcile", "scheduled pass started at %s ended %s", startedAt.Format("15:04:05.000"), status)
+	case res.ResultsApplied+res.Healed+res.Examined+res.Failed > 0:
+		w.log("reconcile", "scheduled pass started at %s: results applied %d, running checked %d, healed %d, placeholders examined %d, started %d, rejected orphans %d, still submitting %d, failed %d",
+			startedAt.Format("15:04:05.000"), res.ResultsApplied, res.RunningChecked, res.Healed, res.Examined, res.Started,
+			res.RejectedOrphans, res.StillSubmitting, res.Failed)
 	}
 	return nil
 }
