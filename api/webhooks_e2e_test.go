@@ -6,16 +6,11 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/api"
@@ -23,6 +18,7 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/webhooks"
+	"github.com/jobbill/jobbill/webhooks/webhookstest"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
 
@@ -115,51 +111,6 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 	require.Equal(t, 409, call(t, base, "POST", replay, key, map[string]any{"since": "2020-01-01T00:00:00Z"}).code)
 }
 
-// hookReceiver is a customer's receiver for the end-to-end test: it verifies each delivery with
-// the Standard Webhooks library and keeps the accepted ones' webhook-id, type and job.
-type hookReceiver struct {
-	mu     sync.Mutex
-	secret string
-	got    []struct{ id, typ, job string }
-	bad    int
-}
-
-func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	wh, err := standardwebhooks.NewWebhook(h.secret)
-	if err != nil || wh.Verify(body, r.Header) != nil {
-		h.bad++
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	var msg struct {
-		Type string `json:"type"`
-		Data struct {
-			JobID string `json:"job_id"`
-		} `json:"data"`
-	}
-	_ = json.Unmarshal(body, &msg)
-	h.got = append(h.got, struct{ id, typ, job string }{r.Header.Get(webhooks.HeaderID), msg.Type, msg.Data.JobID})
-	w.WriteHeader(http.StatusOK)
-}
-
-// byJob lists each job's event types in the order they arrived, counting each webhook-id once.
-func (h *hookReceiver) byJob() map[string][]string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := map[string]bool{}
-	out := map[string][]string{}
-	for _, g := range h.got {
-		if !seen[g.id] {
-			seen[g.id] = true
-			out[g.job] = append(out[g.job], g.typ)
-		}
-	}
-	return out
-}
-
 // TestWebhooksFollowRealJobs checks the outbox end to end, through real jobs on the Temporal dev
 // server: a job that succeeds is told to the account's endpoint as job.charged then job.delivered;
 // one whose work hangs until its attempts run out, and whose result then arrives late, as
@@ -172,14 +123,12 @@ func TestWebhooksFollowRealJobs(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 1000)
 	key, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, "")
 	base := e.serve(t, allowLoopbackHooks)
-	rcv := &hookReceiver{}
+	rcv := &webhookstest.Receiver{}
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
 	created := call(t, base, "POST", "/v1/accounts/"+acct+"/webhooks", key, map[string]any{"url": srv.URL + "/jobbill"})
 	require.Equal(t, 201, created.code, created.raw)
-	rcv.mu.Lock()
-	rcv.secret = created.str("secret")
-	rcv.mu.Unlock()
+	rcv.SetSecret(created.str("secret"))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -205,13 +154,11 @@ func TestWebhooksFollowRealJobs(t *testing.T) {
 
 	want := map[string][]string{ok: {"job.charged", "job.delivered"}, late: {"job.charged", "job.refunded", "job.reclaimed"}}
 	require.Eventually(t, func() bool {
-		got := rcv.byJob()
+		got := rcv.ByJob()
 		return len(got[ok]) == 2 && len(got[late]) == 3
 	}, 30*time.Second, 50*time.Millisecond, "every event delivered")
-	require.Equal(t, want, rcv.byJob())
-	rcv.mu.Lock()
-	require.Zero(t, rcv.bad, "every delivery verified")
-	rcv.mu.Unlock()
+	require.Equal(t, want, rcv.ByJob())
+	require.Zero(t, rcv.Bad(), "every delivery verified")
 
 	// The worker records an attempt once the receiver has answered, so the receiver can hold the
 	// last event a moment before its attempt is on the log: wait for the log, not the receiver.

@@ -2,22 +2,17 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/webhooks"
+	"github.com/jobbill/jobbill/webhooks/webhookstest"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
 
@@ -35,13 +30,13 @@ func TestWorkerDeliversDerivedEventsWithNobodyLooking(t *testing.T) {
 	store := d.Store
 	account := ledgertest.Account(t, store, 1_000)
 
-	rcv := &signedReceiver{}
+	rcv := &webhookstest.Receiver{}
 	server := httptest.NewServer(rcv)
 	t.Cleanup(server.Close)
 	created, err := webhooks.NewStore(store.Pool()).CreateEndpoint(ctx,
 		webhooks.EndpointSpec{AccountID: account, URL: server.URL + "/hooks"}, webhooks.URLPolicy{AllowPrivate: true})
 	require.NoError(t, err)
-	rcv.setSecret(created.Secret)
+	rcv.SetSecret(created.Secret)
 
 	// The money moves before the worker runs: its derive pass must find the rows whenever it starts.
 	job := ledgertest.Charged(t, store, account, ledgertest.ID(t, "hooked"), 40, "s3://in/hooked").Job.Key()
@@ -60,8 +55,8 @@ func TestWorkerDeliversDerivedEventsWithNobodyLooking(t *testing.T) {
 
 	want := []string{"job.charged", "job.refunded"}
 	for {
-		got, bad := rcv.types(job.JobID)
-		require.Zero(t, bad, "every delivery verifies")
+		got := rcv.ByJob()[job.JobID]
+		require.Zero(t, rcv.Bad(), "every delivery verifies")
 		if len(got) >= len(want) {
 			require.Equal(t, want, got, "each event once, in the order of the job's rows")
 			return
@@ -72,59 +67,4 @@ func TestWorkerDeliversDerivedEventsWithNobodyLooking(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// signedReceiver is a customer's receiver: it verifies each delivery with the Standard Webhooks
-// library and keeps, per job, the types of the accepted deliveries, each webhook-id once.
-type signedReceiver struct {
-	mu     sync.Mutex
-	secret string
-	seen   map[string]bool
-	byJob  map[string][]string
-	bad    int
-}
-
-func (r *signedReceiver) setSecret(secret string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secret = secret
-}
-
-func (r *signedReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	wh, err := standardwebhooks.NewWebhook(r.secret)
-	if err != nil || wh.Verify(body, req.Header) != nil {
-		r.bad++
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	var msg struct {
-		Type string `json:"type"`
-		Data struct {
-			JobID string `json:"job_id"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
-		r.bad++
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	if id := req.Header.Get(webhooks.HeaderID); !r.seen[id] {
-		if r.seen == nil {
-			r.seen, r.byJob = map[string]bool{}, map[string][]string{}
-		}
-		r.seen[id] = true
-		r.byJob[msg.Data.JobID] = append(r.byJob[msg.Data.JobID], msg.Type)
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// types answers the event types the job's deliveries carried, in arrival order, and how many
-// deliveries failed verification.
-func (r *signedReceiver) types(jobID string) ([]string, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.byJob[jobID]), r.bad
 }
