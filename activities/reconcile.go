@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -22,6 +24,10 @@ const DefaultReconcileLimit = 100
 // resumeTimeout bounds healing one job or applying one result: a start and the wait for its
 // charge decision, or a signal. A job that takes longer is left for the next pass.
 const resumeTimeout = 30 * time.Second
+
+// DefaultPassHeartbeat is how often a pass heartbeats while it works. The reconcile workflow's
+// heartbeat timeout is a few of these.
+const DefaultPassHeartbeat = 5 * time.Second
 
 // DefaultResultGrace is how old a recorded, unapplied result must be before a reconcile pass
 // applies it: its reporter hands it on within a second unless Temporal was unreachable.
@@ -94,6 +100,9 @@ type Reconciler struct {
 	Healer Healer
 	// JobTimeout bounds healing one job or applying one result; resumeTimeout when zero.
 	JobTimeout time.Duration
+	// HeartbeatEvery is how often the pass heartbeats while it works; DefaultPassHeartbeat when
+	// zero.
+	HeartbeatEvery time.Duration
 }
 
 // ReconcileOrphans is one reconcile pass (the name is the registered activity's, kept from when a
@@ -128,51 +137,47 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	if jobTimeout <= 0 {
 		jobTimeout = resumeTimeout
 	}
-	var out ReconcileResult
+	progress := newPassProgress(ctx)
+	out := &progress.out
 	fail := func(id string, err error) {
-		out.Failed++
-		out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", id, err))
+		progress.update(func() {
+			out.Failed++
+			out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", id, err))
+		})
 	}
-	heartbeat := func(details string) {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, details)
-		}
-	}
+	stop := progress.heartbeatEvery(ctx, r.heartbeatEvery())
+	defer stop()
 
 	results, err := r.Ledger.UnappliedResults(ctx, in.ResultGrace, in.Limit, in.AccountIDs...)
 	if err != nil {
-		return out, err
+		return progress.result(), err
 	}
 	for _, u := range results {
-		heartbeat(u.Report.Key.String())
 		jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
 		err := r.Healer.ApplyRecordedResult(jobCtx, u)
 		cancel()
 		if err != nil {
 			fail(fmt.Sprintf("%s (result of attempt %d)", u.Report.Key, u.Report.Attempt), err)
 		} else {
-			out.ResultsApplied++
+			progress.update(func() { out.ResultsApplied++ })
 		}
 		if ctx.Err() != nil {
-			return out, ctx.Err()
+			return progress.result(), ctx.Err()
 		}
 	}
 
 	running, err := r.Ledger.RunningJobs(ctx, 0, ledgerdb.MaxRunningJobs, in.AccountIDs...)
 	if err != nil {
-		return out, err
+		return progress.result(), err
 	}
-	heartbeat("running jobs")
-	out.RunningChecked = len(running)
+	progress.update(func() { out.RunningChecked = len(running) })
 	if len(running) > 0 {
 		orphaned, err := r.Healer.WithoutOpenWorkflow(ctx, running)
 		if err != nil {
-			return out, err
+			return progress.result(), err
 		}
 		for _, job := range orphaned {
-			// Each heal is bounded and heartbeats, like every other step of the pass: one job
-			// whose heal run is slow must not hold the rest, nor let the pass's heartbeat lapse.
-			heartbeat(job.ID)
+			// Each heal is bounded: one job whose heal run is slow must not hold the rest.
 			jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
 			healed, err := r.Healer.Heal(jobCtx, job)
 			cancel()
@@ -180,43 +185,120 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 			case err != nil:
 				fail(job.ID, err)
 			case healed:
-				out.Healed++
+				progress.update(func() { out.Healed++ })
 			}
 			if ctx.Err() != nil {
-				return out, ctx.Err()
+				return progress.result(), ctx.Err()
 			}
 		}
 	}
 
 	jobs, err := r.Ledger.Placeholders(ctx, in.Grace, in.Limit, in.AccountIDs...)
 	if err != nil {
-		return out, err
+		return progress.result(), err
 	}
-	out.Examined = len(jobs)
+	progress.update(func() { out.Examined = len(jobs) })
 	for _, job := range jobs {
-		heartbeat(job.ID)
 		jobCtx, cancel := context.WithTimeout(ctx, jobTimeout)
 		state, reject, err := r.Healer.Resume(jobCtx, job.Key())
 		cancel()
-		switch {
-		case err != nil:
-			fail(job.ID, err)
-		case state == ledgerdb.StateRejected && (reject == ledgerdb.RejectWorkflowEnded || reject == ledgerdb.RejectWorkflowIDTaken):
-			out.RejectedOrphans++
-		case state == ledgerdb.StateSubmitting:
-			out.StillSubmitting++
-		default:
-			out.Started++
-		}
+		progress.update(func() {
+			switch {
+			case err != nil:
+				out.Failed++
+				out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", job.ID, err))
+			case state == ledgerdb.StateRejected && (reject == ledgerdb.RejectWorkflowEnded || reject == ledgerdb.RejectWorkflowIDTaken):
+				out.RejectedOrphans++
+			case state == ledgerdb.StateSubmitting:
+				out.StillSubmitting++
+			default:
+				out.Started++
+			}
+		})
 		if ctx.Err() != nil {
 			// The activity was cancelled or timed out: the rest waits for the next pass.
-			return out, ctx.Err()
+			return progress.result(), ctx.Err()
 		}
 	}
+	final := progress.result()
 	if activity.IsActivity(ctx) {
-		activity.GetLogger(ctx).Info("Reconcile pass done.", "ResultsApplied", out.ResultsApplied,
-			"RunningChecked", out.RunningChecked, "Healed", out.Healed, "Examined", out.Examined, "Started", out.Started,
-			"RejectedOrphans", out.RejectedOrphans, "StillSubmitting", out.StillSubmitting, "Failed", out.Failed)
+		activity.GetLogger(ctx).Info("Reconcile pass done.", "ResultsApplied", final.ResultsApplied,
+			"RunningChecked", final.RunningChecked, "Healed", final.Healed, "Examined", final.Examined, "Started", final.Started,
+			"RejectedOrphans", final.RejectedOrphans, "StillSubmitting", final.StillSubmitting, "Failed", final.Failed)
 	}
-	return out, nil
+	return final, nil
+}
+
+func (r *Reconciler) heartbeatEvery() time.Duration {
+	if r.HeartbeatEvery > 0 {
+		return r.HeartbeatEvery
+	}
+	return DefaultPassHeartbeat
+}
+
+// passProgress is what a pass has done so far, shared between the pass and its heartbeat.
+type passProgress struct {
+	mu  sync.Mutex
+	out ReconcileResult
+}
+
+// newPassProgress starts from what an earlier attempt of the same pass recorded in its last
+// heartbeat (it died with its worker): the jobs it healed and the results it applied are done,
+// and the retry finds nothing left of them to count. What the attempt looked at (Examined,
+// RunningChecked) and what failed are the retry's own: it looks and tries again.
+func newPassProgress(ctx context.Context) *passProgress {
+	p := &passProgress{}
+	var earlier ReconcileResult
+	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &earlier) == nil {
+		p.out = ReconcileResult{ResultsApplied: earlier.ResultsApplied, Healed: earlier.Healed,
+			Started: earlier.Started, RejectedOrphans: earlier.RejectedOrphans}
+	}
+	return p
+}
+
+// update changes the counts under the lock.
+func (p *passProgress) update(change func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	change()
+}
+
+// result is a copy of the counts.
+func (p *passProgress) result() ReconcileResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.out
+	out.Failures = slices.Clone(p.out.Failures)
+	return out
+}
+
+// heartbeatEvery heartbeats the counts so far at once and then every interval, until the returned
+// stop is called. The pass heartbeats on a clock, not per job, so that its heartbeat timeout can
+// be short whatever one job's heal costs: the schedule skips a pass while one runs, and a worker
+// killed mid-pass holds every heal for that timeout.
+func (p *passProgress) heartbeatEvery(ctx context.Context, interval time.Duration) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	activity.RecordHeartbeat(ctx, p.result())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx, p.result())
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

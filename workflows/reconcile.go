@@ -36,8 +36,11 @@ func Reconcile(ctx workflow.Context, in activities.ReconcileInput) (activities.R
 	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: reconcilePassTimeout,
-		// The pass heartbeats once per job; a worker that died mid-pass is noticed within this.
-		HeartbeatTimeout: 2 * time.Minute,
+		// The pass heartbeats on a clock, whatever one job costs, so that a worker killed mid-pass
+		// is noticed soon: the schedule skips every pass while this one is open, and nothing
+		// heals with nobody looking until its retry runs elsewhere. Four beats' worth leaves a
+		// busy machine room to miss a few.
+		HeartbeatTimeout: 4 * activities.DefaultPassHeartbeat,
 		// A pass is idempotent, so retrying it is safe; a few tries, then the next run takes over.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
 		Summary:     fmt.Sprintf("heal placeholders older than %s", grace),
