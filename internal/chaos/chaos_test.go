@@ -80,9 +80,12 @@ func TestChaosRun(t *testing.T) {
 		t.Errorf("%d of %d results recorded while Temporal was down were billed (jobs by state: %v)",
 			billed, report.Injections[chaos.KindRecordedResult], report.Recorded)
 	}
-	if report.Passes.Healed == 0 || report.Passes.ResultsApplied == 0 || report.Passes.Started == 0 {
-		t.Errorf("the scheduled passes healed %d jobs, applied %d results and started %d placeholders: with reads off they must have done all three",
-			report.Passes.Healed, report.Passes.ResultsApplied, report.Passes.Started)
+	// With reads off, only the scheduled pass heals: the terminated jobs settled, the recorded
+	// results billed and the orphans healed (all checked above, each kind injected at least once)
+	// are its work. Its own counts are not checked: a pass whose worker is killed after it healed
+	// is retried, and the retry counts only what the killed attempt's last heartbeat recorded.
+	if report.Passes.Completed == 0 {
+		t.Errorf("no scheduled pass completed: passes %+v", report.Passes)
 	}
 }
 
