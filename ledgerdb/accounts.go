@@ -37,11 +37,17 @@ type Credit struct {
 	Key string
 	// Memo is free text kept on the row for support (an invoice number, a ticket).
 	Memo string
+	// Block is the terms of the credit block a grant creates (ignored for an adjustment: a
+	// positive one joins the account's opening block).
+	Block BlockTerms
 }
 
 // Grant tops an account up by a positive amount, once per key.
 func (s *Store) Grant(ctx context.Context, c Credit) (Posting, error) {
 	if err := ValidateAmount("grant amount", c.Amount); err != nil {
+		return Posting{}, err
+	}
+	if err := c.Block.Validate(time.Now()); err != nil {
 		return Posting{}, err
 	}
 	return s.post(ctx, KindGrant, c)
@@ -60,6 +66,7 @@ func (s *Store) Adjust(ctx context.Context, c Credit) (Posting, error) {
 	case magnitude < 0 || magnitude > MaxAmount: // -MinInt64 overflows back to a negative number
 		return Posting{}, &InvalidInputError{Field: "adjustment amount", Reason: fmt.Sprintf("is %d; at most %d credits either way are allowed", c.Amount, MaxAmount)}
 	}
+	c.Block = BlockTerms{}
 	return s.post(ctx, KindAdjustment, c)
 }
 
@@ -75,9 +82,15 @@ func (s *Store) post(ctx context.Context, kind EntryKind, c Credit) (Posting, er
 	}
 	var outcome string
 	var p Posting
+	var costBasis *string
+	if c.Block.CostBasis != "" {
+		costBasis = &c.Block.CostBasis
+	}
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome, &p.EntryID, &p.BalanceAfter) },
-		`SELECT outcome, coalesce(entry_id, 0), coalesce(balance_after, 0) FROM ledger_post($1, $2, $3, $4, $5)`,
-		c.AccountID, string(kind), c.Amount, c.Key, c.Memo)
+		`SELECT outcome, coalesce(entry_id, 0), coalesce(balance_after, 0)
+		 FROM ledger_post($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric)`,
+		c.AccountID, string(kind), c.Amount, c.Key, c.Memo,
+		string(c.Block.category()), c.Block.Priority, c.Block.EffectiveAt, c.Block.ExpiresAt, costBasis)
 	if err != nil {
 		return Posting{}, fmt.Errorf("account %q, %s %q: %w", c.AccountID, kind, c.Key, err)
 	}

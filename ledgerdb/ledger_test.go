@@ -447,7 +447,7 @@ func TestHistoryPages(t *testing.T) {
 
 // TestDatabaseRefusesRewrites checks the append-only rule (and the remembered-IDs rule for jobs and
 // accounts, the price-list rule for a job's cost) at the database itself: UPDATE, DELETE and
-// TRUNCATE of ledger rows fail even for the table's owner, and so do deleting a job or an account
+// TRUNCATE of ledger rows (and of the block moves beside them) fail even for the table's owner, and so do deleting a job or an account
 // and changing a job's cost. It runs the statements as the owner, the role migrations use: the
 // application role is refused them earlier, by its grants (TestAppRoleCannotRewriteOrAlter), and
 // would never reach the triggers.
@@ -462,8 +462,11 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 	for _, stmt := range []string{
 		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job.String() + `'`,
 		`DELETE FROM ledger_entries WHERE job_id = '` + job.String() + `'`,
-		`TRUNCATE ledger_entries`,
+		`TRUNCATE ledger_entries CASCADE`, // CASCADE: the block moves and expiries refer to its rows
 		`TRUNCATE jobs CASCADE`,
+		`UPDATE ledger_block_moves SET amount = 1 WHERE account_id = '` + acct + `'`,
+		`DELETE FROM ledger_block_moves WHERE account_id = '` + acct + `'`,
+		`DELETE FROM credit_blocks WHERE account_id = '` + acct + `'`,
 		`DELETE FROM jobs WHERE id = '` + job.String() + `'`,
 		`DELETE FROM accounts WHERE id = '` + acct + `'`,
 		`UPDATE jobs SET cost = 1 WHERE id = '` + job.String() + `'`,

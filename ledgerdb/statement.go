@@ -43,9 +43,9 @@ type StatementLine struct {
 }
 
 // EntryKinds are the ledger row kinds in the order a statement lists them: money in, then what
-// jobs took and gave back, then corrections.
+// jobs took and gave back, then corrections and expiries.
 func EntryKinds() []EntryKind {
-	return []EntryKind{KindGrant, KindCharge, KindRefund, KindReclaim, KindRelease, KindAdjustment}
+	return []EntryKind{KindGrant, KindCharge, KindRefund, KindReclaim, KindRelease, KindAdjustment, KindExpire}
 }
 
 // Statement reads the account's statement for the period [from, to), final or provisional (see

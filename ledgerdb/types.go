@@ -214,6 +214,9 @@ const (
 	KindRelease EntryKind = "release"
 	// KindAdjustment is an operator's correction, either sign.
 	KindAdjustment EntryKind = "adjustment"
+	// KindExpire removes what a credit block still held when it expired (negative): by the expiry
+	// pass, or at once when a refund or a release returns credits to a block already expired.
+	KindExpire EntryKind = "expire"
 )
 
 // Entry is one immutable ledger row.

@@ -28,6 +28,7 @@ BEGIN
         FROM target t
         WHERE a.id = t.account_id AND a.balance >= t.cost
           AND a.balance - t.cost - a.awaiting_reclaim >= -ledger_max_balance()
+          AND ledger_block_spendable(a.id) >= t.cost
         RETURNING a.balance
     ), charged AS (
         UPDATE jobs SET state = 'running', is_charged = true, charged_at = now(), updated_at = now()
@@ -41,6 +42,7 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, c.job INTO r FROM charged c, entry e;
     IF FOUND THEN
+        PERFORM ledger_charge_draw(r);
         RETURN r;
     END IF;
 
@@ -62,9 +64,13 @@ BEGIN
     UPDATE accounts a SET balance = a.balance - j.cost, updated_at = now()
     WHERE a.id = j.account_id AND a.balance >= j.cost
       AND a.balance - j.cost - a.awaiting_reclaim >= -ledger_max_balance()
+      AND ledger_block_spendable(a.id) >= j.cost
     RETURNING a.balance INTO new_balance;
     IF NOT FOUND THEN
-        SELECT CASE WHEN a.balance >= j.cost THEN 'exposure_limit' ELSE 'insufficient_credits' END
+        -- Credits held by blocks not yet in effect, or past their expiry, count in the balance
+        -- but cannot pay: insufficient credits too.
+        SELECT CASE WHEN a.balance >= j.cost AND ledger_block_spendable(a.id) >= j.cost THEN 'exposure_limit'
+                    ELSE 'insufficient_credits' END
         INTO reason FROM accounts a WHERE a.id = j.account_id;
         UPDATE jobs SET state = 'rejected', reject_reason = reason, updated_at = now(), rejected_at = now(), outcome_xid = pg_current_xact_id()
         WHERE id = p_job_id AND state = 'submitting'
@@ -80,7 +86,24 @@ BEGIN
     INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
     VALUES (j.account_id, j.id, 'charge', -j.cost, new_balance)
     RETURNING id INTO entry_id;
-    RETURN ledger_job_result_of('applied', entry_id, new_balance, j);
+    r := ledger_job_result_of('applied', entry_id, new_balance, j);
+    PERFORM ledger_charge_draw(r);
+    RETURN r;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_charge(text, bytea)") }}
+
+-- Draws a charge's credits from the account's blocks, in the order of spending. The charge was
+-- admitted only if the spendable blocks cover it, under the account's lock: a shortfall here is a
+-- bug, and rolls the charge back.
+CREATE FUNCTION ledger_charge_draw(r ledger_job_result)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF ledger_block_draw((r.job).account_id, r.entry_id, (r.job).cost, false) <> 0 THEN
+        RAISE EXCEPTION 'job %: its spendable blocks did not cover the charge they admitted', (r.job).id
+            USING ERRCODE = 'JB003';
+    END IF;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_charge_draw(ledger_job_result)") }}

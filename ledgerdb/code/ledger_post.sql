@@ -6,7 +6,15 @@
 -- itself cannot overflow.
 -- A negative adjustment that crosses the account's low-balance threshold has its balance.low
 -- derived later from its row (ledger_webhook_derive).
-CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text)
+-- A grant creates a credit block of the given category, priority, start, expiry and cost basis
+-- (the same key with other block terms is a conflict too), and pays the account's debt from it
+-- first. A positive adjustment goes to the account's opening block (standing, non-expiring
+-- credits), paying the debt first as well; a negative one draws in the order of spending, and on
+-- the debt for what the blocks cannot cover: it records what the operator decided.
+CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text,
+                            p_category text DEFAULT 'paid', p_priority integer DEFAULT 0,
+                            p_effective_at timestamptz DEFAULT NULL, p_expires_at timestamptz DEFAULT NULL,
+                            p_cost_basis numeric DEFAULT NULL)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -14,6 +22,7 @@ DECLARE
     acct        accounts;
     running     numeric;
     new_balance bigint;
+    blk         credit_blocks;
 BEGIN
     -- Lock the account first: every post of a key to this account then runs one after the other,
     -- so the look-up below cannot miss a row that a concurrent post is about to write, and no
@@ -26,7 +35,11 @@ BEGIN
 
     SELECT * INTO e FROM ledger_entries le WHERE le.account_id = p_account_id AND le.idempotency_key = p_key;
     IF FOUND THEN
-        IF e.kind = p_kind AND e.amount = p_amount THEN
+        SELECT * INTO blk FROM credit_blocks b WHERE b.id = e.block_id;
+        IF e.kind = p_kind AND e.amount = p_amount
+           AND (e.kind <> 'grant' OR (blk.category = p_category AND blk.priority = p_priority
+                AND blk.expires_at IS NOT DISTINCT FROM p_expires_at AND blk.cost_basis IS NOT DISTINCT FROM p_cost_basis
+                AND (p_effective_at IS NULL OR blk.effective_at = p_effective_at))) THEN
             RETURN QUERY SELECT 'already_applied'::text, e.id, e.balance_after;
         ELSE
             RETURN QUERY SELECT 'conflict'::text, e.id, e.balance_after;
@@ -50,10 +63,24 @@ BEGIN
     WHERE a.id = p_account_id
     RETURNING a.balance INTO new_balance;
 
-    INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo)
-    VALUES (p_account_id, p_kind, p_amount, new_balance, p_key, p_memo)
+    IF p_kind = 'grant' THEN
+        INSERT INTO credit_blocks (account_id, category, priority, amount, remaining, effective_at, expires_at,
+                                   cost_basis, memo, idempotency_key)
+        VALUES (p_account_id, p_category, p_priority, p_amount, 0, coalesce(p_effective_at, now()), p_expires_at,
+                p_cost_basis, p_memo, p_key)
+        RETURNING * INTO blk;
+    END IF;
+    INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo, block_id)
+    VALUES (p_account_id, p_kind, p_amount, new_balance, p_key, p_memo, blk.id)
     RETURNING * INTO e;
+    IF p_amount > 0 THEN
+        blk.id := coalesce(blk.id, ledger_block_opening(p_account_id));
+        PERFORM ledger_block_move(p_account_id, e.id, blk.id, p_amount);
+        PERFORM ledger_block_pay_debt(p_account_id, e.id, blk.id);
+    ELSE
+        PERFORM ledger_block_draw(p_account_id, e.id, -p_amount, true);
+    END IF;
     RETURN QUERY SELECT 'applied'::text, e.id, e.balance_after;
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_post(text, text, bigint, text, text)") }}
+{{ template "service_may_call" (dict "fn" "ledger_post(text, text, bigint, text, text, text, integer, timestamptz, timestamptz, numeric)") }}

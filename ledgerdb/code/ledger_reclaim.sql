@@ -31,6 +31,8 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM recovered j, entry e;
     IF FOUND THEN
+        -- Drawn again in today's order of spending; what the blocks cannot cover is a debt.
+        PERFORM ledger_block_draw((r.job).account_id, r.entry_id, (r.job).cost, true);
         RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['recovered'], true);

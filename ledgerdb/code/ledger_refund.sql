@@ -29,6 +29,10 @@ BEGIN
     )
     SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM refunded j, entry e;
     IF FOUND THEN
+        -- Back to the blocks the charge drew from; what lands in an expired one expires with it.
+        IF ledger_block_return((r.job).account_id, ledger_block_last_draw((r.job).id), r.entry_id, (r.job).cost) > 0 THEN
+            SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
+        END IF;
         RETURN r;
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);

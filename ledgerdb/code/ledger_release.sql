@@ -40,6 +40,11 @@ BEGIN
     INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
     VALUES (j.account_id, j.id, 'release', released, balance)
     RETURNING id INTO entry;
+    -- Back to the blocks the hold was last drawn from, the last drawn first; what lands in an
+    -- expired one expires with it.
+    IF ledger_block_return(j.account_id, ledger_block_last_draw(j.id), entry, released) > 0 THEN
+        SELECT a.balance INTO balance FROM accounts a WHERE a.id = j.account_id;
+    END IF;
     RETURN ledger_job_result_of('applied', entry, balance, j);
 END
 $$;

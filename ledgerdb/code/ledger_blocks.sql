@@ -1,0 +1,186 @@
+-- Credit blocks: where an account's credits are. Every money function that writes a row moves
+-- the row's credits from or to blocks in the same transaction, through these helpers, with the
+-- account's row already locked (so that the blocks of one account change one transaction at a
+-- time). docs/design.md, "Credit blocks", has the rules.
+
+-- The account's opening block: a paid, non-expiring block that credits return to when the row
+-- that drew them predates the blocks. Made when first needed.
+CREATE FUNCTION ledger_block_opening(p_account_id text)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    b bigint;
+BEGIN
+    SELECT id INTO b FROM credit_blocks WHERE account_id = p_account_id AND is_opening;
+    IF NOT FOUND THEN
+        INSERT INTO credit_blocks (account_id, category, amount, remaining, is_opening, memo)
+        VALUES (p_account_id, 'paid', 0, 0, true, 'credits held when credit blocks began')
+        RETURNING id INTO b;
+    END IF;
+    RETURN b;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_opening(text)") }}
+
+-- Moves p_amount credits (signed) of row p_entry_id into or out of block p_block_id (NULL: the
+-- account's debt).
+CREATE FUNCTION ledger_block_move(p_account_id text, p_entry_id bigint, p_block_id bigint, p_amount bigint)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_amount = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
+    VALUES (p_account_id, p_entry_id, p_block_id, p_amount);
+    IF p_block_id IS NOT NULL THEN
+        UPDATE credit_blocks SET remaining = remaining + p_amount WHERE id = p_block_id;
+    END IF;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_move(text, bigint, bigint, bigint)") }}
+
+-- The credits an account can spend now: what its active blocks hold that are in effect and not
+-- expired. A block past its expiry holds credits until the expiry pass removes them, but none of
+-- them can be spent.
+CREATE FUNCTION ledger_block_spendable(p_account_id text)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(remaining), 0)::bigint FROM credit_blocks
+    WHERE account_id = p_account_id AND remaining > 0 AND status = 'active'
+      AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_spendable(text)") }}
+
+-- The account's debt: what its rows drew beyond its blocks (a reclaim, a negative adjustment)
+-- and no grant has paid yet.
+CREATE FUNCTION ledger_block_debt(p_account_id text)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(-sum(amount), 0)::bigint FROM ledger_block_moves
+    WHERE account_id = p_account_id AND block_id IS NULL
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_debt(text)") }}
+
+-- Draws p_amount (> 0) credits of row p_entry_id from the account's spendable blocks, in the
+-- order of spending: promotional before paid, then lower priority, then sooner expiry (none
+-- last), then older. What they cannot cover is drawn on the debt when p_into_debt (a reclaim and
+-- a negative adjustment are never refused: the debt rule); otherwise it is answered, undrawn.
+CREATE FUNCTION ledger_block_draw(p_account_id text, p_entry_id bigint, p_amount bigint, p_into_debt boolean)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    left_to_draw bigint := p_amount;
+    b            record;
+    take         bigint;
+BEGIN
+    FOR b IN
+        SELECT id, remaining FROM credit_blocks
+        WHERE account_id = p_account_id AND remaining > 0 AND status = 'active'
+          AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY category = 'paid', priority, expires_at NULLS LAST, created_at, id
+        FOR UPDATE
+    LOOP
+        EXIT WHEN left_to_draw = 0;
+        take := least(b.remaining, left_to_draw);
+        PERFORM ledger_block_move(p_account_id, p_entry_id, b.id, -take);
+        left_to_draw := left_to_draw - take;
+    END LOOP;
+    IF left_to_draw > 0 AND p_into_debt THEN
+        PERFORM ledger_block_move(p_account_id, p_entry_id, NULL, -left_to_draw);
+        left_to_draw := 0;
+    END IF;
+    RETURN left_to_draw;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_draw(text, bigint, bigint, boolean)") }}
+
+-- Returns p_amount (> 0) credits of row p_entry_id (a refund or a release) to where row
+-- p_source_id (the charge, or the reclaim that drew again) took them: the last drawn first, so
+-- that what stays spent is what the order of spending chose. A debt the source drew on is paid
+-- back first of all (it was drawn last). Credits a row drew before the blocks began go back to
+-- the opening block. Credits that land in a block already past its expiry (or void) expire at
+-- once, each block's in an expire row of its own that names p_entry_id: the customer gets back
+-- what was theirs, and loses what would have lapsed anyway. Answers the credits that expired.
+CREATE FUNCTION ledger_block_return(p_account_id text, p_source_id bigint, p_entry_id bigint, p_amount bigint)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    left_to_return bigint := p_amount;
+    m              record;
+    give           bigint;
+    expired        bigint := 0;
+    blk            credit_blocks;
+    new_balance    bigint;
+    expiry_id      bigint;
+BEGIN
+    FOR m IN
+        -- What the source drew from each block. A source is returned to once: a refund gives back
+        -- a charge, a release part of the last draw, and no row returns to a draw a refund undid.
+        SELECT block_id, -sum(amount) AS drawn, max(id) AS last_move
+        FROM ledger_block_moves
+        WHERE entry_id = p_source_id AND amount < 0
+        GROUP BY block_id
+        ORDER BY block_id IS NOT NULL, last_move DESC
+    LOOP
+        EXIT WHEN left_to_return = 0;
+        give := least(m.drawn, left_to_return);
+        CONTINUE WHEN give <= 0;
+        PERFORM ledger_block_move(p_account_id, p_entry_id, m.block_id, give);
+        left_to_return := left_to_return - give;
+    END LOOP;
+    IF left_to_return > 0 THEN
+        PERFORM ledger_block_move(p_account_id, p_entry_id, ledger_block_opening(p_account_id), left_to_return);
+    END IF;
+
+    -- Credits returned to a block whose time has passed expire with it, at once.
+    FOR blk IN
+        SELECT b.* FROM credit_blocks b
+        WHERE b.id IN (SELECT block_id FROM ledger_block_moves WHERE entry_id = p_entry_id AND amount > 0)
+          AND (b.status = 'void' OR b.expires_at <= now())
+        ORDER BY b.id
+        FOR UPDATE
+    LOOP
+        give := (SELECT sum(amount) FROM ledger_block_moves WHERE entry_id = p_entry_id AND block_id = blk.id);
+        give := least(give, blk.remaining);
+        CONTINUE WHEN give <= 0;
+        UPDATE accounts SET balance = balance - give, updated_at = now()
+        WHERE id = p_account_id
+        RETURNING balance INTO new_balance;
+        INSERT INTO ledger_entries (account_id, kind, amount, balance_after, block_id, caused_by, memo)
+        VALUES (p_account_id, 'expire', -give, new_balance, blk.id, p_entry_id,
+                'returned to a block that had expired')
+        RETURNING id INTO expiry_id;
+        PERFORM ledger_block_move(p_account_id, expiry_id, blk.id, -give);
+        expired := expired + give;
+    END LOOP;
+    RETURN expired;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_return(text, bigint, bigint, bigint)") }}
+
+-- Pays the account's debt from block p_block_id (just granted) as far as it holds, in moves of
+-- row p_entry_id: the next grant pays a debt first (the debt rule).
+CREATE FUNCTION ledger_block_pay_debt(p_account_id text, p_entry_id bigint, p_block_id bigint)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    pay bigint;
+BEGIN
+    pay := least(ledger_block_debt(p_account_id), (SELECT remaining FROM credit_blocks WHERE id = p_block_id));
+    IF pay > 0 THEN
+        PERFORM ledger_block_move(p_account_id, p_entry_id, p_block_id, -pay);
+        PERFORM ledger_block_move(p_account_id, p_entry_id, NULL, pay);
+    END IF;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_pay_debt(text, bigint, bigint)") }}
+
+-- The row a job's credits were last drawn by: its reclaim when it has one, else its charge.
+CREATE FUNCTION ledger_block_last_draw(p_job_id text)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT id FROM ledger_entries WHERE job_id = p_job_id AND kind IN ('charge', 'reclaim')
+    ORDER BY id DESC LIMIT 1
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_last_draw(text)") }}
