@@ -55,10 +55,18 @@ func TestAuditCatchesBrokenRelease(t *testing.T) {
 		if breakChain {
 			skew = 1
 		}
+		// The credits go back to the account's opening block, as the functions' moves would take
+		// them somewhere: the blocks agree with the rows unless the row itself is wrong.
 		_, err := tx.Exec(ctx, `WITH a AS (
-				UPDATE accounts SET balance = balance + $3 WHERE id = $1 RETURNING balance)
-			INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
-			SELECT $1, $2, 'release', $3, a.balance + $4 FROM a`, acct, job.String(), amount, skew)
+				UPDATE accounts SET balance = balance + $3 WHERE id = $1 RETURNING balance
+			), e AS (
+				INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+				SELECT $1, $2, 'release', $3, a.balance + $4 FROM a RETURNING id
+			), b AS (
+				UPDATE credit_blocks SET remaining = remaining + $3 WHERE account_id = $1 AND is_opening RETURNING id
+			)
+			INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount) SELECT $1, e.id, b.id, $3 FROM e, b`,
+			acct, job.String(), amount, skew)
 		return err
 	}
 	// settle delivers the running job and settles it at 10 units, writing no row: the first half

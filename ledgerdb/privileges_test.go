@@ -285,6 +285,12 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
 			VALUES (` + q(acct) + `, ` + q(job.String()) + `, 'release', 60, 1000)`,
 		`SELECT ledger_release(j, 0, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job.String()),
+		// The credit blocks move only with the rows that move them.
+		`UPDATE credit_blocks SET remaining = remaining + 100 WHERE account_id = ` + q(acct),
+		`INSERT INTO ledger_block_moves (account_id, block_id, amount) SELECT account_id, id, 100 FROM credit_blocks WHERE account_id = ` + q(acct),
+		`SELECT ledger_block_draw(` + q(acct) + `, NULL, 10, true)`,
+		`SELECT ledger_block_return(` + q(acct) + `, 1, NULL, 10)`,
+		`SELECT ledger_block_move(` + q(acct) + `, NULL, NULL, -10)`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a
 		// regression of the grants cannot damage the shared test database.

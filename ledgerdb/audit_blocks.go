@@ -1,0 +1,77 @@
+package ledgerdb
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// replayBlocks checks the account's credit blocks against its rows, in the audit's snapshot:
+//
+//   - each block holds what its moves add up to, never less than nothing;
+//   - each row written since the blocks began moved its whole amount across blocks (and the
+//     debt), no more and no less;
+//   - the balance is what the blocks hold less the debt, and the debt is never negative;
+//   - no block was spent before its start or after its expiry (only an expiry takes from it
+//     then), none expired before its time, and one that expired holds nothing.
+func (r *AuditReport) replayBlocks(ctx context.Context, tx pgx.Tx) error {
+	var held, debt int64
+	err := tx.QueryRow(ctx, `SELECT
+			coalesce((SELECT sum(remaining) FROM credit_blocks WHERE account_id = $1), 0)::bigint,
+			coalesce((SELECT -sum(amount) FROM ledger_block_moves WHERE account_id = $1 AND block_id IS NULL), 0)::bigint`,
+		r.AccountID).Scan(&held, &debt)
+	if err != nil {
+		return err
+	}
+	if debt < 0 {
+		r.violation("the debt is %d: more was paid back than was ever owed", debt)
+	}
+	if held-debt != r.Balance {
+		r.violation("the blocks hold %d and the debt is %d, but the balance is %d", held, debt, r.Balance)
+	}
+
+	checks := []struct {
+		query  string
+		format string
+	}{
+		{`SELECT b.id, b.remaining, coalesce(sum(m.amount), 0)::bigint FROM credit_blocks b
+			LEFT JOIN ledger_block_moves m ON m.block_id = b.id
+			WHERE b.account_id = $1 GROUP BY b.id HAVING b.remaining <> coalesce(sum(m.amount), 0) OR b.remaining < 0`,
+			"block %d holds %d but its moves add up to %d"},
+		{`SELECT e.id, e.amount, coalesce(sum(m.amount), 0)::bigint FROM ledger_entries e
+			LEFT JOIN ledger_block_moves m ON m.entry_id = e.id
+			WHERE e.account_id = $1
+			  AND e.created_at >= (SELECT min(created_at) FROM credit_blocks WHERE account_id = $1 AND is_opening)
+			GROUP BY e.id HAVING e.amount <> coalesce(sum(m.amount), 0)`,
+			"row %d moved %d credits but its block moves add up to %d"},
+		{`SELECT m.block_id, e.id, m.amount FROM ledger_block_moves m
+			JOIN ledger_entries e ON e.id = m.entry_id JOIN credit_blocks b ON b.id = m.block_id
+			WHERE m.account_id = $1 AND m.amount < 0 AND e.kind <> 'expire'
+			  AND (e.created_at < b.effective_at OR e.created_at >= b.expires_at)`,
+			"block %d was spent by row %d (%d) outside its time: before its start or after its expiry"},
+		{`SELECT b.id, e.id, e.amount FROM ledger_entries e JOIN credit_blocks b ON b.id = e.block_id
+			WHERE e.account_id = $1 AND e.kind = 'expire' AND (b.expires_at IS NULL OR e.created_at < b.expires_at)`,
+			"block %d expired by row %d (%d) before its time"},
+		{`SELECT b.id, b.remaining, 0::bigint FROM credit_blocks b
+			WHERE b.account_id = $1 AND b.expired_at IS NOT NULL AND b.remaining <> 0`,
+			"block %d expired but holds %d (%d)"},
+	}
+	for _, c := range checks {
+		rows, err := tx.Query(ctx, c.query, r.AccountID)
+		if err != nil {
+			return err
+		}
+		found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([3]int64, error) {
+			var v [3]int64
+			err := row.Scan(&v[0], &v[1], &v[2])
+			return v, err
+		})
+		if err != nil {
+			return err
+		}
+		for _, v := range found {
+			r.violation(c.format, v[0], v[1], v[2])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,424 @@
+package ledgerdb_test
+
+// Credit blocks against the real Postgres: the order of spending, returns to the blocks a draw
+// took, expiry once, the debt, and every interleaving of charge, expiry, refund, late result and
+// reclaim that docs/design.md's "Credit blocks" section writes down.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// blockAccount opens an account with no credits, for tests that grant their own blocks.
+func blockAccount(t *testing.T, s *ledgerdb.Store) string {
+	t.Helper()
+	acct := ledgertest.ID(t, "acct")
+	_, err := s.OpenAccount(context.Background(), acct)
+	require.NoError(t, err)
+	return acct
+}
+
+// grantBlock grants amount under terms and answers the block it made.
+func grantBlock(t *testing.T, s *ledgerdb.Store, acct string, amount int64, terms ledgerdb.BlockTerms) ledgerdb.Block {
+	t.Helper()
+	ctx := context.Background()
+	key := ledgertest.ID(t, "grant")
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: key, Memo: "test grant", Block: terms})
+	require.NoError(t, err)
+	blocks, err := s.Blocks(ctx, acct)
+	require.NoError(t, err)
+	for _, b := range blocks {
+		if b.Key == key {
+			return b
+		}
+	}
+	t.Fatalf("no block for grant %s", key)
+	return ledgerdb.Block{}
+}
+
+// promotional and paid are block terms: a promotional block expiring in days, a paid one of
+// priority 0 that never expires.
+func promotional(days int) ledgerdb.BlockTerms {
+	at := time.Now().Add(time.Duration(days) * 24 * time.Hour)
+	return ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &at}
+}
+
+var paid = ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.01"}
+
+// expireNow moves a block's expiry back so that it has passed, as the owner (the clock of a test
+// cannot wait weeks): to just after the last row that spent from it, so that the rows written
+// before stay inside the block's time, as they were when they were written.
+func expireNow(t *testing.T, blockID int64) {
+	t.Helper()
+	_, err := ledgertest.OwnerPool(t).Exec(context.Background(), `UPDATE credit_blocks b
+		SET expires_at = greatest(b.effective_at, (
+			SELECT max(e.created_at) FROM ledger_block_moves m JOIN ledger_entries e ON e.id = m.entry_id
+			WHERE m.block_id = b.id)) + interval '1 microsecond'
+		WHERE b.id = $1 AND (b.expires_at IS NULL OR b.expires_at > now())`, blockID)
+	require.NoError(t, err)
+}
+
+// remaining answers what each block holds now, by ID.
+func remaining(t *testing.T, s *ledgerdb.Store, acct string) map[int64]int64 {
+	t.Helper()
+	blocks, err := s.Blocks(context.Background(), acct)
+	require.NoError(t, err)
+	out := map[int64]int64{}
+	for _, b := range blocks {
+		out[b.ID] = b.Remaining
+	}
+	return out
+}
+
+// chargeJob submits and charges a job of a fixed cost.
+func chargeJob(t *testing.T, s *ledgerdb.Store, acct string, cost int64) (ledgerdb.JobKey, ledgerdb.Transition) {
+	t.Helper()
+	ctx := context.Background()
+	key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, cost), Request: []byte("x")})
+	require.NoError(t, err)
+	tr, err := s.Charge(ctx, key)
+	if !errors.Is(err, ledgerdb.ErrRejected) {
+		require.NoError(t, err)
+	}
+	return key, tr
+}
+
+// expiries answers the account's expire rows.
+func expiries(t *testing.T, s *ledgerdb.Store, acct string) []ledgerdb.Entry {
+	t.Helper()
+	h, err := s.History(context.Background(), acct, ledgerdb.HistoryPage{Limit: 1000})
+	require.NoError(t, err)
+	var out []ledgerdb.Entry
+	for _, e := range h.Entries {
+		if e.Kind == ledgerdb.KindExpire {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestChargeSpendsPromotionalFirst checks the order of spending: promotional credits before paid
+// ones, then the lower priority, then the sooner expiry (a block that never expires last), then
+// the older block; a charge takes what it needs block by block, and balance stays the sum of the
+// rows (the sum-of-rows rule).
+func TestChargeSpendsPromotionalFirst(t *testing.T) {
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	paidBlock := grantBlock(t, s, acct, 100, paid)
+	later := grantBlock(t, s, acct, 30, promotional(60))
+	sooner := grantBlock(t, s, acct, 20, promotional(10))
+	urgent := grantBlock(t, s, acct, 10, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, Priority: -1})
+
+	chargeJob(t, s, acct, 25) // urgent 10 (priority -1), then sooner 15
+	got := remaining(t, s, acct)
+	require.Equal(t, int64(0), got[urgent.ID], "the lowest priority is spent first, though it never expires")
+	require.Equal(t, int64(5), got[sooner.ID], "then the sooner expiry")
+	require.Equal(t, int64(30), got[later.ID])
+	require.Equal(t, int64(100), got[paidBlock.ID], "paid credits wait for the promotional ones")
+
+	chargeJob(t, s, acct, 40) // sooner 5, later 30, paid 5
+	got = remaining(t, s, acct)
+	require.Equal(t, int64(0), got[sooner.ID])
+	require.Equal(t, int64(0), got[later.ID])
+	require.Equal(t, int64(95), got[paidBlock.ID])
+	ledgertest.RequireBalance(t, s, acct, 95)
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestChargeCannotSpendCreditsOutOfTime checks that credits count in the balance from their
+// grant to their expiry's removal, but pay for a job only while their block is in effect: a
+// charge the spendable blocks cannot cover is rejected (insufficient credits), nothing charged,
+// even when the balance would cover it (the net-effect rule: no job runs on credits that are not
+// the customer's to spend).
+func TestChargeCannotSpendCreditsOutOfTime(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+
+	future := blockAccount(t, s)
+	tomorrow := time.Now().Add(24 * time.Hour)
+	grantBlock(t, s, future, 50, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, EffectiveAt: &tomorrow})
+	_, tr := chargeJob(t, s, future, 40)
+	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
+	require.Equal(t, ledgerdb.RejectInsufficientCredits, tr.Job.RejectReason)
+	ledgertest.RequireBalance(t, s, future, 50)
+
+	lapsed := blockAccount(t, s)
+	b := grantBlock(t, s, lapsed, 50, promotional(30))
+	expireNow(t, b.ID) // past its expiry, not yet removed by the pass
+	_, tr = chargeJob(t, s, lapsed, 40)
+	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
+	ledgertest.RequireBalance(t, s, lapsed, 50)
+	got, err := s.Blocks(ctx, lapsed)
+	require.NoError(t, err)
+	require.False(t, got[0].Spendable(time.Now()))
+	ledgertest.RequireSound(t, s, future, lapsed)
+}
+
+// TestRefundIntoAnExpiredBlockExpiresAtOnce checks the rule none of the billing systems states and
+// jobbill must: a refund gives back exactly what the charge took (the reversing-pairs rule), to the
+// blocks it took it from; what lands in a block that expired meanwhile expires at once, in an
+// expire row of its own that names the refund. Then the late result's reclaim draws again in
+// today's order — from the paid block, the promotional one being gone — and the job nets its cost
+// (the net-effect rule).
+func TestRefundIntoAnExpiredBlockExpiresAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	promo := grantBlock(t, s, acct, 15, promotional(30))
+	paidBlock := grantBlock(t, s, acct, 100, paid)
+
+	job, _ := chargeJob(t, s, acct, 40) // promo 15, paid 25
+	expireNow(t, promo.ID)
+	expired, _, err := s.ExpireBlocks(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, filterAccount(expired, acct), "an empty block expires with no row")
+
+	refund, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.Applied, refund.Outcome)
+	rows := expiries(t, s, acct)
+	require.Len(t, rows, 1)
+	require.Equal(t, int64(-15), rows[0].Amount, "the 15 credits returned to the expired block expire at once")
+	require.Equal(t, int64(100), refund.BalanceAfter, "the refund's answer is the balance after its expiry")
+	got := remaining(t, s, acct)
+	require.Equal(t, int64(0), got[promo.ID])
+	require.Equal(t, int64(100), got[paidBlock.ID])
+
+	settled, err := s.Settle(ctx, job, 3, nil, "s3://out")
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRecovered, settled.Job.State)
+	got = remaining(t, s, acct)
+	require.Equal(t, int64(60), got[paidBlock.ID], "the reclaim draws again in today's order")
+	ledgertest.RequireBalance(t, s, acct, 60)
+	ledgertest.RequireSound(t, s, acct)
+
+	// The pass finds nothing more to expire: the block expired once, its return once.
+	expired, _, err = s.ExpireBlocks(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, filterAccount(expired, acct))
+	require.Len(t, expiries(t, s, acct), 1)
+}
+
+func filterAccount(in []ledgerdb.Expiry, acct string) []ledgerdb.Expiry {
+	var out []ledgerdb.Expiry
+	for _, e := range in {
+		if e.AccountID == acct {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestReleaseReturnsTheUnusedPartLastDrawnFirst checks a metered settlement: the unused part of
+// the hold goes back to the blocks the hold was drawn from, the last drawn first, so that what
+// stays spent is what the order of spending chose (the promotional credits).
+func TestReleaseReturnsTheUnusedPartLastDrawnFirst(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 3, 20) // a hold of 60
+	acct := blockAccount(t, s)
+	promo := grantBlock(t, s, acct, 40, promotional(30))
+	paidBlock := grantBlock(t, s, acct, 100, paid)
+
+	job := meteredCharged(t, s, acct, kind, 0).Job.Key() // promo 40, paid 20
+	_, err := s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
+	require.NoError(t, err) // 15 used: 45 released
+	got := remaining(t, s, acct)
+	require.Equal(t, int64(100), got[paidBlock.ID], "the paid block, drawn last, gets its 20 back first")
+	require.Equal(t, int64(25), got[promo.ID], "the promotional block gets the other 25")
+	ledgertest.RequireBalance(t, s, acct, 125)
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestReclaimDebtIsPaidByTheNextGrant checks the debt rule with blocks: a reclaim that finds no
+// credits is written in full and leaves a debt (the balance goes below zero), and the next grant
+// pays the debt first; its block holds only what is left.
+func TestReclaimDebtIsPaidByTheNextGrant(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	grantBlock(t, s, acct, 50, paid)
+	late, _ := chargeJob(t, s, acct, 50)
+	_, err := s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "", 3)
+	require.NoError(t, err)
+	chargeJob(t, s, acct, 50) // the refunded credits spent again
+	_, err = s.Settle(ctx, late, 3, nil, "")
+	require.NoError(t, err)
+	ledgertest.RequireBalance(t, s, acct, -50)
+	ledgertest.RequireSound(t, s, acct)
+
+	next := grantBlock(t, s, acct, 80, promotional(30))
+	require.Equal(t, int64(30), next.Remaining, "the grant paid the debt of 50 first")
+	ledgertest.RequireBalance(t, s, acct, 30)
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestExpiryRemovesWhatRemainsOnce checks expiry: what remains of an expired block is removed by
+// one expire row, exactly once however many passes run at once, and a block emptied before its
+// expiry is marked expired with no row.
+func TestExpiryRemovesWhatRemainsOnce(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	a := grantBlock(t, s, acct, 30, promotional(5))
+	b := grantBlock(t, s, acct, 20, promotional(6))
+	grantBlock(t, s, acct, 100, paid)
+	chargeJob(t, s, acct, 10) // from a
+	expireNow(t, a.ID)
+	expireNow(t, b.ID)
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				_, more, err := s.ExpireBlocks(ctx, 1)
+				if err != nil {
+					t.Errorf("expire: %v", err)
+					return
+				}
+				if !more {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rows := expiries(t, s, acct)
+	require.Len(t, rows, 2, "one expiry per block")
+	byBlock := map[int64]int64{}
+	for _, e := range rows {
+		byBlock[e.Amount]++
+	}
+	require.Equal(t, map[int64]int64{-20: 2}, byBlock, "20 left of each: a's 30 less the 10 charged, b's 20")
+	ledgertest.RequireBalance(t, s, acct, 100)
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestGrantTermsRefused checks the door of a grant: terms that cannot make a block (an unknown
+// category, an expiry in the past or before the start, a cost on promotional credits, a cost that
+// is not a decimal) are refused with nothing written, and the same key with other terms is a
+// conflict (the idempotent-doors rule).
+func TestGrantTermsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	past := time.Now().Add(-time.Hour)
+	soon := time.Now().Add(time.Hour)
+	later := time.Now().Add(2 * time.Hour)
+	for _, terms := range []ledgerdb.BlockTerms{
+		{Category: "gift"},
+		{ExpiresAt: &past},
+		{EffectiveAt: &later, ExpiresAt: &soon},
+		{Category: ledgerdb.CategoryPromotional, CostBasis: "0.01"},
+		{CostBasis: "a penny"},
+		{CostBasis: "-1"},
+	} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: ledgertest.ID(t, "bad"), Block: terms})
+		var invalid *ledgerdb.InvalidInputError
+		require.ErrorAs(t, err, &invalid, "%+v", terms)
+	}
+	ledgertest.RequireBalance(t, s, acct, 0)
+	blocks, err := s.Blocks(ctx, acct)
+	require.NoError(t, err)
+	require.Len(t, blocks, 1, "only the opening block")
+
+	key := ledgertest.ID(t, "grant")
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: promotional(3)})
+	require.NoError(t, err)
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: paid})
+	require.ErrorIs(t, err, ledgerdb.ErrConflict)
+	ledgertest.RequireBalance(t, s, acct, 10)
+}
+
+// TestBlocksRandomizedSequences drives seeded random sequences of grants (paid and promotional,
+// of several priorities and expiries), charges, refunds, late results (reclaims), metered
+// settlements and expiries (a block's clock moved back, then the expiry pass) on one account,
+// and after every step checks with the audit that no block goes negative, expires early or twice,
+// or is spent outside its time; that every row's block moves add up to it; and that the balance
+// is what the blocks hold less the debt (the sum-of-rows rule).
+func TestBlocksRandomizedSequences(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	kind := ledgertest.Metered(t, s, 2, 25) // a hold of 50
+	sequences := 12
+	if testing.Short() {
+		sequences = 3
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	for seq := range sequences {
+		rng := rand.New(rand.NewPCG(seed, uint64(seq)))
+		acct := blockAccount(t, s)
+		var blocks []int64
+		var running, refunded []ledgerdb.JobKey
+		for step := range 40 {
+			var what string
+			switch op := rng.IntN(10); {
+			case op < 2:
+				terms := paid
+				if rng.IntN(2) == 0 {
+					terms = promotional(1 + rng.IntN(30))
+				}
+				terms.Priority = int32(rng.IntN(3))
+				b := grantBlock(t, s, acct, int64(10+rng.IntN(90)), terms)
+				blocks = append(blocks, b.ID)
+				what = fmt.Sprintf("grant %s block %d", terms.Category, b.ID)
+			case op < 5:
+				key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+				_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
+				require.NoError(t, err)
+				tr, err := s.Charge(ctx, key)
+				if !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
+					require.NoError(t, err)
+				}
+				if tr.Job.State == ledgerdb.StateRunning {
+					running = append(running, key)
+				}
+				what = "charge " + string(tr.Job.State)
+			case op < 6 && len(running) > 0:
+				i := rng.IntN(len(running))
+				_, err := s.Refund(ctx, running[i], ledgerdb.ReasonTimedOut, "", 1)
+				require.NoError(t, err)
+				refunded = append(refunded, running[i])
+				running = append(running[:i], running[i+1:]...)
+				what = "refund"
+			case op < 7 && len(running) > 0:
+				i := rng.IntN(len(running))
+				_, err := s.Settle(ctx, running[i], 1, ledgerdb.Units(int64(rng.IntN(26))), "")
+				require.NoError(t, err)
+				running = append(running[:i], running[i+1:]...)
+				what = "settle"
+			case op < 8 && len(refunded) > 0:
+				i := rng.IntN(len(refunded))
+				_, err := s.Settle(ctx, refunded[i], 1, ledgerdb.Units(int64(rng.IntN(26))), "")
+				require.NoError(t, err)
+				refunded = append(refunded[:i], refunded[i+1:]...)
+				what = "late result"
+			case len(blocks) > 0:
+				b := blocks[rng.IntN(len(blocks))]
+				expireNow(t, b)
+				if rng.IntN(2) == 0 {
+					_, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
+					require.NoError(t, err)
+				}
+				what = fmt.Sprintf("block %d past its expiry", b)
+			default:
+				continue
+			}
+			report, err := s.Audit(ctx, acct)
+			require.NoError(t, err)
+			require.True(t, report.OK(), "seed %d sequence %d step %d (%s): %v", seed, seq, step, what, report.Violations)
+		}
+	}
+}
