@@ -59,16 +59,54 @@ type accountData struct {
 	Chart chart
 	// Rows are the period's last ledger rows, newest first.
 	Rows []ledgerdb.Entry
+	// Blocks are the account's credit blocks in the order of spending.
+	Blocks []blockView
 	// From and To are the statement form's default period (dates, To exclusive).
 	From, To string
 	// JobsPath and StatementPath are the account's pages.
 	JobsPath, StatementPath string
 }
 
+// blockView is one credit block as the account page shows it.
+type blockView struct {
+	ledgerdb.Block
+	// State says in words whether its credits can be spent now.
+	State string
+	// Expires says when it expires, or "never".
+	Expires string
+}
+
+// blockViews says, for each block, where it stands at now.
+func blockViews(blocks []ledgerdb.Block, now time.Time) []blockView {
+	out := make([]blockView, 0, len(blocks))
+	for _, b := range blocks {
+		state := "spendable"
+		switch {
+		case b.Status == ledgerdb.BlockPending:
+			state = "waiting for its payment"
+		case b.Status == ledgerdb.BlockVoid:
+			state = "void: its payment failed"
+		case b.ExpiredAt != nil || (b.ExpiresAt != nil && !b.ExpiresAt.After(now)):
+			state = "expired"
+		case b.EffectiveAt.After(now):
+			state = "starts " + b.EffectiveAt.UTC().Format("2 Jan 2006 15:04 UTC")
+		case b.Remaining == 0:
+			state = "used up"
+		}
+		expires := "never"
+		if b.ExpiresAt != nil {
+			expires = b.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		out = append(out, blockView{Block: b, State: state, Expires: expires})
+	}
+	return out
+}
+
 // JobPath links a row to its job.
 func (accountData) JobPath(accountID, jobID string) string { return jobPath(accountID, jobID) }
 
-// account is an account's page: its balance now and over the last days, and its last rows.
+// account is an account's page: its balance now and over the last days, its credit blocks, and
+// its last rows.
 func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	id, err := readableAccount(r, v)
 	if err != nil {
@@ -88,8 +126,13 @@ func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) err
 	for i := len(entries) - 1; i >= 0 && len(rows) < 20; i-- {
 		rows = append(rows, entries[i])
 	}
+	blocks, err := c.opts.Ledger.Blocks(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	c.render(w, r, http.StatusOK, "account", v, "Account "+id, accountData{
 		AccountID: id, Balance: balance, Chart: drawBalance(entries, since, now, balance), Rows: rows,
+		Blocks: blockViews(blocks, now),
 		From: since.Format(time.DateOnly), To: now.AddDate(0, 0, 1).Format(time.DateOnly),
 		JobsPath: accountPath(id) + "/jobs", StatementPath: accountPath(id) + "/statement.csv",
 	})
