@@ -131,10 +131,15 @@ func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) err
 		return err
 	}
 	c.render(w, r, http.StatusOK, "account", v, "Account "+id, accountData{
-		AccountID: id, Balance: balance, Chart: drawBalance(entries, since, now, balance), Rows: rows,
-		Blocks: blockViews(blocks, now),
-		From:   since.Format(time.DateOnly), To: now.AddDate(0, 0, 1).Format(time.DateOnly),
-		JobsPath: accountPath(id) + "/jobs", StatementPath: accountPath(id) + "/statement.csv",
+		AccountID:     id,
+		Balance:       balance,
+		Chart:         drawBalance(entries, since, now, balance),
+		Rows:          rows,
+		Blocks:        blockViews(blocks, now),
+		From:          since.Format(time.DateOnly),
+		To:            now.AddDate(0, 0, 1).Format(time.DateOnly),
+		JobsPath:      accountPath(id) + "/jobs",
+		StatementPath: accountPath(id) + "/statement.csv",
 	})
 	return nil
 }
