@@ -41,6 +41,16 @@ func MigrateTo(ctx context.Context, conn *pgx.Conn, version int32) error {
 	return migrator.MigrateTo(ctx, version)
 }
 
+// InstallCode installs the ledger's functions on conn, in its current schema, as [Migrate] does
+// after the migrations: a test that migrated a schema of its own with [MigrateTo] can then call
+// them there.
+func InstallCode(ctx context.Context, conn *pgx.Conn) error {
+	if err := installCode(ctx, conn); err != nil {
+		return err
+	}
+	return registerTypes(ctx, conn) // the audit reads the schema's own row types
+}
+
 // TestInstallIncludesEveryFunctionFile keeps code/ the whole set of the ledger's functions:
 // install.sql includes each function file exactly once, so that a file added without being
 // included (its function never installed) or included twice cannot slip through review.
