@@ -208,6 +208,11 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 				Message: fmt.Sprintf("account %s: it records %d credits of refunds awaiting a possible reclaim, but its refunded jobs cost %d; the exposure bound that keeps every reclaim inside a balance rests on that record.",
 					a.AccountID, a.AwaitingReclaim, a.RefundedCosts)})
 		}
+		if a.Balance != a.BlocksHeld-a.Debt || a.Debt < 0 || a.BlocksOff > 0 {
+			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: its credit blocks hold %d and its debt is %d, but its balance is %d; %d of its blocks do not hold what their moves add up to.",
+					a.AccountID, a.BlocksHeld, a.Debt, a.Balance, a.BlocksOff)})
+		}
 		if a.ChainBreaks > 0 {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: %d ledger rows have a balance_after that is not the running sum of the rows before them (first: row %d), so the balance did not equal the sum of the rows when they committed.",

@@ -458,7 +458,8 @@ func TestBillingStateMismatch(t *testing.T) {
 // TestLedgerRulesInRolledBackTransaction breaks the reversing-pairs, net-effect and sum-of-rows
 // rules inside a transaction that it rolls back, and reads the snapshot through that transaction: a
 // grant row whose balance_after does not continue the running sum, booked without moving the
-// balance (the sum-of-rows rule, twice), and a charged job flagged refunded without its refund row
+// balance (the sum-of-rows rule, twice), a credit block holding credits no row moved into it (the
+// sum-of-rows rule: the blocks must hold the balance), and a charged job flagged refunded without its refund row
 // (the reversing-pairs rule: flags without rows; the net-effect rule: its rows sum to −cost, its
 // state says 0). After the rollback the same check finds nothing.
 func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
@@ -481,6 +482,8 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), refund_reason_code = 'unknown' WHERE id = $1`,
 		ledgerdb.JobKey{AccountID: acct, JobID: id}.String())
 	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE credit_blocks SET remaining = remaining + 5 WHERE account_id = $1 AND NOT is_opening`, acct)
+	require.NoError(t, err)
 	snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, scope)
 	require.NoError(t, err)
 	got := map[invariants.Kind][]string{}
@@ -488,10 +491,11 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 		t.Logf("%s (rule %d): %s", v.Kind, v.Rule, v.Message)
 		got[v.Kind] = append(got[v.Kind], v.Message)
 	}
-	require.Len(t, got[invariants.KindAccountBalance], 3,
-		"balance ≠ sum of rows, a broken balance_after chain, and a refunded job the account's awaiting-reclaim record does not count")
+	require.Len(t, got[invariants.KindAccountBalance], 4,
+		"balance ≠ sum of rows, a refunded job the account's awaiting-reclaim record does not count, blocks that do not hold the balance, and a broken balance_after chain")
 	require.Contains(t, got[invariants.KindAccountBalance][0], "balance is 60 but its 3 ledger rows sum to 67")
 	require.Contains(t, got[invariants.KindAccountBalance][1], "records 0 credits of refunds awaiting a possible reclaim, but its refunded jobs cost 40")
+	require.Contains(t, got[invariants.KindAccountBalance][2], "its credit blocks hold 65 and its debt is 0, but its balance is 60; 1 of its blocks do not hold what their moves add up to")
 	require.Len(t, got[invariants.KindJobEntries], 1)
 	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flags and settlement say 1")
 	require.Len(t, got[invariants.KindJobNet], 1)
@@ -523,7 +527,7 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		return j
 	}
 	snap := ledgerdb.LedgerSnapshot{
-		Accounts: []ledgerdb.AccountTotals{{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9}},
+		Accounts: []ledgerdb.AccountTotals{{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9, BlocksHeld: 100}},
 		Jobs: []ledgerdb.JobTotals{
 			{Job: job("sound-delivered", ledgerdb.StateDelivered, true, false, false), Charges: 1, EntrySum: -40},
 			{Job: job("sound-refunded", ledgerdb.StateRefunded, true, true, false), Charges: 1, Refunds: 1, EntrySum: 0},

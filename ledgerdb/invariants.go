@@ -47,6 +47,11 @@ type AccountTotals struct {
 	// RefundedCosts is the sum of the costs of the account's refunded jobs, deleted ones included
 	// (a late result still reclaims their refund): what AwaitingReclaim must equal.
 	RefundedCosts int64
+	// BlocksHeld is what the account's credit blocks hold, and Debt what its rows drew beyond
+	// them: Balance must be BlocksHeld − Debt, and Debt never negative.
+	BlocksHeld, Debt int64
+	// BlocksOff counts the account's blocks that do not hold what their moves add up to.
+	BlocksOff int
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -143,7 +148,11 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       count(c.id) FILTER (WHERE c.balance_after <> c.running),
 		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0),
 		       s.awaiting_reclaim,
-		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.is_refunded AND NOT j.is_reclaimed)
+		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.is_refunded AND NOT j.is_reclaimed),
+		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id),
+		       (SELECT coalesce(-sum(m.amount), 0)::bigint FROM ledger_block_moves m WHERE m.account_id = s.id AND m.block_id IS NULL),
+		       (SELECT count(*) FROM credit_blocks b WHERE b.account_id = s.id
+		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id))
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
@@ -153,7 +162,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
 		var a AccountTotals
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
-			&a.AwaitingReclaim, &a.RefundedCosts)
+			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff)
 		return a, err
 	})
 	if err != nil {
