@@ -40,6 +40,9 @@ type Credit struct {
 	// Block is the terms of the credit block a grant creates (ignored for an adjustment: a
 	// positive one joins the account's opening block).
 	Block BlockTerms
+	// Pending posts a grant whose payment is not confirmed yet: its block holds nothing until
+	// [Store.SettlePendingGrant] confirms it (writing the grant's row) or voids it.
+	Pending bool
 }
 
 // Grant tops an account up by a positive amount, once per key.
@@ -66,7 +69,7 @@ func (s *Store) Adjust(ctx context.Context, c Credit) (Posting, error) {
 	case magnitude < 0 || magnitude > MaxAmount: // -MinInt64 overflows back to a negative number
 		return Posting{}, &InvalidInputError{Field: "adjustment amount", Reason: fmt.Sprintf("is %d; at most %d credits either way are allowed", c.Amount, MaxAmount)}
 	}
-	c.Block = BlockTerms{}
+	c.Block, c.Pending = BlockTerms{}, false
 	return s.post(ctx, KindAdjustment, c)
 }
 
@@ -88,9 +91,9 @@ func (s *Store) post(ctx context.Context, kind EntryKind, c Credit) (Posting, er
 	}
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&outcome, &p.EntryID, &p.BalanceAfter) },
 		`SELECT outcome, coalesce(entry_id, 0), coalesce(balance_after, 0)
-		 FROM ledger_post($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric)`,
+		 FROM ledger_post($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11)`,
 		c.AccountID, string(kind), c.Amount, c.Key, c.Memo,
-		string(c.Block.category()), c.Block.Priority, c.Block.EffectiveAt, c.Block.ExpiresAt, costBasis)
+		string(c.Block.category()), c.Block.Priority, c.Block.EffectiveAt, c.Block.ExpiresAt, costBasis, c.Pending)
 	if err != nil {
 		return Posting{}, fmt.Errorf("account %q, %s %q: %w", c.AccountID, kind, c.Key, err)
 	}

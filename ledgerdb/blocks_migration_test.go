@@ -67,6 +67,7 @@ func TestMigrationOpensABlockForEveryAccount(t *testing.T) {
 		require.NoError(t, err, stmt)
 	}
 	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, 13))
+	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, ledgerdb.LatestMigration(t)))
 	require.NoError(t, ledgerdb.InstallCode(ctx, conn))
 
 	audit := func(acct string) {

@@ -41,6 +41,15 @@ func MigrateTo(ctx context.Context, conn *pgx.Conn, version int32) error {
 	return migrator.MigrateTo(ctx, version)
 }
 
+// LatestMigration is the number of the last migration: [MigrateTo] it to bring a schema up to date.
+func LatestMigration(t *testing.T) int32 {
+	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(len(files))
+}
+
 // InstallCode installs the ledger's functions on conn, in its current schema, as [Migrate] does
 // after the migrations: a test that migrated a schema of its own with [MigrateTo] can then call
 // them there.

@@ -13,6 +13,8 @@ var (
 	ErrJobNotFound = errors.New("job not found")
 	// ErrUnknownAccount means the account does not exist.
 	ErrUnknownAccount = errors.New("unknown account")
+	// ErrUnknownGrant means no grant was posted to the account with the idempotency key given.
+	ErrUnknownGrant = errors.New("unknown grant: none was posted with this key")
 	// ErrUnknownKind means the price list has no price for the job's kind: nothing was written.
 	ErrUnknownKind = errors.New("unknown job kind: the price list has no price for it")
 	// ErrGone means the job was deleted: its ID is burnt and can never be submitted or charged again.

@@ -48,6 +48,7 @@ $$;
 {{ template "ledger_open_account.sql" . }}
 {{ template "ledger_post.sql" . }}
 {{ template "ledger_expire_blocks.sql" . }}
+{{ template "ledger_topup.sql" . }}
 {{ template "ledger_record_result.sql" . }}
 {{ template "ledger_mark_result_applied.sql" . }}
 {{ template "ledger_raise_alarm.sql" . }}

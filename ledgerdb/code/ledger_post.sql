@@ -11,10 +11,13 @@
 -- first. A positive adjustment goes to the account's opening block (standing, non-expiring
 -- credits), paying the debt first as well; a negative one draws in the order of spending, and on
 -- the debt for what the blocks cannot cover: it records what the operator decided.
+-- A grant posted p_pending (its payment not confirmed yet) makes a pending block and no row: it
+-- holds no credits until ledger_settle_pending_grant confirms it, or voids it. A repeat of the key
+-- answers as for a posted grant, the block's status aside.
 CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text,
                             p_category text DEFAULT 'paid', p_priority integer DEFAULT 0,
                             p_effective_at timestamptz DEFAULT NULL, p_expires_at timestamptz DEFAULT NULL,
-                            p_cost_basis numeric DEFAULT NULL)
+                            p_cost_basis numeric DEFAULT NULL, p_pending boolean DEFAULT false)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
@@ -34,6 +37,16 @@ BEGIN
     END IF;
 
     SELECT * INTO e FROM ledger_entries le WHERE le.account_id = p_account_id AND le.idempotency_key = p_key;
+    IF NOT FOUND THEN
+        -- A grant posted pending has a block and no row yet.
+        SELECT * INTO blk FROM credit_blocks b WHERE b.account_id = p_account_id AND b.idempotency_key = p_key;
+        IF FOUND THEN
+            e.kind := 'grant';
+            e.amount := blk.amount;
+            e.block_id := blk.id;
+            e.balance_after := acct.balance;
+        END IF;
+    END IF;
     IF FOUND THEN
         SELECT * INTO blk FROM credit_blocks b WHERE b.id = e.block_id;
         IF e.kind = p_kind AND e.amount = p_amount
@@ -56,6 +69,16 @@ BEGIN
         END IF;
     ELSIF acct.balance::numeric + p_amount - acct.awaiting_reclaim < -ledger_max_balance() THEN
         RETURN QUERY SELECT 'out_of_range'::text, NULL::bigint, acct.balance;
+        RETURN;
+    END IF;
+
+    IF p_kind = 'grant' AND p_pending THEN
+        -- Its range is checked when it is paid (ledger_settle_pending_grant).
+        INSERT INTO credit_blocks (account_id, category, priority, amount, remaining, effective_at, expires_at,
+                                   cost_basis, memo, idempotency_key, status)
+        VALUES (p_account_id, p_category, p_priority, p_amount, 0, coalesce(p_effective_at, now()), p_expires_at,
+                p_cost_basis, p_memo, p_key, 'pending');
+        RETURN QUERY SELECT 'applied'::text, NULL::bigint, acct.balance;
         RETURN;
     END IF;
 
@@ -83,4 +106,4 @@ BEGIN
     RETURN QUERY SELECT 'applied'::text, e.id, e.balance_after;
 END
 $$;
-{{ template "service_may_call" (dict "fn" "ledger_post(text, text, bigint, text, text, text, integer, timestamptz, timestamptz, numeric)") }}
+{{ template "service_may_call" (dict "fn" "ledger_post(text, text, bigint, text, text, text, integer, timestamptz, timestamptz, numeric, boolean)") }}
