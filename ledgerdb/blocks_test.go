@@ -422,3 +422,49 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentChargesNeverOverdrawTheSpendableBlocks checks charges racing on one account whose
+// balance holds more than it can spend (a block past its expiry, not yet removed): each charge
+// that the spendable blocks cover is charged, every other one is rejected cleanly (insufficient
+// credits, nothing charged) — never an error, never a draw from the expired block (the
+// net-effect rule: no job runs on credits that are not the customer's to spend).
+func TestConcurrentChargesNeverOverdrawTheSpendableBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	lapsed := grantBlock(t, s, acct, 100, promotional(30))
+	expireNow(t, lapsed.ID)
+	grantBlock(t, s, acct, 100, paid)
+	kind := ledgertest.Fixed(t, s, 30)
+
+	keys := make([]ledgerdb.JobKey, 10)
+	for i := range keys {
+		keys[i] = ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: keys[i].JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
+		require.NoError(t, err)
+	}
+	states := make([]ledgerdb.State, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, key := range keys {
+		wg.Go(func() {
+			<-start
+			tr, err := s.Charge(ctx, key)
+			states[i] = tr.Job.State
+			if !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
+				errs[i] = err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	counts := map[ledgerdb.State]int{}
+	for i := range keys {
+		require.NoError(t, errs[i], "charge %d", i)
+		counts[states[i]]++
+	}
+	require.Equal(t, map[ledgerdb.State]int{ledgerdb.StateRunning: 3, ledgerdb.StateRejected: 7}, counts)
+	require.Equal(t, int64(100), remaining(t, s, acct)[lapsed.ID], "nothing drawn from the expired block")
+	ledgertest.RequireSound(t, s, acct)
+}

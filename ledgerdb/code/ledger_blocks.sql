@@ -43,9 +43,13 @@ $$;
 -- The credits an account can spend now: what its active blocks hold that are in effect and not
 -- expired. A block past its expiry holds credits until the expiry pass removes them, but none of
 -- them can be spent.
+-- VOLATILE, not STABLE, on purpose: a charge calls it in the WHERE of its account update, and a
+-- charge that waited for another's lock on the account re-checks that WHERE; a volatile function
+-- reads with a fresh snapshot there and sees the other charge's draw, where a stable one would
+-- answer from before it and admit a charge the blocks can no longer cover.
 CREATE FUNCTION ledger_block_spendable(p_account_id text)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(sum(remaining), 0)::bigint FROM credit_blocks
     WHERE account_id = p_account_id AND remaining > 0 AND status = 'active'
       AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
