@@ -123,12 +123,12 @@ func (r *receiver) endpoint(t *testing.T, ws *webhooks.Store, acct string) webho
 }
 
 // hooked is the set-up of most delivery tests: the test ledger and its webhook store, an account
-// granted credits, and a test receiver registered as the account's endpoint.
+// granted credits (account), and a test receiver registered as the account's endpoint.
 func hooked(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string, *receiver, webhooks.Created) {
 	t.Helper()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, credits)
+	acct := account(t, s, ws, credits)
 	rcv := newReceiver(t)
 	return s, ws, acct, rcv, rcv.endpoint(t, ws, acct)
 }
@@ -403,7 +403,8 @@ func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 }
 
 // TestReplayResendsUnderTheSameID checks replay: one event, or every event since a time, is sent
-// to the endpoint again under its own webhook-id (so the receiver recognises the duplicate); an
+// to the endpoint again under its own webhook-id (so the receiver recognises the duplicate), and a
+// replay since a time derives the events no pass wrote since then (the set-up's grant); an
 // event of another account, a deleted endpoint and a request naming neither or both are refused
 // with nothing queued.
 func TestReplayResendsUnderTheSameID(t *testing.T) {
@@ -434,12 +435,17 @@ func TestReplayResendsUnderTheSameID(t *testing.T) {
 	require.Len(t, got, len(evs)+1)
 	require.Equal(t, evs[1].ID, got[len(got)-1].id, "the same webhook-id: a recognisable duplicate")
 
+	// Since a time before the set-up's grant, which no pass derived (it was read before the
+	// endpoint): the replay derives its credit.granted and sends it with the rest.
 	n, err = ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &start})
 	require.NoError(t, err)
+	sent := len(evs) + 1
+	evs = events(t, ws, acct)
+	require.Equal(t, "credit.granted", evs[len(evs)-1].Type, "derived by the replay, after the jobs' events")
 	require.Equal(t, len(evs), n)
 	drain()
-	require.Len(t, rcv.received(), 2*len(evs)+1)
-	requireInOrderPerJob(t, evs, rcv.received()[len(evs)+1:])
+	require.Len(t, rcv.received(), sent+len(evs))
+	requireInOrderPerJob(t, evs, rcv.received()[sent:])
 
 	other := ledgertest.Account(t, s, 100)
 	listening(t, ws, other)
@@ -485,7 +491,7 @@ func heldReceiver(t *testing.T, status int) (srv *httptest.Server, arrived <-cha
 func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
+	acct := account(t, s, ws, 1000)
 	srv, arrived, release := heldReceiver(t, http.StatusOK)
 	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: srv.URL}, webhooks.URLPolicy{AllowPrivate: true})
 	require.NoError(t, err)
@@ -591,7 +597,7 @@ func TestEndpointDeletedMidAttemptKeepsWhatTheAttemptEarned(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 1000)
+	acct := account(t, s, ws, 1000)
 	taking, takingArrived, releaseTaking := heldReceiver(t, http.StatusOK)
 	refusing, refusingArrived, releaseRefusing := heldReceiver(t, http.StatusServiceUnavailable)
 	endpoint := func(url string) webhooks.Created {

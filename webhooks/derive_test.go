@@ -169,8 +169,8 @@ func TestDerivePassKilledMidwayLosesNothing(t *testing.T) {
 // TestAccountWithoutEndpointsGetsNoEvents checks that an account without endpoints costs the
 // delivery side nothing: its transitions derive no event and queue nothing while it has none, and
 // a pass after its first endpoint does not derive them either while its jobs do not move again. A
-// replay since a time to an endpoint made later derives them then, from the same rows, in order,
-// and sends them to that endpoint only.
+// replay since a time to an endpoint made later derives them then, from the same rows, in order —
+// the grant's credit.granted first —, and sends them to that endpoint only.
 func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -186,9 +186,9 @@ func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 	require.Empty(t, events(t, ws, acct), "jobs that did not move again since the endpoint get no event from a pass")
 	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &start})
 	require.NoError(t, err)
-	require.Equal(t, 5, n)
+	require.Equal(t, 6, n)
 	evs := events(t, ws, acct)
-	require.Equal(t, []string{"job.charged", "job.delivered", "job.charged", "job.refunded", "job.reclaimed"}, types(evs))
+	require.Equal(t, []string{"credit.granted", "job.charged", "job.delivered", "job.charged", "job.refunded", "job.reclaimed"}, types(evs))
 	runWorkers(t, testOptions(ws, acct), 1)
 	waitDelivered(t, s, ep.ID)
 	requireInOrderPerJob(t, evs, rcv.received())

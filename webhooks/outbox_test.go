@@ -48,13 +48,23 @@ func listening(t *testing.T, ws *webhooks.Store, acct string) {
 	require.NoError(t, err)
 }
 
+// account opens an account granted credits whose grant a derive pass has read already, while the
+// account had no endpoint: an endpoint made afterwards is never sent the grant's credit.granted
+// (but a replay since before it is), so that a test's events are its own steps'.
+func account(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, credits int64) string {
+	t.Helper()
+	acct := ledgertest.Account(t, s, credits)
+	caughtUp(t, ws)
+	return acct
+}
+
 // listened is the set-up of the event tests: the test ledger and its webhook store, and an account
-// granted credits that has an endpoint (listening).
+// granted credits (account) that has an endpoint (listening).
 func listened(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string) {
 	t.Helper()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, credits)
+	acct := account(t, s, ws, credits)
 	listening(t, ws, acct)
 	return s, ws, acct
 }

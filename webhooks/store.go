@@ -282,9 +282,11 @@ type Event struct {
 	AccountID string `json:"account_id"`
 	// JobID is the client's job ID, for a job's event.
 	JobID string `json:"job_id,omitempty"`
-	// Type is job.charged, job.rejected, job.delivered, job.refunded, job.reclaimed or balance.low.
+	// Type is job.charged, job.rejected, job.delivered, job.refunded, job.reclaimed, balance.low,
+	// credit.granted or credit.expired.
 	Type string `json:"type"`
-	// Data is the event's payload: the job's money figures, or the balance and the threshold.
+	// Data is the event's payload: the job's money figures, the balance and the threshold, or the
+	// credit block's.
 	Data json.RawMessage `json:"data"`
 	// CreatedAt is when its transition was made: its transaction's time, as its ledger row says.
 	CreatedAt time.Time `json:"created_at"`

@@ -94,7 +94,7 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	acct := account(t, s, ws, 100)
 	var hits atomic.Int64
 	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
@@ -145,7 +145,7 @@ func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	}
 	s := ledgertest.Store(t)
 	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
+	acct := account(t, s, ws, 100)
 	var hits atomic.Int64
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 	t.Cleanup(srv.Close)

@@ -61,6 +61,7 @@ $$;
 {{ template "ledger_webhook_rotate_secret.sql" . }}
 {{ template "ledger_webhook_set_low_balance.sql" . }}
 {{ template "ledger_webhook_job_events.sql" . }}
+{{ template "ledger_webhook_time.sql" . }}
 {{ template "ledger_webhook_materialize.sql" . }}
 {{ template "ledger_webhook_derive.sql" . }}
 {{ template "ledger_webhook_claim.sql" . }}

@@ -25,7 +25,7 @@ DECLARE
     upto   xid8;
     cut    boolean := false;
     job_ids text[];
-    debits bigint[];
+    entries bigint[];
 BEGIN
     IF p_limit < 1 THEN
         RAISE EXCEPTION 'derive: limit % must be above zero', p_limit USING ERRCODE = '22023';
@@ -64,8 +64,10 @@ BEGIN
         END IF;
     END IF;
     SELECT coalesce(array_agg(DISTINCT le.job_id) FILTER (WHERE le.kind IN ('charge', 'refund', 'reclaim')), '{}'),
-           coalesce(array_agg(le.id) FILTER (WHERE le.amount < 0), '{}')
-    INTO job_ids, debits
+           -- The rows that may make an account's event: grants (credit.granted) and debits
+           -- (balance.low; an expiry's credit.expired).
+           coalesce(array_agg(le.id) FILTER (WHERE le.amount < 0 OR le.kind = 'grant'), '{}')
+    INTO job_ids, entries
     FROM ledger_entries le
     WHERE le.xid >= lo AND le.xid < hi
       AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = le.account_id AND e.disabled_at IS NULL);
@@ -74,7 +76,7 @@ BEGIN
         WHERE j.outcome_xid >= lo AND j.outcome_xid < hi
           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = j.account_id AND e.disabled_at IS NULL));
     UPDATE webhook_derive_cursor SET horizon = hi, derived_at = now();
-    RETURN QUERY SELECT ledger_webhook_materialize(job_ids, debits, NULL, NULL), cut;
+    RETURN QUERY SELECT ledger_webhook_materialize(job_ids, entries, NULL, NULL), cut;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_webhook_derive(integer)") }}

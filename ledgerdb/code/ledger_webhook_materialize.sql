@@ -1,8 +1,7 @@
 -- Writes the webhook events of the given jobs (every event their committed rows make,
--- ledger_webhook_job_events, in each job's order) and the balance.low of the given debit rows that
--- crossed their account's threshold, skipping any already written, and queues each new event for
--- delivery; answers how many events it wrote. Called by the derive pass and by a replay, outside
--- any money transaction.
+-- ledger_webhook_job_events, in each job's order) and the account's events of the given ledger
+-- rows, skipping any already written, and queues each new event for delivery; answers how many
+-- events it wrote. Called by the derive pass and by a replay, outside any money transaction.
 --
 -- A job's events are always written all together, earliest first, so that a job's later event can
 -- never get a lower seq than its earlier one, even when the later transition's transaction ID is
@@ -13,12 +12,23 @@
 -- cursor (a pass read it already and found no endpoint wanting it then); an event at or above the
 -- horizon is one the next pass would have queued for every endpoint, so it still is.
 --
--- balance.low: a debit (a charge, a reclaim, a negative adjustment) that took the balance from at
--- or above the account's threshold to below it, the reclaim measured after the release written
--- with it; the threshold is the account's when the event is derived. A debit of the moment the
--- derived outbox replaced the old one may have its balance.low written already by the old code,
--- which kept no entry_id: the same account at the same transaction time is that event.
-CREATE FUNCTION ledger_webhook_materialize(p_jobs text[], p_debits bigint[], p_endpoint text, p_horizon xid8)
+-- The account's events of a row (p_entries: the rows the caller read that may make one — grants
+-- and debits), each unique per row and type:
+--
+-- credit.granted: a grant row that made a credit block (grants from before the blocks began made
+-- none), with the block's terms, which a grant fixes once.
+--
+-- credit.expired: an expire row — the expiry pass's, or one a refund or a release caused by
+-- returning credits to a block already past its expiry (caused_by), which names that row's job.
+--
+-- balance.low: a debit (a charge, a reclaim, a negative adjustment, an expiry) that took the
+-- balance from at or above the account's threshold to below it, the reclaim measured after the
+-- release written with it; the threshold is the account's when the event is derived. An expiry a
+-- return caused is not one: with its return, it never lowers the balance below where it stood
+-- before (it removes no more than came back). A debit of the moment the derived outbox replaced
+-- the old one may have its balance.low written already by the old code, which kept no entry_id:
+-- the same account at the same transaction time is that event.
+CREATE FUNCTION ledger_webhook_materialize(p_jobs text[], p_entries bigint[], p_endpoint text, p_horizon xid8)
 RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -29,7 +39,39 @@ BEGIN
         FROM jobs j CROSS JOIN LATERAL ledger_webhook_job_events(j) e
         WHERE j.id = ANY (p_jobs)
         UNION ALL
-        SELECT d.account_id, NULL, d.id, 'balance.low', 0, d.xid, d.created_at, jsonb_build_object(
+        SELECT g.account_id, NULL, g.id, 'credit.granted', 0, g.xid, g.created_at, jsonb_build_object(
+            'account_id', g.account_id,
+            'block_id', b.id,
+            'category', b.category,
+            'priority', b.priority,
+            'amount', g.amount,
+            'effective_at', ledger_webhook_time(b.effective_at),
+            'expires_at', ledger_webhook_time(b.expires_at),
+            -- A decimal, as text: a JSON number would be read as a float.
+            'cost_basis', trim_scale(b.cost_basis)::text,
+            'memo', g.memo,
+            'balance_after', g.balance_after)
+        FROM ledger_entries g
+        JOIN credit_blocks b ON b.id = g.block_id
+        WHERE g.id = ANY (p_entries) AND g.kind = 'grant'
+        UNION ALL
+        SELECT x.account_id, NULL, x.id, 'credit.expired', 0, x.xid, x.created_at, jsonb_build_object(
+            'account_id', x.account_id,
+            'block_id', b.id,
+            'category', b.category,
+            'amount', -x.amount,
+            'expires_at', ledger_webhook_time(b.expires_at),
+            -- What removed the credits: the block's expiry, or a refund or a release that
+            -- returned them to it after it had expired (and the job it was for).
+            'cause', coalesce(c.kind, 'expiry'),
+            'job_id', CASE WHEN c.job_id IS NULL THEN NULL ELSE substr(c.job_id, char_length(c.account_id) + 2) END,
+            'balance_after', x.balance_after)
+        FROM ledger_entries x
+        JOIN credit_blocks b ON b.id = x.block_id
+        LEFT JOIN ledger_entries c ON c.id = x.caused_by
+        WHERE x.id = ANY (p_entries) AND x.kind = 'expire'
+        UNION ALL
+        SELECT d.account_id, NULL, d.id, 'balance.low', 1, d.xid, d.created_at, jsonb_build_object(
             'account_id', d.account_id,
             'balance', a.after,
             'threshold', t.threshold,
@@ -39,7 +81,7 @@ BEGIN
         CROSS JOIN LATERAL (SELECT coalesce((SELECT r.balance_after FROM ledger_entries r
                                              WHERE d.kind = 'reclaim' AND r.job_id = d.job_id AND r.kind = 'release'),
                                             d.balance_after) AS after) a
-        WHERE d.id = ANY (p_debits) AND d.amount < 0
+        WHERE d.id = ANY (p_entries) AND d.amount < 0 AND d.caused_by IS NULL
           AND d.balance_after - d.amount >= t.threshold AND a.after < t.threshold
           AND NOT EXISTS (SELECT 1 FROM webhook_events old
                           WHERE old.account_id = d.account_id AND old.type = 'balance.low'

@@ -53,7 +53,8 @@ BEGIN
                     -- By the transition's own time: updated_at moves later (a delete).
                     AND coalesce(j.rejected_at, j.delivered_at) >= p_since),
             ARRAY(SELECT le.id FROM ledger_entries le
-                  WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL AND le.amount < 0),
+                  WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL
+                    AND (le.amount < 0 OR le.kind = 'grant')),
             e.id, horizon);
     END IF;
     INSERT INTO webhook_deliveries AS d (endpoint_id, event_seq, job_id)
