@@ -23,14 +23,19 @@ func blockOf(t *testing.T, s *ledgerdb.Store, grant ledgerdb.Posting) int64 {
 	return id
 }
 
-// expireNow moves block's clock back, as if its expiry had come an hour ago, and runs the expiry
+// expireNow moves block's expiry back to now, and runs the expiry
 // until the block is expired (the expiry expires every due block of the database, other tests'
 // too).
 func expireNow(t *testing.T, s *ledgerdb.Store, block int64) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks
-		SET effective_at = now() - interval '2 hours', expires_at = now() - interval '1 hour' WHERE id = $1`, block)
+	// Just after the last row that spent from it, so that those rows stay inside its time, as
+	// they were when they were written (the audit checks no block is spent after its expiry).
+	_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks b
+		SET expires_at = greatest(b.effective_at, (
+			SELECT max(e.created_at) FROM ledger_block_moves m JOIN ledger_entries e ON e.id = m.entry_id
+			WHERE m.block_id = b.id)) + interval '1 microsecond'
+		WHERE b.id = $1`, block)
 	require.NoError(t, err)
 	for {
 		_, more, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)

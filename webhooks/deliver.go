@@ -217,7 +217,8 @@ func (w *Worker) claim(ctx context.Context) ([]delivery, error) {
 // Body is what a delivery POSTs, the Standard Webhooks envelope: the event's type, when its
 // transition committed, and its payload. It is the same bytes on every attempt.
 type Body struct {
-	// Type is the event's type (job.charged …, balance.low, credit.granted, credit.expired).
+	// Type is the event's type (job.charged …, balance.low, credit.granted, credit.expired,
+	// topup.requested).
 	Type string `json:"type"`
 	// Timestamp is when the event's transition was made (its transaction's time), RFC 3339.
 	Timestamp time.Time `json:"timestamp"`

@@ -283,7 +283,7 @@ type Event struct {
 	// JobID is the client's job ID, for a job's event.
 	JobID string `json:"job_id,omitempty"`
 	// Type is job.charged, job.rejected, job.delivered, job.refunded, job.reclaimed, balance.low,
-	// credit.granted or credit.expired.
+	// credit.granted, credit.expired or topup.requested.
 	Type string `json:"type"`
 	// Data is the event's payload: the job's money figures, the balance and the threshold, or the
 	// credit block's.

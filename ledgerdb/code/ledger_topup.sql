@@ -117,3 +117,44 @@ BEGIN
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_settle_pending_grant(text, text, boolean)") }}
+
+-- The top-ups the given rows ask for (ledger_topup_amount), one per debit that crossed its
+-- account's threshold, in row order: each month's cap counts the top-ups its account's earlier
+-- topup.requested events asked for and those of the rows before it here, so that two crossings read
+-- in one pass never ask past the cap together. A row whose event exists already (a replay) answers
+-- what its event asked.
+CREATE FUNCTION ledger_topup_requests(p_entries bigint[])
+RETURNS TABLE (entry_id bigint, amount bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    d      ledger_entries;
+    month  timestamp;
+    asked  bigint;
+    prior  jsonb;
+    extra  jsonb := '{}';
+    key    text;
+BEGIN
+    FOR d IN SELECT * FROM ledger_entries e WHERE e.id = ANY (p_entries) AND e.amount < 0 ORDER BY e.id LOOP
+        SELECT w.payload INTO prior FROM webhook_events w WHERE w.entry_id = d.id AND w.type = 'topup.requested';
+        IF FOUND THEN
+            entry_id := d.id;
+            amount := (prior->>'amount')::bigint;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        month := date_trunc('month', d.created_at AT TIME ZONE 'UTC');
+        key := d.account_id || '/' || month::text;
+        SELECT coalesce(sum((w.payload->>'amount')::bigint), 0) INTO asked FROM webhook_events w
+        WHERE w.account_id = d.account_id AND w.type = 'topup.requested'
+          AND date_trunc('month', w.created_at AT TIME ZONE 'UTC') = month;
+        asked := asked + coalesce((extra->>key)::bigint, 0);
+        amount := ledger_topup_amount(d, asked);
+        IF amount IS NOT NULL THEN
+            entry_id := d.id;
+            extra := jsonb_set(extra, ARRAY[key], to_jsonb(coalesce((extra->>key)::bigint, 0) + amount));
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[])") }}

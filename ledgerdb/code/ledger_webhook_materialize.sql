@@ -28,6 +28,11 @@
 -- before (it removes no more than came back). A debit of the moment the derived outbox replaced
 -- the old one may have its balance.low written already by the old code, which kept no entry_id:
 -- the same account at the same transaction time is that event.
+--
+-- topup.requested: a debit that took the balance from at or above the threshold of the account's
+-- automatic top-up rule to below it, within the month's cap (ledger_topup_requests); the rule is
+-- the account's when the event is derived. Its idempotency key is the one the product's payment
+-- code posts the paid grant with, so a redelivered event never buys credits twice.
 CREATE FUNCTION ledger_webhook_materialize(p_jobs text[], p_entries bigint[], p_endpoint text, p_horizon xid8)
 RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -86,6 +91,19 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM webhook_events old
                           WHERE old.account_id = d.account_id AND old.type = 'balance.low'
                             AND old.entry_id IS NULL AND old.created_at = d.created_at)
+        UNION ALL
+        SELECT d.account_id, NULL, d.id, 'topup.requested', 2, d.xid, d.created_at, jsonb_build_object(
+            'account_id', d.account_id,
+            'amount', r.amount,
+            'idempotency_key', 'topup-' || d.id,
+            'mode', t.mode,
+            'threshold', t.threshold,
+            'balance', coalesce((SELECT x.balance_after FROM ledger_entries x
+                                 WHERE d.kind = 'reclaim' AND x.job_id = d.job_id AND x.kind = 'release'), d.balance_after),
+            'job_id', CASE WHEN d.job_id IS NULL THEN NULL ELSE substr(d.job_id, char_length(d.account_id) + 2) END)
+        FROM ledger_topup_requests(p_entries) r
+        JOIN ledger_entries d ON d.id = r.entry_id
+        JOIN topup_rules t ON t.account_id = d.account_id
     ), written AS (
         INSERT INTO webhook_events (id, account_id, job_id, entry_id, type, payload, created_at)
         SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), account_id, job_id, entry_id, type, payload, at

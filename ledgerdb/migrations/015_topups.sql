@@ -20,6 +20,24 @@ CREATE TABLE topup_rules (
     CONSTRAINT topup_rules_target_above_threshold CHECK (mode <> 'target' OR amount > threshold)
 );
 
+-- The request is an account's event, derived from the debit's row as balance.low is.
+ALTER TABLE webhook_events
+    DROP CONSTRAINT webhook_events_type_known,
+    ADD CONSTRAINT webhook_events_type_known CHECK (type IN
+        ('job.charged', 'job.rejected', 'job.delivered', 'job.refunded', 'job.reclaimed', 'balance.low',
+         'credit.granted', 'credit.expired', 'topup.requested')),
+    DROP CONSTRAINT webhook_events_job_by_type,
+    ADD CONSTRAINT webhook_events_job_by_type CHECK (
+        (type IN ('balance.low', 'credit.granted', 'credit.expired', 'topup.requested')) = (job_id IS NULL));
+
 ---- create above / drop below ----
 
+ALTER TABLE webhook_events
+    DROP CONSTRAINT webhook_events_job_by_type,
+    ADD CONSTRAINT webhook_events_job_by_type CHECK (
+        (type IN ('balance.low', 'credit.granted', 'credit.expired')) = (job_id IS NULL)),
+    DROP CONSTRAINT webhook_events_type_known,
+    ADD CONSTRAINT webhook_events_type_known CHECK (type IN
+        ('job.charged', 'job.rejected', 'job.delivered', 'job.refunded', 'job.reclaimed', 'balance.low',
+         'credit.granted', 'credit.expired'));
 DROP TABLE topup_rules;

@@ -89,7 +89,8 @@ func (r *Receiver) ByJob() map[string][]string {
 	return out
 }
 
-// AccountEvents lists the account's events (balance.low, credit.granted, credit.expired) in the
+// AccountEvents lists the account's events (balance.low, credit.granted, credit.expired,
+// topup.requested) in the
 // order they arrived, each webhook-id once.
 func (r *Receiver) AccountEvents() []Event {
 	var out []Event
