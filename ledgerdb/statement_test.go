@@ -2,6 +2,9 @@ package ledgerdb_test
 
 import (
 	"context"
+	encodingcsv "encoding/csv"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,8 +52,9 @@ func TestStatementsReconcile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, balance, whole.Closing)
 	require.Equal(t, []ledgerdb.StatementLine{
-		{Kind: ledgerdb.KindGrant, Rows: 1, Amount: 500},
-		{Kind: ledgerdb.KindCharge, Rows: 2, Amount: -65},
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPaid, Rows: 1, Amount: 500},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-25", Rows: 1, Amount: -25},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-40", Rows: 1, Amount: -40},
 		{Kind: ledgerdb.KindRefund, Rows: 1, Amount: 40},
 		{Kind: ledgerdb.KindReclaim, Rows: 1, Amount: -40},
 	}, whole.Lines)
@@ -111,4 +115,80 @@ func TestFinalStatementNeverChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, final.Closing, next.Opening, "the next period opens on the final closing")
 	require.False(t, next.Final, "a period that has not ended is provisional")
+}
+
+// TestStatementSplitsGrantsAndUsage checks that a statement splits grants by their block's
+// category and charges by their job's kind, lists expiries and adjustments, and still adds up:
+// opening + lines = closing in each of two adjacent periods, the first's closing is the second's
+// opening, and the CSV that every door hands out says the same sums.
+func TestStatementSplitsGrantsAndUsage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 300)
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "sign-up", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional}})
+	require.NoError(t, err)
+	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 30, "s3://in/a") // all promotional
+	var middle time.Time
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&middle))
+	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 45, "s3://in/b") // 20 promotional, 25 paid
+	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -5, Key: "correction"})
+	require.NoError(t, err)
+	var paid int64
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT block_id FROM ledger_entries WHERE account_id = $1 AND idempotency_key = 'initial'`, acct).Scan(&paid))
+	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
+		expires_at = now() - interval '1 hour' WHERE id = $1`, paid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
+		require.NoError(t, err)
+		var expired bool
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, paid).Scan(&expired))
+		return expired
+	}, time.Minute, 10*time.Millisecond, "the expiry pass removes what remains of the paid block")
+	end := time.Now().Add(time.Hour)
+
+	first, err := s.Statement(ctx, acct, middle.Add(-time.Hour), middle)
+	require.NoError(t, err)
+	second, err := s.Statement(ctx, acct, middle, end)
+	require.NoError(t, err)
+	require.Equal(t, []ledgerdb.StatementLine{
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPaid, Rows: 1, Amount: 300},
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPromotional, Rows: 1, Amount: 50},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-30", Rows: 1, Amount: -30},
+	}, first.Lines)
+	require.Equal(t, []ledgerdb.StatementLine{
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-45", Rows: 1, Amount: -45},
+		{Kind: ledgerdb.KindAdjustment, Rows: 1, Amount: -5},
+		{Kind: ledgerdb.KindExpire, Rows: 1, Amount: -270},
+	}, second.Lines, "the paid block's 300 less 25 charged and 5 adjusted expired")
+	require.Equal(t, first.Closing, second.Opening, "periods that meet chain")
+	require.Equal(t, int64(0), second.Closing)
+	for _, st := range []ledgerdb.Statement{first, second} {
+		var csv strings.Builder
+		require.NoError(t, ledgerdb.WriteStatementCSV(&csv, st))
+		records, err := encodingcsv.NewReader(strings.NewReader(csv.String())).ReadAll()
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StatementCSVHeader, records[0])
+		require.Equal(t, []string{"status", st.Status(), "", ""}, records[1])
+		var opening, lines, closing int64
+		for _, rec := range records[2:] {
+			n, err := strconv.ParseInt(rec[3], 10, 64)
+			require.NoError(t, err)
+			switch rec[0] {
+			case "opening_balance":
+				opening = n
+			case "closing_balance":
+				closing = n
+			default:
+				lines += n
+			}
+		}
+		require.Equal(t, st.Opening, opening)
+		require.Equal(t, st.Closing, closing)
+		require.Equal(t, closing, opening+lines, "opening + lines = closing in the CSV:\n%s", csv.String())
+	}
+	var csv strings.Builder
+	require.NoError(t, ledgerdb.WriteStatementCSV(&csv, first))
+	require.Contains(t, csv.String(), "\nrows,grant:promotional,1,50\nrows,charge:fixed-30,1,-30\n")
 }
