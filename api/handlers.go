@@ -304,7 +304,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id)
+	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id, time.Now())
 	if err != nil {
 		return 0, nil, err
 	}

@@ -274,6 +274,8 @@ var documentedBodies = map[string]any{
 	"EndpointList": apitype.EndpointList{}, "EndpointDeleted": apitype.EndpointDeleted{}, "Attempt": apitype.Attempt{},
 	"AttemptLog": apitype.AttemptLog{}, "ReplayRequest": apitype.ReplayRequest{}, "Replayed": apitype.Replayed{},
 	"ThresholdRequest": apitype.ThresholdRequest{}, "Threshold": apitype.Threshold{},
+	"Block": apitype.Block{}, "BlockList": apitype.BlockList{}, "Statement": apitype.Statement{},
+	"StatementLine": apitype.StatementLine{}, "Revenue": apitype.Revenue{}, "Money": apitype.Money{},
 }
 
 // TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a

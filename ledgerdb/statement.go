@@ -70,6 +70,21 @@ func ValidatePeriod(from, to time.Time) error {
 	return nil
 }
 
+// ParseInstant reads a bound of a period as every door takes it: an RFC 3339 time, or a date
+// (2026-01-02), which is that day's midnight UTC. Anything else is [*InvalidInputError] on field.
+func ParseInstant(field, value string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, value); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, value); err == nil {
+		return t, nil
+	}
+	if len(value) > 40 {
+		value = value[:40] + "…"
+	}
+	return time.Time{}, &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %q; it must be an RFC 3339 time or a date such as 2026-01-02", value)}
+}
+
 // Statement reads the account's statement for the period [from, to), final or provisional (see
 // [Statement.Final]). A period that holds no time
 // is [*InvalidInputError]; an unknown account is [ErrUnknownAccount].
