@@ -85,9 +85,9 @@ func each[T, W any](xs []T, of func(T) W) []W {
 	return out
 }
 
-// The ledger's credit blocks, statements and revenue report carry no JSON of their own (they are
-// read by the console and the commands too), so their answers are not held to a domain JSON; the
-// conversions below are held by TestWireSetsEveryField instead.
+// The ledger's credit blocks and statements carry no JSON of their own, so their answers are held
+// by TestWireSetsEveryField instead of to a domain JSON; the revenue report's is held to its JSON,
+// which `jobbill revenue --json` prints.
 
 // blockOf is a credit block as the API answers it, with whether it is spendable at now.
 func blockOf(b ledgerdb.Block, now time.Time) apitype.Block {

@@ -16,35 +16,36 @@ import (
 // never revenue: what jobs spent of them is PromotionalSpent.
 type Revenue struct {
 	// AccountID is the one account the report is of; empty: every account.
-	AccountID string
+	AccountID string `json:"account_id,omitempty"`
 	// From and To bound the period: moves of rows written at From or later, and before To.
-	From, To time.Time
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 	// DeferredOpening is the paid credits unspent at From: every move into and out of a paid
 	// block before it.
-	DeferredOpening Money
+	DeferredOpening Money `json:"deferred_opening"`
 	// Granted is the paid credits grants put into blocks in the period (and the balances that
 	// became opening blocks when credit blocks began).
-	Granted Money
+	Granted Money `json:"granted"`
 	// Recognised is the paid credits spent in the period: drawn by charges and reclaims (and by a
 	// grant paying the debt a reclaim left), net of what refunds and releases returned.
-	Recognised Money
+	Recognised Money `json:"recognised"`
 	// Lapsed is the paid credits that expired in the period (breakage).
-	Lapsed Money
+	Lapsed Money `json:"lapsed"`
 	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks.
-	Adjusted Money
+	Adjusted Money `json:"adjusted"`
 	// DeferredClosing is the paid credits unspent at To.
-	DeferredClosing Money
+	DeferredClosing Money `json:"deferred_closing"`
 	// PromotionalSpent is the promotional credits jobs spent in the period, net of what came
 	// back: not revenue, reported beside it.
-	PromotionalSpent int64
+	PromotionalSpent int64 `json:"promotional_spent"`
 }
 
 // Money is a number of credits and what they are worth at their blocks' cost basis.
 type Money struct {
 	// Credits is the number of credits.
-	Credits int64
+	Credits int64 `json:"credits"`
 	// Amount is their worth in the currency's main unit, an exact decimal ("12.5").
-	Amount string
+	Amount string `json:"amount"`
 }
 
 // Revenue reads the revenue report of the period [from, to) over every account, or over one when
