@@ -2,14 +2,10 @@ package api_test
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -122,16 +118,11 @@ func blocks(t *testing.T, e *env, account string) []ledgerdb.Block {
 func TestBlocksStatementAndRevenueAtTheDoor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := context.Background()
 	acct, other := ledgertest.Account(t, e.Store, 0), ledgertest.Account(t, e.Store, 0)
 	admin, reader := e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeCustomerRead, acct)
 	customer, stranger := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeCustomer, other)
 	base := e.serve(t, nil)
-	now := func() time.Time {
-		var at time.Time
-		require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at))
-		return at
-	}
+	now := func() time.Time { return ledgertest.Now(t, e.Store) }
 	start := now()
 	require.Equal(t, 201, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", admin,
 		`{"amount": 100, "key": "invoice-1", "cost_basis": "0.01"}`).code)
@@ -188,16 +179,17 @@ func TestBlocksStatementAndRevenueAtTheDoor(t *testing.T) {
 	require.Equal(t, "provisional", second.str("status"), "a period that has not ended")
 
 	// The same statement as CSV.
-	resp, body := get(t, base+statement+period(middle, end)+"&format=csv", reader)
-	require.Equal(t, 200, resp.StatusCode, body)
-	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
-	require.Contains(t, resp.Header.Get("Content-Disposition"), "attachment")
-	require.Contains(t, resp.Header.Get("Content-Disposition"), "-provisional.csv")
-	records, err := csv.NewReader(strings.NewReader(body)).ReadAll()
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StatementCSVHeader, records[0])
-	require.Equal(t, []string{"rows", "charge:" + kind, "1", "-30"}, records[3], body)
-	require.Equal(t, []string{"closing_balance", "", "", second.str("closing")}, records[len(records)-1], body)
+	r := send(t, base, "GET", statement+period(middle, end)+"&format=csv", reader, nil)
+	body := r.body
+	require.Equal(t, 200, r.code, body)
+	require.Equal(t, "text/csv; charset=utf-8", r.header.Get("Content-Type"))
+	require.Contains(t, r.header.Get("Content-Disposition"), "attachment")
+	require.Contains(t, r.header.Get("Content-Disposition"), "-provisional.csv")
+	records, opening, lines, closing := ledgertest.StatementCSV(t, body)
+	require.Equal(t, []string{"rows", "charge:" + kind, "1", "-30"}, records[2], body)
+	require.Equal(t, second.str("opening"), strconv.FormatInt(opening, 10))
+	require.Equal(t, second.str("closing"), strconv.FormatInt(closing, 10))
+	require.Equal(t, closing, opening+lines, "opening + lines = closing in the CSV:\n%s", body)
 
 	// Bad periods and formats are 400, naming what is wrong.
 	for path, says := range map[string]string{
@@ -243,18 +235,4 @@ func jsonOf(t *testing.T, v any) string {
 	data, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(data)
-}
-
-// get sends a GET with a key and answers the response and its body, whatever its type.
-func get(t *testing.T, target, key string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest("GET", target, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(data)
 }

@@ -39,13 +39,7 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 	require.NoError(t, err)
 	key := created.Secret
 
-	var requests atomic.Int32
-	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		handler.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
+	srv, requests := serveAccounts(t, store)
 	c := &apiclient.Client{BaseURL: srv.URL, Key: key}
 
 	balance, err := c.Balance(ctx, acct)
@@ -107,6 +101,19 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 	require.Equal(t, before, requests.Load(), "refused arguments send nothing")
 }
 
+// serveAccounts serves the API's own handler over the store (the account routes need no
+// Temporal), counting the requests it takes.
+func serveAccounts(t *testing.T, store *ledgerdb.Store) (*httptest.Server, *atomic.Int32) {
+	var requests atomic.Int32
+	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &requests
+}
+
 // TestBlocksAndStatementReadTheRealAPI checks the credit reads of the Go client against the API's
 // own handler over the real ledger: the blocks come in the order a charge spends them
 // (promotional before paid), each with its terms, and hold the balance (the sum-of-rows rule);
@@ -126,13 +133,7 @@ func TestBlocksAndStatementReadTheRealAPI(t *testing.T) {
 	}
 	created, err := apikeys.NewStore(store.Pool()).Create(ctx, apikeys.Spec{Scope: apikeys.ScopeCustomerRead, AccountID: acct, Name: "credit reads"})
 	require.NoError(t, err)
-	var requests atomic.Int32
-	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		handler.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
+	srv, requests := serveAccounts(t, store)
 	c := &apiclient.Client{BaseURL: srv.URL, Key: created.Secret}
 
 	list, err := c.Blocks(ctx, acct)

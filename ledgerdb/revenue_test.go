@@ -22,11 +22,7 @@ func TestRevenueReconciles(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := ledgertest.Account(t, s, 0)
-	now := func() time.Time {
-		var at time.Time
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at))
-		return at
-	}
+	now := func() time.Time { return ledgertest.Now(t, s) }
 	grant := func(key string, amount int64, terms ledgerdb.BlockTerms) {
 		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: key, Block: terms})
 		require.NoError(t, err)
@@ -43,18 +39,7 @@ func TestRevenueReconciles(t *testing.T) {
 	require.NoError(t, err)
 	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 300, "s3://in/b") // 100 promotional, 200 of paid-hour
 	t2 := now()
-	var hourBlock int64
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT block_id FROM ledger_entries WHERE account_id = $1 AND idempotency_key = 'paid-hour'`, acct).Scan(&hourBlock))
-	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE id = $1`, hourBlock)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
-		require.NoError(t, err)
-		var expired bool
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, hourBlock).Scan(&expired))
-		return expired
-	}, time.Minute, 10*time.Millisecond, "the expiry pass removes what remains of the expired paid block")
+	ledgertest.ExpireBlock(t, s, acct, "paid-hour")
 	t3 := now()
 
 	report := func(from, to time.Time) ledgerdb.Revenue {

@@ -2,8 +2,6 @@ package ledgerdb_test
 
 import (
 	"context"
-	encodingcsv "encoding/csv"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,23 +127,11 @@ func TestStatementSplitsGrantsAndUsage(t *testing.T) {
 	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "sign-up", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional}})
 	require.NoError(t, err)
 	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 30, "s3://in/a") // all promotional
-	var middle time.Time
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&middle))
+	middle := ledgertest.Now(t, s)
 	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 45, "s3://in/b") // 20 promotional, 25 paid
 	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -5, Key: "correction"})
 	require.NoError(t, err)
-	var paid int64
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT block_id FROM ledger_entries WHERE account_id = $1 AND idempotency_key = 'initial'`, acct).Scan(&paid))
-	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE id = $1`, paid)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
-		require.NoError(t, err)
-		var expired bool
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, paid).Scan(&expired))
-		return expired
-	}, time.Minute, 10*time.Millisecond, "the expiry pass removes what remains of the paid block")
+	ledgertest.ExpireBlock(t, s, acct, "initial")
 	end := time.Now().Add(time.Hour)
 
 	first, err := s.Statement(ctx, acct, middle.Add(-time.Hour), middle)
@@ -167,23 +153,8 @@ func TestStatementSplitsGrantsAndUsage(t *testing.T) {
 	for _, st := range []ledgerdb.Statement{first, second} {
 		var csv strings.Builder
 		require.NoError(t, ledgerdb.WriteStatementCSV(&csv, st))
-		records, err := encodingcsv.NewReader(strings.NewReader(csv.String())).ReadAll()
-		require.NoError(t, err)
-		require.Equal(t, ledgerdb.StatementCSVHeader, records[0])
-		require.Equal(t, []string{"status", st.Status(), "", ""}, records[1])
-		var opening, lines, closing int64
-		for _, rec := range records[2:] {
-			n, err := strconv.ParseInt(rec[3], 10, 64)
-			require.NoError(t, err)
-			switch rec[0] {
-			case "opening_balance":
-				opening = n
-			case "closing_balance":
-				closing = n
-			default:
-				lines += n
-			}
-		}
+		records, opening, lines, closing := ledgertest.StatementCSV(t, csv.String())
+		require.Equal(t, []string{"status", st.Status(), "", ""}, records[0])
 		require.Equal(t, st.Opening, opening)
 		require.Equal(t, st.Closing, closing)
 		require.Equal(t, closing, opening+lines, "opening + lines = closing in the CSV:\n%s", csv.String())

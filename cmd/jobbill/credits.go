@@ -60,6 +60,14 @@ func periodFlags(from, to string) (time.Time, time.Time, error) {
 	return start, end, ledgerdb.ValidatePeriod(start, end)
 }
 
+// addPeriodFlags adds the required --from and --to of a period to cmd.
+func addPeriodFlags(cmd *cobra.Command, from, to *string) {
+	cmd.Flags().StringVar(from, "from", "", "the period's start, included: RFC 3339 or a date (required)")
+	cmd.Flags().StringVar(to, "to", "", "the period's end, excluded: RFC 3339 or a date (required)")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("to")
+}
+
 // newStatementCommand is `jobbill account statement`: what an account's money did over a period.
 func newStatementCommand() *cobra.Command {
 	var from, to string
@@ -95,11 +103,8 @@ API and the console hand out.`,
 			return w.Flush()
 		}),
 	}
-	cmd.Flags().StringVar(&from, "from", "", "the period's start, included: RFC 3339 or a date (required)")
-	cmd.Flags().StringVar(&to, "to", "", "the period's end, excluded: RFC 3339 or a date (required)")
+	addPeriodFlags(cmd, &from, &to)
 	cmd.Flags().BoolVar(&asCSV, "csv", false, "print the statement as CSV")
-	_ = cmd.MarkFlagRequired("from")
-	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }
 
@@ -145,11 +150,8 @@ reported apart: never revenue. Every account, or one with --account.`,
 			return w.Flush()
 		}),
 	}
-	cmd.Flags().StringVar(&from, "from", "", "the period's start, included: RFC 3339 or a date (required)")
-	cmd.Flags().StringVar(&to, "to", "", "the period's end, excluded: RFC 3339 or a date (required)")
+	addPeriodFlags(cmd, &from, &to)
 	cmd.Flags().StringVar(&account, "account", "", "only this account's blocks")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	_ = cmd.MarkFlagRequired("from")
-	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }

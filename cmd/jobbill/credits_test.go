@@ -4,9 +4,7 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,13 +78,8 @@ func rows(t *testing.T, e *cliEnv, account string) []ledgerdb.Entry {
 // parse fails naming it.
 func TestStatementAndRevenueCommands(t *testing.T) {
 	e := newCLIEnv(t)
-	ctx := context.Background()
 	acct := ledgertest.Account(t, e.Store, 0)
-	now := func() time.Time {
-		var at time.Time
-		require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at))
-		return at.UTC()
-	}
+	now := func() time.Time { return ledgertest.Now(t, e.Store) }
 	start := now()
 	e.ok(t, "account", "grant", acct, "200", "--key", "invoice-1", "--cost-basis", "0.05")
 	e.ok(t, "account", "grant", acct, "10", "--key", "welcome", "--category", "promotional")
@@ -101,22 +94,7 @@ func TestStatementAndRevenueCommands(t *testing.T) {
 	require.Regexp(t, `grant:promotional\s+1 rows\s+\+10\n`, first)
 	require.Regexp(t, `closing balance\s+210\n`, first)
 	second := e.ok(t, "account", "statement", acct, "--from", at(middle), "--to", at(end), "--csv")
-	records, err := csv.NewReader(strings.NewReader(second)).ReadAll()
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StatementCSVHeader, records[0])
-	var opening, lines, closing int64
-	for _, rec := range records[2:] {
-		n, err := strconv.ParseInt(rec[3], 10, 64)
-		require.NoError(t, err)
-		switch rec[0] {
-		case "opening_balance":
-			opening = n
-		case "closing_balance":
-			closing = n
-		default:
-			lines += n
-		}
-	}
+	_, opening, lines, closing := ledgertest.StatementCSV(t, second)
 	require.Equal(t, int64(210), opening, "the second period opens on the first's closing")
 	require.Equal(t, closing, opening+lines, second)
 	require.Equal(t, int64(180), closing)
@@ -140,7 +118,7 @@ func TestStatementAndRevenueCommands(t *testing.T) {
 		_, err := e.run(t, args...)
 		require.ErrorContains(t, err, "its start must be before its end", "%v", args)
 	}
-	_, err = e.run(t, "revenue", "--from", "last week", "--to", at(end))
+	_, err := e.run(t, "revenue", "--from", "last week", "--to", at(end))
 	require.ErrorContains(t, err, `invalid --from: is "last week"`)
 	_, err = e.run(t, "account", "statement", acct, "--from", "2020-01-01")
 	require.ErrorContains(t, err, `required flag(s) "to" not set`)
