@@ -334,3 +334,19 @@ func flatFields(t reflect.Type) []jsonField {
 	}
 	return fields
 }
+
+// TestOpenAPIEntryKindsAreTheLedgers keeps the document's ledger row kinds equal to the ledger's
+// (trust: a customer reading the ledger or a statement is never sent a kind the document does not
+// list, such as the expire row that removes what remained of an expired credit block): the kind
+// enums of LedgerEntry and StatementLine are ledgerdb.EntryKinds.
+func TestOpenAPIEntryKindsAreTheLedgers(t *testing.T) {
+	schemas := openAPISchemas(t)
+	for _, name := range []string{"LedgerEntry", "StatementLine"} {
+		kind := schemas[name].(map[string]any)["properties"].(map[string]any)["kind"].(map[string]any)
+		var enum []ledgerdb.EntryKind
+		for _, k := range kind["enum"].([]any) {
+			enum = append(enum, ledgerdb.EntryKind(fmt.Sprint(k)))
+		}
+		require.ElementsMatch(t, ledgerdb.EntryKinds(), enum, "%s.kind in openapi.yaml", name)
+	}
+}

@@ -14,7 +14,7 @@ type Account struct {
 type LedgerEntry struct {
 	// ID orders the rows; pass the last one as ?after= for the next page.
 	ID int64 `json:"id"`
-	// Kind is grant, charge, refund, reclaim, release or adjustment.
+	// Kind is grant, charge, refund, reclaim, release, adjustment or expire.
 	Kind string `json:"kind"`
 	// Amount is the signed change in credits.
 	Amount int64 `json:"amount"`

@@ -107,7 +107,7 @@ export interface Account {
 /** One row of an account's ledger. */
 export interface LedgerEntry {
   id: number;
-  /** grant, charge, refund, reclaim, release or adjustment. */
+  /** grant, charge, refund, reclaim, release, adjustment or expire. */
   kind: string;
   /** The signed change in credits. */
   amount: number;
