@@ -78,6 +78,7 @@ func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 		a := call(t, base, "POST", grants, admin, other)
 		require.Equal(t, 409, a.code, "%s: %s", other, a.raw)
 		require.Equal(t, "conflict", a.str("code"))
+		require.Contains(t, a.str("message"), "other block terms")
 	}
 	require.Equal(t, rowsBefore, e.rows(t, acct), "a conflicting grant writes no row")
 	require.Equal(t, blocksBefore, blocks(t, e, acct), "a conflicting grant makes no block")

@@ -310,7 +310,7 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	}
 	posting, err := s.opts.Ledger.Grant(r.Context(), credit)
 	if errors.Is(err, ledgerdb.ErrConflict) {
-		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant. Nothing was written.")
+		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant: another amount, or other block terms. Nothing was written.")
 	}
 	if err != nil {
 		return 0, nil, err
