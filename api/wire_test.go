@@ -70,7 +70,9 @@ func TestWireSetsEveryField(t *testing.T) {
 	}{
 		{ledgerdb.Block{}, func(v any) any { return blockOf(v.(ledgerdb.Block), time.Now()) }},
 		{ledgerdb.Statement{}, func(v any) any { return statementOf(v.(ledgerdb.Statement)) }},
-		{ledgerdb.StatementLine{}, func(v any) any { return statementOf(ledgerdb.Statement{Lines: []ledgerdb.StatementLine{v.(ledgerdb.StatementLine)}}).Lines[0] }},
+		{ledgerdb.StatementLine{}, func(v any) any {
+			return statementOf(ledgerdb.Statement{Lines: []ledgerdb.StatementLine{v.(ledgerdb.StatementLine)}}).Lines[0]
+		}},
 	} {
 		full := reflect.New(reflect.TypeOf(c.domain)).Elem()
 		fill(full, 1)
