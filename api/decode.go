@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -275,8 +276,10 @@ func pathKind(r *http.Request) (string, error) {
 	return kind, nil
 }
 
-// decodeGrant reads the body of POST /v1/accounts/{id}/grants.
-func decodeGrant(body io.Reader, maxBytes int64, accountID string) (ledgerdb.Credit, error) {
+// decodeGrant reads the body of POST /v1/accounts/{id}/grants: the amount, key and memo, and
+// the terms of the credit block the grant creates. Terms the ledger would refuse are a 400 naming
+// the field, before anything is written.
+func decodeGrant(body io.Reader, maxBytes int64, accountID string, now time.Time) (ledgerdb.Credit, error) {
 	var req apitype.GrantRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return ledgerdb.Credit{}, err
@@ -290,7 +293,60 @@ func decodeGrant(body io.Reader, maxBytes int64, accountID string) (ledgerdb.Cre
 	if err := validateText("memo", req.Memo, ledgerdb.MaxTextLength); err != nil {
 		return ledgerdb.Credit{}, err
 	}
-	return ledgerdb.Credit{AccountID: accountID, Amount: req.Amount, Key: req.Key, Memo: req.Memo}, nil
+	terms := ledgerdb.BlockTerms{Category: ledgerdb.BlockCategory(req.Category), Priority: req.Priority, CostBasis: req.CostBasis}
+	var err error
+	if terms.EffectiveAt, err = timeField("effective_at", req.EffectiveAt); err != nil {
+		return ledgerdb.Credit{}, err
+	}
+	if terms.ExpiresAt, err = timeField("expires_at", req.ExpiresAt); err != nil {
+		return ledgerdb.Credit{}, err
+	}
+	var invalid *ledgerdb.InvalidInputError
+	if err := terms.Validate(now); errors.As(err, &invalid) {
+		return ledgerdb.Credit{}, badRequest("Field %q %s", invalid.Field, invalid.Reason)
+	}
+	return ledgerdb.Credit{AccountID: accountID, Amount: req.Amount, Key: req.Key, Memo: req.Memo, Block: terms}, nil
+}
+
+// timeField reads a body's optional RFC 3339 time; nil when left out.
+func timeField(field, value string) (*time.Time, error) {
+	if value == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return nil, badRequest("Field %q is %q; it must be an RFC 3339 time such as \"2027-01-02T00:00:00Z\"", field, clipped(value))
+	}
+	return &t, nil
+}
+
+// periodParams reads a statement's or a report's period from the query: from and to, each an
+// RFC 3339 time or a date (2026-01-02, midnight UTC), to exclusive. A missing or unparsable one,
+// or a period that holds no time, is a 400 naming it.
+func periodParams(q url.Values) (from, to time.Time, err error) {
+	read := func(name string) (time.Time, error) {
+		value := q.Get(name)
+		if value == "" {
+			return time.Time{}, badRequest("Query parameter %q is needed: an RFC 3339 time or a date such as 2026-01-02", name)
+		}
+		t, err := ledgerdb.ParseInstant(name, value)
+		var invalid *ledgerdb.InvalidInputError
+		if errors.As(err, &invalid) {
+			return t, badRequest("Query parameter %q %s", name, invalid.Reason)
+		}
+		return t, err
+	}
+	if from, err = read("from"); err != nil {
+		return from, to, err
+	}
+	if to, err = read("to"); err != nil {
+		return from, to, err
+	}
+	var invalid *ledgerdb.InvalidInputError
+	if err := ledgerdb.ValidatePeriod(from, to); errors.As(err, &invalid) {
+		return from, to, badRequest("The period %s", invalid.Reason)
+	}
+	return from, to, nil
 }
 
 // pathID is the {id} of a path, checked like every ID of the ledger.

@@ -164,8 +164,10 @@ func FuzzDecodeBodies(f *testing.F) {
 		} else if fromDomain(err).status != http.StatusBadRequest {
 			t.Fatalf("price refused with %v", err)
 		}
-		if c, err := decodeGrant(bytes.NewReader(body), 4096, "acme"); err == nil {
-			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil || hasHidden(c.Memo) {
+		now := time.Now()
+		if c, err := decodeGrant(bytes.NewReader(body), 4096, "acme", now); err == nil {
+			if ledgerdb.ValidateAmount("amount", c.Amount) != nil || ledgerdb.ValidateID("key", c.Key) != nil || hasHidden(c.Memo) ||
+				c.Block.Validate(now) != nil {
 				t.Fatalf("accepted grant %+v", c)
 			}
 			requireExactKeys(t, body, apitype.GrantRequest{})

@@ -304,13 +304,13 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id)
+	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id, time.Now())
 	if err != nil {
 		return 0, nil, err
 	}
 	posting, err := s.opts.Ledger.Grant(r.Context(), credit)
 	if errors.Is(err, ledgerdb.ErrConflict) {
-		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant. Nothing was written.")
+		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant: another amount, or other block terms. Nothing was written.")
 	}
 	if err != nil {
 		return 0, nil, err

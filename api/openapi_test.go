@@ -274,6 +274,8 @@ var documentedBodies = map[string]any{
 	"EndpointList": apitype.EndpointList{}, "EndpointDeleted": apitype.EndpointDeleted{}, "Attempt": apitype.Attempt{},
 	"AttemptLog": apitype.AttemptLog{}, "ReplayRequest": apitype.ReplayRequest{}, "Replayed": apitype.Replayed{},
 	"ThresholdRequest": apitype.ThresholdRequest{}, "Threshold": apitype.Threshold{},
+	"Block": apitype.Block{}, "BlockList": apitype.BlockList{}, "Statement": apitype.Statement{},
+	"StatementLine": apitype.StatementLine{}, "Revenue": apitype.Revenue{}, "Money": apitype.Money{},
 }
 
 // TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a
@@ -331,4 +333,20 @@ func flatFields(t reflect.Type) []jsonField {
 		}
 	}
 	return fields
+}
+
+// TestOpenAPIEntryKindsAreTheLedgers keeps the document's ledger row kinds equal to the ledger's
+// (trust: a customer reading the ledger or a statement is never sent a kind the document does not
+// list, such as the expire row that removes what remained of an expired credit block): the kind
+// enums of LedgerEntry and StatementLine are ledgerdb.EntryKinds.
+func TestOpenAPIEntryKindsAreTheLedgers(t *testing.T) {
+	schemas := openAPISchemas(t)
+	for _, name := range []string{"LedgerEntry", "StatementLine"} {
+		kind := schemas[name].(map[string]any)["properties"].(map[string]any)["kind"].(map[string]any)
+		var enum []ledgerdb.EntryKind
+		for _, k := range kind["enum"].([]any) {
+			enum = append(enum, ledgerdb.EntryKind(fmt.Sprint(k)))
+		}
+		require.ElementsMatch(t, ledgerdb.EntryKinds(), enum, "%s.kind in openapi.yaml", name)
+	}
 }

@@ -120,6 +120,9 @@ func New(opts Options) *Server {
 		{"GET", "/v1/accounts/{id}", accountReaders, []int{200, 404}, s.getAccount},
 		{"GET", "/v1/accounts/{id}/ledger", accountReaders, []int{200, 404}, s.getLedger},
 		{"POST", "/v1/accounts/{id}/grants", adminsOnly, []int{200, 201, 404, 409, 413, 422}, s.grant},
+		{"GET", "/v1/accounts/{id}/blocks", accountReaders, []int{200, 404}, s.getBlocks},
+		{"GET", "/v1/accounts/{id}/statement", accountReaders, []int{200, 404}, s.getStatement},
+		{"GET", "/v1/revenue", adminsOnly, []int{200, 404}, s.getRevenue},
 		{"PUT", "/v1/accounts/{id}/low-balance-threshold", accountWriters, []int{200, 404, 413}, s.setThreshold},
 		{"POST", "/v1/accounts/{id}/webhooks", accountWriters, []int{201, 404, 413, 422}, s.createEndpoint},
 		{"GET", "/v1/accounts/{id}/webhooks", accountReaders, []int{200}, s.listEndpoints},
@@ -281,8 +284,29 @@ func (s *Server) serve(rt route) http.Handler {
 			}
 			status, body = ae.status, ae.body
 		}
+		if file, ok := body.(fileAnswer); ok {
+			file.write(w, status)
+			return
+		}
 		writeJSON(w, status, shownTo(p, body))
 	})
+}
+
+// fileAnswer is an answer that is a file to download rather than JSON (a statement's CSV).
+type fileAnswer struct {
+	contentType, filename string
+	body                  []byte
+}
+
+// write answers the file, never cached, as an attachment of its name.
+func (f fileAnswer) write(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h.Set("Content-Type", f.contentType)
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", f.filename))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(f.body)
 }
 
 func containsInt(xs []int, x int) bool {

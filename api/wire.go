@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/apitype"
 	"github.com/jobbill/jobbill/jobs"
@@ -81,4 +83,33 @@ func each[T, W any](xs []T, of func(T) W) []W {
 		out[i] = of(x)
 	}
 	return out
+}
+
+// The ledger's credit blocks and statements carry no JSON of their own, so their answers are held
+// by TestWireSetsEveryField instead of to a domain JSON; the revenue report's is held to its JSON,
+// which `jobbill revenue --json` prints.
+
+// blockOf is a credit block as the API answers it, with whether it is spendable at now.
+func blockOf(b ledgerdb.Block, now time.Time) apitype.Block {
+	return apitype.Block{ID: b.ID, Category: string(b.Category), Priority: b.Priority, Amount: b.Amount, Remaining: b.Remaining,
+		EffectiveAt: b.EffectiveAt, ExpiresAt: b.ExpiresAt, CostBasis: b.CostBasis, Memo: b.Memo, Status: string(b.Status),
+		Opening: b.Opening, ExpiredAt: b.ExpiredAt, Spendable: b.Spendable(now), CreatedAt: b.CreatedAt}
+}
+
+// statementOf is an account's statement as the API answers it.
+func statementOf(st ledgerdb.Statement) apitype.Statement {
+	lines := make([]apitype.StatementLine, len(st.Lines))
+	for i, l := range st.Lines {
+		lines[i] = apitype.StatementLine{Kind: string(l.Kind), Category: string(l.Category), JobKind: l.JobKind, Rows: l.Rows, Amount: l.Amount}
+	}
+	return apitype.Statement{AccountID: st.AccountID, From: st.From, To: st.To, Status: st.Status(), Opening: st.Opening,
+		Lines: lines, Closing: st.Closing}
+}
+
+// revenueOf is the revenue report as the API answers it.
+func revenueOf(r ledgerdb.Revenue) apitype.Revenue {
+	money := func(m ledgerdb.Money) apitype.Money { return apitype.Money{Credits: m.Credits, Amount: m.Amount} }
+	return apitype.Revenue{AccountID: r.AccountID, From: r.From, To: r.To, DeferredOpening: money(r.DeferredOpening),
+		Granted: money(r.Granted), Recognised: money(r.Recognised), Lapsed: money(r.Lapsed), Adjusted: money(r.Adjusted),
+		DeferredClosing: money(r.DeferredClosing), PromotionalSpent: r.PromotionalSpent}
 }

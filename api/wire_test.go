@@ -34,6 +34,7 @@ func TestWireAnswersAsDomainJSON(t *testing.T) {
 		{webhooks.Endpoint{}, func(v any) any { return endpointOf(v.(webhooks.Endpoint)) }},
 		{webhooks.Created{}, func(v any) any { return endpointCreatedOf(v.(webhooks.Created)) }},
 		{webhooks.Attempt{}, func(v any) any { return attemptOf(v.(webhooks.Attempt)) }},
+		{ledgerdb.Revenue{}, func(v any) any { return revenueOf(v.(ledgerdb.Revenue)) }},
 		{[]jobs.Status{}, func(v any) any { return each(v.([]jobs.Status), statusOf) }},
 		{[]ledgerdb.Price{}, func(v any) any { return each(v.([]ledgerdb.Price), priceOf) }},
 		{[]apikeys.Key{}, func(v any) any { return each(v.([]apikeys.Key), keyOf) }},
@@ -54,6 +55,37 @@ func TestWireAnswersAsDomainJSON(t *testing.T) {
 			got, err := json.Marshal(c.convert(v.Interface()))
 			require.NoError(t, err)
 			require.Equal(t, string(want), string(got), "%s", typ)
+		}
+	}
+}
+
+// TestWireSetsEveryField checks the conversions of the domain types that write no JSON of their
+// own — a credit block, a statement — (trust: a customer reads every figure of their credits, and
+// never a zero the server did not mean): converted from a value whose every field is set, the
+// answer writes every field of its wire type, none of them zero.
+func TestWireSetsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		domain  any
+		convert func(any) any
+	}{
+		{ledgerdb.Block{}, func(v any) any { return blockOf(v.(ledgerdb.Block), time.Now()) }},
+		{ledgerdb.Statement{}, func(v any) any { return statementOf(v.(ledgerdb.Statement)) }},
+		{ledgerdb.StatementLine{}, func(v any) any {
+			return statementOf(ledgerdb.Statement{Lines: []ledgerdb.StatementLine{v.(ledgerdb.StatementLine)}}).Lines[0]
+		}},
+	} {
+		full := reflect.New(reflect.TypeOf(c.domain)).Elem()
+		fill(full, 1)
+		answer := c.convert(full.Interface())
+		raw, err := json.Marshal(answer)
+		require.NoError(t, err)
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal(raw, &fields))
+		require.Len(t, fields, reflect.TypeOf(answer).NumField(), "every field of %T is written: %s", answer, raw)
+		for name, v := range fields {
+			if _, isBool := v.(bool); !isBool {
+				require.NotContains(t, []any{"", float64(0), nil}, v, "%T.%s is zero: %s", answer, name, raw)
+			}
 		}
 	}
 }

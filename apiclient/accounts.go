@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/jobbill/jobbill/apitype"
 )
@@ -55,4 +56,34 @@ func (c *Client) Ledger(ctx context.Context, accountID string, opts LedgerOption
 	var page apitype.LedgerPage
 	err = c.call(ctx, http.MethodGet, "/v1/accounts/"+id+"/ledger", q, nil, &page, http.StatusOK)
 	return page, err
+}
+
+// Blocks reads an account's credit blocks (GET /v1/accounts/{id}/blocks), in the order a charge
+// spends them, each saying whether it can be spent now.
+func (c *Client) Blocks(ctx context.Context, accountID string) (apitype.BlockList, error) {
+	id, err := pathID("account ID", accountID)
+	if err != nil {
+		return apitype.BlockList{}, err
+	}
+	var blocks apitype.BlockList
+	err = c.call(ctx, http.MethodGet, "/v1/accounts/"+id+"/blocks", nil, nil, &blocks, http.StatusOK)
+	return blocks, err
+}
+
+// Statement reads an account's statement of the period [from, to) as JSON
+// (GET /v1/accounts/{id}/statement): its opening balance, its lines by kind, its closing balance.
+// A period that holds no time is refused with ErrInvalidInput before anything is sent.
+func (c *Client) Statement(ctx context.Context, accountID string, from, to time.Time) (apitype.Statement, error) {
+	id, err := pathID("account ID", accountID)
+	if err != nil {
+		return apitype.Statement{}, err
+	}
+	if !from.Before(to) {
+		return apitype.Statement{}, fmt.Errorf("%w: the period from %s to %s holds no time; its start must be before its end",
+			ErrInvalidInput, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	q := url.Values{"from": {from.UTC().Format(time.RFC3339Nano)}, "to": {to.UTC().Format(time.RFC3339Nano)}}
+	var st apitype.Statement
+	err = c.call(ctx, http.MethodGet, "/v1/accounts/"+id+"/statement", q, nil, &st, http.StatusOK)
+	return st, err
 }

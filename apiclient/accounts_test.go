@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,13 +39,7 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 	require.NoError(t, err)
 	key := created.Secret
 
-	var requests atomic.Int32
-	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		handler.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
+	srv, requests := serveAccounts(t, store)
 	c := &apiclient.Client{BaseURL: srv.URL, Key: key}
 
 	balance, err := c.Balance(ctx, acct)
@@ -104,4 +99,78 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 		require.ErrorIs(t, bad(), apiclient.ErrInvalidInput, name)
 	}
 	require.Equal(t, before, requests.Load(), "refused arguments send nothing")
+}
+
+// serveAccounts serves the API's own handler over the store (the account routes need no
+// Temporal), counting the requests it takes.
+func serveAccounts(t *testing.T, store *ledgerdb.Store) (*httptest.Server, *atomic.Int32) {
+	var requests atomic.Int32
+	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &requests
+}
+
+// TestBlocksAndStatementReadTheRealAPI checks the credit reads of the Go client against the API's
+// own handler over the real ledger: the blocks come in the order a charge spends them
+// (promotional before paid), each with its terms, and hold the balance (the sum-of-rows rule);
+// the statement adds up — opening + lines = closing — with grants split by category; a period
+// that holds no time is refused before anything is sent, and another account's blocks are 403.
+func TestBlocksAndStatementReadTheRealAPI(t *testing.T) {
+	store := ledgertest.Store(t)
+	ctx := context.Background()
+	acct, other := ledgertest.Account(t, store, 0), ledgertest.Account(t, store, 5)
+	expires := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	for _, c := range []ledgerdb.Credit{
+		{AccountID: acct, Amount: 70, Key: "bought", Block: ledgerdb.BlockTerms{CostBasis: "0.02", ExpiresAt: &expires}},
+		{AccountID: acct, Amount: 30, Key: "welcome", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, Priority: 3}},
+	} {
+		_, err := store.Grant(ctx, c)
+		require.NoError(t, err)
+	}
+	created, err := apikeys.NewStore(store.Pool()).Create(ctx, apikeys.Spec{Scope: apikeys.ScopeCustomerRead, AccountID: acct, Name: "credit reads"})
+	require.NoError(t, err)
+	srv, requests := serveAccounts(t, store)
+	c := &apiclient.Client{BaseURL: srv.URL, Key: created.Secret}
+
+	list, err := c.Blocks(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, acct, list.AccountID)
+	var granted []apitype.Block
+	var held int64
+	for _, b := range list.Blocks {
+		held += b.Remaining
+		if !b.Opening {
+			granted = append(granted, b)
+		}
+	}
+	require.Len(t, granted, 2)
+	require.Equal(t, []string{"promotional", "paid"}, []string{granted[0].Category, granted[1].Category}, "promotional credits are spent first")
+	require.Equal(t, int32(3), granted[0].Priority)
+	require.Equal(t, "0.02", granted[1].CostBasis)
+	require.True(t, expires.Equal(*granted[1].ExpiresAt))
+	require.True(t, granted[1].Spendable)
+	require.Equal(t, int64(100), held, "the blocks hold the balance")
+
+	st, err := c.Statement(ctx, acct, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []apitype.StatementLine{
+		{Kind: "grant", Category: "paid", Rows: 1, Amount: 70},
+		{Kind: "grant", Category: "promotional", Rows: 1, Amount: 30},
+	}, st.Lines)
+	require.Equal(t, int64(0), st.Opening)
+	require.Equal(t, int64(100), st.Closing)
+	require.Equal(t, "provisional", st.Status)
+
+	sent := requests.Load()
+	_, err = c.Statement(ctx, acct, time.Now(), time.Now().Add(-time.Hour))
+	require.ErrorIs(t, err, apiclient.ErrInvalidInput)
+	require.Equal(t, sent, requests.Load(), "a period that holds no time is refused before anything is sent")
+	_, err = c.Blocks(ctx, other)
+	var apiErr *apiclient.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusForbidden, apiErr.StatusCode)
 }

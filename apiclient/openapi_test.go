@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -30,6 +31,7 @@ import (
 var outsideTheClients = map[string]string{
 	"POST /v1/jobs/{id}/redrive":                         "admin: `jobbill job redrive`",
 	"POST /v1/accounts/{id}/grants":                      "admin: `jobbill account grant`",
+	"GET /v1/revenue":                                    "admin, for finance: `jobbill revenue`",
 	"PUT /v1/prices/{kind}":                              "admin: `jobbill price set`",
 	"POST /v1/keys":                                      "admin: `jobbill key create`",
 	"GET /v1/keys":                                       "admin: `jobbill key list`",
@@ -64,6 +66,10 @@ var callsOf = map[string]func(ctx context.Context, c *apiclient.Client){
 	"Balance":  func(ctx context.Context, c *apiclient.Client) { _, _ = c.Balance(ctx, "acme") },
 	"Ledger": func(ctx context.Context, c *apiclient.Client) {
 		_, _ = c.Ledger(ctx, "acme", apiclient.LedgerOptions{})
+	},
+	"Blocks": func(ctx context.Context, c *apiclient.Client) { _, _ = c.Blocks(ctx, "acme") },
+	"Statement": func(ctx context.Context, c *apiclient.Client) {
+		_, _ = c.Statement(ctx, "acme", time.Unix(0, 0), time.Unix(3600, 0))
 	},
 	"Prices":       func(ctx context.Context, c *apiclient.Client) { _, _ = c.Prices(ctx) },
 	"PriceHistory": func(ctx context.Context, c *apiclient.Client) { _, _ = c.PriceHistory(ctx, "render-4k") },
@@ -194,7 +200,8 @@ var typeScriptBodies = map[string]any{
 	"JobRequest": apitype.SubmitRequest{}, "JobStatus": apitype.Status{}, "ResultReport": apitype.ResultRequest{},
 	"ResultAnswer": apitype.ResultReport{}, "JobPage": apitype.JobList{}, "Account": apitype.Account{},
 	"LedgerEntry": apitype.LedgerEntry{}, "LedgerPage": apitype.LedgerPage{}, "Price": apitype.Price{},
-	"ListOptions": nil,
+	"ListOptions": nil, "Block": apitype.Block{}, "BlockList": apitype.BlockList{}, "Statement": apitype.Statement{},
+	"StatementLine": apitype.StatementLine{},
 }
 
 // TestTypeScriptBodiesAreTheWireTypes holds the TypeScript client's bodies to the wire types, as

@@ -48,6 +48,20 @@ type GrantRequest struct {
 	Key string `json:"key"`
 	// Memo is kept on the ledger row for support.
 	Memo string `json:"memo"`
+	// Category is the credit block's, paid or promotional; paid when left out. Promotional
+	// credits are spent first and are never revenue.
+	Category string `json:"category,omitempty"`
+	// Priority orders blocks of one category: a lower priority is spent first; 0 when left out.
+	Priority int32 `json:"priority,omitempty"`
+	// EffectiveAt is when the credits become spendable, an RFC 3339 time; at once when left out.
+	// It is text so that a malformed time is refused naming the field.
+	EffectiveAt string `json:"effective_at,omitempty"`
+	// ExpiresAt is when what remains of the block expires, an RFC 3339 time after EffectiveAt and
+	// in the future; never when left out.
+	ExpiresAt string `json:"expires_at,omitempty"`
+	// CostBasis is what the customer paid per credit, a decimal in the currency's main unit
+	// ("0.01"); paid blocks only.
+	CostBasis string `json:"cost_basis,omitempty"`
 }
 
 // Grant is the answer of POST /v1/accounts/{id}/grants.
@@ -76,4 +90,112 @@ type Threshold struct {
 	Outcome string `json:"outcome"`
 	// Threshold is the account's threshold now; null when it has none.
 	Threshold *int64 `json:"threshold"`
+}
+
+// Block is one credit block of an account, as GET /v1/accounts/{id}/blocks answers it.
+type Block struct {
+	// ID names the block.
+	ID int64 `json:"id"`
+	// Category is paid or promotional.
+	Category string `json:"category"`
+	// Priority orders blocks of one category: lower is spent first.
+	Priority int32 `json:"priority"`
+	// Amount is what its grant put in (0 for the opening block).
+	Amount int64 `json:"amount"`
+	// Remaining is the credits it holds now.
+	Remaining int64 `json:"remaining"`
+	// EffectiveAt is when its credits became, or become, spendable.
+	EffectiveAt time.Time `json:"effective_at"`
+	// ExpiresAt is when it expires; left out when it never does.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// CostBasis is what the customer paid per credit, a decimal; left out when unknown.
+	CostBasis string `json:"cost_basis,omitempty"`
+	// Memo is its grant's memo.
+	Memo string `json:"memo,omitempty"`
+	// Status is active, pending (waits for its payment) or void (its payment failed).
+	Status string `json:"status"`
+	// Opening marks the block that held the account's credits when credit blocks began.
+	Opening bool `json:"opening"`
+	// ExpiredAt is when the expiry removed what remained of it; left out before.
+	ExpiredAt *time.Time `json:"expired_at,omitempty"`
+	// Spendable says whether its credits can pay for a job now: active, in effect, not expired,
+	// holding credits.
+	Spendable bool `json:"spendable"`
+	// CreatedAt is when it was granted.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// BlockList is the answer of GET /v1/accounts/{id}/blocks: the account's credit blocks in the
+// order a charge spends them.
+type BlockList struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// Blocks are in the order of spending: promotional before paid, then lower priority, then
+	// sooner expiry (none last), then older.
+	Blocks []Block `json:"blocks"`
+}
+
+// Statement is the answer of GET /v1/accounts/{id}/statement: what the account's money did over
+// a period. Opening plus every line's amount is Closing.
+type Statement struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// From and To bound the period: rows written at From or later, and before To.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Status is final when the statement can no longer change, provisional while it may.
+	Status string `json:"status"`
+	// Opening is the balance at From.
+	Opening int64 `json:"opening"`
+	// Lines are the period's rows summed by kind: grants by category, charges by job kind.
+	Lines []StatementLine `json:"lines"`
+	// Closing is the balance at To.
+	Closing int64 `json:"closing"`
+}
+
+// StatementLine is the rows of one kind in a statement's period.
+type StatementLine struct {
+	// Kind is grant, charge, refund, reclaim, release, adjustment or expire.
+	Kind string `json:"kind"`
+	// Category is a grant line's block category (paid or promotional).
+	Category string `json:"category,omitempty"`
+	// JobKind is a charge line's job kind ("render-4k").
+	JobKind string `json:"job_kind,omitempty"`
+	// Rows is how many rows the line sums.
+	Rows int64 `json:"rows"`
+	// Amount is their sum in credits (negative for what was taken).
+	Amount int64 `json:"amount"`
+}
+
+// Revenue is the answer of GET /v1/revenue (admin): what paid credits did over a period, valued
+// at their blocks' cost basis. DeferredOpening + Granted − Recognised − Lapsed + Adjusted =
+// DeferredClosing.
+type Revenue struct {
+	// AccountID is the one account reported on; left out for every account.
+	AccountID string `json:"account_id,omitempty"`
+	// From and To bound the period.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// DeferredOpening is the paid credits unspent at From.
+	DeferredOpening Money `json:"deferred_opening"`
+	// Granted is the paid credits granted in the period.
+	Granted Money `json:"granted"`
+	// Recognised is the paid credits spent in the period, net of what came back: revenue.
+	Recognised Money `json:"recognised"`
+	// Lapsed is the paid credits expired in the period: breakage.
+	Lapsed Money `json:"lapsed"`
+	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks.
+	Adjusted Money `json:"adjusted"`
+	// DeferredClosing is the paid credits unspent at To.
+	DeferredClosing Money `json:"deferred_closing"`
+	// PromotionalSpent is the promotional credits spent in the period: never revenue.
+	PromotionalSpent int64 `json:"promotional_spent"`
+}
+
+// Money is a number of credits and their worth at cost basis.
+type Money struct {
+	// Credits is the number of credits.
+	Credits int64 `json:"credits"`
+	// Amount is their worth in the currency's main unit, an exact decimal string ("12.5").
+	Amount string `json:"amount"`
 }

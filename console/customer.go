@@ -1,11 +1,9 @@
 package console
 
 import (
-	"encoding/csv"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/jobbill/jobbill/api"
@@ -345,22 +343,9 @@ func (c *Console) statement(w http.ResponseWriter, r *http.Request, v *viewer) e
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	// A provisional statement says so in its name and in its first line: only a final one never
 	// changes (ledgerdb.Statement.Final).
-	status := "provisional"
-	if st.Final {
-		status = "final"
-	}
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="statement-%s-%s-%s-%s.csv"`,
-		id, from.Format(time.DateOnly), to.Format(time.DateOnly), status))
-	out := csv.NewWriter(w)
-	_ = out.Write([]string{"line", "kind", "rows", "credits"})
-	_ = out.Write([]string{"status", status, "", ""})
-	_ = out.Write([]string{"opening_balance", "", "", strconv.FormatInt(st.Opening, 10)})
-	for _, line := range st.Lines {
-		_ = out.Write([]string{"rows", string(line.Kind), strconv.FormatInt(line.Rows, 10), strconv.FormatInt(line.Amount, 10)})
-	}
-	_ = out.Write([]string{"closing_balance", "", "", strconv.FormatInt(st.Closing, 10)})
-	out.Flush()
-	return out.Error()
+		id, from.Format(time.DateOnly), to.Format(time.DateOnly), st.Status()))
+	return ledgerdb.WriteStatementCSV(w, st)
 }
 
 // dateParam reads a required date (2026-01-02) of the query.

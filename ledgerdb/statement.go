@@ -2,14 +2,19 @@ package ledgerdb
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // Statement is what an account's money did over a period: the balance it opened with, the sum
-// of its rows of each kind, and the balance it closed with. Opening plus every line's Amount is
+// of its rows of each kind (grants by their block's category, charges by their job's kind), and
+// the balance it closed with. Opening plus every line's Amount is
 // Closing, by construction: each is a sum of the same rows, read in one snapshot, so a statement
 // of the period after closes on the opening balance of the next.
 type Statement struct {
@@ -19,8 +24,9 @@ type Statement struct {
 	From, To time.Time
 	// Opening is the balance at From: the sum of every row written before it.
 	Opening int64
-	// Lines are the period's rows summed by kind, in the order of [EntryKinds]; a kind with no
-	// row in the period has no line.
+	// Lines are the period's rows summed by kind, in the order of [EntryKinds]: grants one line
+	// per category (paid, then promotional), charges one line per job kind (in the kinds'
+	// order), every other kind one line. A kind with no row in the period has no line.
 	Lines []StatementLine
 	// Closing is the balance at To: the sum of every row written before it.
 	Closing int64
@@ -36,6 +42,12 @@ type Statement struct {
 type StatementLine struct {
 	// Kind is what the rows record.
 	Kind EntryKind
+	// Category is the category of the blocks a grant line's rows made; empty on other lines. A
+	// grant written before credit blocks began made none: it counts as paid, as its credits do.
+	Category BlockCategory
+	// JobKind is the kind of the jobs a charge line's rows charged ("render-4k"); empty on other
+	// lines.
+	JobKind string
 	// Rows is how many there are.
 	Rows int64
 	// Amount is their sum, in credits (negative for charges and reclaims).
@@ -48,13 +60,37 @@ func EntryKinds() []EntryKind {
 	return []EntryKind{KindGrant, KindCharge, KindRefund, KindReclaim, KindRelease, KindAdjustment, KindExpire}
 }
 
+// ValidatePeriod checks a period [from, to) of a statement or a report: it must hold some time.
+// A period that does not is [*InvalidInputError] on the field "period".
+func ValidatePeriod(from, to time.Time) error {
+	if !from.Before(to) {
+		return &InvalidInputError{Field: "period", Reason: fmt.Sprintf("runs from %s to %s; its start must be before its end",
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// ParseInstant reads a bound of a period as every door takes it: an RFC 3339 time, or a date
+// (2026-01-02), which is that day's midnight UTC. Anything else is [*InvalidInputError] on field.
+func ParseInstant(field, value string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, value); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, value); err == nil {
+		return t, nil
+	}
+	if len(value) > 40 {
+		value = value[:40] + "…"
+	}
+	return time.Time{}, &InvalidInputError{Field: field, Reason: fmt.Sprintf("is %q; it must be an RFC 3339 time or a date such as 2026-01-02", value)}
+}
+
 // Statement reads the account's statement for the period [from, to), final or provisional (see
 // [Statement.Final]). A period that holds no time
 // is [*InvalidInputError]; an unknown account is [ErrUnknownAccount].
 func (s *Store) Statement(ctx context.Context, accountID string, from, to time.Time) (Statement, error) {
-	if !from.Before(to) {
-		return Statement{}, &InvalidInputError{Field: "period", Reason: fmt.Sprintf("runs from %s to %s; its start must be before its end",
-			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
+	if err := ValidatePeriod(from, to); err != nil {
+		return Statement{}, err
 	}
 	if _, err := s.Balance(ctx, accountID); err != nil {
 		return Statement{}, err
@@ -73,38 +109,112 @@ func (s *Store) Statement(ctx context.Context, accountID string, from, to time.T
 		to).Scan(&st.Final); err != nil {
 		return Statement{}, translateError(err)
 	}
-	// One statement, one snapshot: the opening, the lines and the closing are sums of the same rows.
-	byKind := map[EntryKind]StatementLine{}
+	// One statement, one snapshot: the opening, the lines and the closing are sums of the same
+	// rows. A line's detail is its grant's block category or its charge's job kind.
+	type lineKey struct {
+		kind   EntryKind
+		detail string
+	}
+	byLine := map[lineKey]StatementLine{}
 	rows, err := s.pool.Query(ctx, `
-		WITH e AS (SELECT kind, amount, created_at FROM ledger_entries WHERE account_id = $1 AND created_at < $3)
-		SELECT 'opening', '', 0::bigint, coalesce(sum(amount) FILTER (WHERE created_at < $2), 0)::bigint FROM e
+		WITH e AS (
+			SELECT le.kind, le.amount, le.created_at, CASE le.kind
+				WHEN 'grant' THEN coalesce(b.category, 'paid')
+				WHEN 'charge' THEN coalesce(j.kind, '')
+				ELSE '' END AS detail
+			FROM ledger_entries le
+			LEFT JOIN credit_blocks b ON le.kind = 'grant' AND b.id = le.block_id
+			LEFT JOIN jobs j ON le.kind = 'charge' AND j.id = le.job_id
+			WHERE le.account_id = $1 AND le.created_at < $3)
+		SELECT 'opening', '', '', 0::bigint, coalesce(sum(amount) FILTER (WHERE created_at < $2), 0)::bigint FROM e
 		UNION ALL
-		SELECT 'line', kind, count(*), sum(amount)::bigint FROM e WHERE created_at >= $2 GROUP BY kind
+		SELECT 'line', kind, detail, count(*), sum(amount)::bigint FROM e WHERE created_at >= $2 GROUP BY kind, detail
 		UNION ALL
-		SELECT 'closing', '', 0::bigint, coalesce(sum(amount), 0)::bigint FROM e`, accountID, from, to)
+		SELECT 'closing', '', '', 0::bigint, coalesce(sum(amount), 0)::bigint FROM e`, accountID, from, to)
 	if err != nil {
 		return Statement{}, translateError(err)
 	}
-	var part, kind string
+	var part, kind, detail string
 	var n, amount int64
-	_, err = pgx.ForEachRow(rows, []any{&part, &kind, &n, &amount}, func() error {
+	var details []string
+	_, err = pgx.ForEachRow(rows, []any{&part, &kind, &detail, &n, &amount}, func() error {
 		switch part {
 		case "opening":
 			st.Opening = amount
 		case "closing":
 			st.Closing = amount
 		default:
-			byKind[EntryKind(kind)] = StatementLine{Kind: EntryKind(kind), Rows: n, Amount: amount}
+			line := StatementLine{Kind: EntryKind(kind), Rows: n, Amount: amount}
+			switch line.Kind {
+			case KindGrant:
+				line.Category = BlockCategory(detail)
+			case KindCharge:
+				line.JobKind = detail
+			}
+			byLine[lineKey{line.Kind, detail}] = line
+			details = append(details, detail)
 		}
 		return nil
 	})
 	if err != nil {
 		return Statement{}, translateError(err)
 	}
+	// Within a kind: the line without detail, then paid before promotional, then job kinds by name.
+	slices.Sort(details)
+	order := []string{"", string(CategoryPaid), string(CategoryPromotional)}
+	for _, d := range slices.Compact(details) {
+		if !slices.Contains(order, d) {
+			order = append(order, d)
+		}
+	}
 	for _, k := range EntryKinds() {
-		if line, ok := byKind[k]; ok {
-			st.Lines = append(st.Lines, line)
+		for _, d := range order {
+			if line, ok := byLine[lineKey{k, d}]; ok {
+				st.Lines = append(st.Lines, line)
+			}
 		}
 	}
 	return st, nil
+}
+
+// StatementCSVHeader is the first record of a statement's CSV.
+var StatementCSVHeader = []string{"line", "kind", "rows", "credits"}
+
+// WriteStatementCSV writes a statement as CSV, the one form in which every door hands it out: the
+// header ([StatementCSVHeader]), whether it is final or provisional, the opening balance, one
+// record per line and the closing balance, so that the opening plus the lines' credits is the
+// closing. A grant line's kind names its category ("grant:paid") and a charge line's its job
+// kind ("charge:render-4k").
+func WriteStatementCSV(w io.Writer, st Statement) error {
+	out := csv.NewWriter(w)
+	_ = out.Write(StatementCSVHeader)
+	_ = out.Write([]string{"status", st.Status(), "", ""})
+	_ = out.Write([]string{"opening_balance", "", "", strconv.FormatInt(st.Opening, 10)})
+	for _, line := range st.Lines {
+		_ = out.Write([]string{"rows", line.Label(), strconv.FormatInt(line.Rows, 10), strconv.FormatInt(line.Amount, 10)})
+	}
+	_ = out.Write([]string{"closing_balance", "", "", strconv.FormatInt(st.Closing, 10)})
+	out.Flush()
+	return out.Error()
+}
+
+// Status is "final" for a statement that can no longer change, "provisional" for one that may
+// (see [Statement.Final]).
+func (st Statement) Status() string {
+	if st.Final {
+		return "final"
+	}
+	return "provisional"
+}
+
+// Label names the line as a statement's CSV does: its kind, and after a colon its grant's
+// category or its charge's job kind.
+func (l StatementLine) Label() string {
+	switch {
+	case l.Category != "":
+		return string(l.Kind) + ":" + string(l.Category)
+	case l.JobKind != "":
+		return string(l.Kind) + ":" + l.JobKind
+	}
+	return string(l.Kind)
 }

@@ -2,6 +2,7 @@ package ledgerdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,8 +50,9 @@ func TestStatementsReconcile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, balance, whole.Closing)
 	require.Equal(t, []ledgerdb.StatementLine{
-		{Kind: ledgerdb.KindGrant, Rows: 1, Amount: 500},
-		{Kind: ledgerdb.KindCharge, Rows: 2, Amount: -65},
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPaid, Rows: 1, Amount: 500},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-25", Rows: 1, Amount: -25},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-40", Rows: 1, Amount: -40},
 		{Kind: ledgerdb.KindRefund, Rows: 1, Amount: 40},
 		{Kind: ledgerdb.KindReclaim, Rows: 1, Amount: -40},
 	}, whole.Lines)
@@ -111,4 +113,53 @@ func TestFinalStatementNeverChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, final.Closing, next.Opening, "the next period opens on the final closing")
 	require.False(t, next.Final, "a period that has not ended is provisional")
+}
+
+// TestStatementSplitsGrantsAndUsage checks that a statement splits grants by their block's
+// category and charges by their job's kind, lists expiries and adjustments, and still adds up:
+// opening + lines = closing in each of two adjacent periods, the first's closing is the second's
+// opening, and the CSV that every door hands out says the same sums.
+func TestStatementSplitsGrantsAndUsage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 300)
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "sign-up", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional}})
+	require.NoError(t, err)
+	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 30, "s3://in/a") // all promotional
+	middle := ledgertest.Now(t, s)
+	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 45, "s3://in/b") // 20 promotional, 25 paid
+	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -5, Key: "correction"})
+	require.NoError(t, err)
+	ledgertest.ExpireBlock(t, s, acct, "initial")
+	end := time.Now().Add(time.Hour)
+
+	first, err := s.Statement(ctx, acct, middle.Add(-time.Hour), middle)
+	require.NoError(t, err)
+	second, err := s.Statement(ctx, acct, middle, end)
+	require.NoError(t, err)
+	require.Equal(t, []ledgerdb.StatementLine{
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPaid, Rows: 1, Amount: 300},
+		{Kind: ledgerdb.KindGrant, Category: ledgerdb.CategoryPromotional, Rows: 1, Amount: 50},
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-30", Rows: 1, Amount: -30},
+	}, first.Lines)
+	require.Equal(t, []ledgerdb.StatementLine{
+		{Kind: ledgerdb.KindCharge, JobKind: "fixed-45", Rows: 1, Amount: -45},
+		{Kind: ledgerdb.KindAdjustment, Rows: 1, Amount: -5},
+		{Kind: ledgerdb.KindExpire, Rows: 1, Amount: -270},
+	}, second.Lines, "the paid block's 300 less 25 charged and 5 adjusted expired")
+	require.Equal(t, first.Closing, second.Opening, "periods that meet chain")
+	require.Equal(t, int64(0), second.Closing)
+	for _, st := range []ledgerdb.Statement{first, second} {
+		var csv strings.Builder
+		require.NoError(t, ledgerdb.WriteStatementCSV(&csv, st))
+		records, opening, lines, closing := ledgertest.StatementCSV(t, csv.String())
+		require.Equal(t, []string{"status", st.Status(), "", ""}, records[0])
+		require.Equal(t, st.Opening, opening)
+		require.Equal(t, st.Closing, closing)
+		require.Equal(t, closing, opening+lines, "opening + lines = closing in the CSV:\n%s", csv.String())
+	}
+	var csv strings.Builder
+	require.NoError(t, ledgerdb.WriteStatementCSV(&csv, first))
+	require.Contains(t, csv.String(), "\nrows,grant:promotional,1,50\nrows,charge:fixed-30,1,-30\n")
 }

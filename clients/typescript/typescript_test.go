@@ -17,6 +17,7 @@ import (
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
+	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
 )
@@ -96,6 +97,15 @@ func TestTypeScriptClient(t *testing.T) {
 	viaTemporal := ledgertest.Account(t, env.Store, 1000)
 	poor := ledgertest.Account(t, env.Store, 10)
 	kind := ledgertest.Fixed(t, env.Store, 40)
+	withBlocks := ledgertest.Account(t, env.Store, 0)
+	for _, grant := range []ledgerdb.Credit{
+		{AccountID: withBlocks, Amount: 100, Key: "bought", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.01"}},
+		{AccountID: withBlocks, Amount: 20, Key: "welcome", Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional}},
+	} {
+		if _, err := env.Store.Grant(context.Background(), grant); err != nil {
+			t.Fatalf("granting %s: %v", grant.Key, err)
+		}
+	}
 
 	cfg := config.Default().API
 	cfg.RequestTimeout = 20 * time.Second
@@ -130,6 +140,8 @@ func TestTypeScriptClient(t *testing.T) {
 		"JOBBILL_TS_TEMPORAL_KEY":       key(t, env, apikeys.ScopeCustomer, viaTemporal),
 		"JOBBILL_TS_POOR_ACCOUNT":       poor,
 		"JOBBILL_TS_POOR_KEY":           key(t, env, apikeys.ScopeCustomer, poor),
+		"JOBBILL_TS_BLOCKS_ACCOUNT":     withBlocks,
+		"JOBBILL_TS_BLOCKS_KEY":         key(t, env, apikeys.ScopeCustomerRead, withBlocks),
 		"JOBBILL_TS_RUNNER_KEY":         key(t, env, apikeys.ScopeRunner, ""),
 		"JOBBILL_TS_TEMPORAL_ADDRESS":   env.Config.Temporal.Address,
 		"JOBBILL_TS_TEMPORAL_NAMESPACE": env.Config.Temporal.Namespace,
@@ -156,5 +168,5 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil || len(pending) != 1 || pending[0].Report.Key.JobID != downJob {
 		t.Errorf("the result reported while Temporal was down must wait in the ledger's inbox; it holds %+v (%v)", pending, err)
 	}
-	ledgertest.RequireSound(t, env.Store, rich, viaTemporal, poor)
+	ledgertest.RequireSound(t, env.Store, rich, viaTemporal, poor, withBlocks)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -46,23 +47,38 @@ func newAccountCommand() *cobra.Command {
 			}),
 		},
 		newHistoryCommand(),
+		newBlocksCommand(),
+		newStatementCommand(),
 		newAccountAuditCommand(),
 	)
 	return account
 }
 
 func newGrantCommand() *cobra.Command {
-	var key, memo string
+	var key, memo, category, effectiveAt, expiresAt, costBasis string
+	var priority int32
 	cmd := &cobra.Command{
 		Use:   "grant ACCOUNT CREDITS --key KEY",
-		Short: "Top an account up, once per key",
-		Args:  cobra.ExactArgs(2),
+		Short: "Top an account up with a credit block, once per key",
+		Long: `Top an account up with a credit block of the given terms, once per key: the same key again
+with the same credits and terms answers already_applied; with others, a conflict. Promotional
+credits are spent before paid ones and are never revenue; within a category a lower priority is
+spent first. Times are RFC 3339; a cost basis is what the customer paid per credit ("0.01"),
+paid blocks only. Bad terms are refused naming the term, with nothing written.`,
+		Args: cobra.ExactArgs(2),
 		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			amount, err := strconv.ParseInt(args[1], 10, 64)
 			if err != nil {
 				return fmt.Errorf("credits %q: a whole number of credits is needed", args[1])
 			}
-			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo})
+			terms := ledgerdb.BlockTerms{Category: ledgerdb.BlockCategory(category), Priority: priority, CostBasis: costBasis}
+			if terms.EffectiveAt, err = timeFlag("effective-at", effectiveAt); err != nil {
+				return err
+			}
+			if terms.ExpiresAt, err = timeFlag("expires-at", expiresAt); err != nil {
+				return err
+			}
+			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo, Block: terms})
 			if err != nil {
 				return err
 			}
@@ -70,10 +86,28 @@ func newGrantCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&key, "key", "", "idempotency key: the same key grants once (required)")
-	cmd.Flags().StringVar(&memo, "memo", "", "note kept on the ledger row")
+	f := cmd.Flags()
+	f.StringVar(&key, "key", "", "idempotency key: the same key grants once (required)")
+	f.StringVar(&memo, "memo", "", "note kept on the ledger row")
+	f.StringVar(&category, "category", "paid", "the block's category: paid or promotional")
+	f.Int32Var(&priority, "priority", 0, "within a category, a lower priority is spent first")
+	f.StringVar(&effectiveAt, "effective-at", "", "when the credits become spendable, RFC 3339 (default: at once)")
+	f.StringVar(&expiresAt, "expires-at", "", "when what remains of the block expires, RFC 3339 (default: never)")
+	f.StringVar(&costBasis, "cost-basis", "", `what the customer paid per credit, a decimal such as "0.01" (paid blocks only)`)
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
+}
+
+// timeFlag reads an optional RFC 3339 time flag; nil when not given.
+func timeFlag(name, value string) (*time.Time, error) {
+	if value == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: an RFC 3339 time such as 2027-01-02T00:00:00Z is needed; nothing was written", name, value)
+	}
+	return &t, nil
 }
 
 func newHistoryCommand() *cobra.Command {

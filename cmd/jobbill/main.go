@@ -1,5 +1,5 @@
 // Command jobbill is what an operator runs: the worker, the HTTP API, the ledger's migrations,
-// and the job, account, price, API key, dead-letter and audit commands that product code and
+// and the job, account, price, API key, dead-letter, audit and revenue commands that product code and
 // operators use. The tooling — the dev run, the benchmarks, the chaos run — is cmd/jobbill-dev.
 //
 // Configuration comes from flags, then JOBBILL_* environment variables, then a YAML file given
@@ -29,6 +29,7 @@ func newRoot() *cobra.Command {
 		newWebhookCommand(),
 		newDeadLetterCommand(),
 		newAuditCommand(),
+		newRevenueCommand(),
 	)
 	return root
 }

@@ -17,6 +17,7 @@ import { CODE_INSUFFICIENT_CREDITS, decide, isTransient, isTransientStatus, Obse
 import { APIError, InsufficientCreditsError, InvalidInputError, JobDeletedError, NotReceivedError, ResultConflictError } from './errors';
 import {
   Account,
+  BlockList,
   JobPage,
   JobRequest,
   JobStatus,
@@ -24,6 +25,7 @@ import {
   ListOptions,
   MONEY_UNKNOWN,
   Price,
+  Statement,
   ResultAnswer,
   ResultReport,
 } from './types';
@@ -476,6 +478,26 @@ export class Client {
       q.set('limit', String(checkCount('limit', page.limit, 1)));
     }
     return this.call<LedgerPage>('GET', `/v1/accounts/${encodeURIComponent(accountId)}/ledger`, q, undefined, [200], opts);
+  }
+
+  /** Reads an account's credit blocks (GET /v1/accounts/{id}/blocks), in the order a charge spends them. */
+  async blocks(accountId: string, opts: CallOptions = {}): Promise<BlockList> {
+    checkId('account_id', accountId);
+    return this.call<BlockList>('GET', `/v1/accounts/${encodeURIComponent(accountId)}/blocks`, undefined, undefined, [200], opts);
+  }
+
+  /**
+   * Reads an account's statement of the period [from, to) as JSON (GET /v1/accounts/{id}/statement):
+   * the opening balance, the lines by kind and the closing balance. A period that holds no time is
+   * refused before anything is sent.
+   */
+  async statement(accountId: string, from: Date, to: Date, opts: CallOptions = {}): Promise<Statement> {
+    checkId('account_id', accountId);
+    if (!(from < to)) {
+      throw new InvalidInputError('the statement\'s from must be before its to');
+    }
+    const q = new URLSearchParams({ from: from.toISOString(), to: to.toISOString() });
+    return this.call<Statement>('GET', `/v1/accounts/${encodeURIComponent(accountId)}/statement`, q, undefined, [200], opts);
   }
 
   /** Reads the price list (GET /v1/prices): each kind's current price. */

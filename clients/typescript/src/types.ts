@@ -125,6 +125,59 @@ export interface LedgerPage {
   next_after: number;
 }
 
+/**
+ * One credit block of an account. A charge draws on blocks promotional before paid, then lower
+ * priority, then sooner expiry (none last), then older; spendable says whether it can pay now.
+ */
+export interface Block {
+  id: number;
+  /** paid or promotional. */
+  category: string;
+  priority: number;
+  /** What its grant put in; 0 for the opening block. */
+  amount: number;
+  remaining: number;
+  effective_at: string;
+  /** Absent when it never expires. */
+  expires_at?: string;
+  /** What the customer paid per credit, a decimal string; absent when unknown. */
+  cost_basis?: string;
+  memo?: string;
+  /** active, pending or void. */
+  status: string;
+  opening: boolean;
+  expired_at?: string;
+  spendable: boolean;
+  created_at: string;
+}
+
+/** An account's credit blocks, in the order a charge spends them. */
+export interface BlockList {
+  account_id: string;
+  blocks: Block[];
+}
+
+/** The rows of one kind in a statement's period: grants by category, charges by job kind. */
+export interface StatementLine {
+  kind: string;
+  category?: string;
+  job_kind?: string;
+  rows: number;
+  amount: number;
+}
+
+/** What an account's money did over a period: opening + the lines' amounts = closing. */
+export interface Statement {
+  account_id: string;
+  from: string;
+  to: string;
+  /** final, or provisional while a row may still be dated inside the period. */
+  status: string;
+  opening: number;
+  lines: StatementLine[];
+  closing: number;
+}
+
 /** One version of a kind's price. A job holds unit_price × max_units unless it asks for less. */
 export interface Price {
   kind: string;

@@ -121,6 +121,34 @@ describe('the HTTP client against the real API', { skip: env ? false : SKIP_E2E 
     assert.equal((await c.balance(env!.poorAccount)).balance, 10);
   });
 
+  // The credit-block rules as a customer reads them: promotional credits are spent before paid
+  // ones, so the promotional block comes first; each block says what it holds; the blocks hold the
+  // balance; and the statement adds up — opening + lines = closing, grants split by category.
+  it('blocks and statement: the account\'s credits block by block, and a statement that adds up', async () => {
+    const c = new Client({ baseUrl: env!.apiUrl, key: env!.blocksKey });
+    const list = await c.blocks(env!.blocksAccount);
+    assert.equal(list.account_id, env!.blocksAccount);
+    const granted = list.blocks.filter((b) => !b.opening);
+    assert.deepEqual(granted.map((b) => [b.category, b.amount, b.remaining, b.cost_basis, b.spendable]), [
+      ['promotional', 20, 20, undefined, true],
+      ['paid', 100, 100, '0.01', true],
+    ]);
+    const balance = (await c.balance(env!.blocksAccount)).balance;
+    assert.equal(list.blocks.reduce((sum, b) => sum + b.remaining, 0), balance);
+
+    const st = await c.statement(env!.blocksAccount, new Date(Date.UTC(2020, 0, 1)), new Date(Date.now() + 3_600_000));
+    assert.equal(st.opening, 0);
+    assert.equal(st.closing, balance);
+    assert.equal(st.opening + st.lines.reduce((sum, l) => sum + l.amount, 0), st.closing);
+    assert.deepEqual(st.lines.map((l) => [l.kind, l.category, l.amount]), [
+      ['grant', 'paid', 100],
+      ['grant', 'promotional', 20],
+    ]);
+    assert.equal(st.status, 'provisional', 'a period that has not ended');
+    await assert.rejects(c.statement(env!.blocksAccount, new Date(), new Date(0)), InvalidInputError);
+    await assert.rejects(c.blocks(env!.account), (err) => err instanceof APIError && err.statusCode === 403);
+  });
+
   // The price-list rule and "nothing written": a kind with no price is the API's 422 unknown_kind,
   // and the ID never reached the ledger (404 not_received, not charged).
   it('rejected: an unknown kind is refused and nothing is written', async () => {

@@ -129,6 +129,9 @@ export interface E2E {
   temporalKey: string;
   poorAccount: string;
   poorKey: string;
+  /** An account granted 100 paid credits at 0.01 and then 20 promotional ones, and its key. */
+  blocksAccount: string;
+  blocksKey: string;
   runnerKey: string;
   temporalAddress: string;
   temporalNamespace: string;
@@ -164,6 +167,8 @@ export function e2e(): E2E | undefined {
     temporalKey: need('JOBBILL_TS_TEMPORAL_KEY'),
     poorAccount: need('JOBBILL_TS_POOR_ACCOUNT'),
     poorKey: need('JOBBILL_TS_POOR_KEY'),
+    blocksAccount: need('JOBBILL_TS_BLOCKS_ACCOUNT'),
+    blocksKey: need('JOBBILL_TS_BLOCKS_KEY'),
     runnerKey: need('JOBBILL_TS_RUNNER_KEY'),
     temporalAddress: need('JOBBILL_TS_TEMPORAL_ADDRESS'),
     temporalNamespace: need('JOBBILL_TS_TEMPORAL_NAMESPACE'),
