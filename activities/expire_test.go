@@ -76,15 +76,9 @@ func requireExpiredOnce(t *testing.T, store *ledgerdb.Store, blocks []ledgerdb.B
 	t.Helper()
 	for _, b := range blocks {
 		var amounts []int64
-		rows, err := store.Pool().Query(context.Background(),
-			`SELECT amount FROM ledger_entries WHERE block_id = $1 AND kind = 'expire' ORDER BY id`, b.ID)
-		require.NoError(t, err)
-		for rows.Next() {
-			var a int64
-			require.NoError(t, rows.Scan(&a))
-			amounts = append(amounts, a)
+		for _, row := range ledgertest.ExpireRows(t, store, b.ID) {
+			amounts = append(amounts, row.Amount)
 		}
-		require.NoError(t, rows.Err())
 		require.Equal(t, []int64{-b.Remaining}, amounts, "block %d's expire rows", b.ID)
 	}
 }

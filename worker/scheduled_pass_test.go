@@ -114,7 +114,7 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 	for {
 		// Counted before the ledger is read: a pass that completed before this read had its
 		// chance to heal what the read finds.
-		passes := passesCompletedSince(ctx, t, tc, faultsReady)
+		passes := passesCompletedSince(ctx, t, tc, workflows.ReconcileScheduleID, faultsReady)
 		healed, states := true, map[string]ledgerdb.State{}
 		for key, states0 := range want {
 			job, err := store.Job(ctx, key)
@@ -188,11 +188,13 @@ func waitLedgerState(ctx context.Context, t *testing.T, store *ledgerdb.Store, k
 	}
 }
 
-// passesCompletedSince counts the reconcile schedule's passes that started after since and have
-// completed.
-func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, since time.Time) int {
+// passesCompletedSince counts the passes of the schedule scheduleID that started after since and
+// have completed. It reads the schedule's recent actions, its last ten: with overlap skipped at
+// most one pass is open at a time, so when more than ten started after since, completed ones are
+// among them.
+func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, scheduleID string, since time.Time) int {
 	t.Helper()
-	desc, err := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+	desc, err := tc.ScheduleClient().GetHandle(ctx, scheduleID).Describe(ctx)
 	require.NoError(t, err)
 	n := 0
 	for _, action := range desc.Info.RecentActions {

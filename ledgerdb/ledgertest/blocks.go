@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -44,4 +45,25 @@ func MoveBlockExpiry(t testing.TB, owner *pgxpool.Pool, blockID int64, in time.D
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("moving the expiry of block %d: %v (%d rows)", blockID, err, tag.RowsAffected())
 	}
+}
+
+// ExpireRow is one expire row of a block, as [ExpireRows] reads it.
+type ExpireRow struct {
+	ID, Amount int64
+	CreatedAt  time.Time
+}
+
+// ExpireRows reads a block's expire rows straight from the ledger's table, oldest first.
+func ExpireRows(t testing.TB, s *ledgerdb.Store, blockID int64) []ExpireRow {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT id, amount, created_at FROM ledger_entries
+		WHERE block_id = $1 AND kind = $2 ORDER BY id`, blockID, string(ledgerdb.KindExpire))
+	if err != nil {
+		t.Fatalf("reading the expire rows of block %d: %v", blockID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ExpireRow])
+	if err != nil {
+		t.Fatalf("reading the expire rows of block %d: %v", blockID, err)
+	}
+	return out
 }
