@@ -29,9 +29,9 @@ import (
 // never updated, and a schedule left on a dead queue silently switched healing off), and the
 // audit reports a schedule whose queue nobody polls; a pass the schedule started on the old queue,
 // which no worker will ever run, is ended, or the schedule would skip every later pass until it
-// timed out. The expiry pass's schedule, ensured by the same code, follows the configuration the
-// same way: an expired credit block must lose what remains of it with nobody looking, which a
-// schedule on a dead queue would never do. It runs in the tests' namespace, never the one a
+// timed out. The expiry pass's schedule, ensured by the same code, follows the configuration and is
+// audited the same way: an expired credit block must lose what remains of it with nobody looking,
+// which a schedule on a dead queue would never do. It runs in the tests' namespace, never the one a
 // deployment uses, and not in parallel: the namespace has one schedule of each pass.
 func TestPassSchedulesFollowTheConfiguration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -74,6 +74,7 @@ func TestPassSchedulesFollowTheConfiguration(t *testing.T) {
 		AccountID: ledgertest.Account(t, store, 0), Schedule: true})
 	require.NoError(t, err)
 	require.Len(t, report.Of(invariants.KindReconcileSchedule), 1, "a schedule on a queue nobody polls is reported")
+	require.Len(t, report.Of(invariants.KindExpirySchedule), 1, "an expiry schedule on a queue nobody polls is reported")
 
 	// A pass started on that queue never runs, and while it is open the schedule skips every
 	// later pass (overlap policy skip) until its run timeout: healing off for a quarter of an hour.
