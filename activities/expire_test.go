@@ -84,8 +84,8 @@ func requireExpiredOnce(t *testing.T, store *ledgerdb.Store, blocks []ledgerdb.B
 }
 
 // runExpiry runs the Expire workflow, with its activity options, over ledger in a test
-// environment, and answers its result or error and the attempts its activity made.
-func runExpiry(t *testing.T, ledger activities.BlockExpirer, in activities.ExpiryInput) (activities.ExpiryResult, error, []int32) {
+// environment, and answers its result, the attempts its activity made, and its error.
+func runExpiry(t *testing.T, ledger activities.BlockExpirer, in activities.ExpiryInput) (activities.ExpiryResult, []int32, error) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -107,7 +107,7 @@ func runExpiry(t *testing.T, ledger activities.BlockExpirer, in activities.Expir
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return out, err, attempts
+	return out, attempts, err
 }
 
 // TestExpiryPassBatchesUntilNoneIsDue checks the expiry rule: what remains of an expired block is
@@ -121,7 +121,7 @@ func TestExpiryPassBatchesUntilNoneIsDue(t *testing.T) {
 	blocks := dueBlocks(t, store, account, 10, 20, 30, 40, 50)
 	ledger := &recordingExpirer{ledger: store}
 
-	out, err, attempts := runExpiry(t, ledger, activities.ExpiryInput{Batch: 2})
+	out, attempts, err := runExpiry(t, ledger, activities.ExpiryInput{Batch: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int32{1}, attempts)
 	require.GreaterOrEqual(t, ledger.calls, 3, "five blocks in batches of two take three calls at least")
@@ -134,7 +134,7 @@ func TestExpiryPassBatchesUntilNoneIsDue(t *testing.T) {
 	ledgertest.RequireBalance(t, store, account, 100)
 
 	again := &recordingExpirer{ledger: store}
-	_, err, _ = runExpiry(t, again, activities.ExpiryInput{})
+	_, _, err = runExpiry(t, again, activities.ExpiryInput{})
 	require.NoError(t, err)
 	requireExpiredOnce(t, store, blocks)
 	ledgertest.RequireBalance(t, store, account, 100)
@@ -150,7 +150,7 @@ func TestExpiryPassRetriesAFailedBatch(t *testing.T) {
 	blocks := dueBlocks(t, store, account, 10, 20, 30, 40, 50)
 	ledger := &recordingExpirer{ledger: store, failOnce: 2}
 
-	out, err, attempts := runExpiry(t, ledger, activities.ExpiryInput{Batch: 2})
+	out, attempts, err := runExpiry(t, ledger, activities.ExpiryInput{Batch: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int32{1, 2}, attempts, "the failed batch failed the first attempt; the second finished the pass")
 	require.True(t, ledger.failed)
@@ -170,7 +170,7 @@ func TestExpiryPassRefusesABadBatch(t *testing.T) {
 	blocks := dueBlocks(t, store, account, 25)
 
 	for _, batch := range []int{-1, ledgerdb.MaxExpiriesPerCall + 1} {
-		_, err, attempts := runExpiry(t, &recordingExpirer{ledger: store}, activities.ExpiryInput{Batch: batch})
+		_, attempts, err := runExpiry(t, &recordingExpirer{ledger: store}, activities.ExpiryInput{Batch: batch})
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr, "batch %d", batch)
 		require.Equal(t, activities.ErrorTypeInvalidInput, appErr.Type())
@@ -187,7 +187,7 @@ func TestExpiryPassRefusesABadBatch(t *testing.T) {
 		}
 	}
 
-	_, err, _ = runExpiry(t, &recordingExpirer{ledger: store}, activities.ExpiryInput{})
+	_, _, err = runExpiry(t, &recordingExpirer{ledger: store}, activities.ExpiryInput{})
 	require.NoError(t, err, "a pass configured right")
 	requireExpiredOnce(t, store, blocks)
 	ledgertest.RequireBalance(t, store, account, 100)

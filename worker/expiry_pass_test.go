@@ -6,10 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
-	"github.com/jobbill/jobbill/app/connect"
-	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
@@ -35,18 +32,7 @@ func TestScheduledExpiryWithNobodyLooking(t *testing.T) {
 	d := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker)
 	store := d.Store
 	cfg := workertest.Config("expiry")
-	w := startWorker(t, buildJobbill(t), "worker", map[string]string{
-		config.EnvName("database_url"):        d.DatabaseURL,
-		config.EnvName("temporal.address"):    cfg.Temporal.Address,
-		config.EnvName("temporal.namespace"):  cfg.Temporal.Namespace,
-		config.EnvName("temporal.task_queue"): cfg.Temporal.TaskQueue,
-		config.EnvName("expiry.interval"):     expiryInterval.String(),
-		config.EnvName("log.level"):           "info",
-	})
-	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
-	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", cfg.Temporal.Address)
-	t.Cleanup(tc.Close)
-	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, w)
+	tc := startDeployedWorker(ctx, t, buildJobbill(t), d, cfg, map[string]string{"expiry.interval": expiryInterval.String()})
 
 	// A promotional block is spent first: the job's 40 credits come out of it, and it is delivered,
 	// so nothing will ever return credits to the block.
@@ -54,7 +40,7 @@ func TestScheduledExpiryWithNobodyLooking(t *testing.T) {
 	later := time.Now().Add(time.Hour)
 	block := ledgertest.GrantBlock(t, store, account, 300, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &later})
 	job := ledgertest.Charged(t, store, account, ledgertest.ID(t, "spent"), 40, "s3://in/spent").Job.Key()
-	_, err = store.Deliver(ctx, job, 1)
+	_, err := store.Deliver(ctx, job, 1)
 	require.NoError(t, err)
 	require.Equal(t, int64(260), blockOf(ctx, t, store, account, block.ID).Remaining, "the job drew from the promotional block")
 	ledgertest.RequireBalance(t, store, account, 1_260)
