@@ -395,8 +395,9 @@ var refusalTypes = []struct {
 // ledgerError maps the ledger's business refusals, and the database's permanent refusals
 // (ledgerdb.Permanent), to non-retryable application errors with constant types, and leaves every
 // other error (a lost connection, a timeout, a deadlock) retryable: a guarded call that failed
-// wrote nothing, or wrote it once and will answer AlreadyApplied on the retry.
-func ledgerError(err error, res LedgerResult) error {
+// wrote nothing, or wrote it once and will answer AlreadyApplied on the retry. The details (a job
+// step's [LedgerResult]) travel with a refusal.
+func ledgerError(err error, details ...any) error {
 	errType := ""
 	for _, r := range refusalTypes {
 		if errors.Is(err, r.err) {
@@ -413,6 +414,6 @@ func ledgerError(err error, res LedgerResult) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), errType, temporal.ApplicationErrorOptions{
 		NonRetryable: true,
 		Cause:        err,
-		Details:      []any{res},
+		Details:      details,
 	})
 }

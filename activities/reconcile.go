@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -24,10 +23,6 @@ const DefaultReconcileLimit = 100
 // resumeTimeout bounds healing one job or applying one result: a start and the wait for its
 // charge decision, or a signal. A job that takes longer is left for the next pass.
 const resumeTimeout = 30 * time.Second
-
-// DefaultPassHeartbeat is how often a pass heartbeats while it works. The reconcile workflow's
-// heartbeat timeout is a few of these.
-const DefaultPassHeartbeat = 5 * time.Second
 
 // DefaultResultGrace is how old a recorded, unapplied result must be before a reconcile pass
 // applies it: its reporter hands it on within a second unless Temporal was unreachable.
@@ -137,7 +132,7 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	if jobTimeout <= 0 {
 		jobTimeout = resumeTimeout
 	}
-	progress := newPassProgress(ctx)
+	progress := newPassProgress(ctx, carryReconcile, cloneReconcile)
 	out := &progress.out
 	fail := func(id string, err error) {
 		progress.update(func() {
@@ -145,7 +140,7 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 			out.Failures = append(out.Failures, fmt.Sprintf("%s: %v", id, err))
 		})
 	}
-	stop := progress.heartbeatEvery(ctx, r.heartbeatEvery())
+	stop := progress.heartbeatEvery(ctx, passHeartbeat(r.HeartbeatEvery))
 	defer stop()
 
 	results, err := r.Ledger.UnappliedResults(ctx, in.ResultGrace, in.Limit, in.AccountIDs...)
@@ -229,76 +224,17 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	return final, nil
 }
 
-func (r *Reconciler) heartbeatEvery() time.Duration {
-	if r.HeartbeatEvery > 0 {
-		return r.HeartbeatEvery
-	}
-	return DefaultPassHeartbeat
+// carryReconcile is what a retried pass keeps of the counts its dead attempt heartbeated: the
+// jobs it healed and the results it applied are done, and the retry finds nothing left of them to
+// count. What the attempt looked at (Examined, RunningChecked) and what failed are the retry's
+// own: it looks and tries again.
+func carryReconcile(earlier ReconcileResult) ReconcileResult {
+	return ReconcileResult{ResultsApplied: earlier.ResultsApplied, Healed: earlier.Healed,
+		Started: earlier.Started, RejectedOrphans: earlier.RejectedOrphans}
 }
 
-// passProgress is what a pass has done so far, shared between the pass and its heartbeat.
-type passProgress struct {
-	mu  sync.Mutex
-	out ReconcileResult
-}
-
-// newPassProgress starts from what an earlier attempt of the same pass recorded in its last
-// heartbeat (it died with its worker): the jobs it healed and the results it applied are done,
-// and the retry finds nothing left of them to count. What the attempt looked at (Examined,
-// RunningChecked) and what failed are the retry's own: it looks and tries again.
-func newPassProgress(ctx context.Context) *passProgress {
-	p := &passProgress{}
-	var earlier ReconcileResult
-	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &earlier) == nil {
-		p.out = ReconcileResult{ResultsApplied: earlier.ResultsApplied, Healed: earlier.Healed,
-			Started: earlier.Started, RejectedOrphans: earlier.RejectedOrphans}
-	}
-	return p
-}
-
-// update changes the counts under the lock.
-func (p *passProgress) update(change func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	change()
-}
-
-// result is a copy of the counts.
-func (p *passProgress) result() ReconcileResult {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := p.out
-	out.Failures = slices.Clone(p.out.Failures)
-	return out
-}
-
-// heartbeatEvery heartbeats the counts so far at once and then every interval, until the returned
-// stop is called. The pass heartbeats on a clock, not per job, so that its heartbeat timeout can
-// be short whatever one job's heal costs: the schedule skips a pass while one runs, and a worker
-// killed mid-pass holds every heal for that timeout.
-func (p *passProgress) heartbeatEvery(ctx context.Context, interval time.Duration) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	activity.RecordHeartbeat(ctx, p.result())
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				activity.RecordHeartbeat(ctx, p.result())
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+// cloneReconcile copies counts that share no slice with r.
+func cloneReconcile(r ReconcileResult) ReconcileResult {
+	r.Failures = slices.Clone(r.Failures)
+	return r
 }

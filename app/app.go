@@ -23,7 +23,8 @@ import (
 
 // RunWorker runs a worker as c says until ctx is done (SIGINT or SIGTERM in the binary), then
 // stops it cleanly: in-flight activities get the worker's stop timeout to finish. It serves the
-// metrics page on metrics.listen and creates or updates the reconcile schedule first.
+// metrics page on metrics.listen and creates or updates the schedules of the reconcile and expiry
+// passes first.
 func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 	conns, err := connect.Open(ctx, c, z, true)
 	if err != nil {
@@ -36,7 +37,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 	}
 	defer stopMetrics()
 	w := worker.New(c, conns.Temporal, conns.Ledger, conns.Jobs(), conns.Metrics)
-	if err := worker.EnsureReconcileSchedule(ctx, conns.Temporal, c); err != nil {
+	if err := worker.EnsureSchedules(ctx, conns.Temporal, c); err != nil {
 		return err
 	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))

@@ -42,6 +42,8 @@ type Config struct {
 	Runner Runner `mapstructure:"runner"`
 	// Reconcile says how often the reconcile pass runs and how long it leaves a placeholder alone.
 	Reconcile Reconcile `mapstructure:"reconcile"`
+	// Expiry says how often the expiry pass runs.
+	Expiry Expiry `mapstructure:"expiry"`
 	// Metrics says where the worker serves its Prometheus page.
 	Metrics Metrics `mapstructure:"metrics"`
 	// API configures the HTTP API that `jobbill api` serves.
@@ -230,6 +232,15 @@ type Reconcile struct {
 	ResultGrace time.Duration `mapstructure:"result_grace"`
 }
 
+// Expiry is the expiry pass's schedule, which every worker creates or updates at start beside the
+// reconcile pass's.
+type Expiry struct {
+	// Interval is how often the pass runs: what remains of a credit block is removed within about
+	// one interval after the block expires (until then it stays in the balance, but no charge can
+	// spend it).
+	Interval time.Duration `mapstructure:"interval"`
+}
+
 // Metrics says where /metrics is served.
 type Metrics struct {
 	// Listen is the worker's host:port for GET /metrics; empty serves none. (`jobbill api`
@@ -295,6 +306,7 @@ func Default() Config {
 			HTTP:      HTTPRunner{URL: "", PollInterval: 2 * time.Second, RequestTimeout: 10 * time.Second},
 		},
 		Reconcile: Reconcile{Interval: time.Minute, Grace: 2 * time.Minute, ResultGrace: 30 * time.Second},
+		Expiry:    Expiry{Interval: time.Minute},
 		Metrics:   Metrics{Listen: "127.0.0.1:9090"},
 		API: API{
 			Listen:            "127.0.0.1:8080",
@@ -445,6 +457,9 @@ func (c Config) Validate() error {
 	}
 	if c.Reconcile.Interval < time.Second || c.Reconcile.Grace < 0 || c.Reconcile.ResultGrace < 0 {
 		problems = append(problems, "reconcile.interval must be at least 1s, and reconcile.grace and reconcile.result_grace must not be negative")
+	}
+	if c.Expiry.Interval < time.Second {
+		problems = append(problems, "expiry.interval must be at least 1s")
 	}
 	problems = append(problems, c.API.problems()...)
 	problems = append(problems, c.Webhooks.problems()...)

@@ -86,13 +86,16 @@ const (
 	// KindReconcileSchedule: the reconcile schedule is missing, or points at a task queue no worker
 	// polls, so nothing heals what the doors leave behind.
 	KindReconcileSchedule Kind = "reconcile_schedule"
+	// KindExpirySchedule: the expiry schedule is missing, or points at a task queue no worker
+	// polls, so what remains of expired credit blocks stays in the balances.
+	KindExpirySchedule Kind = "expiry_schedule"
 )
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
-		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule}
+		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
 }
 
 // Violation is one broken rule.
@@ -138,8 +141,8 @@ type Options struct {
 	// except a job charged after its run had closed, which no grace covers. Zero checks everything
 	// (quiescent systems and tests).
 	Grace time.Duration
-	// Schedule, when set, also checks the reconcile schedule: that it exists and that a worker
-	// polls the task queue it starts its passes on. `jobbill audit` sets it unless the audit is
+	// Schedule, when set, also checks the schedules of the reconcile and expiry passes: that each
+	// exists and that a worker polls the task queue it starts its passes on. `jobbill audit` sets it unless the audit is
 	// scoped to an account or a prefix.
 	Schedule bool
 }

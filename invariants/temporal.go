@@ -449,37 +449,52 @@ func (c *temporalCheck) checkForeignRuns(ctx context.Context) error {
 	})
 }
 
-// checkSchedule reports a reconcile schedule that is missing or that starts its passes on a task
-// queue no worker polls: healing would then be off, silently.
+// passSchedules are the schedules of the passes that keep the money right with nobody looking,
+// and what stops when one is off.
+var passSchedules = []struct {
+	id, pass string
+	kind     Kind
+	off      string
+}{
+	{workflows.ReconcileScheduleID, "reconcile", KindReconcileSchedule,
+		"nothing heals jobs left charged, results recorded while Temporal was down, or orphaned placeholders"},
+	{workflows.ExpiryScheduleID, "expiry", KindExpirySchedule,
+		"nothing removes what remains of expired credit blocks, which stay in the balances"},
+}
+
+// checkSchedule reports a pass's schedule that is missing or that starts its passes on a task
+// queue no worker polls: the pass would then be off, silently.
 func (c *temporalCheck) checkSchedule(ctx context.Context) error {
 	if !c.opts.Schedule {
 		return nil
 	}
-	desc, err := c.opts.Temporal.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
-			"the reconcile schedule %s does not exist in namespace %s: nothing heals jobs left charged, results recorded while Temporal was down, or orphaned placeholders. Starting a worker creates it.",
-			workflows.ReconcileScheduleID, c.opts.Namespace)})
-		return nil
-	case err != nil:
-		return fmt.Errorf("describing the reconcile schedule: %w", err)
-	}
-	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
-	if !ok {
-		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
-			"the reconcile schedule %s does not start a workflow.", workflows.ReconcileScheduleID)})
-		return nil
-	}
-	tq, err := c.opts.Temporal.DescribeTaskQueue(ctx, action.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
-		return fmt.Errorf("describing task queue %s: %w", action.TaskQueue, err)
-	}
-	if len(tq.GetPollers()) == 0 {
-		c.report.add(Violation{Kind: KindReconcileSchedule, Message: fmt.Sprintf(
-			"the reconcile schedule %s starts its passes on task queue %s, which no worker polls: healing is off. Starting a worker with the right temporal.task_queue points the schedule at it.",
-			workflows.ReconcileScheduleID, action.TaskQueue)})
+	for _, s := range passSchedules {
+		desc, err := c.opts.Temporal.ScheduleClient().GetHandle(ctx, s.id).Describe(ctx)
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+			c.report.add(Violation{Kind: s.kind, Message: fmt.Sprintf(
+				"the %s schedule %s does not exist in namespace %s: %s. Starting a worker creates it.",
+				s.pass, s.id, c.opts.Namespace, s.off)})
+			continue
+		case err != nil:
+			return fmt.Errorf("describing the %s schedule: %w", s.pass, err)
+		}
+		action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
+		if !ok {
+			c.report.add(Violation{Kind: s.kind, Message: fmt.Sprintf(
+				"the %s schedule %s does not start a workflow.", s.pass, s.id)})
+			continue
+		}
+		tq, err := c.opts.Temporal.DescribeTaskQueue(ctx, action.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return fmt.Errorf("describing task queue %s: %w", action.TaskQueue, err)
+		}
+		if len(tq.GetPollers()) == 0 {
+			c.report.add(Violation{Kind: s.kind, Message: fmt.Sprintf(
+				"the %s schedule %s starts its passes on task queue %s, which no worker polls: %s. Starting a worker with the right temporal.task_queue points the schedule at it.",
+				s.pass, s.id, action.TaskQueue, s.off)})
+		}
 	}
 	return nil
 }

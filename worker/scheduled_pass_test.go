@@ -54,20 +54,11 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 	store := d.Store
 	cfg := workertest.Config("pass")
 	bin := buildJobbill(t)
-	w := startWorker(t, bin, "worker", map[string]string{
-		config.EnvName("database_url"):           d.DatabaseURL,
-		config.EnvName("temporal.address"):       cfg.Temporal.Address,
-		config.EnvName("temporal.namespace"):     cfg.Temporal.Namespace,
-		config.EnvName("temporal.task_queue"):    cfg.Temporal.TaskQueue,
-		config.EnvName("reconcile.interval"):     passInterval.String(),
-		config.EnvName("reconcile.grace"):        passGrace.String(),
-		config.EnvName("reconcile.result_grace"): passResultGrace.String(),
-		config.EnvName("log.level"):              "info",
+	tc := startDeployedWorker(ctx, t, bin, d, cfg, map[string]string{
+		"reconcile.interval":     passInterval.String(),
+		"reconcile.grace":        passGrace.String(),
+		"reconcile.result_grace": passResultGrace.String(),
 	})
-	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
-	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", cfg.Temporal.Address)
-	t.Cleanup(tc.Close)
-	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, w)
 
 	// The submitter's policy travels with each job: one attempt, and a late-result window long
 	// enough that a result applied by a later pass still finds the job's workflow listening.
@@ -114,7 +105,7 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 	for {
 		// Counted before the ledger is read: a pass that completed before this read had its
 		// chance to heal what the read finds.
-		passes := passesCompletedSince(ctx, t, tc, faultsReady)
+		passes := passesCompletedSince(ctx, t, tc, workflows.ReconcileScheduleID, faultsReady)
 		healed, states := true, map[string]ledgerdb.State{}
 		for key, states0 := range want {
 			job, err := store.Job(ctx, key)
@@ -145,6 +136,29 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pending, "the recorded result was applied")
 	ledgertest.RequireSound(t, store, account)
+}
+
+// startDeployedWorker runs a `jobbill worker` process of bin as the deployment d runs one: on its
+// database, on cfg's Temporal, namespace and task queue, logging at info, with settings (keys, not
+// variables) on top; and answers a Temporal client of the test's once the process polls.
+func startDeployedWorker(ctx context.Context, t *testing.T, bin string, d *ledgertest.Deployment, cfg config.Config, settings map[string]string) client.Client {
+	t.Helper()
+	env := map[string]string{
+		config.EnvName("database_url"):        d.DatabaseURL,
+		config.EnvName("temporal.address"):    cfg.Temporal.Address,
+		config.EnvName("temporal.namespace"):  cfg.Temporal.Namespace,
+		config.EnvName("temporal.task_queue"): cfg.Temporal.TaskQueue,
+		config.EnvName("log.level"):           "info",
+	}
+	for key, value := range settings {
+		env[config.EnvName(key)] = value
+	}
+	w := startWorker(t, bin, "worker", env)
+	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
+	require.NoError(t, err, "Temporal at %s (bash scripts/ensure-temporal.sh, or make temporal-cluster)", cfg.Temporal.Address)
+	t.Cleanup(tc.Close)
+	waitForPollers(ctx, t, tc, cfg.Temporal.TaskQueue, w)
+	return tc
 }
 
 // reportWithTemporalDown runs `jobbill job report` for key's first attempt against a Temporal
@@ -188,11 +202,13 @@ func waitLedgerState(ctx context.Context, t *testing.T, store *ledgerdb.Store, k
 	}
 }
 
-// passesCompletedSince counts the reconcile schedule's passes that started after since and have
-// completed.
-func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, since time.Time) int {
+// passesCompletedSince counts the passes of the schedule scheduleID that started after since and
+// have completed. It reads the schedule's recent actions, its last ten: with overlap skipped at
+// most one pass is open at a time, so when more than ten started after since, completed ones are
+// among them.
+func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, scheduleID string, since time.Time) int {
 	t.Helper()
-	desc, err := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+	desc, err := tc.ScheduleClient().GetHandle(ctx, scheduleID).Describe(ctx)
 	require.NoError(t, err)
 	n := 0
 	for _, action := range desc.Info.RecentActions {

@@ -39,6 +39,29 @@ type Deployment struct {
 	MigrateDatabaseURL string
 	// Store is a ledger on it, shared by the test process.
 	Store *ledgerdb.Store
+
+	ownerOnce sync.Once
+	owner     *pgxpool.Pool
+	ownerErr  error
+}
+
+// OwnerPool is a small pool on the deployment's database as the schema's owner, shared by the
+// test process: for tests that must go past the application role's grants, as [OwnerPool] is for
+// the tests' shared database.
+func (d *Deployment) OwnerPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	d.ownerOnce.Do(func() {
+		var cfg *pgxpool.Config
+		if cfg, d.ownerErr = ledgerdb.PoolConfig(d.MigrateDatabaseURL); d.ownerErr != nil {
+			return
+		}
+		cfg.MaxConns = 2
+		d.owner, d.ownerErr = pgxpool.NewWithConfig(context.Background(), cfg)
+	})
+	if d.ownerErr != nil {
+		t.Fatalf("test deployment %s as its owner %s: %v", d.Name, redact(d.MigrateDatabaseURL), d.ownerErr)
+	}
+	return d.owner
 }
 
 var (
