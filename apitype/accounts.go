@@ -14,7 +14,7 @@ type Account struct {
 type LedgerEntry struct {
 	// ID orders the rows; pass the last one as ?after= for the next page.
 	ID int64 `json:"id"`
-	// Kind is grant, charge, refund, reclaim, release or adjustment.
+	// Kind is grant, charge, refund, reclaim, release, adjustment or expire.
 	Kind string `json:"kind"`
 	// Amount is the signed change in credits.
 	Amount int64 `json:"amount"`
@@ -24,7 +24,8 @@ type LedgerEntry struct {
 	JobID string `json:"job_id,omitempty"`
 	// Key is a grant's or adjustment's idempotency key.
 	Key string `json:"key,omitempty"`
-	// Memo is a grant's or adjustment's free text.
+	// Memo is a grant's or adjustment's free text, or an expiry's words: how many credits
+	// expired, from which block, granted and ended when.
 	Memo string `json:"memo,omitempty"`
 	// CreatedAt is when the row was written.
 	CreatedAt time.Time `json:"created_at"`

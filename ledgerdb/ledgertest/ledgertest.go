@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -305,4 +306,87 @@ func RequireRowAmounts(t testing.TB, s *ledgerdb.Store, key ledgerdb.JobKey, wan
 	if !slices.Equal(want, got) {
 		t.Fatalf("ledger rows of job %s: got %v, want %v", key, got, want)
 	}
+}
+
+// Promotional grants the account a promotional block of amount credits that expires in a day,
+// under key, and answers the block (ExpireBlock expires it at once).
+func Promotional(t testing.TB, s *ledgerdb.Store, acct, key string, amount int64) int64 {
+	t.Helper()
+	tomorrow := time.Now().Add(24 * time.Hour)
+	g, err := s.Grant(context.Background(), ledgerdb.Credit{AccountID: acct, Amount: amount, Key: key,
+		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &tomorrow}})
+	if err != nil {
+		t.Fatalf("granting %d promotional credits to %s: %v", amount, acct, err)
+	}
+	return BlockOf(t, s, g)
+}
+
+// BlockOf answers the credit block a grant made.
+func BlockOf(t testing.TB, s *ledgerdb.Store, grant ledgerdb.Posting) int64 {
+	t.Helper()
+	var id int64
+	if err := s.Pool().QueryRow(context.Background(), `SELECT block_id FROM ledger_entries WHERE id = $1`, grant.EntryID).Scan(&id); err != nil {
+		t.Fatalf("reading the block of grant row %d: %v", grant.EntryID, err)
+	}
+	return id
+}
+
+// ExpireBlock moves a credit block's clock back, as if its expiry had come an hour ago (as the
+// owner: credit_blocks is the ledger's functions' to write), and runs the expiry until the block
+// is expired. The expiry expires every due block of the database, other tests' too.
+func ExpireBlock(t testing.TB, s *ledgerdb.Store, block int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := OwnerPool(t).Exec(ctx, `UPDATE credit_blocks
+		SET effective_at = now() - interval '2 hours', expires_at = now() - interval '1 hour' WHERE id = $1`, block); err != nil {
+		t.Fatalf("moving block %d's clock back: %v", block, err)
+	}
+	for more := true; more; {
+		var err error
+		if _, more, err = s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall); err != nil {
+			t.Fatalf("expiring blocks: %v", err)
+		}
+	}
+	var expired bool
+	if err := s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, block).Scan(&expired); err != nil || !expired {
+		t.Fatalf("block %d not expired (%v)", block, err)
+	}
+}
+
+// ExpiredRefund is the story of a refund that returned credits to a block that had expired
+// (RefundIntoExpiredBlock).
+type ExpiredRefund struct {
+	// Account is the account: granted 100 paid credits and 15 promotional ones.
+	Account string
+	// Job is the 40-credit job, charged 15 promotional and 25 paid credits, then refunded (for a
+	// timeout): its 25 paid credits stay the account's, its 15 promotional ones expire at once.
+	Job ledgerdb.JobKey
+	// Kept is a 10-credit job charged after it and refunded (the work failed): all paid credits,
+	// none expire.
+	Kept ledgerdb.JobKey
+	// Block is the promotional block, expired between the charges and the refunds (holding
+	// nothing then, it was marked expired with no row).
+	Block int64
+	// Refund is the job's refund.
+	Refund ledgerdb.Transition
+}
+
+// RefundIntoExpiredBlock writes the story ExpiredRefund tells, on a new account.
+func RefundIntoExpiredBlock(t testing.TB, s *ledgerdb.Store) ExpiredRefund {
+	t.Helper()
+	ctx := context.Background()
+	x := ExpiredRefund{Account: Account(t, s, 100)}
+	x.Block = Promotional(t, s, x.Account, "promo", 15)
+	x.Job = Charged(t, s, x.Account, ID(t, "job"), 40, "s3://in/1").Job.Key()
+	x.Kept = Charged(t, s, x.Account, ID(t, "kept"), 10, "s3://in/2").Job.Key()
+	ExpireBlock(t, s, x.Block)
+	var err error
+	if x.Refund, err = s.Refund(ctx, x.Job, ledgerdb.ReasonTimedOut, "timed out on gpu-7.internal", 3); err != nil || x.Refund.Outcome != ledgerdb.Applied {
+		t.Fatalf("refunding %s: %v (%s)", x.Job, err, x.Refund.Outcome)
+	}
+	if tr, err := s.Refund(ctx, x.Kept, ledgerdb.ReasonGPUFailed, "", 1); err != nil || tr.Outcome != ledgerdb.Applied {
+		t.Fatalf("refunding %s: %v (%s)", x.Kept, err, tr.Outcome)
+	}
+	RequireBalance(t, s, x.Account, 100)
+	return x
 }
