@@ -24,7 +24,8 @@ type LedgerEntry struct {
 	JobID string `json:"job_id,omitempty"`
 	// Key is a grant's or adjustment's idempotency key.
 	Key string `json:"key,omitempty"`
-	// Memo is a grant's or adjustment's free text.
+	// Memo is a grant's or adjustment's free text, or an expiry's words: how many credits
+	// expired, from which block, granted and ended when.
 	Memo string `json:"memo,omitempty"`
 	// CreatedAt is when the row was written.
 	CreatedAt time.Time `json:"created_at"`

@@ -45,17 +45,17 @@ func (s *Service) Status(ctx context.Context, key ledgerdb.JobKey) (Status, erro
 // When Temporal cannot be asked, the ledger's answer stands.
 func (s *Service) current(ctx context.Context, job ledgerdb.Job) (Status, error) {
 	if job.State != ledgerdb.StateRunning {
-		return s.statusOf(job), nil
+		return s.status(ctx, job)
 	}
 	healed, err := s.Heal(ctx, job)
 	if err != nil || !healed {
-		return s.statusOf(job), nil
+		return s.status(ctx, job)
 	}
 	job, err = s.opts.Ledger.Job(ctx, job.Key())
 	if err != nil {
 		return Status{}, err
 	}
-	return s.statusOf(job), nil
+	return s.status(ctx, job)
 }
 
 // Heal compensates a running job whose workflow has closed without settling it, and says whether

@@ -24,9 +24,20 @@ func (s *Service) List(ctx context.Context, f ledgerdb.JobFilter) (JobList, erro
 	if err != nil {
 		return JobList{}, err
 	}
+	// One read for the page: the expiries the refunds and releases of its jobs caused.
+	var returned []ledgerdb.JobKey
+	for _, job := range page.Jobs {
+		if returnedCredits(job) {
+			returned = append(returned, job.Key())
+		}
+	}
+	expired, err := s.opts.Ledger.ExpiredReturns(ctx, returned)
+	if err != nil {
+		return JobList{}, err
+	}
 	list := JobList{Jobs: make([]Status, 0, len(page.Jobs)), Next: page.Next}
 	for _, job := range page.Jobs {
-		list.Jobs = append(list.Jobs, s.statusOf(job))
+		list.Jobs = append(list.Jobs, s.statusOf(job, expired[job.Key()]))
 	}
 	return list, nil
 }

@@ -87,7 +87,11 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 		return ResultReport{}, err
 	}
 	if recorded.AppliedAt != nil && !(job.State == ledgerdb.StateDeleted && takesResult(job)) {
-		return ResultReport{Path: PathAlreadyApplied, Status: s.statusOf(job),
+		st, err := s.status(ctx, job)
+		if err != nil {
+			return ResultReport{}, err
+		}
+		return ResultReport{Path: PathAlreadyApplied, Status: st,
 			Message: "This result was reported and taken before; nothing changed."}, nil
 	}
 	// A deleted refunded job whose result was taken and its refund not reclaimed had the result
@@ -95,7 +99,11 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 	applied, err := s.apply(ctx, job, report)
 	if err != nil {
 		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
-		return ResultReport{Path: PathRecorded, Status: s.statusOf(job),
+		st, serr := s.status(ctx, job)
+		if serr != nil {
+			return ResultReport{}, serr
+		}
+		return ResultReport{Path: PathRecorded, Status: st,
 			Message: strings.TrimSuffix(RecordedMessage, ".") + " (" + err.Error() + ")."}, nil
 	}
 	return applied, nil
@@ -124,7 +132,11 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 		if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedSettled); err != nil {
 			return ResultReport{}, err
 		}
-		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: s.statusOf(job),
+		st, err := s.status(ctx, job)
+		if err != nil {
+			return ResultReport{}, err
+		}
+		return ResultReport{Path: PathFallback, Outcome: ledgerdb.NotApplied, Status: st,
 			Message: "The job was deleted with nothing left to bill; its result is discarded and its money stays as it was."}, nil
 	}
 	sig := workflows.ResultSignal{Attempt: r.Attempt, OutputRef: r.OutputRef, FinishedAt: r.FinishedAt, UnitsUsed: r.UnitsUsed}
@@ -143,7 +155,11 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 			if _, err := s.opts.Ledger.MarkResultApplied(ctx, r.Key, r.Attempt, ledgerdb.AppliedBySignal); err != nil {
 				return ResultReport{}, err
 			}
-			return ResultReport{Path: PathSignal, Status: s.statusOf(job),
+			st, err := s.status(ctx, job)
+			if err != nil {
+				return ResultReport{}, err
+			}
+			return ResultReport{Path: PathSignal, Status: st,
 				Message: "The job's workflow received the result and settles it."}, nil
 		case !errors.As(err, &notFound):
 			return ResultReport{}, fmt.Errorf("job %q: signalling the result: %w", job.ID, err)
@@ -177,7 +193,11 @@ func (s *Service) apply(ctx context.Context, job ledgerdb.Job, r ledgerdb.Result
 	if err != nil {
 		return ResultReport{}, err
 	}
-	return ResultReport{Path: PathFallback, Outcome: out.Outcome, Status: s.statusOf(current), Message: out.Message}, nil
+	st, err := s.status(ctx, current)
+	if err != nil {
+		return ResultReport{}, err
+	}
+	return ResultReport{Path: PathFallback, Outcome: out.Outcome, Status: st, Message: out.Message}, nil
 }
 
 // takesResult says whether a result can still bill the job: every job but a tombstone with

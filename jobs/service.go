@@ -133,7 +133,9 @@ func (s *Service) Submit(ctx context.Context, job Job) (Submission, error) {
 	if err != nil {
 		return Submission{}, err
 	}
-	sub.Status = s.statusOf(current)
+	if sub.Status, err = s.status(ctx, current); err != nil {
+		return Submission{}, err
+	}
 	return sub, chargeError(current)
 }
 
@@ -452,7 +454,7 @@ func (s *Service) Resume(ctx context.Context, key ledgerdb.JobKey) (Status, erro
 		return Status{}, err
 	}
 	if job.State != ledgerdb.StateSubmitting {
-		return s.statusOf(job), nil
+		return s.status(ctx, job)
 	}
 	request, err := s.opts.Ledger.JobRequest(ctx, key)
 	if err != nil {
@@ -460,7 +462,7 @@ func (s *Service) Resume(ctx context.Context, key ledgerdb.JobKey) (Status, erro
 	}
 	if len(request) == 0 {
 		// Running the work on no input would charge for work that never saw the job's input.
-		return s.statusOf(job), fmt.Errorf("job %s: its input is not known to the ledger; it cannot be resumed", key)
+		return s.statusBeside(ctx, job, fmt.Errorf("job %s: its input is not known to the ledger; it cannot be resumed", key))
 	}
 	resumed := Job{ID: job.ID, AccountID: job.AccountID, Kind: job.Kind, InputRef: string(request)}
 	if job.HeldUnits > 0 {
@@ -470,7 +472,7 @@ func (s *Service) Resume(ctx context.Context, key ledgerdb.JobKey) (Status, erro
 	if err != nil {
 		return Status{}, err
 	}
-	return s.statusOf(current), nil
+	return s.status(ctx, current)
 }
 
 // chargeError is the error a submission answers for a job whose charge was refused: nothing was
@@ -492,7 +494,7 @@ func (s *Service) Delete(ctx context.Context, key ledgerdb.JobKey) (Status, erro
 	if err != nil {
 		return Status{}, err
 	}
-	return s.statusOf(t.Job), nil
+	return s.status(ctx, t.Job)
 }
 
 // ErrNotDeadLettered means a redrive was asked for a job that is not refunded.
@@ -518,7 +520,7 @@ func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note str
 		return Status{}, err
 	}
 	if job.State != ledgerdb.StateRefunded {
-		return s.statusOf(job), fmt.Errorf("job %s is %s: %w", key, job.State, ErrNotDeadLettered)
+		return s.statusBeside(ctx, job, fmt.Errorf("job %s is %s: %w", key, job.State, ErrNotDeadLettered))
 	}
 	workflowID := workflows.JobWorkflowID(job.AccountID, job.ID)
 	run, err := s.describeRun(ctx, workflowID)
@@ -528,7 +530,7 @@ func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note str
 	if run.foreign() && run.open() {
 		// The redrive runs the work in a run of the job's own workflow, which cannot start while
 		// another program's run holds the ID; signalled, that run would swallow the redrive.
-		return s.statusOf(job), fmt.Errorf("job %s: redrive: %w (a %q workflow, run %s)", key, ErrWorkflowIDTaken, run.typ, run.runID)
+		return s.statusBeside(ctx, job, fmt.Errorf("job %s: redrive: %w (a %q workflow, run %s)", key, ErrWorkflowIDTaken, run.typ, run.runID))
 	}
 	err = s.opts.Temporal.SignalWorkflow(ctx, workflowID, run.signalRunID(), workflows.SignalRedrive, req)
 	var notFound *serviceerror.NotFound
@@ -544,7 +546,7 @@ func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note str
 		if in.Work.InputRef == "" {
 			// A job from before the ledger kept requests: running it on no input would charge
 			// again (on success) for work that never saw the job's input.
-			return s.statusOf(job), fmt.Errorf("job %s: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", key)
+			return s.statusBeside(ctx, job, fmt.Errorf("job %s: its input is not known to the ledger and its workflow is gone; it cannot be re-driven", key))
 		}
 		_, err = s.opts.Temporal.SignalWithStartWorkflow(ctx, workflowID, workflows.SignalRedrive, req, client.StartWorkflowOptions{
 			ID:                       workflowID,
@@ -558,7 +560,7 @@ func (s *Service) Redrive(ctx context.Context, key ledgerdb.JobKey, by, note str
 	if err != nil {
 		return Status{}, fmt.Errorf("job %s: redrive: %w", key, err)
 	}
-	return s.statusOf(job), nil
+	return s.status(ctx, job)
 }
 
 // inputOf is the input a new run of a job's workflow starts with: the job as the ledger has it

@@ -1,7 +1,10 @@
 package jobs
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -64,7 +67,42 @@ func (st Status) Key() ledgerdb.JobKey {
 	return ledgerdb.JobKey{AccountID: st.AccountID, JobID: st.JobID}
 }
 
-func (s *Service) statusOf(job ledgerdb.Job) Status {
+// status is the job as its user should see it, its sentence told with the expiries its refund or
+// release caused: read only for a job that has had credits returned.
+func (s *Service) status(ctx context.Context, job ledgerdb.Job) (Status, error) {
+	if !returnedCredits(job) {
+		return s.statusOf(job, nil), nil
+	}
+	expired, err := s.opts.Ledger.ExpiredReturns(ctx, []ledgerdb.JobKey{job.Key()})
+	if err != nil {
+		return Status{}, err
+	}
+	return s.statusOf(job, expired[job.Key()]), nil
+}
+
+// statusBeside is the job's status given beside err, which says why a call did nothing; a failure
+// to read the job's expiries is joined to it.
+func (s *Service) statusBeside(ctx context.Context, job ledgerdb.Job, err error) (Status, error) {
+	st, readErr := s.status(ctx, job)
+	if readErr != nil {
+		st = s.statusOf(job, nil)
+	}
+	return st, errors.Join(err, readErr)
+}
+
+// returnedCredits says whether a refund or a release may have returned credits of the job: only
+// such a job can have had some of them expire at once.
+func returnedCredits(job ledgerdb.Job) bool {
+	switch job.State {
+	case ledgerdb.StateRefunded, ledgerdb.StateRecovered, ledgerdb.StateDeleted:
+		return true
+	}
+	return job.Released() > 0
+}
+
+// statusOf is the job as its user should see it, with the expiries its refund or release caused
+// ([ledgerdb.Store.ExpiredReturns]).
+func (s *Service) statusOf(job ledgerdb.Job, expired []ledgerdb.Entry) Status {
 	st := Status{
 		JobID:        job.ID,
 		AccountID:    job.AccountID,
@@ -93,13 +131,27 @@ func (s *Service) statusOf(job ledgerdb.Job) Status {
 	case job.RejectReason != "":
 		st.Reason, st.Detail = job.RejectReason.Reason(), job.RejectReason.Describe()
 	}
-	st.Message = Message(job)
+	st.Message = Message(job, expired)
 	return st
 }
 
-// Message is the sentence a user reads about a job and their money (always say where
-// the money is).
-func Message(job ledgerdb.Job) string {
+// Message is the sentence a user reads about a job and their money (always say where the money
+// is), with what of the credits its refund or release returned had expired and were removed at
+// once (expired: the expiries they caused, [ledgerdb.Store.ExpiredReturns]).
+func Message(job ledgerdb.Job, expired []ledgerdb.Entry) string {
+	msg := message(job)
+	switch {
+	case removed(expired) == 0:
+		return msg
+	case job.State == ledgerdb.StateRefunded:
+		// "… Your 40 credits were refunded; 15 of them had expired on 31 Dec 2026 and were removed."
+		return strings.TrimSuffix(msg, ".") + "; " + ExpiredText(expired) + "."
+	}
+	return msg + " " + returnedExpiredText(expired)
+}
+
+// message is the sentence of a job whose returned credits all stayed the user's.
+func message(job ledgerdb.Job) string {
 	switch job.State {
 	case ledgerdb.StateSubmitting:
 		// Never "not charged": the charge may still commit (money state pending).

@@ -163,11 +163,10 @@ func (s *Store) History(ctx context.Context, accountID string, page HistoryPage)
 	}
 	// One row more than asked tells whether another page follows.
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, account_id, coalesce(split_part(job_id, '/', 2), ''), kind, amount, balance_after,
-		       coalesce(idempotency_key, ''), coalesce(memo, ''), created_at
-		FROM ledger_entries
-		WHERE account_id = $1 AND id > $2
-		ORDER BY id
+		SELECT `+entryColumns+`
+		FROM `+entryFrom+`
+		WHERE le.account_id = $1 AND le.id > $2
+		ORDER BY le.id
 		LIMIT $3`, accountID, page.AfterID, limit+1)
 	if err != nil {
 		return History{}, translateError(err)
@@ -184,11 +183,35 @@ func (s *Store) History(ctx context.Context, accountID string, page HistoryPage)
 	return h, nil
 }
 
+// scanEntry reads an entry from the columns entryColumns selects.
 func scanEntry(row pgx.CollectableRow) (Entry, error) {
 	var e Entry
-	var kind string
-	var createdAt time.Time
-	err := row.Scan(&e.ID, &e.AccountID, &e.JobID, &kind, &e.Amount, &e.BalanceAfter, &e.Key, &e.Memo, &createdAt)
-	e.Kind, e.CreatedAt = EntryKind(kind), createdAt
+	var sc entryScan
+	err := row.Scan(sc.dest(&e)...)
+	sc.fill(&e)
 	return e, err
+}
+
+// entryScan holds the columns of an entry that are scanned apart: its kind, and the block it
+// names, which a row without one reads as NULLs.
+type entryScan struct {
+	kind      string
+	blockID   *int64
+	category  *string
+	grantedAt *time.Time
+	expiresAt *time.Time
+}
+
+// dest answers where entryColumns scan to.
+func (sc *entryScan) dest(e *Entry) []any {
+	return []any{&e.ID, &e.AccountID, &e.JobID, &sc.kind, &e.Amount, &e.BalanceAfter, &e.Key, &e.Memo, &e.CreatedAt,
+		&e.CausedBy, &sc.blockID, &sc.category, &sc.grantedAt, &sc.expiresAt}
+}
+
+// fill sets what was scanned apart on e.
+func (sc *entryScan) fill(e *Entry) {
+	e.Kind = EntryKind(sc.kind)
+	if sc.blockID != nil {
+		e.Block = &EntryBlock{ID: *sc.blockID, Category: BlockCategory(*sc.category), GrantedAt: *sc.grantedAt, ExpiresAt: sc.expiresAt}
+	}
 }

@@ -63,9 +63,9 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 	// another account's job of the same ID is told apart (and reported below), not added to this
 	// account's job.
 	rows, err := tx.Query(ctx, `
-		SELECT id, account_id, coalesce(job_id, ''), kind, amount, balance_after,
-		       coalesce(idempotency_key, ''), coalesce(memo, ''), created_at
-		FROM ledger_entries WHERE account_id = $1 ORDER BY id`, r.AccountID)
+		SELECT le.id, le.account_id, coalesce(le.job_id, ''), le.kind, le.amount, le.balance_after,
+		       coalesce(le.idempotency_key, ''), coalesce(le.memo, ''), le.created_at, `+entryBlockColumns+`
+		FROM `+entryFrom+` WHERE le.account_id = $1 ORDER BY le.id`, r.AccountID)
 	if err != nil {
 		return err
 	}

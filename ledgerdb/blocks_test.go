@@ -28,24 +28,6 @@ func blockAccount(t *testing.T, s *ledgerdb.Store) string {
 	return acct
 }
 
-// grantBlock grants amount under terms and answers the block it made.
-func grantBlock(t *testing.T, s *ledgerdb.Store, acct string, amount int64, terms ledgerdb.BlockTerms) ledgerdb.Block {
-	t.Helper()
-	ctx := context.Background()
-	key := ledgertest.ID(t, "grant")
-	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: key, Memo: "test grant", Block: terms})
-	require.NoError(t, err)
-	blocks, err := s.Blocks(ctx, acct)
-	require.NoError(t, err)
-	for _, b := range blocks {
-		if b.Key == key {
-			return b
-		}
-	}
-	t.Fatalf("no block for grant %s", key)
-	return ledgerdb.Block{}
-}
-
 // promotional and paid are block terms: a promotional block expiring in days, a paid one of
 // priority 0 that never expires.
 func promotional(days int) ledgerdb.BlockTerms {
@@ -54,19 +36,6 @@ func promotional(days int) ledgerdb.BlockTerms {
 }
 
 var paid = ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.01"}
-
-// expireNow moves a block's expiry back so that it has passed, as the owner (the clock of a test
-// cannot wait weeks): to just after the last row that spent from it, so that the rows written
-// before stay inside the block's time, as they were when they were written.
-func expireNow(t *testing.T, blockID int64) {
-	t.Helper()
-	_, err := ledgertest.OwnerPool(t).Exec(context.Background(), `UPDATE credit_blocks b
-		SET expires_at = greatest(b.effective_at, (
-			SELECT max(e.created_at) FROM ledger_block_moves m JOIN ledger_entries e ON e.id = m.entry_id
-			WHERE m.block_id = b.id)) + interval '1 microsecond'
-		WHERE b.id = $1 AND (b.expires_at IS NULL OR b.expires_at > now())`, blockID)
-	require.NoError(t, err)
-}
 
 // remaining answers what each block holds now, by ID.
 func remaining(t *testing.T, s *ledgerdb.Store, acct string) map[int64]int64 {
@@ -115,10 +84,10 @@ func expiries(t *testing.T, s *ledgerdb.Store, acct string) []ledgerdb.Entry {
 func TestChargeSpendsPromotionalFirst(t *testing.T) {
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	paidBlock := grantBlock(t, s, acct, 100, paid)
-	later := grantBlock(t, s, acct, 30, promotional(60))
-	sooner := grantBlock(t, s, acct, 20, promotional(10))
-	urgent := grantBlock(t, s, acct, 10, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, Priority: -1})
+	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
+	later := ledgertest.GrantBlock(t, s, acct, 30, promotional(60))
+	sooner := ledgertest.GrantBlock(t, s, acct, 20, promotional(10))
+	urgent := ledgertest.GrantBlock(t, s, acct, 10, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, Priority: -1})
 
 	chargeJob(t, s, acct, 25) // urgent 10 (priority -1), then sooner 15
 	got := remaining(t, s, acct)
@@ -147,15 +116,15 @@ func TestChargeCannotSpendCreditsOutOfTime(t *testing.T) {
 
 	future := blockAccount(t, s)
 	tomorrow := time.Now().Add(24 * time.Hour)
-	grantBlock(t, s, future, 50, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, EffectiveAt: &tomorrow})
+	ledgertest.GrantBlock(t, s, future, 50, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, EffectiveAt: &tomorrow})
 	_, tr := chargeJob(t, s, future, 40)
 	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
 	require.Equal(t, ledgerdb.RejectInsufficientCredits, tr.Job.RejectReason)
 	ledgertest.RequireBalance(t, s, future, 50)
 
 	lapsed := blockAccount(t, s)
-	b := grantBlock(t, s, lapsed, 50, promotional(30))
-	expireNow(t, b.ID) // past its expiry, not yet removed by the pass
+	b := ledgertest.GrantBlock(t, s, lapsed, 50, promotional(30))
+	ledgertest.PassBlockExpiry(t, b.ID) // past its expiry, not yet removed by the pass
 	_, tr = chargeJob(t, s, lapsed, 40)
 	require.Equal(t, ledgerdb.StateRejected, tr.Job.State)
 	ledgertest.RequireBalance(t, s, lapsed, 50)
@@ -175,11 +144,11 @@ func TestRefundIntoAnExpiredBlockExpiresAtOnce(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	promo := grantBlock(t, s, acct, 15, promotional(30))
-	paidBlock := grantBlock(t, s, acct, 100, paid)
+	promo := ledgertest.GrantBlock(t, s, acct, 15, promotional(30))
+	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 
 	job, _ := chargeJob(t, s, acct, 40) // promo 15, paid 25
-	expireNow(t, promo.ID)
+	ledgertest.PassBlockExpiry(t, promo.ID)
 	expired, _, err := s.ExpireBlocks(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, filterAccount(expired, acct), "an empty block expires with no row")
@@ -228,8 +197,8 @@ func TestReleaseReturnsTheUnusedPartLastDrawnFirst(t *testing.T) {
 	s := ledgertest.Store(t)
 	kind := ledgertest.Metered(t, s, 3, 20) // a hold of 60
 	acct := blockAccount(t, s)
-	promo := grantBlock(t, s, acct, 40, promotional(30))
-	paidBlock := grantBlock(t, s, acct, 100, paid)
+	promo := ledgertest.GrantBlock(t, s, acct, 40, promotional(30))
+	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 
 	job := meteredCharged(t, s, acct, kind, 0).Job.Key() // promo 40, paid 20
 	_, err := s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
@@ -248,7 +217,7 @@ func TestReclaimDebtIsPaidByTheNextGrant(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	grantBlock(t, s, acct, 50, paid)
+	ledgertest.GrantBlock(t, s, acct, 50, paid)
 	late, _ := chargeJob(t, s, acct, 50)
 	_, err := s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "", 3)
 	require.NoError(t, err)
@@ -258,7 +227,7 @@ func TestReclaimDebtIsPaidByTheNextGrant(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, -50)
 	ledgertest.RequireSound(t, s, acct)
 
-	next := grantBlock(t, s, acct, 80, promotional(30))
+	next := ledgertest.GrantBlock(t, s, acct, 80, promotional(30))
 	require.Equal(t, int64(30), next.Remaining, "the grant paid the debt of 50 first")
 	ledgertest.RequireBalance(t, s, acct, 30)
 	ledgertest.RequireSound(t, s, acct)
@@ -271,12 +240,12 @@ func TestExpiryRemovesWhatRemainsOnce(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	a := grantBlock(t, s, acct, 30, promotional(5))
-	b := grantBlock(t, s, acct, 20, promotional(6))
-	grantBlock(t, s, acct, 100, paid)
+	a := ledgertest.GrantBlock(t, s, acct, 30, promotional(5))
+	b := ledgertest.GrantBlock(t, s, acct, 20, promotional(6))
+	ledgertest.GrantBlock(t, s, acct, 100, paid)
 	chargeJob(t, s, acct, 10) // from a
-	expireNow(t, a.ID)
-	expireNow(t, b.ID)
+	ledgertest.PassBlockExpiry(t, a.ID)
+	ledgertest.PassBlockExpiry(t, b.ID)
 
 	var wg sync.WaitGroup
 	for range 4 {
@@ -371,7 +340,7 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 					terms = promotional(1 + rng.IntN(30))
 				}
 				terms.Priority = int32(rng.IntN(3))
-				b := grantBlock(t, s, acct, int64(10+rng.IntN(90)), terms)
+				b := ledgertest.GrantBlock(t, s, acct, int64(10+rng.IntN(90)), terms)
 				blocks = append(blocks, b.ID)
 				what = fmt.Sprintf("grant %s block %d", terms.Category, b.ID)
 			case op < 5:
@@ -407,7 +376,7 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 				what = "late result"
 			case len(blocks) > 0:
 				b := blocks[rng.IntN(len(blocks))]
-				expireNow(t, b)
+				ledgertest.PassBlockExpiry(t, b)
 				if rng.IntN(2) == 0 {
 					_, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
 					require.NoError(t, err)
@@ -432,9 +401,9 @@ func TestConcurrentChargesNeverOverdrawTheSpendableBlocks(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	lapsed := grantBlock(t, s, acct, 100, promotional(30))
-	expireNow(t, lapsed.ID)
-	grantBlock(t, s, acct, 100, paid)
+	lapsed := ledgertest.GrantBlock(t, s, acct, 100, promotional(30))
+	ledgertest.PassBlockExpiry(t, lapsed.ID)
+	ledgertest.GrantBlock(t, s, acct, 100, paid)
 	kind := ledgertest.Fixed(t, s, 30)
 
 	keys := make([]ledgerdb.JobKey, 10)

@@ -39,7 +39,7 @@ func TestRevenueReconciles(t *testing.T) {
 	require.NoError(t, err)
 	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 300, "s3://in/b") // 100 promotional, 200 of paid-hour
 	t2 := now()
-	ledgertest.ExpireBlock(t, s, acct, "paid-hour")
+	ledgertest.ExpireGrant(t, s, acct, "paid-hour")
 	t3 := now()
 
 	report := func(from, to time.Time) ledgerdb.Revenue {

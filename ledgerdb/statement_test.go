@@ -131,7 +131,7 @@ func TestStatementSplitsGrantsAndUsage(t *testing.T) {
 	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 45, "s3://in/b") // 20 promotional, 25 paid
 	_, err = s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -5, Key: "correction"})
 	require.NoError(t, err)
-	ledgertest.ExpireBlock(t, s, acct, "initial")
+	ledgertest.ExpireGrant(t, s, acct, "initial")
 	end := time.Now().Add(time.Hour)
 
 	first, err := s.Statement(ctx, acct, middle.Add(-time.Hour), middle)

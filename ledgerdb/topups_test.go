@@ -57,7 +57,7 @@ func TestTopUpAmountOfADebit(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
-	grantBlock(t, s, acct, 100, paid)
+	ledgertest.GrantBlock(t, s, acct, 100, paid)
 	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpTarget, Threshold: 50, Amount: 300, MonthlyCap: 400})
 	require.NoError(t, err)
 	_, first := chargeJob(t, s, acct, 40)  // 100 -> 60: above the threshold still

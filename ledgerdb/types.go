@@ -239,6 +239,24 @@ type Entry struct {
 	Memo string
 	// CreatedAt is when the row was written.
 	CreatedAt time.Time
+	// CausedBy is, for an expiry of credits that a refund or a release returned to a block
+	// already expired, that refund's or release's row; 0 otherwise.
+	CausedBy int64
+	// Block is the credit block a grant made or an expiry removed credits from; nil for other
+	// rows and for grants from before credit blocks began.
+	Block *EntryBlock
+}
+
+// EntryBlock is what a row says of the credit block it names: enough to tell the row in words.
+type EntryBlock struct {
+	// ID names the block.
+	ID int64
+	// Category is paid or promotional.
+	Category BlockCategory
+	// GrantedAt is when its grant made it.
+	GrantedAt time.Time
+	// ExpiresAt is when it expires or expired; nil: never.
+	ExpiresAt *time.Time
 }
 
 // Outcome says what a guarded operation did.

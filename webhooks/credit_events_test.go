@@ -15,40 +15,6 @@ import (
 	"github.com/jobbill/jobbill/webhooks/webhookstest"
 )
 
-// blockOf answers the block a grant row made.
-func blockOf(t *testing.T, s *ledgerdb.Store, grant ledgerdb.Posting) int64 {
-	t.Helper()
-	var id int64
-	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT block_id FROM ledger_entries WHERE id = $1`, grant.EntryID).Scan(&id))
-	return id
-}
-
-// expireNow moves block's expiry back to now, and runs the expiry
-// until the block is expired (the expiry expires every due block of the database, other tests'
-// too).
-func expireNow(t *testing.T, s *ledgerdb.Store, block int64) {
-	t.Helper()
-	ctx := context.Background()
-	// Just after the last row that spent from it, so that those rows stay inside its time, as
-	// they were when they were written (the audit checks no block is spent after its expiry).
-	_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks b
-		SET expires_at = greatest(b.effective_at, (
-			SELECT max(e.created_at) FROM ledger_block_moves m JOIN ledger_entries e ON e.id = m.entry_id
-			WHERE m.block_id = b.id)) + interval '1 microsecond'
-		WHERE b.id = $1`, block)
-	require.NoError(t, err)
-	for {
-		_, more, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall)
-		require.NoError(t, err)
-		if !more {
-			break
-		}
-	}
-	var expired bool
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, block).Scan(&expired))
-	require.True(t, expired, "block %d expired", block)
-}
-
 // TestCreditEventsTellGrantsAndExpiries checks the credit events' rule: each is derived from its
 // ledger row, exactly once, and reaches the account's endpoint signed. A grant that made a block
 // is told as credit.granted with the block's terms and the balance after it; a block's expiry as
@@ -80,12 +46,12 @@ func TestCreditEventsTellGrantsAndExpiries(t *testing.T) {
 	paidGrant, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "invoice-7", Memo: "invoice 7",
 		Block: ledgerdb.BlockTerms{CostBasis: "0.0100"}}) // 155
 	require.NoError(t, err)
-	promoBlock, paidBlock := blockOf(t, s, promoGrant), blockOf(t, s, paidGrant)
+	promoBlock, paidBlock := ledgertest.BlockOf(t, s, promoGrant), ledgertest.BlockOf(t, s, paidGrant)
 
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 115: 40 of the promotional block's 50
 	caughtUp(t, ws)                                  // the grants told as granted, before the test moves a clock
-	expireNow(t, s, promoBlock)                      // 105: its 10 left expire
+	ledgertest.ExpireBlock(t, s, promoBlock)         // 105: its 10 left expire
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3))
 	// 145, then 105: the 40 return to the expired block and expire with it.
 
@@ -142,26 +108,19 @@ func TestBalanceLowOnExpiry(t *testing.T) {
 	s, ws, acct := listened(t, 0)
 	_, err := ws.SetLowBalanceThreshold(ctx, acct, ptr(int64(50)))
 	require.NoError(t, err)
-	soon := time.Now().Add(24 * time.Hour)
-	promotional := func(key string, amount int64) int64 {
-		g, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: amount, Key: key,
-			Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &soon}})
-		require.NoError(t, err)
-		return blockOf(t, s, g)
-	}
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 30, Key: "paid"})
 	require.NoError(t, err)
-	first := promotional("promo-1", 40) // 70
+	first := ledgertest.Promotional(t, s, acct, "promo-1", 40) // 70
 
 	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 30, all from the promotional block: crosses
-	expireNow(t, s, first)                           // it holds nothing: no row
+	ledgertest.ExpireBlock(t, s, first)              // it holds nothing: no row
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1))
 	// 70, then 30: the 40 returned to the expired block expire with it.
 	ledgertest.RequireBalance(t, s, acct, 30)
 
-	second := promotional("promo-2", 30) // 60
-	expireNow(t, s, second)              // 30: crosses
+	second := ledgertest.Promotional(t, s, acct, "promo-2", 30) // 60
+	ledgertest.ExpireBlock(t, s, second)                        // 30: crosses
 
 	var lows []map[string]any
 	for _, e := range events(t, ws, acct) {

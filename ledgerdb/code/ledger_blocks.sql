@@ -99,6 +99,27 @@ END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_draw(text, bigint, bigint, boolean)") }}
 
+-- The words an expire row keeps as its memo, what the account's ledger listing shows of it: how
+-- many credits expired, from which block (its category and when it was granted), and when the
+-- block ended — "12 credits expired: block 7 (promotional, granted 1 Dec 2026) ended on 31 Dec
+-- 2026" —, or, for credits a refund or a release (p_cause) returned to a block already ended, that
+-- they came back to it after it had ended. Dates are UTC.
+CREATE FUNCTION ledger_block_expiry_memo(blk credit_blocks, p_amount bigint, p_cause text)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_cause IS NULL THEN
+        format('%s credits expired: block %s (%s, granted %s) ended on %s', p_amount, blk.id, blk.category,
+               to_char(blk.created_at AT TIME ZONE 'UTC', 'FMDD Mon YYYY'),
+               to_char(blk.expires_at AT TIME ZONE 'UTC', 'FMDD Mon YYYY'))
+    ELSE
+        format('%s credits expired: a %s returned them to block %s (%s, granted %s), which had %s', p_amount,
+               p_cause, blk.id, blk.category, to_char(blk.created_at AT TIME ZONE 'UTC', 'FMDD Mon YYYY'),
+               CASE WHEN blk.status = 'void' THEN 'been voided'
+                    ELSE 'ended on ' || to_char(blk.expires_at AT TIME ZONE 'UTC', 'FMDD Mon YYYY') END)
+    END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_expiry_memo(credit_blocks, bigint, text)") }}
+
 -- Returns p_amount (> 0) credits of row p_entry_id (a refund or a release) to where row
 -- p_source_id (the charge, or the reclaim that drew again) took them: the last drawn first, so
 -- that what stays spent is what the order of spending chose. A debt the source drew on is paid
@@ -153,7 +174,7 @@ BEGIN
         RETURNING balance INTO new_balance;
         INSERT INTO ledger_entries (account_id, kind, amount, balance_after, block_id, caused_by, memo)
         VALUES (p_account_id, 'expire', -give, new_balance, blk.id, p_entry_id,
-                'returned to a block that had expired')
+                ledger_block_expiry_memo(blk, give, (SELECT le.kind FROM ledger_entries le WHERE le.id = p_entry_id)))
         RETURNING id INTO expiry_id;
         PERFORM ledger_block_move(p_account_id, expiry_id, blk.id, -give);
         expired := expired + give;

@@ -29,7 +29,8 @@ BEGIN
             WHERE a.id = blk.account_id
             RETURNING a.balance INTO new_balance;
             INSERT INTO ledger_entries (account_id, kind, amount, balance_after, block_id, memo)
-            VALUES (blk.account_id, 'expire', -blk.remaining, new_balance, blk.id, 'the block expired')
+            VALUES (blk.account_id, 'expire', -blk.remaining, new_balance, blk.id,
+                    ledger_block_expiry_memo(blk, blk.remaining, NULL))
             RETURNING id INTO expiry;
             PERFORM ledger_block_move(blk.account_id, expiry, blk.id, -blk.remaining);
             account_id := blk.account_id;

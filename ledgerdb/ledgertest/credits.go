@@ -22,41 +22,6 @@ func Now(t testing.TB, s *ledgerdb.Store) time.Time {
 	return at.UTC()
 }
 
-// ExpireBlock makes the credit block of the account's grant under key expire: it moves the
-// block's clock back an hour, as the schema's owner (credit_blocks is not append-only), and runs
-// the expiry pass until the block is expired — other tests' due blocks expire with it, as they
-// would in the scheduled pass. It answers the block's ID.
-func ExpireBlock(t testing.TB, s *ledgerdb.Store, accountID, key string) int64 {
-	t.Helper()
-	ctx := context.Background()
-	var block int64
-	if err := s.Pool().QueryRow(ctx, `SELECT block_id FROM ledger_entries WHERE account_id = $1 AND idempotency_key = $2`,
-		accountID, key).Scan(&block); err != nil {
-		t.Fatalf("the block of %s's grant %s: %v", accountID, key, err)
-	}
-	if _, err := OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE id = $1`, block); err != nil {
-		t.Fatalf("moving block %d's clock back: %v", block, err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, _, err := s.ExpireBlocks(ctx, ledgerdb.MaxExpiriesPerCall); err != nil {
-			t.Fatalf("expiring blocks: %v", err)
-		}
-		var expired bool
-		if err := s.Pool().QueryRow(ctx, `SELECT expired_at IS NOT NULL FROM credit_blocks WHERE id = $1`, block).Scan(&expired); err != nil {
-			t.Fatalf("reading block %d: %v", block, err)
-		}
-		if expired {
-			return block
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("block %d did not expire within a minute", block)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // StatementCSV reads a statement as [ledgerdb.WriteStatementCSV] writes it: its records after the
 // header, which must be [ledgerdb.StatementCSVHeader], and its opening balance, the sum of its
 // lines' credits and its closing balance.
