@@ -305,7 +305,7 @@ func decodeGrant(body io.Reader, maxBytes int64, accountID string, now time.Time
 	if err := terms.Validate(now); errors.As(err, &invalid) {
 		return ledgerdb.Credit{}, badRequest("Field %q %s", invalid.Field, invalid.Reason)
 	}
-	return ledgerdb.Credit{AccountID: accountID, Amount: req.Amount, Key: req.Key, Memo: req.Memo, Block: terms}, nil
+	return ledgerdb.Credit{AccountID: accountID, Amount: req.Amount, Key: req.Key, Memo: req.Memo, Block: terms, Pending: req.Pending}, nil
 }
 
 // timeField reads a body's optional RFC 3339 time; nil when left out.

@@ -319,7 +319,8 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if posting.Outcome == ledgerdb.AlreadyApplied {
 		status = http.StatusOK
 	}
-	return status, apitype.Grant{AccountID: id, Outcome: string(posting.Outcome), EntryID: posting.EntryID, BalanceAfter: posting.BalanceAfter}, nil
+	return status, apitype.Grant{AccountID: id, Outcome: string(posting.Outcome), EntryID: posting.EntryID,
+		BalanceAfter: posting.BalanceAfter, Pending: credit.Pending && posting.EntryID == 0}, nil
 }
 
 // listPrices is GET /v1/prices: the price list, for every key, because a customer must be able

@@ -276,6 +276,7 @@ var documentedBodies = map[string]any{
 	"ThresholdRequest": apitype.ThresholdRequest{}, "Threshold": apitype.Threshold{},
 	"Block": apitype.Block{}, "BlockList": apitype.BlockList{}, "Statement": apitype.Statement{},
 	"StatementLine": apitype.StatementLine{}, "Revenue": apitype.Revenue{}, "Money": apitype.Money{},
+	"SettleGrantRequest": apitype.SettleGrantRequest{}, "TopUpRule": apitype.TopUpRule{},
 }
 
 // TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a

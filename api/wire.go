@@ -113,3 +113,10 @@ func revenueOf(r ledgerdb.Revenue) apitype.Revenue {
 		Granted: money(r.Granted), Recognised: money(r.Recognised), Lapsed: money(r.Lapsed), Adjusted: money(r.Adjusted),
 		DeferredClosing: money(r.DeferredClosing), PromotionalSpent: r.PromotionalSpent}
 }
+
+// topUpRuleOf is an account's automatic top-up rule on the wire, with the outcome of setting it
+// ("" for a read).
+func topUpRuleOf(r ledgerdb.TopUpRule, outcome ledgerdb.Outcome) apitype.TopUpRule {
+	return apitype.TopUpRule{AccountID: r.AccountID, Threshold: r.Threshold, Mode: string(r.Mode), Amount: r.Amount,
+		MonthlyCap: r.MonthlyCap, Outcome: string(outcome)}
+}

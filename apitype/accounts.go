@@ -63,6 +63,9 @@ type GrantRequest struct {
 	// CostBasis is what the customer paid per credit, a decimal in the currency's main unit
 	// ("0.01"); paid blocks only.
 	CostBasis string `json:"cost_basis,omitempty"`
+	// Pending posts the grant before its payment is confirmed: its block holds nothing until
+	// POST /v1/accounts/{id}/grants/{key}/settle says the payment was made (or failed).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Grant is the answer of POST /v1/accounts/{id}/grants.
@@ -75,6 +78,32 @@ type Grant struct {
 	EntryID int64 `json:"entry_id"`
 	// BalanceAfter is the balance right after that row.
 	BalanceAfter int64 `json:"balance_after"`
+	// Pending says the grant waits for its payment: no row yet (EntryID is 0), no credits.
+	Pending bool `json:"pending,omitempty"`
+}
+
+// SettleGrantRequest is the body of POST /v1/accounts/{id}/grants/{key}/settle.
+type SettleGrantRequest struct {
+	// Paid says the grant's payment was made (its credits become spendable) or failed (its block
+	// is void).
+	Paid *bool `json:"paid"`
+}
+
+// TopUpRule is an account's automatic top-up rule: the body of PUT
+// /v1/accounts/{id}/topup-rule and the answer of GET.
+type TopUpRule struct {
+	// AccountID names the account (in answers).
+	AccountID string `json:"account_id,omitempty"`
+	// Threshold is the balance below which a debit asks for a top-up (a topup.requested event).
+	Threshold int64 `json:"threshold"`
+	// Mode is fixed (ask for Amount) or target (ask for what fills the balance up to Amount).
+	Mode string `json:"mode"`
+	// Amount is the credits asked for, or the target balance.
+	Amount int64 `json:"amount"`
+	// MonthlyCap is the most credits the requests of one calendar month (UTC) ask for.
+	MonthlyCap int64 `json:"monthly_cap"`
+	// Outcome, in the answer of PUT and DELETE, is applied or already_applied.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // ThresholdRequest is the body of PUT /v1/accounts/{id}/low-balance-threshold.

@@ -1,0 +1,94 @@
+package api_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+)
+
+// TestTopUpRuleAtTheDoor checks the automatic top-up rule as raw HTTP brings it, from any
+// language: an admin sets it (amounts written 5000.0 or 5e3 are the integers, as at every door),
+// the account's customer reads it, and a rule that could never work — an unknown mode, a zero
+// amount or cap, a target not above its threshold, a fractional amount — is 400 naming the field,
+// nothing written; removing it twice answers already_applied the second time (the idempotent-doors
+// rule).
+func TestTopUpRuleAtTheDoor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 0)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	customer := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	rule := "/v1/accounts/" + acct + "/topup-rule"
+
+	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code, "no rule yet")
+	for _, tc := range []struct{ body, field string }{
+		{`{"threshold": 500, "mode": "sometimes", "amount": 5000, "monthly_cap": 20000}`, "mode"},
+		{`{"threshold": 500, "mode": "fixed", "amount": 0, "monthly_cap": 20000}`, "amount"},
+		{`{"threshold": 500, "mode": "fixed", "amount": 5000, "monthly_cap": 0}`, "monthly_cap"},
+		{`{"threshold": 500, "mode": "target", "amount": 500, "monthly_cap": 20000}`, "amount"},
+		{`{"threshold": 500, "mode": "fixed", "amount": 50.5, "monthly_cap": 20000}`, "amount"},
+	} {
+		a := call(t, base, "PUT", rule, admin, tc.body)
+		require.Equal(t, 400, a.code, "%s: %s", tc.body, a.raw)
+		require.Contains(t, a.str("message"), `"`+tc.field+`"`, "the refusal names the field: %s", tc.body)
+	}
+	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code, "a refused rule is not written")
+
+	set := call(t, base, "PUT", rule, admin, `{"threshold": 500.0, "mode": "target", "amount": 5e3, "monthly_cap": 20000}`)
+	require.Equal(t, 200, set.code, set.raw)
+	require.Equal(t, "applied", set.str("outcome"))
+	again := call(t, base, "PUT", rule, admin, `{"threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`)
+	require.Equal(t, "already_applied", again.str("outcome"))
+	got := call(t, base, "GET", rule, customer, nil)
+	require.Equal(t, 200, got.code, got.raw)
+	require.JSONEq(t, `{"account_id": "`+acct+`", "threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`, got.raw)
+	require.Equal(t, 403, call(t, base, "PUT", rule, customer, `{"threshold": 1, "mode": "fixed", "amount": 1, "monthly_cap": 1}`).code,
+		"a customer cannot set its own rule")
+
+	require.Equal(t, "applied", call(t, base, "DELETE", rule, admin, nil).str("outcome"))
+	require.Equal(t, "already_applied", call(t, base, "DELETE", rule, admin, nil).str("outcome"))
+	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code)
+}
+
+// TestPendingGrantAtTheDoor checks a grant posted before its payment is confirmed: it answers
+// pending with no row and the balance unchanged (nothing the customer cannot spend); settling it
+// paid writes the grant's row once (a repeat answers it again), settling it the other way is 409,
+// and a failed payment voids another, nothing written; a settlement without "paid" is 400 and an
+// unknown key 404 (the idempotent-doors rule).
+func TestPendingGrantAtTheDoor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 0)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	grants := "/v1/accounts/" + acct + "/grants"
+
+	posted := call(t, base, "POST", grants, admin, `{"amount": 200, "key": "topup-1", "memo": "card", "pending": true}`)
+	require.Equal(t, 201, posted.code, posted.raw)
+	require.Equal(t, "true", posted.str("pending"))
+	require.Equal(t, "0", posted.str("entry_id"))
+	rowsBefore := e.rows(t, acct)
+	ledgertest.RequireBalance(t, e.Store, acct, 0)
+
+	require.Equal(t, 400, call(t, base, "POST", grants+"/topup-1/settle", admin, `{}`).code)
+	require.Equal(t, 404, call(t, base, "POST", grants+"/no-such-key/settle", admin, `{"paid": true}`).code)
+	paid := call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
+	require.Equal(t, 200, paid.code, paid.raw)
+	require.Equal(t, "applied", paid.str("outcome"))
+	require.Equal(t, "200", paid.str("balance_after"))
+	repeat := call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
+	require.Equal(t, "already_applied", repeat.str("outcome"))
+	require.Equal(t, paid.str("entry_id"), repeat.str("entry_id"))
+	require.Equal(t, 409, call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": false}`).code)
+	require.Len(t, e.rows(t, acct), len(rowsBefore)+1, "one grant row, once")
+
+	require.Equal(t, 201, call(t, base, "POST", grants, admin, `{"amount": 300, "key": "topup-2", "pending": true}`).code)
+	require.Equal(t, "applied", call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": false}`).str("outcome"))
+	require.Equal(t, 409, call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": true}`).code)
+	ledgertest.RequireBalance(t, e.Store, acct, 200)
+	ledgertest.RequireSound(t, e.Store, acct)
+}
