@@ -12,13 +12,19 @@ import (
 )
 
 // TestRunSmall runs the whole benchmark at a toy size on the test database, both lifecycles, on
-// accounts without and with webhook endpoints, and the pre-outbox path.
+// accounts without and with webhook endpoints, the fixed one on accounts funded with several
+// credit blocks, and the pre-outbox path.
 // Run fails unless both sides left exactly the ledger rows each lifecycle should (the
 // reversing-pairs rule: charge, refund and reclaim of the hold, and for the metered lifecycle a
 // release of the part its usage left), every job recovered (and settled at its usage) and every
 // account's balance equal to the sum of its rows (the sum-of-rows rule) and to its grant less what
-// its jobs cost, so a pass here means the raw scripts and the Go side compute the same, right
-// money; and the accounts with endpoints got one webhook event per money row, each delivered.
+// its jobs cost; and unless every row moved its credits among the account's blocks as the ledger
+// functions do (a charge and a reclaim draw in the order of spending, promotional first; a refund
+// and a release give back to the blocks drawn from, the last drawn first), each block holding what
+// its moves leave it. So a pass here means the raw scripts and the Go side compute the same, right
+// money, down to the blocks; this test also wants charges of the several-block accounts to have
+// drawn across blocks, and the accounts with endpoints to have got one webhook event per money
+// row, each delivered.
 // pgbench is part of the machine's PostgreSQL install: without it this test fails rather than
 // skips. Speed is reported, never asserted: a toy run's figures mean nothing.
 func TestRunSmall(t *testing.T) {
