@@ -50,18 +50,14 @@ func (b *bench) prepare(ctx context.Context) error {
 					for client := range b.cfg.Clients {
 						for n := 1; n <= b.cfg.Lifecycles; n++ {
 							key := b.jobKey(side, lc, round, client, n)
-							sub := ledgerdb.Submission{JobID: key.JobID, AccountID: key.AccountID, Kind: p.Kind}
-							jobs = append(jobs, []any{key.String(), sub.AccountID, p.Hold(), sub.Fingerprint(),
-								p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits})
+							jobs = append(jobs, jobRow(key, p))
 							requests = append(requests, []any{key.String(), []byte{}})
 						}
 					}
 				}
 			}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
-			[]string{"id", "account_id", "cost", "request_fingerprint", "kind", "price_version", "unit", "unit_price", "held_units"},
-			pgx.CopyFromRows(jobs)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, jobColumns, pgx.CopyFromRows(jobs)); err != nil {
 			return err
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_requests"}, []string{"job_id", "request"}, pgx.CopyFromRows(requests))
@@ -75,6 +71,17 @@ func (b *bench) prepare(ctx context.Context) error {
 		return fmt.Errorf("ledgerbench: analyzing: %w", err)
 	}
 	return nil
+}
+
+// jobColumns are the columns of a placeholder job that jobRow fills.
+var jobColumns = []string{"id", "account_id", "cost", "request_fingerprint", "kind", "price_version", "unit", "unit_price", "held_units"}
+
+// jobRow is the placeholder job Store.Submit would write for the key at the price (p as the price
+// list holds it, its version included), in the order of jobColumns.
+func jobRow(key ledgerdb.JobKey, p ledgerdb.Price) []any {
+	sub := ledgerdb.Submission{JobID: key.JobID, AccountID: key.AccountID, Kind: p.Kind}
+	return []any{key.String(), sub.AccountID, p.Hold(), sub.Fingerprint(),
+		p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits}
 }
 
 // grant is one of the opening grants of a lifecycle's accounts: the credit block it makes, as
