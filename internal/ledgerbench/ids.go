@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,6 +48,11 @@ type lifecycle struct {
 	// hooked puts the lifecycle's accounts, on both sides, each with a webhook endpoint, and runs a
 	// delivery worker through its rounds (hooks.go); otherwise its accounts have none.
 	hooked bool
+	// blocks funds the lifecycle's accounts, on both sides, with several credit blocks
+	// (severalGrants), so that charges draw across them; otherwise with one (oneGrant).
+	blocks bool
+	// grants are what each of the lifecycle's accounts is granted at the set-up, set by Run.
+	grants []grant
 	// result collects the lifecycle's figures.
 	result *Comparison
 }
@@ -55,10 +61,14 @@ type lifecycle struct {
 // job.refunded, job.reclaimed (the duplicate refund writes no row, hence no event).
 const events = 3
 
-// label names the lifecycle in the report: its name, and whether its accounts have endpoints.
+// label names the lifecycle in the report: its name, and whether its accounts have endpoints or
+// several credit blocks.
 func (lc *lifecycle) label() string {
-	if lc.hooked {
+	switch {
+	case lc.hooked:
 		return string(lc.name) + "+hooks"
+	case lc.blocks:
+		return string(lc.name) + "+blocks"
 	}
 	return string(lc.name)
 }
@@ -72,20 +82,39 @@ func (lc *lifecycle) setUp(ctx context.Context, store *ledgerdb.Store, dir strin
 	}
 	lc.price = price
 	lc.script = filepath.Join(dir, lc.tag+".sql")
-	if err := os.WriteFile(lc.script, []byte(openingScript+"\n"+lc.last), 0o600); err != nil {
+	if err := os.WriteFile(lc.script, []byte(rawScript(lc.last)), 0o600); err != nil {
 		return fmt.Errorf("ledgerbench: %w", err)
 	}
 	return nil
 }
 
-// describe says the lifecycle's price and what it bills, for the report.
+// rawScript is a lifecycle's pgbench script: the shared opening, then its last transition, with
+// the draw (draw.sql, its leading comment left out) written where a statement says {{draw.sql}}.
+func rawScript(last string) string {
+	lines := strings.SplitAfter(drawFragment, "\n")
+	for len(lines) > 0 && strings.HasPrefix(lines[0], "--") {
+		lines = lines[1:]
+	}
+	return strings.ReplaceAll(openingScript+"\n"+last, "{{draw.sql}}", strings.TrimSpace(strings.Join(lines, "")))
+}
+
+// describe says the lifecycle's price, what it bills and the credit blocks its accounts hold, for
+// the report.
 func (lc *lifecycle) describe() string {
 	p := lc.price
-	if p.Unit == ledgerdb.UnitJob {
-		return fmt.Sprintf("kind %s v%d, %d credits per job; %d ledger rows", p.Kind, p.Version, p.UnitPrice, lc.rows)
-	}
-	return fmt.Sprintf("kind %s v%d, %d credits per %s, hold %d units = %d credits, n mod %d units used; %d ledger rows",
+	s := fmt.Sprintf("kind %s v%d, %d credits per %s, hold %d units = %d credits, n mod %d units used; %d ledger rows",
 		p.Kind, p.Version, p.UnitPrice, p.Unit, p.MaxUnits, p.Hold(), p.MaxUnits, lc.rows)
+	if p.Unit == ledgerdb.UnitJob {
+		s = fmt.Sprintf("kind %s v%d, %d credits per job; %d ledger rows", p.Kind, p.Version, p.UnitPrice, lc.rows)
+	}
+	blocks := make([]string, len(lc.grants))
+	for i, g := range lc.grants {
+		blocks[i] = fmt.Sprintf("%s %d", g.category, g.amount)
+		if g.expiresIn > 0 {
+			blocks[i] += fmt.Sprintf(" expiring in %.0f days", g.expiresIn.Hours()/24)
+		}
+	}
+	return s + "; accounts granted " + strings.Join(blocks, ", ")
 }
 
 // unitsUsed is the usage the metered lifecycle reports for a client's nth job, as settle.sql

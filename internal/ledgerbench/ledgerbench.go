@@ -11,19 +11,26 @@
 // Both sides do one round trip per transition: the Go API calls one schema function per
 // operation (pgx prepares each statement once per connection, then sends Bind/Execute/Sync), and
 // the raw scripts (lifecycle.sql, then reclaim.sql or settle.sql) are one autocommit statement
-// per transition under pgbench -M prepared. What differs is the server's work behind each round
-// trip; BENCHMARKS.md has the figures and what the gap was traced to.
+// per transition under pgbench -M prepared. Both write the same durable facts: the ledger rows,
+// the jobs' states, and where each row's credits went among the account's credit blocks (the
+// block moves, and each block's remaining), the raw statements drawing and giving back in the
+// order the ledger functions do (lifecycle.sql says how, in one statement). What differs is the
+// server's work behind each round trip; BENCHMARKS.md has the figures and what the gap was
+// traced to.
 //
-// Each lifecycle runs twice: on accounts without webhook endpoints, and on accounts with one each
-// while a delivery worker derives their events from the ledger's rows and delivers them to a local
-// receiver, as `jobbill worker` does (hooks.go); the money path writes the same either way, and
-// the raw side writes the same durable facts as the Go side (lifecycle.sql). Unless told not to,
-// each round also runs the Go side on the pre-outbox ledger (preoutbox.go), for the absolute cost
-// of events in the same run. Every Go side reports the 99th percentile of one transition too.
+// Every account opens as the API would open it, with its opening block, and is funded with one
+// paid block (prepare.go); the fixed lifecycle runs once more on accounts funded with several
+// blocks, two promotional ones and a paid one, sized so that its charges draw across them
+// (fixed+blocks). Each of the two lifecycles runs again on accounts with one webhook endpoint
+// each while a delivery worker derives their events from the ledger's rows and delivers them to
+// a local receiver, as `jobbill worker` does (hooks.go); the money path writes the same either
+// way. Unless told not to, each round also runs the Go side on the pre-outbox ledger
+// (preoutbox.go), for the absolute cost of events in the same run. Every Go side reports the 99th
+// percentile of one transition too.
 //
 // A run never deletes anything (the schema refuses it): it names its accounts and jobs with a
-// fresh prefix, so runs accumulate side by side, and it verifies the money of both sides before
-// it reports a figure.
+// fresh prefix, so runs accumulate side by side, and it verifies the money of both sides, credit
+// blocks included, before it reports a figure.
 package ledgerbench
 
 import (
@@ -44,7 +51,8 @@ import (
 
 // The raw-SQL side, one lifecycle per pgbench transaction: the opening both lifecycles share
 // (charge, refund, duplicate refund), then each one's last transition. Run joins them into one
-// script per lifecycle.
+// script per lifecycle, writing the draw from credit blocks that the charge and the reclaims
+// share (draw.sql) where they say {{draw.sql}}.
 var (
 	//go:embed lifecycle.sql
 	openingScript string
@@ -52,6 +60,8 @@ var (
 	reclaimScript string
 	//go:embed settle.sql
 	settleScript string
+	//go:embed draw.sql
+	drawFragment string
 )
 
 // TransitionsPerLifecycle is how many ledger operations one lifecycle makes, in both lifecycles:
@@ -84,8 +94,9 @@ var (
 		Memo: "ledgerbench: the metered lifecycle"}
 )
 
-// grantPerAccount is each account's opening grant: far more than any run can spend, so no charge
-// is ever refused and both sides always walk the full lifecycle.
+// grantPerAccount is what each account is granted at the set-up, in one credit block or several
+// (prepare.go): far more than any run can spend, so no charge is ever refused and both sides
+// always walk the full lifecycle.
 const grantPerAccount = 1_000_000_000_000
 
 // Config says what one benchmark run does. Zero fields take the defaults noted on them.
@@ -203,6 +214,13 @@ type Verification struct {
 	// Accounts is how many accounts were checked: each balance equals the sum of its rows, equals
 	// its grant less what its jobs should be charged, and its ledger passes ledgerdb's Audit.
 	Accounts int
+	// Blocks is how many credit blocks those accounts hold (each one's opening block and a block
+	// per grant), every row's moves among them checked against what the ledger functions would
+	// have written, and each side's blocks holding as much in all as the other's.
+	Blocks int
+	// CrossingDraws is how many charges and reclaims of the several-block lifecycle (both sides,
+	// every round) drew from more than one block; at least one on each side, or Run fails.
+	CrossingDraws int
 	// Events is how many webhook events the accounts with endpoints got (both sides, every
 	// round): one per charge, refund and reclaim row, each delivered.
 	Events int
@@ -214,6 +232,9 @@ type Comparison struct {
 	Lifecycle Lifecycle
 	// Endpoints says whether its accounts had webhook endpoints, with a delivery worker running.
 	Endpoints bool
+	// Blocks says whether its accounts were funded with several credit blocks (two promotional
+	// and a paid one) that its charges drew across, rather than with one.
+	Blocks bool
 	// RawRounds and GoRounds are each round's figures, in the order they ran.
 	RawRounds, GoRounds []Figures
 	// Raw and Go are the medians of the rounds.
@@ -236,9 +257,11 @@ type Result struct {
 	Prefix string
 	// Config is the configuration the run used, defaults filled in.
 	Config Config
-	// Fixed and Metered are the two lifecycles' figures on accounts without endpoints;
-	// FixedHooked and MeteredHooked on accounts with one each, a delivery worker running.
-	Fixed, Metered, FixedHooked, MeteredHooked Comparison
+	// Fixed and Metered are the two lifecycles' figures on accounts without endpoints, each
+	// funded with one credit block; FixedBlocks the fixed lifecycle's on accounts funded with
+	// several; FixedHooked and MeteredHooked on accounts with one endpoint each, a delivery worker
+	// running.
+	Fixed, Metered, FixedBlocks, FixedHooked, MeteredHooked Comparison
 	// Verified is what the correctness checks found.
 	Verified Verification
 	// Conflicts is what the database counted during the rounds (tails.go).
@@ -285,11 +308,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	b := &bench{cfg: cfg, pool: pool, store: store, tracer: tracer, pgbench: pgbench, out: out, prefix: newPrefix(), dir: dir,
 		sides: []string{sideRaw, sideGo}}
 	res := Result{Prefix: b.prefix, Config: cfg, Fixed: Comparison{Lifecycle: Fixed}, Metered: Comparison{Lifecycle: Metered},
+		FixedBlocks: Comparison{Lifecycle: Fixed, Blocks: true},
 		FixedHooked: Comparison{Lifecycle: Fixed, Endpoints: true}, MeteredHooked: Comparison{Lifecycle: Metered, Endpoints: true}}
 	const fixedSteps, meteredSteps = "charge, refund, duplicate refund, reclaim", "charge, refund, duplicate refund, settle"
 	b.lifecycles = []*lifecycle{
 		{name: Fixed, tag: "f", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, result: &res.Fixed},
 		{name: Metered, tag: "m", steps: meteredSteps, price: meteredPrice, last: settleScript, rows: 4, result: &res.Metered},
+		{name: Fixed, tag: "fb", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, blocks: true, result: &res.FixedBlocks},
 		{name: Fixed, tag: "fh", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, hooked: true, result: &res.FixedHooked},
 		{name: Metered, tag: "mh", steps: meteredSteps, price: meteredPrice, last: settleScript, rows: 4, hooked: true, result: &res.MeteredHooked},
 	}
@@ -299,10 +324,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	defer b.hooks.close()
 	fmt.Fprintf(out, "ledger lifecycle benchmark: prefix %s, %d clients × %d lifecycles per round, side and lifecycle, %d accounts per side and lifecycle, %d rounds, %d transitions per lifecycle\n",
 		b.prefix, cfg.Clients, cfg.Lifecycles, cfg.Accounts, cfg.Rounds, TransitionsPerLifecycle)
+	// Each account's jobs over the whole run, rounded up: what severalGrants sizes its blocks by.
+	jobsPerAccount := (cfg.Rounds*cfg.Clients*cfg.Lifecycles + cfg.Accounts - 1) / cfg.Accounts
 	for _, lc := range b.lifecycles {
 		lc.base = lc.price
 		if err := lc.setUp(ctx, store, dir); err != nil {
 			return res, err
+		}
+		lc.grants = oneGrant()
+		if lc.blocks {
+			lc.grants = severalGrants(jobsPerAccount, lc.price.Hold())
 		}
 		endpoints := "no webhook endpoints"
 		if lc.hooked {
@@ -375,8 +406,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		}
 	}
 	v := res.Verified
-	fmt.Fprintf(out, "verified: fixed %d jobs recovered at their price, %d ledger rows (3 per lifecycle); metered %d jobs recovered and settled at their usage, %d ledger rows (4 per lifecycle); %d accounts with balance = sum of rows = grant - what their jobs are charged, none awaiting a reclaim, audit clean; %d webhook events on the accounts with endpoints, one per charge, refund and reclaim row, each delivered",
-		v.FixedJobs, v.FixedRows, v.MeteredJobs, v.MeteredRows, v.Accounts, v.Events)
+	fmt.Fprintf(out, "verified: fixed %d jobs recovered at their price, %d ledger rows (3 per lifecycle); metered %d jobs recovered and settled at their usage, %d ledger rows (4 per lifecycle); %d accounts with balance = sum of rows = grant - what their jobs are charged, none awaiting a reclaim, audit clean; %d credit blocks, every row's moves as the ledger functions make them, each side's blocks holding as much as the other's; %d charges and reclaims of fixed+blocks drawing across blocks; %d webhook events on the accounts with endpoints, one per charge, refund and reclaim row, each delivered",
+		v.FixedJobs, v.FixedRows, v.MeteredJobs, v.MeteredRows, v.Accounts, v.Blocks, v.CrossingDraws, v.Events)
 	if pre != nil {
 		fmt.Fprint(out, "; the pre-outbox ledger's money likewise")
 	}

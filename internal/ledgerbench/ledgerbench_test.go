@@ -12,13 +12,19 @@ import (
 )
 
 // TestRunSmall runs the whole benchmark at a toy size on the test database, both lifecycles, on
-// accounts without and with webhook endpoints, and the pre-outbox path.
+// accounts without and with webhook endpoints, the fixed one on accounts funded with several
+// credit blocks, and the pre-outbox path.
 // Run fails unless both sides left exactly the ledger rows each lifecycle should (the
 // reversing-pairs rule: charge, refund and reclaim of the hold, and for the metered lifecycle a
 // release of the part its usage left), every job recovered (and settled at its usage) and every
 // account's balance equal to the sum of its rows (the sum-of-rows rule) and to its grant less what
-// its jobs cost, so a pass here means the raw scripts and the Go side compute the same, right
-// money; and the accounts with endpoints got one webhook event per money row, each delivered.
+// its jobs cost; and unless every row moved its credits among the account's blocks as the ledger
+// functions do (a charge and a reclaim draw in the order of spending, promotional first; a refund
+// and a release give back to the blocks drawn from, the last drawn first), each block holding what
+// its moves leave it. So a pass here means the raw scripts and the Go side compute the same, right
+// money, down to the blocks; this test also wants charges of the several-block accounts to have
+// drawn across blocks, and the accounts with endpoints to have got one webhook event per money
+// row, each delivered.
 // pgbench is part of the machine's PostgreSQL install: without it this test fails rather than
 // skips. Speed is reported, never asserted: a toy run's figures mean nothing.
 func TestRunSmall(t *testing.T) {
@@ -38,13 +44,24 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rounds, sides = 2, 2
-	const jobs = 2 * sides * rounds * clients * lifecycles // per lifecycle, without and with endpoints
-	want := ledgerbench.Verification{FixedJobs: jobs, FixedRows: 3 * jobs, MeteredJobs: jobs, MeteredRows: 4 * jobs,
-		Accounts: 4 * sides * accounts, Events: 3 * jobs}
-	if res.Verified != want {
-		t.Errorf("verified %+v, want %+v", res.Verified, want)
+	const jobs = sides * rounds * clients * lifecycles // per lifecycle
+	// Fixed, fixed+blocks and fixed+hooks; metered and metered+hooks. The accounts of the four
+	// single-block lifecycles hold an opening block and a grant's; those of fixed+blocks, three
+	// grants' besides their opening one.
+	want := ledgerbench.Verification{FixedJobs: 3 * jobs, FixedRows: 3 * 3 * jobs, MeteredJobs: 2 * jobs, MeteredRows: 2 * 4 * jobs,
+		Accounts: 5 * sides * accounts, Blocks: (4*2 + 4) * sides * accounts, Events: 2 * 3 * jobs}
+	if res.Verified.CrossingDraws == 0 {
+		t.Errorf("no charge or reclaim of fixed+blocks drew from more than one block")
 	}
-	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered, res.FixedHooked, res.MeteredHooked} {
+	got := res.Verified
+	got.CrossingDraws = 0 // how many cross depends on how the clients interleave
+	if got != want {
+		t.Errorf("verified %+v, want %+v", got, want)
+	}
+	if !res.FixedBlocks.Blocks || res.FixedBlocks.Lifecycle != ledgerbench.Fixed {
+		t.Errorf("fixed+blocks is %+v", res.FixedBlocks)
+	}
+	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered, res.FixedBlocks, res.FixedHooked, res.MeteredHooked} {
 		if len(c.RawRounds) != rounds || len(c.GoRounds) != rounds {
 			t.Errorf("%s: %d raw and %d Go rounds, want %d each", c.Lifecycle, len(c.RawRounds), len(c.GoRounds), rounds)
 		}
@@ -55,7 +72,7 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s (endpoints %v): drains raw %v, Go %v: measured exactly with endpoints", c.Lifecycle, c.Endpoints, c.Raw.Drain, c.Go.Drain)
 		}
 	}
-	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered} {
+	for _, c := range []ledgerbench.Comparison{res.Fixed, res.Metered, res.FixedBlocks} {
 		if len(c.PreOutboxRounds) != rounds || c.OverPreOutbox <= 0 {
 			t.Errorf("%s: %d pre-outbox rounds, Go/pre-outbox %v: want %d rounds and a ratio", c.Lifecycle, len(c.PreOutboxRounds), c.OverPreOutbox, rounds)
 		}
@@ -63,7 +80,7 @@ func TestRunSmall(t *testing.T) {
 	if res.Fixed.Lifecycle != ledgerbench.Fixed || res.Metered.Lifecycle != ledgerbench.Metered {
 		t.Errorf("lifecycles %q and %q, want %q and %q", res.Fixed.Lifecycle, res.Metered.Lifecycle, ledgerbench.Fixed, ledgerbench.Metered)
 	}
-	for _, line := range []string{"ratio Go/raw, fixed:", "ratio Go/raw, metered:"} {
+	for _, line := range []string{"ratio Go/raw, fixed:", "ratio Go/raw, metered:", "ratio Go/raw, fixed+blocks:"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the report has no %q line", line)
 		}

@@ -1,11 +1,15 @@
 package ledgerbench
 
 // The pre-outbox path: the Go side once more, on the same database in the same run, against the
-// ledger as it was before webhook events — the same schema and functions in a schema of their own,
-// less what events need on the money path (the xid column's default that records each row's
-// transaction, and the xid indexes). The lifecycles measured never reject or deliver a job, so
-// the outcome_xid the functions set on those paths costs them nothing; what is left is what the
-// money path wrote before the outbox. Go ÷ pre-outbox is the absolute cost of events.
+// ledger's money path as it is today less what webhook events need of it — the same schema and
+// functions, credit blocks included, in a schema of their own, without the xid column's default
+// that records each row's transaction and without the xid indexes. It is not the ledger as it was
+// before the outbox (that ledger had no credit blocks): it is the current money path without the
+// events' xid, so that Go ÷ pre-outbox is the absolute cost of events on today's money path. The
+// lifecycles measured never reject or deliver a job, so the outcome_xid the functions set on those
+// paths costs them nothing. Its accounts are prepared as the main ledger's are (prepare), their
+// credit blocks with them, and its lifecycles are those of the main run without endpoints,
+// fixed+blocks among them.
 
 import (
 	"context"
@@ -20,9 +24,9 @@ import (
 // preOutboxSchema holds the pre-outbox ledger, beside the benchmarked one in the same database.
 const preOutboxSchema = "ledgerbench_pre_outbox"
 
-// preOutbox sets up the pre-outbox ledger (created, migrated and stripped of the events' facts on
+// preOutbox sets up the pre-outbox ledger (created, migrated and stripped of the events' xid on
 // first use), and a bench on it that runs the Go side of main's lifecycles without endpoints,
-// prepared with their own accounts and jobs. Its close closes its pool.
+// prepared with their own accounts, credit blocks and jobs. Its close closes its pool.
 func preOutbox(ctx context.Context, main *bench) (*bench, func(), error) {
 	fail := func(err error) (*bench, func(), error) {
 		return nil, nil, fmt.Errorf("ledgerbench: pre-outbox ledger: %w", err)

@@ -69,7 +69,7 @@ func (b *bench) runRaw(ctx context.Context, lc *lifecycle, round int) (Figures, 
 		return Figures{}, fmt.Errorf("ledgerbench: reading pgbench's figures: %v\n%s", err, report)
 	}
 	if round == 1 {
-		fmt.Fprintf(b.out, "raw side command, %s: %s\n", lc.name, shown)
+		fmt.Fprintf(b.out, "raw side command, %s: %s\n", lc.label(), shown)
 	}
 	p99, err := pgbenchP99(logPrefix)
 	if err != nil {

@@ -9,16 +9,20 @@ import (
 	"sync"
 )
 
-// verify checks the money of both sides of both lifecycles after the last round: every job
+// verify checks the money of every side of every lifecycle after the last round: every job
 // recovered at the benchmark's price (and, metered, settled at the usage its side reported), with
 // exactly one charge, refund and reclaim row of its hold and, metered, one release row of the
-// unused part (the reversing-pairs rule); and every account's balance equal to the sum of its rows
+// unused part (the reversing-pairs rule); every account's balance equal to the sum of its rows
 // (the sum-of-rows rule) and to its grant less what its jobs should be charged, with ledgerdb's own
-// Audit clean. A benchmark that computed wrong money would be worthless.
+// Audit clean (which replays the credit blocks too); every row's credit-block moves what the
+// ledger functions would have written (verifyBlocks), the several-block lifecycle's draws crossing
+// from block to block on every side; and the blocks of each side holding as much in all as the
+// other side's. A benchmark that computed wrong money would be worthless.
 func (b *bench) verify(ctx context.Context) (Verification, error) {
 	var v Verification
 	wantJobs := b.cfg.Rounds * b.cfg.Clients * b.cfg.Lifecycles
 	for _, lc := range b.lifecycles {
+		held := map[string]int64{}
 		for _, side := range b.sides {
 			jobs, rows, err := b.verifyJobs(ctx, side, lc, wantJobs)
 			if err != nil {
@@ -30,6 +34,19 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 			}
 			if err := b.audit(ctx, ids); err != nil {
 				return v, err
+			}
+			blocks, crossings, sideHeld, err := b.verifyBlocks(ctx, side, lc, ids)
+			if err != nil {
+				return v, err
+			}
+			if lc.blocks && crossings == 0 {
+				return v, fmt.Errorf("ledgerbench: BLOCK CHECK FAILED on the %s accounts of side %s: no charge or reclaim drew from more than one block; the blocks are sized to make them",
+					lc.label(), side)
+			}
+			held[side] = sideHeld
+			v.Blocks += blocks
+			if lc.blocks {
+				v.CrossingDraws += crossings
 			}
 			if lc.hooked {
 				evs, err := b.verifyEvents(ctx, side, lc, wantJobs)
@@ -44,6 +61,12 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 				v.FixedJobs, v.FixedRows = v.FixedJobs+jobs, v.FixedRows+rows
 			}
 			v.Accounts += len(ids)
+		}
+		for _, side := range b.sides {
+			if held[side] != held[b.sides[0]] {
+				return v, fmt.Errorf("ledgerbench: BLOCK CHECK FAILED on the %s accounts: the blocks of side %s hold %d credits in all, those of side %s %d",
+					lc.label(), b.sides[0], held[b.sides[0]], side, held[side])
+			}
 		}
 	}
 	return v, nil
