@@ -47,6 +47,8 @@ func newAccountCommand() *cobra.Command {
 			}),
 		},
 		newHistoryCommand(),
+		newSettleGrantCommand(),
+		newTopUpRuleCommand(),
 		newBlocksCommand(),
 		newStatementCommand(),
 		newAccountAuditCommand(),
@@ -57,6 +59,7 @@ func newAccountCommand() *cobra.Command {
 func newGrantCommand() *cobra.Command {
 	var key, memo, category, effectiveAt, expiresAt, costBasis string
 	var priority int32
+	var pending bool
 	cmd := &cobra.Command{
 		Use:   "grant ACCOUNT CREDITS --key KEY",
 		Short: "Top an account up with a credit block, once per key",
@@ -64,7 +67,9 @@ func newGrantCommand() *cobra.Command {
 with the same credits and terms answers already_applied; with others, a conflict. Promotional
 credits are spent before paid ones and are never revenue; within a category a lower priority is
 spent first. Times are RFC 3339; a cost basis is what the customer paid per credit ("0.01"),
-paid blocks only. Bad terms are refused naming the term, with nothing written.`,
+paid blocks only. Bad terms are refused naming the term, with nothing written. With --pending the
+grant waits for its payment, holding nothing, until "jobbill account settle-grant" says it was
+paid (or failed).`,
 		Args: cobra.ExactArgs(2),
 		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, args []string) error {
 			amount, err := strconv.ParseInt(args[1], 10, 64)
@@ -78,9 +83,13 @@ paid blocks only. Bad terms are refused naming the term, with nothing written.`,
 			if terms.ExpiresAt, err = timeFlag("expires-at", expiresAt); err != nil {
 				return err
 			}
-			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo, Block: terms})
+			p, err := store.Grant(cmd.Context(), ledgerdb.Credit{AccountID: args[0], Amount: amount, Key: key, Memo: memo, Block: terms, Pending: pending})
 			if err != nil {
 				return err
+			}
+			if pending && p.EntryID == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "grant %s of %d to %s: %s, pending its payment (no credits yet; balance %d)\n", key, amount, args[0], p.Outcome, p.BalanceAfter)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "grant %s of %d to %s: %s (row %d, balance %d)\n", key, amount, args[0], p.Outcome, p.EntryID, p.BalanceAfter)
 			return nil
@@ -94,6 +103,7 @@ paid blocks only. Bad terms are refused naming the term, with nothing written.`,
 	f.StringVar(&effectiveAt, "effective-at", "", "when the credits become spendable, RFC 3339 (default: at once)")
 	f.StringVar(&expiresAt, "expires-at", "", "when what remains of the block expires, RFC 3339 (default: never)")
 	f.StringVar(&costBasis, "cost-basis", "", `what the customer paid per credit, a decimal such as "0.01" (paid blocks only)`)
+	f.BoolVar(&pending, "pending", false, "the payment is not confirmed yet: the block holds nothing until settle-grant")
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }

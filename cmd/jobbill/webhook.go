@@ -22,8 +22,9 @@ func newWebhookCommand() *cobra.Command {
 		Use:   "webhook",
 		Short: "Manage accounts' webhook endpoints, read delivery logs and failures, replay events",
 		Long: `Every money transition of a job (job.charged, job.rejected, job.delivered, job.refunded,
-job.reclaimed) and a balance falling below the account's threshold (balance.low) is an event the
-workers POST, signed (Standard Webhooks), to each of the account's enabled endpoints: at least
+job.reclaimed), a balance falling below the account's threshold (balance.low), a credit block
+granted or expiring (credit.granted, credit.expired) and a debit asking for an automatic top-up
+(topup.requested) is an event the workers POST, signed (Standard Webhooks), to each of the account's enabled endpoints: at least
 once, in order per job, retried for webhooks.max_age, then marked failed.`,
 	}
 	hook.AddCommand(newWebhookCreateCommand(), newWebhookListCommand(), newWebhookDeleteCommand(), newWebhookAttemptsCommand(),
