@@ -12,6 +12,10 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
+// lookUpBound is how many jobs' worth of time (JobTimeout) the look-up of the running jobs'
+// workflows may take: one call per job, each far quicker than a heal.
+const lookUpBound = 4
+
 // DefaultReconcileGrace is how old a placeholder must be before a reconcile pass touches it. A
 // submission writes its placeholder and starts its workflow within a second or two; two minutes
 // leaves a slow submitter (retrying its start against a busy server) well alone.
@@ -167,7 +171,11 @@ func (r *Reconciler) ReconcileOrphans(ctx context.Context, in ReconcileInput) (R
 	}
 	progress.update(func() { out.RunningChecked = len(running) })
 	if len(running) > 0 {
-		orphaned, err := r.Healer.WithoutOpenWorkflow(ctx, running)
+		// Bounded, as every step is: the pass heartbeats on a clock, so a look-up that hangs would
+		// otherwise hold it, and the schedule, until the activity's timeout.
+		lookCtx, cancel := context.WithTimeout(ctx, lookUpBound*jobTimeout)
+		orphaned, err := r.Healer.WithoutOpenWorkflow(lookCtx, running)
+		cancel()
 		if err != nil {
 			return progress.result(), err
 		}

@@ -175,3 +175,31 @@ func TestReconcilePassCountsWhatAnEarlierAttemptDid(t *testing.T) {
 	require.Equal(t, 1, out.RejectedOrphans)
 	require.Equal(t, 1, out.RunningChecked, "what this attempt looked at is its own")
 }
+
+// hungHealer's look-up of open workflows never answers until its context ends — a Temporal that
+// accepts the call and never replies — and it heals nothing.
+type hungHealer struct{ slowHealer }
+
+func (h *hungHealer) WithoutOpenWorkflow(ctx context.Context, _ []ledgerdb.Job) ([]ledgerdb.Job, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestReconcilePassGivesUpAHungLookUp protects healing with nobody looking: the pass heartbeats on
+// a clock, so a step that hangs would hold it — and the schedule, which skips every pass while one
+// is open — until its activity's ten-minute timeout, though its worker is alive. Every step is
+// bounded: the look-up of the running jobs' workflows gives up within its bound and the pass
+// fails, for its retry or the next pass to heal.
+func TestReconcilePassGivesUpAHungLookUp(t *testing.T) {
+	store := ledgertest.Store(t)
+	account := ledgertest.Account(t, store, 1_000)
+	ledgertest.Charged(t, store, account, ledgertest.ID(t, "running"), 40, "s3://in")
+	r := &activities.Reconciler{Ledger: store, Healer: &hungHealer{}, JobTimeout: 100 * time.Millisecond}
+
+	// The pass's own deadline stands for its activity's timeout: far beyond the step's bound.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := r.ReconcileOrphans(ctx, activities.ReconcileInput{AccountIDs: []string{account}})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the hung look-up was given up")
+	require.NoError(t, ctx.Err(), "before the pass's own deadline")
+}
