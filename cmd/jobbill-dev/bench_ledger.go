@@ -24,7 +24,9 @@ under pgbench, alternately (raw, Go, raw, Go):
            its late result settled with its usage (reclaim and release in one call, 4 rows).
 Each lifecycle runs on accounts without webhook endpoints and on accounts with one each
 (fixed+hooks, metered+hooks), a delivery worker deriving and delivering their events to a local
-receiver meanwhile; the raw side writes the same durable facts as the Go side. Each round also
+receiver meanwhile; and the fixed one on accounts funded with several credit blocks, so that
+charges draw across blocks (fixed+blocks). The raw side writes the same durable facts as the Go
+side, the moves of credits between blocks included. Each round also
 runs the Go side on the pre-outbox ledger (schema ledgerbench_pre_outbox: the same functions
 without what events need), for the absolute cost of events; --skip-pre-outbox leaves it out.
 It sets its two kinds on the price list (ledgerbench-fixed, ledgerbench-metered) and runs on the
