@@ -24,10 +24,10 @@ func newRunCommand() *cobra.Command {
 	var exitAfter bool
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run a worker and play the seven stories against it; keep running until Ctrl-C",
+		Short: "Run a worker and play the eight stories against it; keep running until Ctrl-C",
 		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
 that connects as the application role (database_url), grants a fresh account credits, and plays
-seven jobs through the job service with the simulated runner (package internal/stories), at a
+eight jobs through the job service with the simulated runner (package internal/stories), at a
 price list it sets (render 40 credits a job; gpu-render 1 credit a GPU-second, at most 300):
   (a) success on the first try
   (b) every attempt times out -> refunded -> the result lands late -> recovered
@@ -88,6 +88,11 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 		return fmt.Errorf("starting the worker: %w", err)
 	}
 	defer w.Stop()
+	// The passes run on their schedules, as a deployed worker's do: story (h)'s promotional block
+	// is removed by the expiry pass.
+	if err := worker.EnsureSchedules(ctx, conns.Temporal, cfg); err != nil {
+		return err
+	}
 
 	timingOut := cfg
 	timingOut.Policy = stories.TimeoutPolicy(cfg)

@@ -4,7 +4,9 @@
 // the same result reported twice (delivered once); one refused for insufficient credits
 // (rejected, nothing charged); and two metered by the GPU-second — one that holds 300 credits
 // and uses 137 seconds (charged 137, 163 returned), one refunded after its attempts timed out
-// whose result lands late with 90 seconds used (reclaimed, settled at 90). It prints each job's end, its money, the sentence its user reads,
+// whose result lands late with 90 seconds used (reclaimed, settled at 90); and, after them, one
+// that draws on a promotional block which expires while the job waits for its late result (the
+// reclaim draws again, from the paid credits). It prints each job's end, its money, the sentence its user reads,
 // its page in the Temporal UI and its ledger rows, then the balance and the audit. `make run`
 // plays them (cmd/jobbill-dev run).
 package stories
@@ -41,6 +43,9 @@ func Configure(c *config.Config) {
 	c.Policy.LateResultWindow = 2 * time.Minute
 	c.Runner.Simulated.Duration = time.Second
 	c.Runner.Simulated.FailureRate = 0
+	// Story (h)'s promotional block lasts seconds; a worker that creates the schedules removes what
+	// is left of it soon after.
+	c.Expiry.Interval = 2 * time.Second
 }
 
 // TimeoutPolicy is the policy of the stories whose every attempt times out, (b) and (g): the
@@ -109,7 +114,7 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		return err
 	}
 	fmt.Fprintf(out, "price list: render 40 credits a job; render-batch 10000 a job; gpu-render 1 credit a GPU-second, at most 300\n")
-	fmt.Fprintf(out, "account %s granted %d credits; playing seven stories (about 20 seconds)\n", account, grant)
+	fmt.Fprintf(out, "account %s granted %d credits; playing eight stories (about 40 seconds)\n", account, grant)
 
 	reportTwice := func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error {
 		// Two reports of the same result race each other, as a duplicated callback would.
@@ -140,7 +145,7 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 			return err
 		}
 	}
-	used90 := int64(90)
+	used90, used60 := int64(90), int64(60)
 	stories := []story{
 		{name: "a", title: "success on the first try", kind: "render", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
 		{name: "b", title: "every attempt times out, refunded, then the result lands late", kind: "render", input: "sim:hang", timesOut: true, then: landsLate(nil), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 40},
@@ -150,10 +155,16 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		{name: "f", title: "metered: 300 credits held, 137 GPU-seconds used", kind: "gpu-render", input: "sim:ok+used:137", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 137},
 		{name: "g", title: "metered: every attempt times out, refunded, then the result lands late with 90 GPU-seconds used", kind: "gpu-render", input: "sim:hang", timesOut: true, then: landsLate(&used90), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 90},
 	}
+	// (h) runs after the others, alone, so that the promotional block granted just before it is
+	// the one its job draws from.
+	promo := &promotionalBlock{}
+	stories = append(stories, story{name: "h", kind: "gpu-render", input: "sim:hang", timesOut: true,
+		title: "a promotional block expires while a job that drew from it waits for its late result",
+		then:  promo.expiresWhileLate(&used60), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 60})
 	final := make([]jobs.Status, len(stories))
 	errs := make([]error, len(stories))
 	var wg sync.WaitGroup
-	for i, s := range stories {
+	for i, s := range stories[:len(stories)-1] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -167,6 +178,13 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	last := len(stories) - 1
+	if err := promo.grant(ctx, ledger, account, run); err != nil {
+		return err
+	}
+	if final[last], errs[last] = playStory(ctx, timingOut, account, run, stories[last]); errs[last] != nil {
+		return errs[last]
 	}
 
 	history, err := ledger.History(ctx, account, ledgerdb.HistoryPage{Limit: 1000})
@@ -189,6 +207,11 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 			return fmt.Errorf("story (%s) cost %d credits, not %d", s.name, status.Charged, s.charged)
 		}
 	}
+	told, err := promo.tell(ctx, ledger, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, told)
 	report, err := ledger.Audit(ctx, account)
 	if err != nil {
 		return err
@@ -219,4 +242,89 @@ func playStory(ctx context.Context, st *jobs.Service, account, run string, s sto
 		return status, fmt.Errorf("story (%s): %w", s.name, err)
 	}
 	return status, nil
+}
+
+// promotionalBlockLife is how long story (h)'s promotional block lasts: about as long as its
+// job's attempts take to time out, so that it expires while the job waits for its late result —
+// or, on a slow machine, before the refund, whose credits then expire at once. Either way the
+// late result's reclaim draws again from the paid credits.
+const promotionalBlockLife = 10 * time.Second
+
+// promotionalBlock is story (h)'s block: granted just before its job, expiring while the job
+// waits for its late result.
+type promotionalBlock struct {
+	id        int64
+	expiresAt time.Time
+}
+
+// grant gives the account 300 promotional credits that expire in promotionalBlockLife.
+func (b *promotionalBlock) grant(ctx context.Context, ledger *ledgerdb.Store, account, run string) error {
+	b.expiresAt = time.Now().Add(promotionalBlockLife)
+	p, err := ledger.Grant(ctx, ledgerdb.Credit{AccountID: account, Amount: 300, Key: "welcome-promo-" + run, Memo: "a welcome gift, spent first",
+		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &b.expiresAt}})
+	if err != nil {
+		return fmt.Errorf("story (h): granting its promotional block: %w", err)
+	}
+	blocks, err := ledger.Blocks(ctx, account)
+	if err != nil {
+		return err
+	}
+	for _, blk := range blocks {
+		if blk.Key == "welcome-promo-"+run {
+			b.id = blk.ID
+		}
+	}
+	if b.id == 0 {
+		return fmt.Errorf("story (h): grant row %d made no block", p.EntryID)
+	}
+	return nil
+}
+
+// expiresWhileLate waits for the job's refund, then for its block's expiry to pass, and reports
+// the last attempt's result with the usage given: the reclaim draws again, in today's order of
+// spending, from the paid credits.
+func (b *promotionalBlock) expiresWhileLate(used *int64) func(context.Context, *jobs.Service, ledgerdb.JobKey) error {
+	return func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error {
+		waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		if _, err := st.Wait(waitCtx, job, ledgerdb.StateRefunded); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(time.Until(b.expiresAt)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		res := activities.WorkResult{Attempt: 3, OutputRef: fmt.Sprintf("sim://%s/attempt-3", job.JobID), FinishedAt: time.Now().UTC(), UnitsUsed: used}
+		_, err := st.ReportResult(ctx, job, res)
+		return err
+	}
+}
+
+// tell says what became of the promotional block, and fails if the late result drew on it after
+// it expired.
+func (b *promotionalBlock) tell(ctx context.Context, ledger *ledgerdb.Store, account string) (string, error) {
+	blocks, err := ledger.Blocks(ctx, account)
+	if err != nil {
+		return "", err
+	}
+	for _, blk := range blocks {
+		if blk.ID != b.id {
+			continue
+		}
+		if blk.Spendable(time.Now()) {
+			return "", fmt.Errorf("story (h): promotional block %d can still be spent after its expiry", blk.ID)
+		}
+		// The audit, next, fails the run if the late result drew on the block after its expiry.
+		removed := "the expiry pass has not removed them yet"
+		switch {
+		case blk.ExpiredAt != nil:
+			removed = "what was left removed by the expiry pass"
+		case blk.Remaining == 0:
+			removed = "the refund's credits came back after it and expired at once"
+		}
+		return fmt.Sprintf("    promotional block %d: 300 credits granted, expired %s; %d left in it, %s; the late result drew from the paid credits\n",
+			blk.ID, blk.ExpiresAt.UTC().Format("15:04:05 UTC"), blk.Remaining, removed), nil
+	}
+	return "", fmt.Errorf("story (h): promotional block %d not found", b.id)
 }
