@@ -48,6 +48,17 @@ type Expirer struct {
 	// HeartbeatEvery is how often the pass heartbeats while it works; DefaultPassHeartbeat when
 	// zero.
 	HeartbeatEvery time.Duration
+	// Metrics counts the blocks expired and the credits removed (a *metrics.Metrics); nil
+	// records nothing.
+	Metrics ExpiryRecorder
+}
+
+// ExpiryRecorder records what the expiry removed. It is an interface for the reason
+// LedgerRecorder is: the metrics package imports this one's callers.
+type ExpiryRecorder interface {
+	// CreditsExpired records one batch's expiries: blocks whose remaining credits were removed,
+	// and how many credits that was.
+	CreditsExpired(blocks int, credits int64)
 }
 
 // ExpireBlocks is one expiry pass: it calls the ledger's expiry in batches until no block is due,
@@ -73,13 +84,18 @@ func (e *Expirer) ExpireBlocks(ctx context.Context, in ExpiryInput) (ExpiryResul
 		if err != nil {
 			return progress.result(), ledgerError(err)
 		}
+		var credits int64
+		for _, x := range expiries {
+			credits -= x.Amount
+		}
 		progress.update(func() {
 			progress.out.Batches++
-			for _, x := range expiries {
-				progress.out.BlocksExpired++
-				progress.out.CreditsExpired -= x.Amount
-			}
+			progress.out.BlocksExpired += len(expiries)
+			progress.out.CreditsExpired += credits
 		})
+		if e.Metrics != nil && len(expiries) > 0 {
+			e.Metrics.CreditsExpired(len(expiries), credits)
+		}
 		if !more {
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/app"
@@ -31,7 +32,8 @@ import (
 // closed, a rejected charge and a metered job settled at its usage each move their counters, the
 // guards' no-ops are counted, and the SDK's own metrics share the page. The counters must agree
 // with the ledger (the reversing-pairs, net-effect and sum-of-rows rules: one charge per job, the
-// release is the unused hold, balance = sum of rows).
+// release is the unused hold, balance = sum of rows), and the expiry pass counts the credits it
+// removed from an expired block.
 func TestMetricsMoveDuringARun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -99,12 +101,26 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
 	ledgertest.RequireSound(t, store, account)
 
+	// A promotional block of 25 credits whose expiry has passed, expired by the worker's expiry
+	// pass (run here directly; the schedule that runs it in a deployment is tested in worker/).
+	lapsing := ledgertest.Account(t, store, 0)
+	block := ledgertest.Promotional(t, store, lapsing, "welcome", 25)
+	ledgertest.PassBlockExpiry(t, block)
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ledgertest.ID(t, "expire"), TaskQueue: cfg.Temporal.TaskQueue},
+		workflows.Expire, activities.ExpiryInput{})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+	ledgertest.RequireBalance(t, store, lapsing, 0)
+
 	// tally hands values to the Prometheus registry once a second.
 	var after map[string]float64
 	require.Eventually(t, func() bool {
 		after = scrape(t, addr)
-		return after[`jobbill_results_after_close_total{outcome="applied"}`]-before[`jobbill_results_after_close_total{outcome="applied"}`] >= 1
+		return after[`jobbill_results_after_close_total{outcome="applied"}`]-before[`jobbill_results_after_close_total{outcome="applied"}`] >= 1 &&
+			after["jobbill_expired_credits_total"]-before["jobbill_expired_credits_total"] >= 25
 	}, 10*time.Second, 250*time.Millisecond)
+	// The pass expires every due block of the shared test database, other tests' too.
+	require.GreaterOrEqual(t, after["jobbill_expired_blocks_total"]-before["jobbill_expired_blocks_total"], 1.0)
 	moved := func(series string) float64 { return after[series] - before[series] }
 	require.Equal(t, 3.0, moved("jobbill_charges_total"), "one charge per charged job")
 	require.Equal(t, 1.0, moved("jobbill_refunds_total"))

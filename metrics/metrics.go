@@ -114,6 +114,12 @@ const (
 	// ResultsAfterClose counts results that landed after their job's workflow closed and went to the
 	// fallback (jobbill_results_after_close_total{outcome}).
 	ResultsAfterClose = "jobbill_results_after_close"
+	// ExpiredBlocks counts credit blocks whose remaining credits the expiry pass removed
+	// (jobbill_expired_blocks_total).
+	ExpiredBlocks = "jobbill_expired_blocks"
+	// ExpiredCredits counts the credits the expiry pass removed from expired blocks
+	// (jobbill_expired_credits_total): for paid blocks, breakage.
+	ExpiredCredits = "jobbill_expired_credits"
 	// LedgerLatency is the time of each ledger call (jobbill_ledger_operation_latency_seconds{operation}).
 	LedgerLatency = "jobbill_ledger_operation_latency"
 	// LedgerAlarms counts ledger steps the database refused for good, each raised as an alarm that
@@ -177,6 +183,15 @@ func (m *Metrics) LedgerCall(operation string, t ledgerdb.Transition, err error,
 	default:
 		m.scope.Tagged(map[string]string{"operation": operation, "outcome": string(t.Outcome)}).Counter(GuardNoops).Inc(1)
 	}
+}
+
+// CreditsExpired records what one batch of the expiry pass removed: blocks expired and credits.
+func (m *Metrics) CreditsExpired(blocks int, credits int64) {
+	if m == nil {
+		return
+	}
+	m.scope.Counter(ExpiredBlocks).Inc(int64(blocks))
+	m.scope.Counter(ExpiredCredits).Inc(credits)
 }
 
 // LedgerAlarm records an alarm raised for a ledger step the database refused for good.

@@ -55,7 +55,11 @@ func New(c config.Config, tc client.Client, ledger *ledgerdb.Store, st *jobs.Ser
 	// Expiry: the Expire workflow (run by the other schedule EnsureSchedules creates) removes what
 	// remains of each credit block whose expiry has passed.
 	w.RegisterWorkflow(workflows.Expire)
-	w.RegisterActivity(&activities.Expirer{Ledger: ledger})
+	expirer := &activities.Expirer{Ledger: ledger}
+	if m != nil {
+		expirer.Metrics = m
+	}
+	w.RegisterActivity(expirer)
 	return w
 }
 
