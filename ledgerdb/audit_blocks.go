@@ -13,7 +13,9 @@ import (
 //     debt), no more and no less;
 //   - the balance is what the blocks hold less the debt, and the debt is never negative;
 //   - no block was spent before its start or after its expiry (only an expiry takes from it
-//     then), none expired before its time, and one that expired holds nothing.
+//     then, and its own grant, paying the debt first), none expired before its time (but for
+//     credits a return brought back to a block the pass had expired), and one that expired
+//     holds nothing.
 func (r *AuditReport) replayBlocks(ctx context.Context, tx pgx.Tx) error {
 	var held, debt int64
 	err := tx.QueryRow(ctx, `SELECT
@@ -47,10 +49,15 @@ func (r *AuditReport) replayBlocks(ctx context.Context, tx pgx.Tx) error {
 		{`SELECT m.block_id, e.id, m.amount FROM ledger_block_moves m
 			JOIN ledger_entries e ON e.id = m.entry_id JOIN credit_blocks b ON b.id = m.block_id
 			WHERE m.account_id = $1 AND m.amount < 0 AND e.kind <> 'expire'
+			  -- A grant pays the debt from its own block at once, whatever the block's start.
+			  AND NOT (e.kind = 'grant' AND e.block_id = m.block_id)
 			  AND (e.created_at < b.effective_at OR e.created_at >= b.expires_at)`,
 			"block %d was spent by row %d (%d) outside its time: before its start or after its expiry"},
 		{`SELECT b.id, e.id, e.amount FROM ledger_entries e JOIN credit_blocks b ON b.id = e.block_id
-			WHERE e.account_id = $1 AND e.kind = 'expire' AND (b.expires_at IS NULL OR e.created_at < b.expires_at)`,
+			WHERE e.account_id = $1 AND e.kind = 'expire' AND (b.expires_at IS NULL OR e.created_at < b.expires_at)
+			  -- A return's credits expire at once in a block the pass has expired, even when the
+			  -- return's transaction began before the block's time.
+			  AND NOT (e.caused_by IS NOT NULL AND b.expired_at IS NOT NULL)`,
 			"block %d expired by row %d (%d) before its time"},
 		{`SELECT b.id, b.remaining, 0::bigint FROM credit_blocks b
 			WHERE b.account_id = $1 AND b.expired_at IS NOT NULL AND b.remaining <> 0`,

@@ -437,3 +437,99 @@ func TestConcurrentChargesNeverOverdrawTheSpendableBlocks(t *testing.T) {
 	require.Equal(t, int64(100), remaining(t, s, acct)[lapsed.ID], "nothing drawn from the expired block")
 	ledgertest.RequireSound(t, s, acct)
 }
+
+// TestReturnToABlockTheExpiryMarkedExpiresAtOnce checks a refund that races the expiry pass: the
+// pass marked the block expired (it held nothing then), and the refund's transaction began before
+// the block's time — its clock still reads the block as in effect. The credits it returns must
+// expire at once all the same; otherwise they would sit for ever in a block the pass never visits
+// again, in the balance, neither spendable nor lapsed.
+func TestReturnToABlockTheExpiryMarkedExpiresAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	promo := ledgertest.GrantBlock(t, s, acct, 10, promotional(30))
+	job, _ := chargeJob(t, s, acct, 10)
+	ledgertest.ExpireBlock(t, s, promo.ID) // empty: marked expired, no row
+	// The refund's transaction began before the block's time: its now() is before expires_at.
+	_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET expires_at = now() + interval '1 hour' WHERE id = $1`, promo.ID)
+	require.NoError(t, err)
+
+	_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), remaining(t, s, acct)[promo.ID], "the returned credits expired at once")
+	ledgertest.RequireBalance(t, s, acct, 0)
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestPendingGrantSettledAfterItsExpiryIsVoid checks a payment confirmed only after the block it
+// pays for has expired: the block is void, no row is written and no credits appear (nor pay a
+// debt): the credits would lapse at once, and paying a debt with them would spend credits after
+// their expiry.
+func TestPendingGrantSettledAfterItsExpiryIsVoid(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	expires := time.Now().Add(time.Hour)
+	key := ledgertest.ID(t, "late-payment")
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true,
+		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &expires}})
+	require.NoError(t, err)
+	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = $2`, acct, key)
+	require.NoError(t, err)
+
+	_, err = s.SettlePendingGrant(ctx, acct, key, true)
+	var invalid *ledgerdb.InvalidInputError
+	require.ErrorAs(t, err, &invalid)
+	ledgertest.RequireBalance(t, s, acct, 0)
+	blocks, err := s.Blocks(ctx, acct)
+	require.NoError(t, err)
+	for _, b := range blocks {
+		if b.Key == key {
+			require.Equal(t, ledgerdb.BlockVoid, b.Status)
+		}
+	}
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestKeyOfAVoidOrPendingGrantIsNotReused checks the idempotency key of a grant whose payment
+// failed (its block void) or is still pending: posting a grant under it again is a conflict, not an
+// answer that it was applied — a retried payment under that key would otherwise be told it bought
+// credits it never got (the idempotent-doors rule).
+func TestKeyOfAVoidOrPendingGrantIsNotReused(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	void, pending := ledgertest.ID(t, "void"), ledgertest.ID(t, "pending")
+	for _, key := range []string{void, pending} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true})
+		require.NoError(t, err)
+	}
+	_, err := s.SettlePendingGrant(ctx, acct, void, false)
+	require.NoError(t, err)
+	for _, key := range []string{void, pending} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key})
+		require.ErrorIs(t, err, ledgerdb.ErrConflict, key)
+	}
+	p, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: pending, Pending: true})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, p.Outcome, "the same pending grant again")
+	ledgertest.RequireBalance(t, s, acct, 0)
+}
+
+// TestGrantNotYetInEffectPaysTheDebtAtOnce checks the debt rule with a grant whose credits start
+// later: the grant pays the account's debt first, at once — the debt is owed now — and only what is
+// left waits for the block's start; the audit reads that payment as the grant's, not as a spend
+// before the block's time.
+func TestGrantNotYetInEffectPaysTheDebtAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := blockAccount(t, s)
+	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: ledgertest.ID(t, "correction")})
+	require.NoError(t, err)
+	tomorrow := time.Now().Add(24 * time.Hour)
+	b := ledgertest.GrantBlock(t, s, acct, 100, ledgerdb.BlockTerms{EffectiveAt: &tomorrow})
+	require.Equal(t, int64(50), b.Remaining, "the debt of 50 paid first")
+	ledgertest.RequireBalance(t, s, acct, 50)
+	ledgertest.RequireSound(t, s, acct)
+}

@@ -121,8 +121,9 @@ func (s *Store) TopUpRuleOf(ctx context.Context, accountID string) (rule TopUpRu
 // SettlePendingGrant settles a grant posted pending its payment ([Credit.Pending]): paid makes
 // its block spendable, writing the grant's row (the debt paid first, as by any grant); otherwise
 // the block is voided, nothing else written. Settling it again the same way answers
-// AlreadyApplied; the other way, [ErrConflict]. An unknown key is [ErrUnknownGrant]; an unknown
-// account [ErrUnknownAccount].
+// AlreadyApplied; the other way, [ErrConflict]. A grant whose block expired before its payment was
+// confirmed is voided and answered [*InvalidInputError]. An unknown key is [ErrUnknownGrant]; an
+// unknown account [ErrUnknownAccount].
 func (s *Store) SettlePendingGrant(ctx context.Context, accountID, key string, paid bool) (Posting, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return Posting{}, err
@@ -147,6 +148,9 @@ func (s *Store) SettlePendingGrant(ctx context.Context, accountID, key string, p
 		return Posting{}, fmt.Errorf("account %q, key %q: the grant was settled the other way before: %w", accountID, key, ErrConflict)
 	case "out_of_range":
 		return Posting{}, fmt.Errorf("account %q: confirming grant %q: %w", accountID, key, ErrBalanceOutOfRange)
+	case "expired":
+		return Posting{}, &InvalidInputError{Field: "key", Reason: fmt.Sprintf(
+			"names grant %q, whose block expired before its payment was confirmed: the block is now void and holds nothing", key)}
 	}
 	p.Outcome = Outcome(outcome)
 	return p, nil

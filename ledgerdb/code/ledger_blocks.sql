@@ -51,7 +51,7 @@ CREATE FUNCTION ledger_block_spendable(p_account_id text)
 RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(sum(remaining), 0)::bigint FROM credit_blocks
-    WHERE account_id = p_account_id AND remaining > 0 AND status = 'active'
+    WHERE account_id = p_account_id AND remaining > 0 AND status = 'active' AND expired_at IS NULL
       AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_spendable(text)") }}
@@ -80,7 +80,7 @@ DECLARE
 BEGIN
     FOR b IN
         SELECT id, remaining FROM credit_blocks
-        WHERE account_id = p_account_id AND remaining > 0 AND status = 'active'
+        WHERE account_id = p_account_id AND remaining > 0 AND status = 'active' AND expired_at IS NULL
           AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
         ORDER BY category = 'paid', priority, expires_at NULLS LAST, created_at, id
         FOR UPDATE
@@ -162,7 +162,9 @@ BEGIN
     FOR blk IN
         SELECT b.* FROM credit_blocks b
         WHERE b.id IN (SELECT block_id FROM ledger_block_moves WHERE entry_id = p_entry_id AND amount > 0)
-          AND (b.status = 'void' OR b.expires_at <= now())
+          -- expired_at too: a pass may have marked the block expired after this transaction
+          -- began, when its now() still read the block as in effect.
+          AND (b.status = 'void' OR b.expired_at IS NOT NULL OR b.expires_at <= now())
         ORDER BY b.id
         FOR UPDATE
     LOOP

@@ -40,7 +40,12 @@ BEGIN
     IF NOT FOUND THEN
         -- A grant posted pending has a block and no row yet.
         SELECT * INTO blk FROM credit_blocks b WHERE b.account_id = p_account_id AND b.idempotency_key = p_key;
-        IF FOUND THEN
+        IF FOUND AND (blk.status = 'void' OR NOT p_pending) THEN
+            -- A key whose payment failed, or is still pending, bought nothing: a grant under it is
+            -- not the same grant, whatever its terms.
+            RETURN QUERY SELECT 'conflict'::text, NULL::bigint, acct.balance;
+            RETURN;
+        ELSIF FOUND THEN
             e.kind := 'grant';
             e.amount := blk.amount;
             e.block_id := blk.id;

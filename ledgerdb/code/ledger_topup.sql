@@ -69,7 +69,8 @@ $$;
 -- spendable — the grant's row is written now, its credits moved in and the debt paid first, as
 -- any grant's — and otherwise voids it, nothing written but its status. A block settled before
 -- answers already_applied when settled the same way, conflict otherwise; an unknown key,
--- not_found. Answers the grant's row and the balance after it when paid.
+-- not_found. A block whose expiry passed before its payment was confirmed is voided instead:
+-- expired. Answers the grant's row and the balance after it when paid.
 CREATE FUNCTION ledger_settle_pending_grant(p_account_id text, p_key text, p_paid boolean)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -98,6 +99,12 @@ BEGIN
     IF NOT p_paid THEN
         UPDATE credit_blocks SET status = 'void' WHERE id = blk.id;
         RETURN QUERY SELECT 'applied'::text, NULL::bigint, acct.balance;
+        RETURN;
+    ELSIF blk.expires_at <= now() THEN
+        -- Paid too late: its credits would lapse at once, and paying a debt with them would spend
+        -- them after their expiry. The block is void; the payment is the payment code's to refund.
+        UPDATE credit_blocks SET status = 'void' WHERE id = blk.id;
+        RETURN QUERY SELECT 'expired'::text, NULL::bigint, acct.balance;
         RETURN;
     END IF;
     SELECT coalesce(sum(j.cost), 0) INTO running FROM jobs j WHERE j.account_id = p_account_id AND j.state = 'running';
