@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -98,10 +99,15 @@ func (s *Service) ReportResult(ctx context.Context, key ledgerdb.JobKey, result 
 	// discarded (as deleted jobs' results once were; the audit reports it): it is billed now.
 	applied, err := s.apply(ctx, job, report)
 	if err != nil {
-		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on.
-		st, serr := s.status(ctx, job)
+		// The result is in the ledger: nothing is lost, and the reconcile pass hands it on. The
+		// wait for Temporal may have used up the caller's deadline: the answer's words are read
+		// within a second of their own, and without the words of returned credits that expired
+		// when even that fails — the report must still answer recorded.
+		wordsCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		st, serr := s.status(wordsCtx, job)
+		cancel()
 		if serr != nil {
-			return ResultReport{}, serr
+			st = s.statusOf(job, nil)
 		}
 		return ResultReport{Path: PathRecorded, Status: st,
 			Message: strings.TrimSuffix(RecordedMessage, ".") + " (" + err.Error() + ")."}, nil

@@ -6,6 +6,7 @@ package jobs_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -102,4 +103,47 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
 	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+}
+
+// TestResultOfRefundedJobRecordedWhileTemporalUnreachable protects the idempotent-doors rule at
+// the report door for a refunded job — the late result this system exists for — while Temporal
+// cannot be reached: the report waits for Temporal until its deadline, and must then answer
+// "recorded" (the result is in the ledger), not fail because its answer's read of the job's words
+// ran out of that same deadline.
+func TestResultOfRefundedJobRecordedWhileTemporalUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	store := ledgertest.Store(t)
+	acct := ledgertest.Account(t, store, 200)
+	key := ledgertest.Charged(t, store, acct, ledgertest.ID(t, "refunded"), 40, "s3://in").Job.Key()
+	_, err := store.Refund(ctx, key, ledgerdb.ReasonTimedOut, "", 3)
+	require.NoError(t, err)
+
+	// A server that takes the connection and never answers: the report's call waits out its
+	// deadline, as one to a Temporal that is restarting does.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	down, err := client.NewLazyClient(client.Options{HostPort: silent.Addr().String()})
+	require.NoError(t, err)
+	defer down.Close()
+	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: store, TaskQueue: "nobody-polls"})
+	reportCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	report, err := unreachable.ReportResult(reportCtx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://out/late"})
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, jobs.PathRecorded, report.Path)
+	require.Equal(t, ledgerdb.StateRefunded, report.Status.State)
+	pending, err := store.UnappliedResults(ctx, 0, 10, acct)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the result is durable in the ledger")
 }

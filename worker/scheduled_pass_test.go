@@ -209,7 +209,11 @@ func waitLedgerState(ctx context.Context, t *testing.T, store *ledgerdb.Store, k
 func passesCompletedSince(ctx context.Context, t *testing.T, tc client.Client, scheduleID string, since time.Time) int {
 	t.Helper()
 	desc, err := tc.ScheduleClient().GetHandle(ctx, scheduleID).Describe(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		// A busy server may let one call time out: the caller asks again until its own deadline.
+		t.Logf("describing schedule %s: %v", scheduleID, err)
+		return 0
+	}
 	n := 0
 	for _, action := range desc.Info.RecentActions {
 		if action.ActualTime.Before(since) || action.StartWorkflowResult == nil {
