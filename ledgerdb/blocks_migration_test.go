@@ -13,7 +13,9 @@ import (
 )
 
 // probeSchema opens a connection whose schema is a new one of its own, dropped at the end, so
-// that a test can migrate it step by step without touching the shared schema.
+// that a migration test can migrate it step by step, writing rows as an older version held them,
+// without touching the shared schema. The schema is the connection's own setting: the migrator
+// resets the session's after each step.
 func probeSchema(t *testing.T) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()

@@ -7,7 +7,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -172,25 +171,10 @@ func TestRefundKeepsCodeAndScrubbedDetail(t *testing.T) {
 // before, with rows as that version held them.
 func TestMigrationInfersRefundReasonCodes(t *testing.T) {
 	ctx := context.Background()
-	ledgertest.Store(t) // the role and the database the probe schema lives beside
-	schema := pgx.Identifier{strings.ToLower(ledgertest.ID(t, "probe"))}.Sanitize()
-	owner := ledgertest.OwnerPool(t)
-	_, err := owner.Exec(ctx, `CREATE SCHEMA `+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = owner.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	// The schema is the connection's own setting: the migrator resets the session's after each step.
-	cfg, err := pgx.ParseConfig(ledgertest.MigrateDatabaseURL())
-	require.NoError(t, err)
-	cfg.RuntimeParams["search_path"] = schema
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	var current string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT quote_ident(current_schema())`).Scan(&current))
-	require.Equal(t, schema, current, "the probe must never migrate the shared schema")
+	conn := probeSchema(t)
 	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, 4))
 
-	_, err = conn.Exec(ctx, `INSERT INTO accounts (id) VALUES ('acme')`)
+	_, err := conn.Exec(ctx, `INSERT INTO accounts (id) VALUES ('acme')`)
 	require.NoError(t, err)
 	// A job's ID is its key, "<account>/<job>", since the version before.
 	insert := func(id, state, before string, refunded, reclaimed bool, reason string) {
