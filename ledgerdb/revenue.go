@@ -2,7 +2,9 @@ package ledgerdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -101,8 +103,12 @@ func (s *Store) Revenue(ctx context.Context, from, to time.Time, accountID strin
 			coalesce((SELECT -sum(amount) FROM m WHERE category = 'promotional' AND at >= $1 AND what = 'recognised'), 0)::bigint`,
 		from, to, accountID).Scan(&credits[0], &amounts[0], &credits[1], &amounts[1], &credits[2], &amounts[2],
 		&credits[3], &amounts[3], &credits[4], &amounts[4], &credits[5], &amounts[5], &r.PromotionalSpent)
-	if err != nil {
-		return Revenue{}, fmt.Errorf("reading the revenue report: %w", translateError(err))
+	if err := translateError(err); errors.Is(err, ErrOverflow) {
+		// Every account may hold up to MaxBalance: their sum can pass what a figure holds.
+		return Revenue{}, fmt.Errorf("reading the revenue report: its credits add up to more than one figure holds (%d); report on one account at a time: %w",
+			int64(math.MaxInt64), err)
+	} else if err != nil {
+		return Revenue{}, fmt.Errorf("reading the revenue report: %w", err)
 	}
 	for i, m := range []*Money{&r.DeferredOpening, &r.Granted, &r.Recognised, &r.Lapsed, &r.Adjusted, &r.DeferredClosing} {
 		*m = Money{Credits: credits[i], Amount: trimDecimal(amounts[i])}

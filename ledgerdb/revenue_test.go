@@ -2,6 +2,7 @@ package ledgerdb_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -88,6 +89,12 @@ func TestRevenueReconciles(t *testing.T) {
 	_, err = s.Revenue(ctx, t0, t3, ledgertest.ID(t, "nobody"))
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 	all, err := s.Revenue(ctx, t0, t3, "")
+	if errors.Is(err, ledgerdb.ErrOverflow) {
+		// Other tests' accounts in the shared database hold up to MaxBalance each: the sum of
+		// every account's credits may pass what one figure holds, and the report says so.
+		require.ErrorContains(t, err, "report on one account at a time")
+		return
+	}
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, all.Granted.Credits, whole.Granted.Credits, "every account's report holds this one's")
 }
