@@ -100,14 +100,33 @@ func (h healer) ApplyRecordedResult(ctx context.Context, u ledgerdb.UnappliedRes
 // Every worker calls it at start, so a fleet ends up with exactly one schedule of each pass, and
 // a deployment that moves to a new task queue takes the schedules with it (a schedule left
 // pointing at a queue nobody polls would silently switch its pass off; `jobbill audit` reports
-// such a reconcile schedule). A paused schedule stays paused.
+// such a reconcile schedule). A paused schedule stays paused. A call a busy server lets time out
+// is tried again, a few times, before the worker gives up: each step only makes the schedule what
+// the configuration says, so trying it again is safe.
 func EnsureSchedules(ctx context.Context, tc client.Client, c config.Config) error {
 	for _, s := range passSchedules(c) {
-		if err := ensureSchedule(ctx, tc, c.Temporal.TaskQueue, s); err != nil {
+		err := ensureSchedule(ctx, tc, c.Temporal.TaskQueue, s)
+		for wait := time.Second; err != nil && transient(err) && wait <= 8*time.Second; wait *= 2 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(wait):
+			}
+			err = ensureSchedule(ctx, tc, c.Temporal.TaskQueue, s)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// transient reports whether a call to Temporal failed only for want of time or of a server that
+// answers: the same call may succeed a moment later.
+func transient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var exceeded *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &unavailable) || errors.As(err, &exceeded)
 }
 
 // passSchedule is the schedule of one of jobbill's passes.

@@ -109,7 +109,13 @@ func TestStatementAndRevenueCommands(t *testing.T) {
 	text := e.ok(t, "revenue", "--from", at(start), "--to", at(end), "--account", acct)
 	require.Regexp(t, `− recognised\s+20\s+1\s`, text)
 	require.Regexp(t, `promotional spent \(not revenue\)\s+10\s`, text)
-	require.Contains(t, e.ok(t, "revenue", "--from", "2020-01-01", "--to", at(end)), "= deferred at end", "every account's report")
+	// Every account's report: other tests' accounts in the shared database hold up to the maximum
+	// balance each, so it may instead say that its credits pass what a figure holds.
+	if out, err := e.run(t, "revenue", "--from", "2020-01-01", "--to", at(end)); err != nil {
+		require.ErrorContains(t, err, "report on one account at a time")
+	} else {
+		require.Contains(t, out, "= deferred at end", "every account's report")
+	}
 
 	for _, args := range [][]string{
 		{"account", "statement", acct, "--from", at(middle), "--to", at(start)},
