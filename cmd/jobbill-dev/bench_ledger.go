@@ -52,6 +52,7 @@ a database meant for benchmarks.`,
 	flags.IntVar(&cfg.Lifecycles, "lifecycles", ledgerbench.DefaultLifecycles, "job lifecycles per client, per round, side and lifecycle")
 	flags.IntVar(&cfg.Accounts, "accounts", 1000, "fresh accounts per side and lifecycle that the jobs are spread over")
 	flags.IntVar(&cfg.Rounds, "rounds", 2, "rounds per side and lifecycle, alternating raw and Go; the medians are reported")
+	flags.StringSliceVar(&cfg.Only, "lifecycle", nil, "run only these lifecycles (fixed, metered, fixed+blocks, fixed+hooks, metered+hooks; repeat or separate with commas)")
 	flags.BoolVar(&cfg.SkipPreOutbox, "skip-pre-outbox", false, "leave out the Go side on the pre-outbox ledger")
 	return cmd
 }

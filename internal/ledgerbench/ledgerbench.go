@@ -42,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -126,6 +127,10 @@ type Config struct {
 	// SkipPreOutbox leaves out the pre-outbox path (preoutbox.go): the Go side once more, each
 	// round, on the ledger without the facts events need. Run by default.
 	SkipPreOutbox bool
+	// Only names the lifecycles to run, by their labels (fixed, metered, fixed+blocks,
+	// fixed+hooks, metered+hooks); empty runs them all. A shorter run for one question: the
+	// lifecycles with endpoints wait for every event's delivery after each round.
+	Only []string
 }
 
 // DefaultLifecycles is Config.Lifecycles when left zero: on the reference machine (2 cores,
@@ -318,6 +323,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		{name: Fixed, tag: "fh", steps: fixedSteps, price: fixedPrice, last: reclaimScript, rows: 3, hooked: true, result: &res.FixedHooked},
 		{name: Metered, tag: "mh", steps: meteredSteps, price: meteredPrice, last: settleScript, rows: 4, hooked: true, result: &res.MeteredHooked},
 	}
+	if b.lifecycles, err = only(b.lifecycles, cfg.Only); err != nil {
+		return res, err
+	}
 	if b.hooks, err = newHooks(pool, b.prefix); err != nil {
 		return res, err
 	}
@@ -433,6 +441,29 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		fmt.Fprintln(out)
 	}
 	return res, nil
+}
+
+// only keeps the lifecycles whose labels are named, in their own order; none named keeps them all.
+func only(lifecycles []*lifecycle, names []string) ([]*lifecycle, error) {
+	if len(names) == 0 {
+		return lifecycles, nil
+	}
+	var kept []*lifecycle
+	for _, name := range names {
+		i := slices.IndexFunc(lifecycles, func(lc *lifecycle) bool { return lc.label() == name })
+		if i < 0 {
+			labels := make([]string, len(lifecycles))
+			for j, lc := range lifecycles {
+				labels[j] = lc.label()
+			}
+			return nil, fmt.Errorf("ledgerbench: no lifecycle %q (there are %s)", name, strings.Join(labels, ", "))
+		}
+		kept = append(kept, lifecycles[i])
+	}
+	slices.SortFunc(kept, func(a, b *lifecycle) int {
+		return slices.Index(lifecycles, a) - slices.Index(lifecycles, b)
+	})
+	return slices.Compact(kept), nil
 }
 
 // measure runs one side's round of a lifecycle: for a lifecycle with endpoints, with a delivery

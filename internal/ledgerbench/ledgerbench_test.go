@@ -102,3 +102,37 @@ func TestRunFull(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunOnlyTheLifecyclesNamed runs one lifecycle of the benchmark, and refuses a name that is
+// none of them, clearly and before it writes anything: a misspelt lifecycle must not cost a long
+// run that measures something else. The money check still runs on what was run (both sides
+// recovered every job at its price, balances equal to the sum of rows), so a run of one lifecycle
+// is verified as a whole run is.
+func TestRunOnlyTheLifecyclesNamed(t *testing.T) {
+	ledgertest.Store(t)
+	var out strings.Builder
+	cfg := ledgerbench.Config{DatabaseURL: ledgertest.MigrateDatabaseURL(), Clients: 2, Lifecycles: 5, Accounts: 2, Rounds: 1,
+		SkipPreOutbox: true, Only: []string{"fixed+block"}}
+	if _, err := ledgerbench.Run(context.Background(), cfg, &out); err == nil ||
+		!strings.Contains(err.Error(), `no lifecycle "fixed+block"`) || !strings.Contains(err.Error(), "fixed+blocks") {
+		t.Fatalf("an unknown lifecycle answered %v, want an error naming it and the lifecycles there are", err)
+	}
+	if strings.Contains(out.String(), "prepared") {
+		t.Errorf("an unknown lifecycle still prepared accounts and jobs:\n%s", out.String())
+	}
+
+	out.Reset()
+	cfg.Only = []string{"metered"}
+	res, err := ledgerbench.Run(context.Background(), cfg, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 2 * 1 * 2 * 5 // sides × rounds × clients × lifecycles
+	if res.Verified.MeteredJobs != jobs || res.Verified.FixedJobs != 0 {
+		t.Errorf("verified %+v, want %d metered jobs and no fixed ones", res.Verified, jobs)
+	}
+	if strings.Contains(out.String(), "lifecycle fixed") || strings.Contains(out.String(), "round 1  fixed") {
+		t.Errorf("a run of the metered lifecycle ran a fixed one:\n%s", out.String())
+	}
+}
