@@ -11,41 +11,47 @@ LANGUAGE plpgsql AS $$
 DECLARE
     job_id   text := j.id;
     released bigint;
-    balance  bigint;
-    entry    bigint;
+    r        ledger_job_result;
 BEGIN
     IF j.kind IS NULL THEN
         RETURN ledger_job_result_of('applied', p_entry_id, p_balance_after, j);
     END IF;
-    -- A kind sold by the job costs its whole price whatever usage a result reports: it settles at
-    -- its one unit, so a report of 0 units can never turn its price into a release.
-    UPDATE jobs SET is_settled = true, settled_at = now(), updated_at = now(),
-                    units_used = CASE WHEN j.unit = 'job' THEN j.held_units
-                                      ELSE least(coalesce(p_units_used, j.held_units), j.held_units) END
-    WHERE id = job_id AND NOT is_settled
-    RETURNING * INTO j;
+    -- One statement on the money path of every metered job, its guard (not settled yet) in the
+    -- first CTE: the settlement, and with a release above zero, the credit and its row.
+    WITH settled AS (
+        -- A kind sold by the job costs its whole price whatever usage a result reports: it
+        -- settles at its one unit, so a report of 0 units can never turn its price into a release.
+        UPDATE jobs SET is_settled = true, settled_at = now(), updated_at = now(),
+                        units_used = CASE WHEN j.unit = 'job' THEN j.held_units
+                                          ELSE least(coalesce(p_units_used, j.held_units), j.held_units) END
+        WHERE id = job_id AND NOT is_settled
+        RETURNING jobs AS job, (jobs.held_units - jobs.units_used) * jobs.unit_price AS released
+    ), credit AS (
+        UPDATE accounts a SET balance = a.balance + s.released, updated_at = now()
+        FROM settled s
+        WHERE a.id = (s.job).account_id AND s.released > 0
+        RETURNING a.balance
+    ), entry AS (
+        INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+        SELECT (s.job).account_id, (s.job).id, 'release', s.released, c.balance FROM settled s, credit c
+        RETURNING id, balance_after
+    )
+    -- With no release row, the caller's row answers (a reclaim made in the same transaction).
+    SELECT 'applied', coalesce(e.id, p_entry_id), coalesce(e.balance_after, p_balance_after), s.job, s.released
+    INTO r.outcome, r.entry_id, r.balance_after, r.job, released
+    FROM settled s LEFT JOIN entry e ON true;
     IF NOT FOUND THEN
         -- Settled before (its callers hold the job's row lock, so only a caller that did not
         -- check could get here): answer it as it stands, writing nothing.
         SELECT * INTO j FROM jobs WHERE id = job_id;
         RETURN ledger_job_result_of('already_applied', NULL, NULL, j);
     END IF;
-    released := (j.held_units - j.units_used) * j.unit_price;
-    IF released = 0 THEN
-        RETURN ledger_job_result_of('applied', p_entry_id, p_balance_after, j);
-    END IF;
-    UPDATE accounts SET balance = accounts.balance + released, updated_at = now()
-    WHERE id = j.account_id
-    RETURNING accounts.balance INTO balance;
-    INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
-    VALUES (j.account_id, j.id, 'release', released, balance)
-    RETURNING id INTO entry;
     -- Back to the blocks the hold was last drawn from, the last drawn first; what lands in an
     -- expired one expires with it.
-    IF ledger_block_return(j.account_id, ledger_block_last_draw(j.id), entry, released) > 0 THEN
-        SELECT a.balance INTO balance FROM accounts a WHERE a.id = j.account_id;
+    IF released > 0 AND ledger_block_return((r.job).account_id, ledger_block_last_draw(job_id), r.entry_id, released) > 0 THEN
+        SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
     END IF;
-    RETURN ledger_job_result_of('applied', entry, balance, j);
+    RETURN r;
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_release(jobs, bigint, bigint, bigint)") }}
