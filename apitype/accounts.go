@@ -214,7 +214,8 @@ type Revenue struct {
 	Recognised Money `json:"recognised"`
 	// Lapsed is the paid credits expired in the period: breakage.
 	Lapsed Money `json:"lapsed"`
-	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks.
+	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks, and
+	// the paid credits that paid a negative adjustment's debt (negative).
 	Adjusted Money `json:"adjusted"`
 	// DeferredClosing is the paid credits unspent at To.
 	DeferredClosing Money `json:"deferred_closing"`

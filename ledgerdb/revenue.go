@@ -33,7 +33,9 @@ type Revenue struct {
 	Recognised Money `json:"recognised"`
 	// Lapsed is the paid credits that expired in the period (breakage).
 	Lapsed Money `json:"lapsed"`
-	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks.
+	// Adjusted is what operators' adjustments moved into (positive) or out of paid blocks, and
+	// (negative) the paid credits a grant paid a negative adjustment's debt with: no work was
+	// delivered for those.
 	Adjusted Money `json:"adjusted"`
 	// DeferredClosing is the paid credits unspent at To.
 	DeferredClosing Money `json:"deferred_closing"`
@@ -65,26 +67,68 @@ func (s *Store) Revenue(ctx context.Context, from, to time.Time, accountID strin
 	r := Revenue{From: from.UTC(), To: to.UTC(), AccountID: accountID}
 	// Each move of a paid block is dated by its row; the moves that opened the blocks when they
 	// began have no row and are dated by their block. A grant's positive move is the credits it
-	// granted; its negative one paid the account's debt — credits a reclaim had already spent.
+	// granted. A negative move of a grant or a positive adjustment paid the account's debt, and is
+	// classed by where that debt came from (docs/design.md, "Statements and revenue"): debts are
+	// paid first made, first paid; what paid a reclaim's debt (work delivered and not paid for)
+	// is recognised, what paid a negative adjustment's is adjusted. A payment only ever pays debts
+	// made before it, so its class never changes once written and periods still chain.
 	// Every sum is numeric: credits times cost basis, summed, never rounded.
 	var (
 		amounts [6]string
 		credits [6]int64
 	)
 	err := s.pool.QueryRow(ctx, `
-		WITH m AS (
-			SELECT mv.amount, coalesce(b.cost_basis, 0) AS cost_basis, b.category,
-			       coalesce(e.created_at, b.created_at) AS at,
-			       CASE
-			           WHEN e.kind IS NULL OR (e.kind = 'grant' AND mv.amount > 0) THEN 'granted'
-			           WHEN e.kind IN ('charge', 'reclaim', 'refund', 'release', 'grant') THEN 'recognised'
-			           WHEN e.kind = 'expire' THEN 'lapsed'
-			           ELSE 'adjusted'
-			       END AS what
+		-- d: every move on an account's debt (no block), with the row that made it.
+		WITH d AS (
+			SELECT mv.id, mv.account_id, mv.entry_id, mv.amount, e.kind, e.job_id
+			FROM ledger_block_moves mv
+			LEFT JOIN ledger_entries e ON e.id = mv.entry_id
+			WHERE mv.block_id IS NULL AND ($3 = '' OR mv.account_id = $3)),
+		-- debts: each debt a row drew, net of what its job's release gave back to it; the debt
+		-- the account had when blocks began has no row and counts as no adjustment's.
+		returned AS (
+			SELECT job_id, sum(amount) AS credits FROM d WHERE kind IN ('refund', 'release') GROUP BY job_id),
+		debts AS (
+			SELECT o.account_id, o.id, o.kind IS NOT DISTINCT FROM 'adjustment' AS by_adjustment,
+			       -o.amount - coalesce(r.credits, 0) AS owed
+			FROM d o LEFT JOIN returned r ON o.kind = 'reclaim' AND r.job_id = o.job_id
+			WHERE o.amount < 0),
+		-- owed and paid lay the debts and the payments (grants' and positive adjustments') end
+		-- to end, each in the order it was made: a payment pays what of the debts it overlaps.
+		owed AS (
+			SELECT account_id, by_adjustment, owed,
+			       sum(owed) OVER (PARTITION BY account_id ORDER BY id) AS upto
+			FROM debts),
+		paid AS (
+			SELECT account_id, entry_id, amount,
+			       sum(amount) OVER (PARTITION BY account_id ORDER BY id) AS upto
+			FROM d WHERE amount > 0 AND kind IN ('grant', 'adjustment')),
+		-- paid_for_adjustments: how much of each payment went to adjustments' debts.
+		paid_for_adjustments AS (
+			SELECT p.entry_id, sum(least(p.upto, o.upto) - greatest(p.upto - p.amount, o.upto - o.owed))::bigint AS credits
+			FROM paid p JOIN owed o ON o.account_id = p.account_id AND o.by_adjustment
+			     AND least(p.upto, o.upto) > greatest(p.upto - p.amount, o.upto - o.owed)
+			GROUP BY p.entry_id),
+		-- m: every move of a block, classed; a payment's move is cut in two, the part that
+		-- paid adjustments' debts adjusted, the rest recognised.
+		m AS (
+			SELECT part.amount, coalesce(b.cost_basis, 0) AS cost_basis, b.category,
+			       coalesce(e.created_at, b.created_at) AS at, part.what
 			FROM ledger_block_moves mv
 			JOIN credit_blocks b ON b.id = mv.block_id
 			LEFT JOIN ledger_entries e ON e.id = mv.entry_id
-			WHERE coalesce(e.created_at, b.created_at) < $2 AND ($3 = '' OR mv.account_id = $3)),
+			LEFT JOIN paid_for_adjustments f ON f.entry_id = mv.entry_id AND mv.amount < 0
+			CROSS JOIN LATERAL (VALUES
+				(mv.amount + coalesce(f.credits, 0),
+				 CASE
+				     WHEN e.kind IS NULL OR (e.kind = 'grant' AND mv.amount > 0) THEN 'granted'
+				     WHEN e.kind IN ('charge', 'reclaim', 'refund', 'release') THEN 'recognised'
+				     WHEN e.kind IN ('grant', 'adjustment') AND e.amount > 0 AND mv.amount < 0 THEN 'recognised'
+				     WHEN e.kind = 'expire' THEN 'lapsed'
+				     ELSE 'adjusted'
+				 END),
+				(-f.credits, 'adjusted')) AS part (amount, what)
+			WHERE part.amount <> 0 AND coalesce(e.created_at, b.created_at) < $2 AND ($3 = '' OR mv.account_id = $3)),
 		p AS (SELECT * FROM m WHERE category = 'paid'),
 		i AS (SELECT * FROM p WHERE at >= $1)
 		SELECT
