@@ -93,6 +93,9 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	if err := worker.EnsureSchedules(ctx, conns.Temporal, cfg); err != nil {
 		return err
 	}
+	// Webhook delivery runs beside the worker, started as `jobbill worker` starts it.
+	stopHooks := app.StartWebhooks(ctx, cfg, conns.Ledger, conns.Metrics, logger)
+	defer stopHooks()
 
 	timingOut := cfg
 	timingOut.Policy = stories.TimeoutPolicy(cfg)
