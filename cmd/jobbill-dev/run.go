@@ -99,12 +99,13 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 
 	timingOut := cfg
 	timingOut.Policy = stories.TimeoutPolicy(cfg)
-	account, err := stories.Play(ctx, conns.Ledger, st, connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out)
-	if err != nil {
+	played := stories.NewRun()
+	if err := played.Play(ctx, stories.Services{Ledger: conns.Ledger, Jobs: st,
+		TimingOut: connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics)}, out); err != nil {
 		return err
 	}
 	if !exitAfter {
-		if err := serveConsole(ctx, cfg, conns, logger, account, out); err != nil {
+		if err := serveConsole(ctx, cfg, conns, logger, played.Account, out); err != nil {
 			return err
 		}
 	}

@@ -24,7 +24,7 @@ func TestPlayTellsEveryStory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	_, err := stories.Play(ctx, e.Store, e.Jobs, e.JobsWith(stories.TimeoutPolicy(e.Config)), &out)
+	err := stories.NewRun().Play(ctx, stories.Services{Ledger: e.Store, Jobs: e.Jobs, TimingOut: e.JobsWith(stories.TimeoutPolicy(e.Config))}, &out)
 	require.NoError(t, err, out.String())
 	for _, line := range []string{
 		"(a) success on the first try", "(b) every attempt times out", "(c) every attempt fails",
