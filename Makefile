@@ -62,7 +62,8 @@ test-short:
 	JOBBILL_TEMPORAL_ADDRESS=$(CHECK_CLOSED) \
 		$(GO) test -short -race $(CHECK_TEST_FLAGS) ./...
 
-## run: start Postgres and the Temporal dev server, then run the worker and play the seven stories.
+## run: start Postgres and the Temporal dev server, then run the worker (webhook delivery beside
+## it) and the API, and play the nine stories.
 run: db temporal
 	$(GO) run ./cmd/jobbill-dev run
 

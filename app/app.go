@@ -41,7 +41,7 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 		return err
 	}
 	z.Info("worker starting", zap.String("task_queue", c.Temporal.TaskQueue), zap.String("temporal", c.Temporal.Address))
-	stopHooks := startWebhooks(ctx, c, conns.Ledger, conns.Metrics, z)
+	stopHooks := StartWebhooks(ctx, c, conns.Ledger, conns.Metrics, z)
 	defer stopHooks()
 	if err := w.Run(stopOn(ctx)); err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -50,11 +50,12 @@ func RunWorker(ctx context.Context, c config.Config, z *zap.Logger) error {
 	return nil
 }
 
-// startWebhooks runs the webhook delivery worker beside the Temporal worker when
+// StartWebhooks runs the webhook delivery worker beside the Temporal worker when
 // webhooks.enabled, until ctx is done or the returned stop is called; stop waits for the attempts
 // in flight to be recorded. With webhooks off it starts nothing: the ledger's rows wait, and the
-// events are derived and delivered once a process with them on runs.
-func startWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, m *metrics.Metrics, z *zap.Logger) (stop func()) {
+// events are derived and delivered once a process with them on runs. It is the one way a process
+// starts delivery: RunWorker's, and the development run's (jobbill-dev run).
+func StartWebhooks(ctx context.Context, c config.Config, ledger *ledgerdb.Store, m *metrics.Metrics, z *zap.Logger) (stop func()) {
 	if !c.Webhooks.Enabled {
 		z.Info("webhook delivery is off (webhooks.enabled)")
 		return func() {}

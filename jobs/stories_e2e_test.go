@@ -1,6 +1,6 @@
 package jobs_test
 
-// The seven stories of `make run`, end to end (see e2e_test.go for what these tests need), each
+// Stories (a) to (g) of `make run`, end to end (see e2e_test.go for what these tests need), each
 // checked against the money rules on its ledger rows, its balance and its search attributes.
 
 import (
@@ -59,7 +59,7 @@ func (e *e2eEnv) landLate(t *testing.T, st *jobs.Service, s *story, used *int64)
 	require.Equal(t, jobs.PathSignal, report.Path, "the refunded run still listens for its late result")
 }
 
-// TestE2EStories plays the seven stories of `make run` (internal/stories) side by side, each on
+// TestE2EStories plays stories (a) to (g) of `make run` (internal/stories) side by side, each on
 // its own account: every job is submitted first, so that the seven workflows run at the same
 // time, and then each story is checked in its own subtest, against the money rules its check
 // names.

@@ -24,11 +24,13 @@ func newRunCommand() *cobra.Command {
 	var exitAfter bool
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run a worker and play the eight stories against it; keep running until Ctrl-C",
+		Short: "Run a worker and play the nine stories against it; keep running until Ctrl-C",
 		Long: `Migrates the ledger (as the owner, migrate_database_url), starts a worker in this process
-that connects as the application role (database_url), grants a fresh account credits, and plays
-eight jobs through the job service with the simulated runner (package internal/stories), at a
-price list it sets (render 40 credits a job; gpu-render 1 credit a GPU-second, at most 300):
+that connects as the application role (database_url) with webhook delivery beside it, as
+jobbill worker does, serves the API and its web console on api.listen (a free port when it is
+taken), grants a fresh account credits, and plays nine jobs through the job service with the
+simulated runner (package internal/stories), at a price list it sets (render 40 credits a job;
+gpu-render 1 credit a GPU-second, at most 300):
   (a) success on the first try
   (b) every attempt times out -> refunded -> the result lands late -> recovered
   (c) every attempt fails -> refunded and dead-lettered for good
@@ -37,11 +39,16 @@ price list it sets (render 40 credits a job; gpu-render 1 credit a GPU-second, a
   (f) metered: 300 credits held, 137 GPU-seconds used -> 137 charged, 163 returned
   (g) metered: timed out -> refunded -> the result lands late with 90 GPU-seconds -> recovered,
       settled at 90
-It prints each job's ledger rows, the balance and each workflow's link in the Temporal UI, then
-serves the API and its web console on api.listen, prints a key of the demo account and an admin
-key to sign in to the console with, and keeps the worker running until Ctrl-C (or exits after the
-stories, with --exit). Postgres and the Temporal dev
-server must be running: make run starts both first.`,
+  (h) a promotional block expires while a metered job that drew from it waits for its late
+      result -> the reclaim draws from the paid credits, settled at 60
+  (i) an automatic top-up, on an account of its own: a render takes the balance from 120 to 80,
+      below its rule's 100 -> a signed topup.requested webhook reaches a local receiver, whose
+      payment code posts the grant of 420 under the event's key, pending, then settles it paid;
+      its first answer is lost, the event is delivered again -> the same grant, balance 500
+It prints each job's ledger rows, the balances and each workflow's link in the Temporal UI, then
+prints a key of the demo account and an admin key to sign in to the console with, and keeps the
+worker running until Ctrl-C (or exits after the stories, with --exit). Postgres and the Temporal
+dev server must be running: make run starts both first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cli.LoadConfig()
@@ -93,15 +100,27 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	if err := worker.EnsureSchedules(ctx, conns.Temporal, cfg); err != nil {
 		return err
 	}
-
-	timingOut := cfg
-	timingOut.Policy = stories.TimeoutPolicy(cfg)
-	account, err := stories.Play(ctx, conns.Ledger, st, connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), out)
+	// Webhook delivery runs beside the worker, started as `jobbill worker` starts it: story (i)'s
+	// product learns of its top-up from it.
+	stopHooks := app.StartWebhooks(ctx, cfg, conns.Ledger, conns.Metrics, logger)
+	defer stopHooks()
+	// The API serves from the start, as `jobbill api` would beside the worker: story (i)'s product
+	// calls it, and the console is on it afterwards.
+	apiAddr, stopAPI, err := serveAPI(ctx, cfg, conns, logger, out)
 	if err != nil {
 		return err
 	}
+	defer stopAPI()
+
+	timingOut := cfg
+	timingOut.Policy = stories.TimeoutPolicy(cfg)
+	played := stories.NewRun()
+	if err := played.Play(ctx, stories.Services{Ledger: conns.Ledger, Jobs: st,
+		TimingOut: connect.NewJobs(timingOut, conns.Temporal, conns.Ledger, conns.Metrics), API: "http://" + apiAddr}, out); err != nil {
+		return err
+	}
 	if !exitAfter {
-		if err := serveConsole(ctx, cfg, conns, logger, account, out); err != nil {
+		if err := printConsoleKeys(ctx, conns, played.Account, apiAddr, out); err != nil {
 			return err
 		}
 	}
@@ -117,16 +136,37 @@ func run(ctx context.Context, cfg config.Config, logger *zap.Logger, out io.Writ
 	return nil
 }
 
-// serveConsole serves the API, and the web console under /console/, on api.listen for as long as
-// the run lasts, and prints two keys to sign in with: the demo account's (customer_read, so the
-// demo's money can be read but not spent) and an operator's. They are development keys of a
-// development ledger, printed so that a person can paste one into the sign-in form.
-func serveConsole(ctx context.Context, cfg config.Config, conns *connect.Conns, logger *zap.Logger, account string, out io.Writer) error {
+// serveAPI serves the API, and the web console under /console/, on api.listen — or, when that
+// address is taken (another run, or a `jobbill api`), on a free port of 127.0.0.1, said on out —
+// until the returned stop is called, and answers where it listens.
+func serveAPI(ctx context.Context, cfg config.Config, conns *connect.Conns, logger *zap.Logger, out io.Writer) (addr string, stop func(), err error) {
 	ln, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
-		fmt.Fprintf(out, "\nThe console is not served: api.listen %s: %v\n", cfg.API.Listen, err)
-		return nil
+		taken := err
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return "", nil, fmt.Errorf("api.listen %s: %w; and no free port: %w", cfg.API.Listen, taken, err)
+		}
+		fmt.Fprintf(out, "api.listen %s: %v; the API and its console are on http://%s for this run\n", cfg.API.Listen, taken, ln.Addr())
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := app.NewAPI(cfg, conns, logger).Serve(ctx, ln); err != nil {
+			logger.Warn("the development API stopped", zap.Error(err))
+		}
+	}()
+	return ln.Addr().String(), func() {
+		cancel()
+		<-served
+	}, nil
+}
+
+// printConsoleKeys prints the console's address and two keys to sign in with: the demo account's
+// (customer_read, so the demo's money can be read but not spent) and an operator's. They are
+// development keys of a development ledger, printed so that a person can paste one into the
+// sign-in form.
+func printConsoleKeys(ctx context.Context, conns *connect.Conns, account, apiAddr string, out io.Writer) error {
 	keys := apikeys.NewStore(conns.Ledger.Pool())
 	customer, err := keys.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeCustomerRead, AccountID: account, Name: "jobbill-dev run: the demo account"})
 	if err != nil {
@@ -136,13 +176,7 @@ func serveConsole(ctx context.Context, cfg config.Config, conns *connect.Conns, 
 	if err != nil {
 		return err
 	}
-	srv := app.NewAPI(cfg, conns, logger)
-	go func() {
-		if err := srv.Serve(ctx, ln); err != nil {
-			logger.Warn("the development API stopped", zap.Error(err))
-		}
-	}()
 	fmt.Fprintf(out, "\nConsole: http://%s/console/ — sign in with the demo account's key\n  %s\nor, for the operator's pages, with\n  %s\n",
-		ln.Addr(), customer.Secret, operator.Secret)
+		apiAddr, customer.Secret, operator.Secret)
 	return nil
 }

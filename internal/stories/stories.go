@@ -6,9 +6,13 @@
 // and uses 137 seconds (charged 137, 163 returned), one refunded after its attempts timed out
 // whose result lands late with 90 seconds used (reclaimed, settled at 90); and, after them, one
 // that draws on a promotional block which expires while the job waits for its late result (the
-// reclaim draws again, from the paid credits). It prints each job's end, its money, the sentence its user reads,
-// its page in the Temporal UI and its ledger rows, then the balance and the audit. `make run`
-// plays them (cmd/jobbill-dev run).
+// reclaim draws again, from the paid credits). Beside them, on an account of its own, an automatic
+// top-up as a customer's product lives it: a charge takes the balance below its rule's threshold,
+// the signed topup.requested webhook reaches the product's receiver, and its payment code buys the
+// credits through the HTTP API under the event's idempotency key — once, though the event is
+// delivered twice. It prints each job's end, its money, the sentence its user reads, its page in
+// the Temporal UI and its ledger rows, then the balances and the audit. `make run` plays them
+// (cmd/jobbill-dev run).
 package stories
 
 import (
@@ -46,6 +50,11 @@ func Configure(c *config.Config) {
 	// Story (h)'s promotional block lasts seconds; a worker that creates the schedules removes what
 	// is left of it soon after.
 	c.Expiry.Interval = 2 * time.Second
+	// Story (i)'s product receives its webhooks on 127.0.0.1 over plain http, and answers the first
+	// delivery of its event with an error: the retry comes a second or less later.
+	c.Webhooks.Enabled = true
+	c.Webhooks.AllowPrivateURLs = true
+	c.Webhooks.InitialBackoff = time.Second
 }
 
 // TimeoutPolicy is the policy of the stories whose every attempt times out, (b) and (g): the
@@ -78,6 +87,12 @@ type story struct {
 	input       string
 	// timesOut says the story runs under [TimeoutPolicy].
 	timesOut bool
+	// afterTheOthers says the story starts once the others have ended.
+	afterTheOthers bool
+	// account is the story's own account; the run's when empty.
+	account string
+	// before runs before its job is submitted, to set the stage.
+	before func(ctx context.Context) error
 	// then runs after the charge is decided, to report results as the story needs.
 	then func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error
 	// ends are the states the story waits for.
@@ -85,23 +100,45 @@ type story struct {
 	// charged is what the story's job must cost the account at its end (the net-effect rule: −units
 	// used × unit price for a metered job).
 	charged int64
+	// tell says, after the story's rows, what else became of its money, and fails the run if the
+	// story broke a rule of its own.
+	tell func(ctx context.Context) (string, error)
 }
 
-// Play plays the stories through st, whose worker runs as [Configure] says, and timingOut, the
-// same job service with [TimeoutPolicy], on a fresh account of ledger, and fails when a story ends
-// otherwise than it should or the account's audit finds a broken money rule.
-// It answers the account it played on, for a caller that shows it (jobbill-dev run signs a
-// console key for it).
-func Play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer) (string, error) {
+// Services are what the stories are played through.
+type Services struct {
+	// Ledger is the ledger the worker writes.
+	Ledger *ledgerdb.Store
+	// Jobs submits jobs to a worker that runs as [Configure] says, with its policy; TimingOut is
+	// the same job service with [TimeoutPolicy].
+	Jobs, TimingOut *jobs.Service
+	// API is the base URL (http://host:port) of the HTTP API over the same ledger and worker,
+	// which story (i)'s product calls as a product's code does.
+	API string
+}
+
+// Run is one playing of the stories: its name, which names its jobs, and its fresh accounts.
+type Run struct {
+	// Name is the date and time the run began and a random suffix.
+	Name string
+	// Account is the account the stories are played on, story (i)'s aside.
+	Account string
+	// TopUpAccount is story (i)'s, whose automatic top-up rule buys it credits.
+	TopUpAccount string
+}
+
+// NewRun names a new playing of the stories and its account.
+func NewRun() Run {
 	var suffix [2]byte
 	_, _ = rand.Read(suffix[:])
-	run := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
-	account := "demo-" + run
-	return account, play(ctx, ledger, st, timingOut, out, run, account)
+	name := time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(suffix[:])
+	return Run{Name: name, Account: "demo-" + name, TopUpAccount: "topup-" + name}
 }
 
-// play plays the stories on the account; run names its jobs.
-func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Service, out io.Writer, run, account string) error {
+// Play plays the stories through s, on the run's account, and fails when a story ends otherwise
+// than it should or the account's audit finds a broken money rule.
+func (r Run) Play(ctx context.Context, svc Services, out io.Writer) (err error) {
+	ledger, run, account := svc.Ledger, r.Name, r.Account
 	for _, p := range prices {
 		if _, _, err := ledger.SetPrice(ctx, p); err != nil {
 			return err
@@ -114,7 +151,7 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		return err
 	}
 	fmt.Fprintf(out, "price list: render 40 credits a job; render-batch 10000 a job; gpu-render 1 credit a GPU-second, at most 300\n")
-	fmt.Fprintf(out, "account %s granted %d credits; playing eight stories (about 40 seconds)\n", account, grant)
+	fmt.Fprintf(out, "account %s granted %d credits; playing nine stories (about 40 seconds)\n", account, grant)
 
 	reportTwice := func(ctx context.Context, st *jobs.Service, job ledgerdb.JobKey) error {
 		// Two reports of the same result race each other, as a duplicated callback would.
@@ -146,6 +183,12 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		}
 	}
 	used90, used60 := int64(90), int64(60)
+	// (h) runs after the others, alone, so that the promotional block granted just before it is
+	// the one its job draws from.
+	promo := &promotionalBlock{ledger: ledger, account: account, run: run}
+	// (i) is played on an account of its own, whose balance it follows from start to end.
+	top := newTopUp(ledger, r.TopUpAccount, svc.API)
+	defer func() { err = errors.Join(err, top.close(ctx)) }()
 	stories := []story{
 		{name: "a", title: "success on the first try", kind: "render", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 40},
 		{name: "b", title: "every attempt times out, refunded, then the result lands late", kind: "render", input: "sim:hang", timesOut: true, then: landsLate(nil), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 40},
@@ -154,37 +197,35 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		{name: "e", title: "insufficient credits: rejected, nothing charged", kind: "render-batch", input: "sim:ok", ends: []ledgerdb.State{ledgerdb.StateRejected}},
 		{name: "f", title: "metered: 300 credits held, 137 GPU-seconds used", kind: "gpu-render", input: "sim:ok+used:137", ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: 137},
 		{name: "g", title: "metered: every attempt times out, refunded, then the result lands late with 90 GPU-seconds used", kind: "gpu-render", input: "sim:hang", timesOut: true, then: landsLate(&used90), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 90},
+		{name: "h", kind: "gpu-render", input: "sim:hang", timesOut: true, afterTheOthers: true,
+			title:  "a promotional block expires while a job that drew from it waits for its late result",
+			before: promo.grant, then: promo.expiresWhileLate(&used60), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 60, tell: promo.tell},
+		{name: "i", kind: "render", input: "sim:ok", account: r.TopUpAccount,
+			title:  fmt.Sprintf("an automatic top-up: a render's charge takes its account below %d credits, and the product's payment code buys what fills it up to %d", topUpThreshold, topUpTarget),
+			before: top.setUp, then: top.landed, ends: []ledgerdb.State{ledgerdb.StateDelivered}, charged: topUpCharge, tell: top.tell},
 	}
-	// (h) runs after the others, alone, so that the promotional block granted just before it is
-	// the one its job draws from.
-	promo := &promotionalBlock{}
-	stories = append(stories, story{name: "h", kind: "gpu-render", input: "sim:hang", timesOut: true,
-		title: "a promotional block expires while a job that drew from it waits for its late result",
-		then:  promo.expiresWhileLate(&used60), ends: []ledgerdb.State{ledgerdb.StateRecovered}, charged: 60})
 	final := make([]jobs.Status, len(stories))
 	errs := make([]error, len(stories))
-	var wg sync.WaitGroup
-	for i, s := range stories[:len(stories)-1] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			via := st
-			if s.timesOut {
-				via = timingOut
+	for _, afterTheOthers := range []bool{false, true} {
+		var wg sync.WaitGroup
+		for i, s := range stories {
+			if s.afterTheOthers != afterTheOthers {
+				continue
 			}
-			final[i], errs[i] = playStory(ctx, via, account, run, s)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	last := len(stories) - 1
-	if err := promo.grant(ctx, ledger, account, run); err != nil {
-		return err
-	}
-	if final[last], errs[last] = playStory(ctx, timingOut, account, run, stories[last]); errs[last] != nil {
-		return errs[last]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				via := svc.Jobs
+				if s.timesOut {
+					via = svc.TimingOut
+				}
+				final[i], errs[i] = playStory(ctx, via, account, run, s)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
 	}
 
 	history, err := ledger.History(ctx, account, ledgerdb.HistoryPage{Limit: 1000})
@@ -197,7 +238,7 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 			s.name, s.title, status.JobID, status.State, status.MoneyState, status.Attempts, status.Message, status.WorkflowURL)
 		for _, e := range history.Entries {
 			if e.JobID == status.JobID {
-				fmt.Fprintf(out, "      row %-6d %-8s %+6d  balance after %d\n", e.ID, e.Kind, e.Amount, e.BalanceAfter)
+				fmt.Fprint(out, rowLine(e))
 			}
 		}
 		if len(s.ends) > 0 && status.State != s.ends[0] {
@@ -206,25 +247,43 @@ func play(ctx context.Context, ledger *ledgerdb.Store, st, timingOut *jobs.Servi
 		if status.Charged != s.charged {
 			return fmt.Errorf("story (%s) cost %d credits, not %d", s.name, status.Charged, s.charged)
 		}
+		if s.tell != nil {
+			told, err := s.tell(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(out, told)
+		}
 	}
-	told, err := promo.tell(ctx, ledger, account)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(out, told)
-	report, err := ledger.Audit(ctx, account)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\nbalance of %s: %d credits = the sum of its %d ledger rows (%d)\n", account, report.Balance, report.Entries, report.EntrySum)
-	if !report.OK() {
-		return fmt.Errorf("audit found violations: %v", report.Violations)
+	fmt.Fprintln(out)
+	for _, acct := range []string{account, r.TopUpAccount} {
+		report, err := ledger.Audit(ctx, acct)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "balance of %s: %d credits = the sum of its %d ledger rows (%d)\n", acct, report.Balance, report.Entries, report.EntrySum)
+		if !report.OK() {
+			return fmt.Errorf("audit of %s found violations: %v", acct, report.Violations)
+		}
 	}
 	fmt.Fprintln(out, "audit: every money rule holds")
 	return nil
 }
 
+// rowLine is a ledger row as the stories print it.
+func rowLine(e ledgerdb.Entry) string {
+	return fmt.Sprintf("      row %-6d %-8s %+6d  balance after %d\n", e.ID, e.Kind, e.Amount, e.BalanceAfter)
+}
+
 func playStory(ctx context.Context, st *jobs.Service, account, run string, s story) (jobs.Status, error) {
+	if s.before != nil {
+		if err := s.before(ctx); err != nil {
+			return jobs.Status{}, fmt.Errorf("story (%s): %w", s.name, err)
+		}
+	}
+	if s.account != "" {
+		account = s.account
+	}
 	job := jobs.Job{ID: fmt.Sprintf("%s-%s", s.name, run), AccountID: account, Kind: s.kind, InputRef: s.input}
 	_, err := st.Submit(ctx, job)
 	if err != nil && !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
@@ -250,20 +309,23 @@ func playStory(ctx context.Context, st *jobs.Service, account, run string, s sto
 // late result's reclaim draws again from the paid credits.
 const promotionalBlockLife = 10 * time.Second
 
-// promotionalBlock is story (h)'s block: granted just before its job, expiring while the job
-// waits for its late result.
+// promotionalBlock is story (h)'s block on the account of the run: granted just before its job,
+// expiring while the job waits for its late result.
 type promotionalBlock struct {
-	id        int64
-	expiresAt time.Time
+	ledger       *ledgerdb.Store
+	account, run string
+	id           int64
+	expiresAt    time.Time
 }
 
 // grant gives the account 300 promotional credits that expire in promotionalBlockLife.
-func (b *promotionalBlock) grant(ctx context.Context, ledger *ledgerdb.Store, account, run string) error {
+func (b *promotionalBlock) grant(ctx context.Context) error {
+	ledger, account, run := b.ledger, b.account, b.run
 	b.expiresAt = time.Now().Add(promotionalBlockLife)
 	p, err := ledger.Grant(ctx, ledgerdb.Credit{AccountID: account, Amount: 300, Key: "welcome-promo-" + run, Memo: "a welcome gift, spent first",
 		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &b.expiresAt}})
 	if err != nil {
-		return fmt.Errorf("story (h): granting its promotional block: %w", err)
+		return fmt.Errorf("granting its promotional block: %w", err)
 	}
 	blocks, err := ledger.Blocks(ctx, account)
 	if err != nil {
@@ -275,7 +337,7 @@ func (b *promotionalBlock) grant(ctx context.Context, ledger *ledgerdb.Store, ac
 		}
 	}
 	if b.id == 0 {
-		return fmt.Errorf("story (h): grant row %d made no block", p.EntryID)
+		return fmt.Errorf("grant row %d made no block", p.EntryID)
 	}
 	return nil
 }
@@ -303,8 +365,8 @@ func (b *promotionalBlock) expiresWhileLate(used *int64) func(context.Context, *
 
 // tell says what became of the promotional block, and fails if the late result drew on it after
 // it expired.
-func (b *promotionalBlock) tell(ctx context.Context, ledger *ledgerdb.Store, account string) (string, error) {
-	blocks, err := ledger.Blocks(ctx, account)
+func (b *promotionalBlock) tell(ctx context.Context) (string, error) {
+	blocks, err := b.ledger.Blocks(ctx, b.account)
 	if err != nil {
 		return "", err
 	}
