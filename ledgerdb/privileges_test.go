@@ -284,7 +284,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
 		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
 			VALUES (` + q(acct) + `, ` + q(job.String()) + `, 'release', 60, 1000)`,
-		`SELECT ledger_release(j, 0, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job.String()),
+		`SELECT ledger_release(j, 0, NULL, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job.String()),
 		// The credit blocks move only with the rows that move them.
 		`UPDATE credit_blocks SET remaining = remaining + 100 WHERE account_id = ` + q(acct),
 		`INSERT INTO ledger_block_moves (account_id, block_id, amount) SELECT account_id, id, 100 FROM credit_blocks WHERE account_id = ` + q(acct),

@@ -18,7 +18,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
     END IF;
-    RETURN ledger_release(j, NULL, NULL, NULL);
+    RETURN ledger_release(j, NULL, NULL, NULL, NULL);
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_deliver(text, integer)") }}

@@ -54,7 +54,7 @@ DECLARE
 BEGIN
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        r := ledger_release(r.job, NULL, r.entry_id, r.balance_after);
+        r := ledger_release(r.job, NULL, r.entry_id, r.balance_after, NULL);
     END IF;
     RETURN r;
 END

@@ -4,8 +4,10 @@
 -- flag, and gives back the unused part of the hold, (held − used) × unit price, in one release row
 -- when it is above zero. A job without a price (submitted with a cost, before the price list) has
 -- nothing to settle. Answers applied with the row it wrote — or, with none, the caller's row
--- (p_entry_id, p_balance_after: a reclaim made in the same transaction).
-CREATE FUNCTION ledger_release(j jobs, p_units_used bigint, p_entry_id bigint, p_balance_after bigint)
+-- (p_entry_id, p_balance_after: a reclaim made in the same transaction). p_output_ref, when not
+-- NULL, is kept on the job in the same update (a tombstone keeps none): a late result's output,
+-- without a statement of its own.
+CREATE FUNCTION ledger_release(j jobs, p_units_used bigint, p_entry_id bigint, p_balance_after bigint, p_output_ref text)
 RETURNS ledger_job_result
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -14,6 +16,9 @@ DECLARE
     r        ledger_job_result;
 BEGIN
     IF j.kind IS NULL THEN
+        IF p_output_ref IS NOT NULL AND j.state <> 'deleted' THEN
+            UPDATE jobs SET output_ref = p_output_ref WHERE id = job_id RETURNING * INTO j;
+        END IF;
         RETURN ledger_job_result_of('applied', p_entry_id, p_balance_after, j);
     END IF;
     -- One statement on the money path of every metered job, its guard (not settled yet) in the
@@ -22,6 +27,7 @@ BEGIN
         -- A kind sold by the job costs its whole price whatever usage a result reports: it
         -- settles at its one unit, so a report of 0 units can never turn its price into a release.
         UPDATE jobs SET is_settled = true, settled_at = now(), updated_at = now(),
+                        output_ref = CASE WHEN state = 'deleted' THEN output_ref ELSE coalesce(p_output_ref, output_ref) END,
                         units_used = CASE WHEN j.unit = 'job' THEN j.held_units
                                           ELSE least(coalesce(p_units_used, j.held_units), j.held_units) END
         WHERE id = job_id AND NOT is_settled
@@ -54,4 +60,4 @@ BEGIN
     RETURN r;
 END
 $$;
-{{ template "nobody_may_call" (dict "fn" "ledger_release(jobs, bigint, bigint, bigint)") }}
+{{ template "nobody_may_call" (dict "fn" "ledger_release(jobs, bigint, bigint, bigint, text)") }}

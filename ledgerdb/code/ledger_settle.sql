@@ -29,17 +29,13 @@ BEGIN
     WHERE id = p_job_id AND state = 'running'
     RETURNING * INTO j;
     IF FOUND THEN
-        RETURN ledger_release(j, p_units_used, NULL, NULL);
+        RETURN ledger_release(j, p_units_used, NULL, NULL, NULL);
     END IF;
     r := ledger_reclaim_refund(p_job_id);
     IF r.outcome = 'applied' THEN
-        -- The reclaim made the job recovered, under the row lock it holds: its output next (a
-        -- tombstone keeps none).
-        j := r.job;
-        IF j.state <> 'deleted' THEN
-            UPDATE jobs SET output_ref = p_output_ref WHERE id = p_job_id RETURNING * INTO j;
-        END IF;
-        RETURN ledger_release(j, p_units_used, r.entry_id, r.balance_after);
+        -- The reclaim made the job recovered, under the row lock it holds: its settlement keeps
+        -- its output (a tombstone keeps none).
+        RETURN ledger_release(r.job, p_units_used, r.entry_id, r.balance_after, p_output_ref);
     END IF;
     RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered'], true);
 END
