@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/jobs"
@@ -61,17 +62,32 @@ var recoveredBudget = []budgetLine{
 }
 
 // historyOf reads a closed run's history: the count of each event type (markers by their name),
-// and the number of workflow tasks it took.
+// and the number of workflow tasks it took (countEvents).
 func (e *e2eEnv) historyOf(t *testing.T, workflowID string) (map[string]int, int) {
 	t.Helper()
 	iter := e.Client.GetWorkflowHistory(testContext(t), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	types := map[string]int{}
-	tasks := 0
+	var events []*historypb.HistoryEvent
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		require.NoError(t, err)
+		events = append(events, ev)
+	}
+	return countEvents(events)
+}
+
+// countEvents counts a history's events by type (markers by their name), and its completed
+// workflow tasks, whose scheduled, started and completed events are counted apart. A workflow task
+// that timed out before another attempt completed it is the server's retry, not an event of the
+// workflow's code: a loaded worker that picks a task up after its sticky queue's five seconds
+// costs the history three events that no change to the code can add or remove, so they are left
+// out with the task's own. A task that failed is not: the worker's code failed it, and it counts.
+func countEvents(events []*historypb.HistoryEvent) (map[string]int, int) {
+	types := map[string]int{}
+	tasks := 0
+	for _, ev := range events {
 		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+			enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			tasks++
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
@@ -89,6 +105,19 @@ func (e *e2eEnv) historyOf(t *testing.T, workflowID string) (map[string]int, int
 // slower than most of the task timeout (a loaded machine) heartbeats the task with one more.
 func requireBudget(t *testing.T, got map[string]int, gotTasks, tasks int, budget []budgetLine) {
 	t.Helper()
+	problems := budgetProblems(got, budget)
+	require.Empty(t, problems, "history events over or under budget:\n  %s", strings.Join(problems, "\n  "))
+	require.GreaterOrEqual(t, gotTasks, tasks, "workflow tasks")
+	total := 3 * gotTasks
+	for _, n := range got {
+		total += n
+	}
+	t.Logf("%d events: %d workflow tasks of 3, %v", total, gotTasks, got)
+}
+
+// budgetProblems names every event of got over or under the bare workflow's events and the
+// budget's.
+func budgetProblems(got map[string]int, budget []budgetLine) []string {
 	want := map[string]int{}
 	why := map[string]string{}
 	for _, l := range append(slices.Clone(bareEvents), budget...) {
@@ -106,13 +135,7 @@ func requireBudget(t *testing.T, got map[string]int, gotTasks, tasks int, budget
 			problems = append(problems, fmt.Sprintf("%s: %d, budget 0 (nothing pays for it)", event, got[event]))
 		}
 	}
-	require.Empty(t, problems, "history events over or under budget:\n  %s", strings.Join(problems, "\n  "))
-	require.GreaterOrEqual(t, gotTasks, tasks, "workflow tasks")
-	total := 3 * gotTasks
-	for _, n := range got {
-		total += n
-	}
-	t.Logf("%d events: %d workflow tasks of 3, %v", total, gotTasks, got)
+	return problems
 }
 
 // TestE2EHistoryBudget holds a job's history to its budget, the events each money step and each
@@ -160,4 +183,40 @@ func TestE2EHistoryBudget(t *testing.T) {
 		got, tasks := e.historyOf(t, workflowID)
 		requireBudget(t, got, tasks, 3, recoveredBudget)
 	})
+}
+
+// TestHistoryBudgetLeavesTheServersRetriesOut counts a delivered job's history in which one
+// workflow task timed out and was tried again, as the server does when a loaded worker does not
+// pick a task up in time (a sticky queue's five seconds): the retry is the server's, not an event
+// the workflow's code issues, so the job is still within its budget of billing events. A history
+// with an event the code adds, or a money marker fewer, is still over or under it.
+func TestHistoryBudgetLeavesTheServersRetriesOut(t *testing.T) {
+	ev := func(et enumspb.EventType) *historypb.HistoryEvent { return &historypb.HistoryEvent{EventType: et} }
+	marker := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_MARKER_RECORDED,
+		Attributes: &historypb.HistoryEvent_MarkerRecordedEventAttributes{
+			MarkerRecordedEventAttributes: &historypb.MarkerRecordedEventAttributes{MarkerName: "LocalActivity"}}}
+	task := []*historypb.HistoryEvent{ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)}
+	var history []*historypb.HistoryEvent
+	history = append(history, ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED))
+	history = append(history, task...)
+	history = append(history, ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), marker,
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED), ev(enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES),
+		ev(enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED), ev(enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED),
+		ev(enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED))
+	// The task after the work timed out once before a worker completed it.
+	history = append(history, ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT))
+	history = append(history, task...)
+	history = append(history, marker, ev(enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED))
+
+	got, tasks := countEvents(history)
+	requireBudget(t, got, tasks, 2, deliveredBudget)
+
+	over := maps.Clone(got)
+	over["MarkerRecorded(LocalActivity)"]--
+	if problems := budgetProblems(over, deliveredBudget); len(problems) != 1 {
+		t.Errorf("a history with one money marker fewer is %v, want one problem", problems)
+	}
 }
