@@ -448,22 +448,16 @@ func only(lifecycles []*lifecycle, names []string) ([]*lifecycle, error) {
 	if len(names) == 0 {
 		return lifecycles, nil
 	}
-	var kept []*lifecycle
+	labels := make([]string, len(lifecycles))
+	for i, lc := range lifecycles {
+		labels[i] = lc.label()
+	}
 	for _, name := range names {
-		i := slices.IndexFunc(lifecycles, func(lc *lifecycle) bool { return lc.label() == name })
-		if i < 0 {
-			labels := make([]string, len(lifecycles))
-			for j, lc := range lifecycles {
-				labels[j] = lc.label()
-			}
+		if !slices.Contains(labels, name) {
 			return nil, fmt.Errorf("ledgerbench: no lifecycle %q (there are %s)", name, strings.Join(labels, ", "))
 		}
-		kept = append(kept, lifecycles[i])
 	}
-	slices.SortFunc(kept, func(a, b *lifecycle) int {
-		return slices.Index(lifecycles, a) - slices.Index(lifecycles, b)
-	})
-	return slices.Compact(kept), nil
+	return slices.DeleteFunc(slices.Clone(lifecycles), func(lc *lifecycle) bool { return !slices.Contains(names, lc.label()) }), nil
 }
 
 // measure runs one side's round of a lifecycle: for a lifecycle with endpoints, with a delivery
