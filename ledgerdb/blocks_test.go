@@ -533,3 +533,96 @@ func TestGrantNotYetInEffectPaysTheDebtAtOnce(t *testing.T) {
 	ledgertest.RequireBalance(t, s, acct, 50)
 	ledgertest.RequireSound(t, s, acct)
 }
+
+// TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand checks the order of spending and
+// the debt rule under a race: a grant lands while a charge, then a late result, waits for the
+// account's lock. Once the grant commits, the charge must spend the new promotional block before
+// the paid one, and the late result's reclaim must draw from the new block rather than run up a
+// debt beside it: a transition reads the blocks as they stand once it holds the account, not as
+// they stood when it asked for it.
+func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T) {
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+
+	// grantWhileWaiting grants a promotional block of amount in a transaction that holds the
+	// account's lock until transition, started meanwhile, waits for it; then commits the grant
+	// and answers what transition answered.
+	grantWhileWaiting := func(acct string, amount int64, transition func() (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
+		t.Helper()
+		tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var outcome string
+		require.NoError(t, tx.QueryRow(ctx,
+			`SELECT outcome FROM ledger_post($1, 'grant', $2, $3, '', 'promotional', 0, NULL, now() + interval '30 days')`,
+			acct, amount, ledgertest.ID(t, "grant")).Scan(&outcome))
+		require.Equal(t, "applied", outcome)
+		var granter int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&granter))
+
+		type answer struct {
+			tr  ledgerdb.Transition
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			tr, err := transition()
+			done <- answer{tr, err}
+		}()
+		require.Eventually(t, func() bool {
+			var waiting bool
+			require.NoError(t, s.Pool().QueryRow(ctx,
+				`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, granter).Scan(&waiting))
+			return waiting
+		}, time.Minute, 5*time.Millisecond, "the transition waits for the grant's lock on the account")
+		require.NoError(t, tx.Commit(ctx))
+		a := <-done
+		return a.tr, a.err
+	}
+
+	t.Run("charge", func(t *testing.T) {
+		acct := blockAccount(t, s)
+		paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
+		key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
+		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte("x")})
+		require.NoError(t, err)
+
+		_, err = grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Charge(ctx, key) })
+		require.NoError(t, err)
+		blocks := remaining(t, s, acct)
+		require.Equal(t, int64(100), blocks[paidBlock.ID], "the paid block is spent after the promotional one")
+		ledgertest.RequireBalance(t, s, acct, 120)
+		ledgertest.RequireSound(t, s, acct)
+	})
+
+	t.Run("late result", func(t *testing.T) {
+		acct := blockAccount(t, s)
+		ledgertest.GrantBlock(t, s, acct, 30, paid)
+		kind := ledgertest.Metered(t, s, 1, 30)
+		late := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "late")}
+		next := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "next")}
+		for _, key := range []ledgerdb.JobKey{late, next} {
+			_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
+			require.NoError(t, err)
+		}
+		_, err := s.Charge(ctx, late)
+		require.NoError(t, err)
+		_, err = s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "", 3)
+		require.NoError(t, err)
+		_, err = s.Charge(ctx, next) // the blocks hold nothing now
+		require.NoError(t, err)
+
+		used := int64(10)
+		tr, err := grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Settle(ctx, late, 3, &used, "") })
+		require.NoError(t, err)
+		require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
+		// 30 paid and 50 granted, 30 and 10 spent: 40 left, all of it in blocks, none of it owed.
+		ledgertest.RequireBalance(t, s, acct, 40)
+		var held int64
+		for _, r := range remaining(t, s, acct) {
+			held += r
+		}
+		require.Equal(t, int64(40), held, "the reclaim drew from the new block: no debt beside it")
+		ledgertest.RequireSound(t, s, acct)
+	})
+}

@@ -233,7 +233,7 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		executable["console_sessions_refuse_rewrite"],
 		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
-		executable["ledger_release"], "the money functions' helpers are nobody's to call")
+		executable["ledger_deliver_running"] || executable["ledger_recover"], "the money functions' helpers are nobody's to call")
 	require.False(t, executable["ledger_webhook_materialize"] || executable["ledger_webhook_job_events"],
 		"events are written only by the derive pass and a replay, from committed rows, never called alone")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
@@ -252,7 +252,8 @@ func sortedKeys(m map[string]bool) []string {
 // grants for the price list and the settlement: the application role is refused (42501) every
 // direct write of the prices table — INSERT, UPDATE, DELETE, TRUNCATE — and every direct change of
 // a job's price (kind, price version, unit, unit price, held units) or settlement (units used, the
-// settled flag), a release row written by hand, and the settlement's inner step, ledger_release.
+// settled flag), a release row written by hand, and the settlement's inner steps, ledger_deliver_running and
+// ledger_recover.
 // The price list changes only through ledger_set_price, which the role may call.
 func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	ctx := context.Background()
@@ -284,12 +285,14 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
 		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
 			VALUES (` + q(acct) + `, ` + q(job.String()) + `, 'release', 60, 1000)`,
-		`SELECT ledger_release(j, 0, NULL, NULL, NULL) FROM jobs j WHERE j.id = ` + q(job.String()),
+		`SELECT ledger_deliver_running(` + q(job.String()) + `, 1, 0, NULL)`,
+		`SELECT ledger_recover(` + q(job.String()) + `, 0, NULL, ARRAY['recovered'])`,
 		// The credit blocks move only with the rows that move them.
 		`UPDATE credit_blocks SET remaining = remaining + 100 WHERE account_id = ` + q(acct),
 		`INSERT INTO ledger_block_moves (account_id, block_id, amount) SELECT account_id, id, 100 FROM credit_blocks WHERE account_id = ` + q(acct),
 		`SELECT ledger_block_draw(` + q(acct) + `, NULL, 10, true)`,
 		`SELECT ledger_block_return(` + q(acct) + `, 1, NULL, 10)`,
+		`SELECT ledger_block_return_rest(` + q(acct) + `, NULL, 10, false)`,
 		`SELECT ledger_block_move(` + q(acct) + `, NULL, NULL, -10)`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a

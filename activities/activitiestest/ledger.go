@@ -432,7 +432,7 @@ func (m *MemoryLedger) Settle(_ context.Context, key ledgerdb.JobKey, attempts i
 	})
 }
 
-// release follows ledger_release: settles a priced job at its usage, capped at its hold, and
+// release follows the settlement of ledger_deliver_running and ledger_recover: settles a priced job at its usage, capped at its hold, and
 // gives back the unused part of the hold in one row. entryID is a row the same step wrote before
 // (a reclaim), answered when the settlement writes none.
 func (m *MemoryLedger) release(j *ledgerdb.Job, unitsUsed *int64, entryID int64) ledgerdb.Transition {
@@ -512,13 +512,13 @@ func (m *MemoryLedger) do(c Call, op func(j *ledgerdb.Job) (ledgerdb.Transition,
 	return t, err
 }
 
-// awaitsReclaim follows ledger_reclaim_refund's guard: a refunded job — deleted or not — whose
+// awaitsReclaim follows ledger_recover's guard: a refunded job — deleted or not — whose
 // refund is not reclaimed yet.
 func awaitsReclaim(j *ledgerdb.Job) bool {
 	return (j.State == ledgerdb.StateRefunded || j.StateBeforeDelete == ledgerdb.StateRefunded) && j.IsRefunded && !j.IsReclaimed
 }
 
-// reclaimRefund follows ledger_reclaim_refund's change: refunded -> recovered, or, for a
+// reclaimRefund follows ledger_recover's reclaim: refunded -> recovered, or, for a
 // tombstone, its state before deletion (a tombstone stays one).
 func reclaimRefund(j *ledgerdb.Job) {
 	if j.State == ledgerdb.StateDeleted {

@@ -31,8 +31,9 @@
 -- stands, and lock all of its blocks in effect, empty ones too, since a block the snapshot saw
 -- empty may have had credits returned since, and set each block from that read (draw.sql says why).
 -- The refund gives back with a plain UPDATE relative to the row, which PostgreSQL applies to the
--- block's newest version. (The functions read the blocks in a statement of their own after the
--- account's lock, with a fresh snapshot, so they lock only the blocks that hold credits.)
+-- block's newest version. (The functions lock the job and its account in a first statement and
+-- write in a second, whose snapshot, taken with both locks held, reads the blocks as they stand,
+-- so they lock only the blocks that hold credits.)
 --
 -- Variables: run (-D, the run's job-ID prefix), n (-D n=0, this client's lifecycle counter: pgbench
 -- keeps a client's variables across its transactions, so each client walks its own jobs 1..N),

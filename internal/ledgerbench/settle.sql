@@ -1,8 +1,8 @@
 -- The metered lifecycle's last transition, after lifecycle.sql, as ledger_settle bills the late
--- result of a refunded job: the refund taken back (ledger_reclaim: refunded -> recovered, the
+-- result of a refunded job (ledger_recover): the refund taken back (refunded -> recovered, the
 -- awaiting-reclaim sum less the hold, no balance check) and, in the same statement, the job
--- settled (ledger_release: units_used capped at the held units, is_settled) with the unused part
--- of the hold, (held − used) × unit price, given back in a release row when it is above zero.
+-- settled (units_used capped at the held units, is_settled) with the unused part of the hold,
+-- (held − used) × unit price, given back in a release row when it is above zero.
 -- ledger_settle first tries a running job's delivery, which this lifecycle never takes, so the
 -- statement is only the refunded job's path. Its guard is the first CTE: the reclaim's (refunded,
 -- not reclaimed) and the settlement's (not settled) in one UPDATE of the job. The account row is

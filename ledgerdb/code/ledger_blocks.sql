@@ -40,23 +40,25 @@ END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_move(text, bigint, bigint, bigint)") }}
 
--- The credits an account can spend now: what its active blocks hold that are in effect and not
--- expired. A block past its expiry holds credits until the expiry pass removes them, but none of
--- them can be spent.
--- VOLATILE, not STABLE, on purpose: a charge calls it in the WHERE of its account update, and a
--- charge that waited for another's lock on the account re-checks that WHERE; a volatile function
--- reads with a fresh snapshot there and sees the other charge's draw, where a stable one would
--- answer from before it and admit a charge the blocks can no longer cover.
--- PL/pgSQL, not SQL, for speed on the money path: PostgreSQL 15 plans a SQL function's query
--- again at every call from another function's statement, where PL/pgSQL keeps its plan for the
--- session.
+-- Whether block {{ . }} (the alias the template is given) can be spent now: active, in effect and
+-- not expired. A block past its expiry holds credits until the expiry pass removes them, but none
+-- of them can be spent. The one statement of it, for the spendable sum, the draw's plan and the
+-- charge's check.
+{{- define "block_spendable" }}{{ . }}.remaining > 0 AND {{ . }}.status = 'active' AND {{ . }}.expired_at IS NULL
+          AND {{ . }}.effective_at <= now() AND ({{ . }}.expires_at IS NULL OR {{ . }}.expires_at > now()){{ end }}
+
+-- The credits an account can spend now: what its blocks in effect hold.
+-- VOLATILE, not STABLE, on purpose: a charge that waited for another's lock on the account reads
+-- with a fresh snapshot here and sees the other charge's draw, where a stable function would
+-- answer from before it.
+-- PL/pgSQL, not SQL, for speed: PostgreSQL 15 plans a SQL function's query again at every call
+-- from another function's statement, where PL/pgSQL keeps its plan for the session.
 CREATE FUNCTION ledger_block_spendable(p_account_id text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    RETURN (SELECT coalesce(sum(remaining), 0)::bigint FROM credit_blocks
-            WHERE account_id = p_account_id AND remaining > 0 AND status = 'active' AND expired_at IS NULL
-              AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now()));
+    RETURN (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b
+            WHERE b.account_id = p_account_id AND {{ template "block_spendable" "b" }});
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_spendable(text)") }}
@@ -71,39 +73,51 @@ LANGUAGE sql STABLE AS $$
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_debt(text)") }}
 
+-- The draw from an account's blocks, written once for every statement that takes credits from
+-- them (ledger_block_draw; a charge's and a recovery's statements): the order of spending is
+-- promotional before paid, then lower priority, then sooner expiry (none last), then older.
+--
+-- block_draw_plan reads a CTE to_draw (account_id, entry_id, amount: the row and the credits, > 0,
+-- it takes) and makes two: held, the account's blocks in effect that hold credits, locked; and
+-- draw (id, remaining, take, ord), what each gives in the order of spending — every block all it
+-- holds until the amount is covered, a running sum over the ordered blocks saying where that ends.
+-- What the blocks cannot cover is left to the statement. The statement must take its snapshot
+-- after its caller locked the account (every writer of an account's blocks holds that lock), so
+-- that it reads the blocks as they stand.
+{{- define "block_draw_plan" }}held AS (
+    SELECT b.id, b.remaining, b.category, b.priority, b.expires_at, b.created_at
+    FROM credit_blocks b, to_draw t
+    WHERE b.account_id = t.account_id AND {{ template "block_spendable" "b" }}
+    FOR UPDATE OF b
+), draw AS (
+    SELECT o.id, o.remaining, least(o.remaining, t.amount - o.before) AS take, o.ord
+    FROM to_draw t, (SELECT id, remaining, sum(remaining) OVER w - remaining AS before, row_number() OVER w AS ord
+                     FROM held
+                     WINDOW w AS (ORDER BY category = 'paid', priority, expires_at NULLS LAST, created_at, id)) o
+    WHERE o.before < t.amount
+){{ end }}
+-- block_draw_write takes what draw plans: each block set to what the locked read found less what
+-- it gives, and the row's moves written in the order of spending.
+{{- define "block_draw_write" }}spent AS (
+    UPDATE credit_blocks b SET remaining = d.remaining - d.take FROM draw d WHERE b.id = d.id
+), drawn_moves AS (
+    INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
+    SELECT t.account_id, t.entry_id, d.id, -d.take FROM to_draw t, draw d ORDER BY d.ord
+){{ end }}
+
 -- Draws p_amount (> 0) credits of row p_entry_id from the account's spendable blocks, in the
--- order of spending: promotional before paid, then lower priority, then sooner expiry (none
--- last), then older. What they cannot cover is drawn on the debt when p_into_debt (a reclaim and
+-- order of spending. What they cannot cover is drawn on the debt when p_into_debt (a reclaim and
 -- a negative adjustment are never refused: the debt rule); otherwise it is answered, undrawn.
--- One statement for the blocks, on the money path of every charge and reclaim: it locks the
--- blocks that hold credits, gives each all it holds until the amount is covered (a running sum
--- over the blocks in the order of spending says where that ends), and writes each block's move
--- in that order. The statement's snapshot is taken after the caller locked the account, and every
--- writer of an account's blocks holds that lock, so it reads the blocks as they stand.
+-- The caller holds the account's lock, and this statement's snapshot is taken after it.
 CREATE FUNCTION ledger_block_draw(p_account_id text, p_entry_id bigint, p_amount bigint, p_into_debt boolean)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     drawn bigint;
 BEGIN
-    WITH held AS (
-        SELECT id, remaining, category, priority, expires_at, created_at FROM credit_blocks
-        WHERE account_id = p_account_id AND remaining > 0 AND status = 'active' AND expired_at IS NULL
-          AND effective_at <= now() AND (expires_at IS NULL OR expires_at > now())
-        FOR UPDATE
-    ), draw AS (
-        SELECT o.id, o.remaining, least(o.remaining, p_amount - o.before) AS take, o.ord
-        FROM (SELECT id, remaining, sum(remaining) OVER w - remaining AS before, row_number() OVER w AS ord
-              FROM held
-              WINDOW w AS (ORDER BY category = 'paid', priority, expires_at NULLS LAST, created_at, id)) o
-        WHERE o.before < p_amount
-    ), spent AS (
-        -- From the locked read: what the block holds.
-        UPDATE credit_blocks b SET remaining = d.remaining - d.take FROM draw d WHERE b.id = d.id
-    ), moved AS (
-        INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
-        SELECT p_account_id, p_entry_id, d.id, -d.take FROM draw d ORDER BY d.ord
-    )
+    WITH to_draw AS (
+        SELECT p_account_id AS account_id, p_entry_id AS entry_id, p_amount AS amount
+    ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" }}
     SELECT coalesce(sum(take), 0) INTO drawn FROM draw;
     IF drawn < p_amount AND p_into_debt THEN
         PERFORM ledger_block_move(p_account_id, p_entry_id, NULL, drawn - p_amount);
@@ -135,60 +149,84 @@ LANGUAGE sql STABLE AS $$
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_expiry_memo(credit_blocks, bigint, text)") }}
 
+-- The return of credits to the blocks a row drew them from, written once for every statement
+-- that gives credits back (ledger_block_return; a refund's statement). It reads a CTE to_return
+-- (account_id, entry_id: the row that gives back; source_id: the charge, or the reclaim that drew
+-- again; amount, > 0) and gives back what the source drew from each block, the last drawn first,
+-- so that what stays spent is what the order of spending chose; a debt the source drew on is paid
+-- back first of all (it was drawn last). A source is returned to once: a refund gives back a
+-- charge, a release part of the last draw, and no row returns to a draw a refund undid. It makes
+-- gives (block_id, given, ord), writes each block's move in that order and credits the blocks,
+-- and makes credited (ended): whether a block given to was past its time — void, marked expired
+-- (a pass may have marked it after this transaction began, when its now() still read the block
+-- as in effect) or past its expiry. Credits that came from no block (the source predates the
+-- blocks) and credits that landed in an ended block are ledger_block_return_rest's.
+{{- define "block_return" }}returned_from AS (
+    SELECT m.block_id, -sum(m.amount) AS drawn, max(m.id) AS last_move
+    FROM ledger_block_moves m, to_return t
+    WHERE m.entry_id = t.source_id AND m.amount < 0
+    GROUP BY m.block_id
+), gives AS (
+    SELECT o.block_id, least(o.drawn, t.amount - o.before) AS given, o.ord
+    FROM to_return t, (SELECT block_id, drawn, sum(drawn) OVER w - drawn AS before, row_number() OVER w AS ord
+                       FROM returned_from
+                       WINDOW w AS (ORDER BY block_id IS NOT NULL, last_move DESC)) o
+    WHERE o.before < t.amount
+), moved_back AS (
+    INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
+    SELECT t.account_id, t.entry_id, g.block_id, g.given FROM to_return t, gives g ORDER BY g.ord
+), credited AS (
+    -- Relative to the row: PostgreSQL applies it to the block's newest version.
+    UPDATE credit_blocks b SET remaining = b.remaining + g.given FROM gives g
+    WHERE b.id = g.block_id
+    RETURNING b.status = 'void' OR b.expired_at IS NOT NULL OR b.expires_at <= now() AS ended
+){{ end }}
+
 -- Returns p_amount (> 0) credits of row p_entry_id (a refund or a release) to where row
--- p_source_id (the charge, or the reclaim that drew again) took them: the last drawn first, so
--- that what stays spent is what the order of spending chose. A debt the source drew on is paid
--- back first of all (it was drawn last). Credits a row drew before the blocks began go back to
--- the opening block. Credits that land in a block already past its expiry (or void) expire at
--- once, each block's in an expire row of its own that names p_entry_id: the customer gets back
--- what was theirs, and loses what would have lapsed anyway. Answers the credits that expired.
+-- p_source_id took them (block_return), and finishes as ledger_block_return_rest. Answers the
+-- credits that expired.
 CREATE FUNCTION ledger_block_return(p_account_id text, p_source_id bigint, p_entry_id bigint, p_amount bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-    returned       bigint;
-    any_ended      boolean;
-    give           bigint;
-    expired        bigint := 0;
-    blk            credit_blocks;
-    new_balance    bigint;
-    expiry_id      bigint;
+    returned  bigint;
+    any_ended boolean;
 BEGIN
-    -- One statement, as the draw is: what the source drew from each block, given back the last
-    -- drawn first until the amount is covered, each block's move written in that order. A source is
-    -- returned to once: a refund gives back a charge, a release part of the last draw, and no row
-    -- returns to a draw a refund undid.
-    WITH drawn AS (
-        SELECT block_id, -sum(amount) AS drawn, max(id) AS last_move
-        FROM ledger_block_moves
-        WHERE entry_id = p_source_id AND amount < 0
-        GROUP BY block_id
-    ), gives AS (
-        SELECT o.block_id, least(o.drawn, p_amount - o.before) AS given, o.ord
-        FROM (SELECT block_id, drawn, sum(drawn) OVER w - drawn AS before, row_number() OVER w AS ord
-              FROM drawn
-              WINDOW w AS (ORDER BY block_id IS NOT NULL, last_move DESC)) o
-        WHERE o.before < p_amount
-    ), moved AS (
-        INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
-        SELECT p_account_id, p_entry_id, g.block_id, g.given FROM gives g ORDER BY g.ord
-    ), credited AS (
-        UPDATE credit_blocks b SET remaining = b.remaining + g.given FROM gives g
-        WHERE b.id = g.block_id
-        -- expired_at too: a pass may have marked the block expired after this transaction began,
-        -- when its now() still read the block as in effect.
-        RETURNING b.status = 'void' OR b.expired_at IS NOT NULL OR b.expires_at <= now() AS ended
-    )
+    WITH to_return AS (
+        SELECT p_account_id AS account_id, p_entry_id AS entry_id, p_source_id AS source_id, p_amount AS amount
+    ), {{ template "block_return" }}
     SELECT (SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited)
     INTO returned, any_ended;
-    IF returned < p_amount THEN
-        PERFORM ledger_block_move(p_account_id, p_entry_id, ledger_block_opening(p_account_id), p_amount - returned);
-    END IF;
-    IF NOT any_ended THEN
+    IF returned = p_amount AND NOT any_ended THEN
         RETURN 0;
     END IF;
+    RETURN ledger_block_return_rest(p_account_id, p_entry_id, p_amount - returned, any_ended);
+END
+$$;
+{{ template "nobody_may_call" (dict "fn" "ledger_block_return(text, bigint, bigint, bigint)") }}
 
-    -- Credits returned to a block whose time has passed expire with it, at once.
+-- What a return (block_return) leaves over, off the money path of every job: p_unreturned
+-- credits of row p_entry_id that came from no block (the row that drew them predates the blocks)
+-- go to the opening block; and when p_any_ended, the credits that landed in a block whose time
+-- has passed expire with it at once, each block's in an expire row of its own that names
+-- p_entry_id: the customer gets back what was theirs, and loses what would have lapsed anyway.
+-- Answers the credits that expired.
+CREATE FUNCTION ledger_block_return_rest(p_account_id text, p_entry_id bigint, p_unreturned bigint, p_any_ended boolean)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    give        bigint;
+    expired     bigint := 0;
+    blk         credit_blocks;
+    new_balance bigint;
+    expiry_id   bigint;
+BEGIN
+    IF p_unreturned > 0 THEN
+        PERFORM ledger_block_move(p_account_id, p_entry_id, ledger_block_opening(p_account_id), p_unreturned);
+    END IF;
+    IF NOT p_any_ended THEN
+        RETURN 0;
+    END IF;
     FOR blk IN
         SELECT b.* FROM credit_blocks b
         WHERE b.id IN (SELECT block_id FROM ledger_block_moves WHERE entry_id = p_entry_id AND amount > 0)
@@ -214,7 +252,7 @@ BEGIN
     RETURN expired;
 END
 $$;
-{{ template "nobody_may_call" (dict "fn" "ledger_block_return(text, bigint, bigint, bigint)") }}
+{{ template "nobody_may_call" (dict "fn" "ledger_block_return_rest(text, bigint, bigint, boolean)") }}
 
 -- Pays the account's debt from block p_block_id (just granted) as far as it holds, in moves of
 -- row p_entry_id: the next grant pays a debt first (the debt rule).

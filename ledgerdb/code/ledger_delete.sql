@@ -1,7 +1,7 @@
 -- Turns a settled job into a tombstone: its ID can never be submitted or charged again. Refused
 -- while the job is submitting or running: those rows are the evidence for reconciliation.
 -- Deleting removes a job's content from view, never an obligation: a refunded job deleted still
--- takes its late result (ledger_reclaim_refund reclaims the tombstone's refund), so its cost stays
+-- takes its late result (ledger_recover reclaims the tombstone's refund), so its cost stays
 -- awaiting a reclaim on the account, as every refunded job's does.
 CREATE FUNCTION ledger_delete(p_job_id text)
 RETURNS ledger_job_result

@@ -7,18 +7,13 @@ CREATE FUNCTION ledger_deliver(p_job_id text, p_attempts integer)
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
-    j jobs;
+    r ledger_job_result;
 BEGIN
-    UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(), outcome_xid = pg_current_xact_id(),
-                    attempts = greatest(attempts, p_attempts),
-                    -- The balance this delivery saw, for its event when no release row is written.
-                    balance_at_delivery = (SELECT a.balance FROM accounts a WHERE a.id = jobs.account_id)
-    WHERE id = p_job_id AND state = 'running'
-    RETURNING * INTO j;
-    IF NOT FOUND THEN
+    r := ledger_deliver_running(p_job_id, p_attempts, NULL, NULL);
+    IF r.outcome IS NULL THEN
         RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered']);
     END IF;
-    RETURN ledger_release(j, NULL, NULL, NULL, NULL);
+    RETURN r;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_deliver(text, integer)") }}

@@ -7,8 +7,25 @@ CREATE FUNCTION ledger_refund(p_job_id text, p_reason_code text, p_detail text, 
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
-    r ledger_job_result;
+    r         ledger_job_result;
+    returned  bigint;
+    any_ended boolean;
 BEGIN
+    -- The job under its guard, then its account, locked in one statement (job before account, as
+    -- in every transition), so that the refund's statement below takes its snapshot after the
+    -- charge it gives back committed, and sees where the charge took its credits from.
+    PERFORM 1 FROM accounts a
+    WHERE a.id = (SELECT account_id FROM jobs
+                  WHERE id = p_job_id AND state = 'running' AND is_charged AND NOT is_refunded
+                  FOR UPDATE)
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);
+    END IF;
+
+    -- One statement, its guard the FIRST CTE (every CTE runs to completion whatever the later ones
+    -- find): the job, the credit, its row, and the credits back to the blocks the job's charge drew
+    -- them from (block_return).
     WITH refunded AS (
         UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
                         refund_reason_code = p_reason_code, refund_reason = p_detail, attempts = greatest(attempts, p_attempts),
@@ -25,17 +42,26 @@ BEGIN
     ), entry AS (
         INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
         SELECT (j.job).account_id, (j.job).id, 'refund', (j.job).cost, c.balance FROM refunded j, credit c
-        RETURNING id, balance_after
-    )
-    SELECT 'applied', e.id, e.balance_after, j.job INTO r FROM refunded j, entry e;
-    IF FOUND THEN
-        -- Back to the blocks the charge drew from; what lands in an expired one expires with it.
-        IF ledger_block_return((r.job).account_id, ledger_block_last_draw((r.job).id), r.entry_id, (r.job).cost) > 0 THEN
-            SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
-        END IF;
-        RETURN r;
+        RETURNING id, account_id, amount, balance_after
+    ), to_return AS (
+        -- The job's charge: a running job was charged once, and never reclaimed.
+        SELECT e.account_id, e.id AS entry_id, e.amount,
+               (SELECT c.id FROM ledger_entries c WHERE c.job_id = p_job_id AND c.kind = 'charge') AS source_id
+        FROM entry e
+    ), {{ template "block_return" }}
+    SELECT 'applied', e.id, e.balance_after, j.job,
+           (SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited)
+    INTO r.outcome, r.entry_id, r.balance_after, r.job, returned, any_ended
+    FROM refunded j, entry e;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job %: refund guard lost under its own lock', p_job_id USING ERRCODE = 'JB003';
     END IF;
-    RETURN ledger_job_unmatched(p_job_id, ARRAY['refunded', 'recovered']);
+    -- What landed in an expired block expires with it.
+    IF (returned < (r.job).cost OR any_ended)
+       AND ledger_block_return_rest((r.job).account_id, r.entry_id, (r.job).cost - returned, any_ended) > 0 THEN
+        SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
+    END IF;
+    RETURN r;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_refund(text, text, text, integer)") }}

@@ -5,7 +5,7 @@
 -- back in one release row. p_units_used NULL means the runner did not say: the job is settled at
 -- its whole hold. p_output_ref, the output of the result, is kept on the job (NULL: none known).
 -- A settled job answers already_applied with the units and output it was settled at. A deleted
--- refunded job is recovered as a tombstone (ledger_reclaim_refund) and settled, its output not
+-- refunded job is recovered as a tombstone (ledger_recover) and settled, its output not
 -- kept: deletion hid the job's content, not what it owes; any other tombstone answers as the state
 -- it was deleted from (already_applied once settled). One step, so that a result that races a
 -- refund can never be lost between a reclaim and a delivery.
@@ -15,29 +15,18 @@ CREATE FUNCTION ledger_settle(p_job_id text, p_attempts integer, p_units_used bi
 RETURNS ledger_job_result
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
 DECLARE
-    j         jobs;
-    r         ledger_job_result;
+    r ledger_job_result;
 BEGIN
     IF p_units_used < 0 THEN
         RAISE EXCEPTION 'job %: units used is %; it must not be negative', p_job_id, p_units_used
             USING ERRCODE = '22023';
     END IF;
-    UPDATE jobs SET state = 'delivered', delivered_at = now(), updated_at = now(), outcome_xid = pg_current_xact_id(),
-                    attempts = greatest(attempts, p_attempts), output_ref = p_output_ref,
-                    -- The balance this delivery saw, for its event when no release row is written.
-                    balance_at_delivery = (SELECT a.balance FROM accounts a WHERE a.id = jobs.account_id)
-    WHERE id = p_job_id AND state = 'running'
-    RETURNING * INTO j;
-    IF FOUND THEN
-        RETURN ledger_release(j, p_units_used, NULL, NULL, NULL);
+    r := ledger_deliver_running(p_job_id, p_attempts, p_units_used, p_output_ref);
+    IF r.outcome IS NOT NULL THEN
+        RETURN r;
     END IF;
-    r := ledger_reclaim_refund(p_job_id);
-    IF r.outcome = 'applied' THEN
-        -- The reclaim made the job recovered, under the row lock it holds: its settlement keeps
-        -- its output (a tombstone keeps none).
-        RETURN ledger_release(r.job, p_units_used, r.entry_id, r.balance_after, p_output_ref);
-    END IF;
-    RETURN ledger_job_unmatched(p_job_id, ARRAY['delivered', 'recovered'], true);
+    -- Not running: a refunded job is recovered and settled (ledger_recover).
+    RETURN ledger_recover(p_job_id, p_units_used, p_output_ref, ARRAY['delivered', 'recovered']);
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_settle(text, integer, bigint, text)") }}

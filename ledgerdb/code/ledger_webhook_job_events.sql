@@ -45,7 +45,7 @@ LANGUAGE sql STABLE AS $$
             WHEN 'job.rejected' THEN 'rejected'
             WHEN 'job.refunded' THEN 'refunded'
             WHEN 'job.delivered' THEN 'delivered'
-            -- A tombstone reclaimed stays a tombstone (ledger_reclaim_refund).
+            -- A tombstone reclaimed stays a tombstone (ledger_recover).
             ELSE CASE WHEN j.deleted_at <= j.reclaimed_at THEN 'deleted' ELSE 'recovered' END END,
         'kind', j.kind,
         'price_version', j.price_version,
