@@ -106,6 +106,12 @@ SQL
 }
 ensure_role "$pg_user" "$pg_password"
 ensure_role "$pg_app_user" "$pg_app_password"
+# The schema's owner may take a checkpoint (PostgreSQL 15's pg_checkpoint, nothing more): the
+# ledger benchmark starts each of its sides right after one.
+psql_admin -v role="$pg_user" <<'SQL'
+SELECT format('GRANT pg_checkpoint TO %I', :'role')
+WHERE NOT pg_has_role(:'role', 'pg_checkpoint', 'member') \gexec
+SQL
 
 if [ "${JOBBILL_PG_FRESH_TEST_DB:-}" = 1 ]; then
 	say "dropping ${test_dbs[*]} for a fresh start"

@@ -29,6 +29,9 @@ charges draw across blocks (fixed+blocks). The raw side writes the same durable 
 side, the moves of credits between blocks included. Each round also
 runs the Go side on the pre-outbox ledger (schema ledgerbench_pre_outbox: the same functions
 without what events need), for the absolute cost of events; --skip-pre-outbox leaves it out.
+Each side starts right after a CHECKPOINT, so that no side pays for the full-page writes of a
+checkpoint another side's WAL began (the owner needs pg_checkpoint, which make db grants);
+--skip-checkpoints leaves it out.
 It sets its two kinds on the price list (ledgerbench-fixed, ledgerbench-metered) and runs on the
 database of --migrate-database-url / JOBBILL_MIGRATE_DATABASE_URL (the service's database as its
 owner by default, never the tests'): the raw side and the set-up write the tables directly, which
@@ -54,5 +57,6 @@ a database meant for benchmarks.`,
 	flags.IntVar(&cfg.Rounds, "rounds", 2, "rounds per side and lifecycle, alternating raw and Go; the medians are reported")
 	flags.StringSliceVar(&cfg.Only, "lifecycle", nil, "run only these lifecycles (fixed, metered, fixed+blocks, fixed+hooks, metered+hooks; repeat or separate with commas)")
 	flags.BoolVar(&cfg.SkipPreOutbox, "skip-pre-outbox", false, "leave out the Go side on the pre-outbox ledger")
+	flags.BoolVar(&cfg.SkipCheckpoints, "skip-checkpoints", false, "start each side wherever the checkpoint cycle stands, not right after a checkpoint")
 	return cmd
 }

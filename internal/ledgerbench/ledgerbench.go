@@ -127,6 +127,9 @@ type Config struct {
 	// SkipPreOutbox leaves out the pre-outbox path (preoutbox.go): the Go side once more, each
 	// round, on the ledger without the facts events need. Run by default.
 	SkipPreOutbox bool
+	// SkipCheckpoints starts each side wherever the database's checkpoint cycle stands, instead
+	// of right after a checkpoint (checkpoints.go): for runs that share the database with others.
+	SkipCheckpoints bool
 	// Only names the lifecycles to run, by their labels (fixed, metered, fixed+blocks,
 	// fixed+hooks, metered+hooks); empty runs them all. A shorter run for one question: the
 	// lifecycles with endpoints wait for every event's delivery after each round.
@@ -202,6 +205,10 @@ type Figures struct {
 	// Drain is, for a lifecycle whose accounts have endpoints, how long after the round ended its
 	// last event was derived and delivered; 0 otherwise.
 	Drain time.Duration
+	// FromCheckpoint says the round began right after a checkpoint (checkpoints.go), and
+	// Checkpoints how many more began while it ran. Zero for medians.
+	FromCheckpoint bool
+	Checkpoints    int64
 }
 
 // Verification is what Run checked after the last round; Run fails instead of returning a Result
@@ -372,16 +379,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	cp := &checkpointer{b: b, refused: cfg.SkipCheckpoints}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, lc := range b.lifecycles {
-			raw, err := b.measure(ctx, lc, func() (Figures, error) { return b.runRaw(ctx, lc, round) })
+			raw, err := cp.side(ctx, func() (Figures, error) {
+				return b.measure(ctx, lc, func() (Figures, error) { return b.runRaw(ctx, lc, round) })
+			})
 			if err != nil {
 				return res, err
 			}
 			lc.result.RawRounds = append(lc.result.RawRounds, raw)
 			fmt.Fprintf(out, "round %d  %-14s  raw SQL (pgbench)     %s\n", round, lc.label(), raw)
 
-			goSide, err := b.measure(ctx, lc, func() (Figures, error) { return b.runGo(ctx, lc, round) })
+			goSide, err := cp.side(ctx, func() (Figures, error) {
+				return b.measure(ctx, lc, func() (Figures, error) { return b.runGo(ctx, lc, round) })
+			})
 			if err != nil {
 				return res, err
 			}
@@ -389,7 +401,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 			fmt.Fprintf(out, "round %d  %-14s  Go API (ledgerdb)     %s\n", round, lc.label(), goSide)
 
 			if plc := pre.lifecycleTagged(lc.tag); plc != nil {
-				preSide, err := pre.runGo(ctx, plc, round)
+				preSide, err := cp.side(ctx, func() (Figures, error) { return pre.runGo(ctx, plc, round) })
 				if err != nil {
 					return res, err
 				}
@@ -494,7 +506,11 @@ func (f Figures) String() string {
 		s += fmt.Sprintf("  events all delivered %.2f s after the round", f.Drain.Seconds())
 	}
 	if f.Elapsed > 0 {
-		s += fmt.Sprintf("  [%d lifecycles in %.2f s, load %.2f]", f.Lifecycles, f.Elapsed.Seconds(), f.LoadAverage)
+		s += fmt.Sprintf("  [%d lifecycles in %.2f s, load %.2f", f.Lifecycles, f.Elapsed.Seconds(), f.LoadAverage)
+		if f.FromCheckpoint {
+			s += ", from a checkpoint"
+		}
+		s += fmt.Sprintf(", %d checkpoints during it]", f.Checkpoints)
 	}
 	return s
 }

@@ -38,6 +38,9 @@ func TestRunSmall(t *testing.T) {
 		Clients:     clients,
 		Lifecycles:  lifecycles,
 		Accounts:    accounts,
+		// The tests share the database: no checkpoint before each side (TestRunOnlyTheLifecyclesNamed
+		// takes them, for one round).
+		SkipCheckpoints: true,
 	}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
@@ -134,5 +137,9 @@ func TestRunOnlyTheLifecyclesNamed(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "lifecycle fixed") || strings.Contains(out.String(), "round 1  fixed") {
 		t.Errorf("a run of the metered lifecycle ran a fixed one:\n%s", out.String())
+	}
+	// Each side started right after a checkpoint (make db grants the owner pg_checkpoint).
+	if n := strings.Count(out.String(), ", from a checkpoint, "); n != 2 {
+		t.Errorf("%d sides started from a checkpoint, want both:\n%s", n, out.String())
 	}
 }
