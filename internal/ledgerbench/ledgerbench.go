@@ -209,6 +209,9 @@ type Figures struct {
 	// Checkpoints how many more began while it ran. Zero for medians.
 	FromCheckpoint bool
 	Checkpoints    int64
+	// MachineCPU is the CPU the whole machine spent busy during the round, per lifecycle
+	// (sides.go); 0 when unknown.
+	MachineCPU time.Duration
 }
 
 // Verification is what Run checked after the last round; Run fails instead of returning a Result
@@ -254,6 +257,9 @@ type Comparison struct {
 	// Ratio is Go.LifecyclesPerSec / Raw.LifecyclesPerSec: 1.0 means the Go API keeps up with
 	// the raw SQL.
 	Ratio float64
+	// CPURatio is Raw.MachineCPU / Go.MachineCPU, the steadier figure (sides.go): 1.0 means a
+	// lifecycle through the Go API costs the machine what the raw SQL's does; 0 when unknown.
+	CPURatio float64
 	// PreOutboxRounds and PreOutbox are the Go side's figures on the pre-outbox ledger (only for
 	// the lifecycles without endpoints, unless Config.SkipPreOutbox), and OverPreOutbox is
 	// Go.LifecyclesPerSec / PreOutbox.LifecyclesPerSec: the absolute cost of events.
@@ -446,9 +452,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 		}
 	}
 	for _, lc := range b.lifecycles {
-		fmt.Fprintf(out, "ratio Go/raw, %-15s %.3f", lc.label()+":", lc.result.Ratio)
-		if lc.result.OverPreOutbox > 0 {
-			fmt.Fprintf(out, "   Go/pre-outbox Go %.3f", lc.result.OverPreOutbox)
+		c := lc.result
+		fmt.Fprintf(out, "ratio Go/raw, %-15s %.3f", lc.label()+":", c.Ratio)
+		if c.OverPreOutbox > 0 {
+			fmt.Fprintf(out, "   Go/pre-outbox Go %.3f", c.OverPreOutbox)
+		}
+		if c.CPURatio = cpuRatio(c.Raw, c.Go); c.CPURatio > 0 {
+			fmt.Fprintf(out, "   machine CPU per lifecycle, raw/Go %.3f", c.CPURatio)
+			if over := cpuRatio(c.PreOutbox, c.Go); over > 0 {
+				fmt.Fprintf(out, ", pre-outbox/Go %.3f", over)
+			}
 		}
 		fmt.Fprintln(out)
 	}
@@ -505,6 +518,9 @@ func (f Figures) String() string {
 	if f.Drain > 0 {
 		s += fmt.Sprintf("  events all delivered %.2f s after the round", f.Drain.Seconds())
 	}
+	if f.MachineCPU > 0 {
+		s += fmt.Sprintf("  machine CPU %.3f ms/lifecycle", ms(f.MachineCPU))
+	}
 	if f.Elapsed > 0 {
 		s += fmt.Sprintf("  [%d lifecycles in %.2f s, load %.2f", f.Lifecycles, f.Elapsed.Seconds(), f.LoadAverage)
 		if f.FromCheckpoint {
@@ -516,6 +532,14 @@ func (f Figures) String() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// cpuRatio is a.MachineCPU / b.MachineCPU; 0 when either is unknown.
+func cpuRatio(a, b Figures) float64 {
+	if a.MachineCPU <= 0 || b.MachineCPU <= 0 {
+		return 0
+	}
+	return float64(a.MachineCPU) / float64(b.MachineCPU)
+}
 
 // median takes each figure's median on its own; with an even count it is the mean of the middle
 // two.
@@ -540,5 +564,6 @@ func median(rounds []Figures) Figures {
 		P99Lifecycle:           time.Duration(pick(func(f Figures) float64 { return float64(f.P99Lifecycle) })),
 		P99Transition:          time.Duration(pick(func(f Figures) float64 { return float64(f.P99Transition) })),
 		Drain:                  time.Duration(pick(func(f Figures) float64 { return float64(f.Drain) })),
+		MachineCPU:             time.Duration(pick(func(f Figures) float64 { return float64(f.MachineCPU) })),
 	}
 }
