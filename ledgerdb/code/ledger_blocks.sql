@@ -97,12 +97,21 @@ $$;
     WHERE o.before < t.amount
 ){{ end }}
 -- block_draw_write takes what draw plans: each block set to what the locked read found less what
--- it gives, and the row's moves written in the order of spending.
+-- it gives, and the row's moves written in the order of spending. Given true, what the blocks
+-- cannot cover is drawn on the debt (a move with no block) after them, in the same insert, so
+-- that the moves' order is the draw's.
 {{- define "block_draw_write" }}spent AS (
     UPDATE credit_blocks b SET remaining = d.remaining - d.take FROM draw d WHERE b.id = d.id
 ), drawn_moves AS (
     INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
-    SELECT t.account_id, t.entry_id, d.id, -d.take FROM to_draw t, draw d ORDER BY d.ord
+    SELECT t.account_id, t.entry_id, m.block_id, -m.take
+    FROM to_draw t, (SELECT id AS block_id, take, ord FROM draw
+    {{- if . }}
+                     UNION ALL
+                     SELECT NULL, u.amount - (SELECT coalesce(sum(take), 0) FROM draw), 9223372036854775807 FROM to_draw u
+    {{- end }}) AS m
+    WHERE m.take > 0
+    ORDER BY m.ord
 ){{ end }}
 
 -- Draws p_amount (> 0) credits of row p_entry_id from the account's spendable blocks, in the
@@ -117,7 +126,7 @@ DECLARE
 BEGIN
     WITH to_draw AS (
         SELECT p_account_id AS account_id, p_entry_id AS entry_id, p_amount AS amount
-    ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" }}
+    ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" false }}
     SELECT coalesce(sum(take), 0) INTO drawn FROM draw;
     IF drawn < p_amount AND p_into_debt THEN
         PERFORM ledger_block_move(p_account_id, p_entry_id, NULL, drawn - p_amount);

@@ -12,48 +12,82 @@
 -- in, and a tombstone judged by the state it was deleted from, so that a retried step gets the
 -- answer its first call lost.
 --
--- One statement after the locks, as the raw SQL of the benchmark's metered lifecycle: the reclaim
--- draws the hold again in today's order of spending (block_draw_plan), then the debt for what the
--- blocks cannot cover (drawn last); the release gives its part back to that draw, the last drawn
--- first (the debt first of all), as block_return would. Both happen in this statement, so the
--- release's share of each draw is computed from the draw itself, and each block is set once, to
--- what the two leave it. A release cannot land in an ended block: it goes back to blocks this
--- statement found in effect and holds locked.
+-- One statement after the locks. The reclaim draws the hold again in today's order of spending
+-- (block_draw_plan), then the debt for what the blocks cannot cover (drawn last). When nothing can
+-- be released — no price, a kind sold by the job, or no usage known: the whole hold — that is all
+-- (block_draw_write). Otherwise, as the raw SQL of the benchmark's metered lifecycle, the release
+-- gives its part back to that draw, the last drawn first (the debt first of all), as block_return
+-- would: both happen in this statement, so the release's share of each draw is computed from the
+-- draw itself, and each block is set once, to what the two leave it. A release cannot land in an
+-- ended block: it goes back to blocks this statement found in effect and holds locked.
 CREATE FUNCTION ledger_recover(p_job_id text, p_units_used bigint, p_output_ref text, p_done_states text[])
 RETURNS ledger_job_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    r ledger_job_result;
+    r          ledger_job_result;
+    whole_hold boolean;
 BEGIN
     -- The job under the reclaim's guard, then its account, locked in one statement (job before
-    -- account, as in every transition), so that the statement below takes its snapshot with both
-    -- held and reads the account's blocks as they stand: every writer of an account's blocks holds
-    -- the account's lock.
-    PERFORM 1 FROM accounts a
-    WHERE a.id = (SELECT account_id FROM jobs
-                  WHERE id = p_job_id AND coalesce(state_before_delete, state) = 'refunded' AND is_refunded AND NOT is_reclaimed
-                  FOR UPDATE)
-    FOR NO KEY UPDATE;
+    -- account, as in every transition: the subquery locks its row before the join reaches the
+    -- account), so that the statement below takes its snapshot with both held and reads the
+    -- account's blocks as they stand: every writer of an account's blocks holds the account's lock.
+    SELECT x.whole_hold INTO whole_hold
+    FROM (SELECT account_id, kind IS NULL OR unit = 'job' OR p_units_used IS NULL AS whole_hold FROM jobs
+          WHERE id = p_job_id AND coalesce(state_before_delete, state) = 'refunded' AND is_refunded AND NOT is_reclaimed
+          FOR UPDATE) AS x
+    JOIN accounts a ON a.id = x.account_id
+    FOR NO KEY UPDATE OF a;
     IF NOT FOUND THEN
         RETURN ledger_job_unmatched(p_job_id, p_done_states, true);
     END IF;
 
-    -- The guard is the FIRST CTE (every CTE runs to completion whatever the later ones find).
+    IF whole_hold THEN
+        -- Nothing to release: the reclaim alone, settled at the whole hold (a kind sold by the job
+        -- costs its whole price whatever usage a result reports, so a report of 0 units can never
+        -- turn its price into a release). The guard is the FIRST CTE.
+        WITH recovered AS (
+            UPDATE jobs SET state = CASE WHEN state = 'deleted' THEN 'deleted' ELSE 'recovered' END,
+                            state_before_delete = CASE WHEN state = 'deleted' THEN 'recovered' END,
+                            is_reclaimed = true, reclaimed_at = now(), updated_at = now(),
+                            is_settled = kind IS NOT NULL,
+                            settled_at = CASE WHEN kind IS NOT NULL THEN now() END,
+                            units_used = held_units,
+                            output_ref = CASE WHEN state = 'deleted' THEN output_ref ELSE coalesce(p_output_ref, output_ref) END
+            WHERE id = p_job_id AND coalesce(state_before_delete, state) = 'refunded' AND is_refunded AND NOT is_reclaimed
+            RETURNING jobs AS job
+        ), debit AS (
+            UPDATE accounts a SET balance = a.balance - (j.job).cost, awaiting_reclaim = a.awaiting_reclaim - (j.job).cost,
+                                  updated_at = now()
+            FROM recovered j
+            WHERE a.id = (j.job).account_id
+            RETURNING a.id AS account_id, a.balance, (j.job).id AS job_id, (j.job).cost
+        ), entry AS (
+            INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+            SELECT d.account_id, d.job_id, 'reclaim', -d.cost, d.balance FROM debit d
+            RETURNING id, account_id, balance_after, -amount AS amount
+        ), to_draw AS (
+            SELECT account_id, id AS entry_id, amount FROM entry
+        ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" true }}
+        SELECT 'applied', e.id, e.balance_after, j.job
+        INTO r.outcome, r.entry_id, r.balance_after, r.job
+        FROM recovered j, entry e;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job %: reclaim guard lost under its own lock', p_job_id USING ERRCODE = 'JB003';
+        END IF;
+        RETURN r;
+    END IF;
+
+    -- A metered job with its usage. The guard is the FIRST CTE (every CTE runs to completion
+    -- whatever the later ones find). A refunded job is never settled (the settlement CHECK): the
+    -- settlement is this one, its usage capped at the hold.
     WITH recovered AS (
-        -- A refunded job is never settled (the settlement CHECK): the settlement is this one. A
-        -- kind sold by the job costs its whole price whatever usage a result reports: it settles
-        -- at its one unit, so a report of 0 units can never turn its price into a release.
         UPDATE jobs SET state = CASE WHEN state = 'deleted' THEN 'deleted' ELSE 'recovered' END,
                         state_before_delete = CASE WHEN state = 'deleted' THEN 'recovered' END,
                         is_reclaimed = true, reclaimed_at = now(), updated_at = now(),
-                        is_settled = kind IS NOT NULL,
-                        settled_at = CASE WHEN kind IS NOT NULL THEN now() END,
-                        units_used = CASE WHEN kind IS NULL THEN NULL
-                                          WHEN unit = 'job' THEN held_units
-                                          ELSE least(coalesce(p_units_used, held_units), held_units) END,
+                        is_settled = true, settled_at = now(), units_used = least(p_units_used, held_units),
                         output_ref = CASE WHEN state = 'deleted' THEN output_ref ELSE coalesce(p_output_ref, output_ref) END
         WHERE id = p_job_id AND coalesce(state_before_delete, state) = 'refunded' AND is_refunded AND NOT is_reclaimed
-        RETURNING jobs AS job, coalesce((jobs.held_units - jobs.units_used) * jobs.unit_price, 0) AS released
+        RETURNING jobs AS job, (jobs.held_units - jobs.units_used) * jobs.unit_price AS released
     ), debit AS (
         UPDATE accounts a SET balance = a.balance - (j.job).cost + j.released,
                               awaiting_reclaim = a.awaiting_reclaim - (j.job).cost, updated_at = now()
