@@ -191,6 +191,18 @@ $$;
     RETURNING b.status = 'void' OR b.expired_at IS NOT NULL OR b.expires_at <= now() AS ended
 ){{ end }}
 
+-- block_return_to_charge returns a row's credits to the blocks its job's charge drew them from: it
+-- reads the statement's CTE entry (id, account_id, amount: the row that gives back) and the
+-- function's p_job_id, a running job's (charged once, never reclaimed), and makes block_return's
+-- CTEs. block_return_outcome is what a return did, as two columns: the credits given back to the
+-- blocks (and the debt), and whether any landed in an ended block.
+{{- define "block_return_to_charge" }}to_return AS (
+    SELECT e.account_id, e.id AS entry_id, e.amount,
+           (SELECT c.id FROM ledger_entries c WHERE c.job_id = p_job_id AND c.kind = 'charge') AS source_id
+    FROM entry e
+), {{ template "block_return" }}{{ end }}
+{{- define "block_return_outcome" }}(SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited){{ end }}
+
 -- Returns p_amount (> 0) credits of row p_entry_id (a refund or a release) to where row
 -- p_source_id took them (block_return), and finishes as ledger_block_return_rest. Answers the
 -- credits that expired.
@@ -204,7 +216,7 @@ BEGIN
     WITH to_return AS (
         SELECT p_account_id AS account_id, p_entry_id AS entry_id, p_source_id AS source_id, p_amount AS amount
     ), {{ template "block_return" }}
-    SELECT (SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited)
+    SELECT {{ template "block_return_outcome" }}
     INTO returned, any_ended;
     IF returned = p_amount AND NOT any_ended THEN
         RETURN 0;

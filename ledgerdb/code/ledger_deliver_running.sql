@@ -2,7 +2,8 @@
 -- its settlement in the same statement: the units used recorded, p_units_used capped at the units
 -- its charge held (the hold is a hard spending cap; NULL: the whole hold; always the one unit of a
 -- kind sold by the job), and the unused part of the hold, (held − used) × unit price, given back
--- in a release row when it is above zero, to the blocks the charge drew it from (block_return).
+-- in a release row when it is above zero, to the blocks the charge drew it from
+-- (block_return_to_charge).
 -- p_output_ref is kept on the job. Answers applied with the release row, or with none, NULL: the
 -- job is not running, and the caller says why (ledger_deliver) or recovers it (ledger_settle).
 CREATE FUNCTION ledger_deliver_running(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text)
@@ -49,14 +50,9 @@ BEGIN
         INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
         SELECT c.account_id, (d.job).id, 'release', d.released, c.balance FROM delivered d, credit c
         RETURNING id, account_id, amount, balance_after
-    ), to_return AS (
-        -- The job's charge: a running job was charged once, and never reclaimed.
-        SELECT e.account_id, e.id AS entry_id, e.amount,
-               (SELECT c.id FROM ledger_entries c WHERE c.job_id = p_job_id AND c.kind = 'charge') AS source_id
-        FROM entry e
-    ), {{ template "block_return" }}
+    ), {{ template "block_return_to_charge" }}
     SELECT 'applied', e.id, e.balance_after, d.job, d.released,
-           (SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited)
+           {{ template "block_return_outcome" }}
     INTO r.outcome, r.entry_id, r.balance_after, r.job, released, returned, any_ended
     FROM delivered d LEFT JOIN entry e ON true;
     IF NOT FOUND THEN

@@ -25,7 +25,7 @@ BEGIN
 
     -- One statement, its guard the FIRST CTE (every CTE runs to completion whatever the later ones
     -- find): the job, the credit, its row, and the credits back to the blocks the job's charge drew
-    -- them from (block_return).
+    -- them from (block_return_to_charge).
     WITH refunded AS (
         UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
                         refund_reason_code = p_reason_code, refund_reason = p_detail, attempts = greatest(attempts, p_attempts),
@@ -43,14 +43,9 @@ BEGIN
         INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
         SELECT (j.job).account_id, (j.job).id, 'refund', (j.job).cost, c.balance FROM refunded j, credit c
         RETURNING id, account_id, amount, balance_after
-    ), to_return AS (
-        -- The job's charge: a running job was charged once, and never reclaimed.
-        SELECT e.account_id, e.id AS entry_id, e.amount,
-               (SELECT c.id FROM ledger_entries c WHERE c.job_id = p_job_id AND c.kind = 'charge') AS source_id
-        FROM entry e
-    ), {{ template "block_return" }}
+    ), {{ template "block_return_to_charge" }}
     SELECT 'applied', e.id, e.balance_after, j.job,
-           (SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited)
+           {{ template "block_return_outcome" }}
     INTO r.outcome, r.entry_id, r.balance_after, r.job, returned, any_ended
     FROM refunded j, entry e;
     IF NOT FOUND THEN
