@@ -27,6 +27,9 @@ pg_user=${JOBBILL_PG_USER:-jobbill}
 pg_password=${JOBBILL_PG_PASSWORD:-jobbill}
 pg_db=${JOBBILL_PG_DB:-jobbill}
 pg_test_db=${JOBBILL_PG_TEST_DB:-jobbill_test}
+# The ledger benchmark's own database (BENCHMARKS.md), so that its runs neither grow the service's
+# nor are measured on what every earlier run left there.
+pg_bench_db=${JOBBILL_PG_BENCH_DB:-jobbill_bench}
 pg_app_user=jobbill_app
 pg_app_password=${JOBBILL_PG_APP_PASSWORD:-jobbill_app}
 # The test deployments (ledgertest.Deployments): each has the database ${pg_test_db}_<name>.
@@ -122,7 +125,7 @@ SQL
 	done
 fi
 
-for db in "$pg_db" "${test_dbs[@]}"; do
+for db in "$pg_db" "$pg_bench_db" "${test_dbs[@]}"; do
 	psql_admin -v db="$db" -v role="$pg_user" <<'SQL'
 SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
