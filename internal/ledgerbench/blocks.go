@@ -73,8 +73,8 @@ func (b *bench) verifyBlocks(ctx context.Context, side string, lc *lifecycle, id
 		}
 		return ms
 	}
-	// giveBack is what ledger_block_return would move for amount credits given back to the
-	// source's draw: the last drawn first, the debt (drawn last) first of all.
+	// giveBack is what block_return (ledger_blocks.sql) would move for amount credits given back
+	// to the source's draw: the last drawn first, the debt (drawn last) first of all.
 	giveBack := func(source []move, amount int64) []move {
 		var ms []move
 		for _, m := range slices.Backward(source) {

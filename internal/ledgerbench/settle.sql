@@ -13,7 +13,7 @@
 -- hold again as reclaim.sql does (its blocks in today's order of spending, then the debt for what
 -- they cannot cover, which the benchmark's accounts never reach); the release gives the unused
 -- part back to what the reclaim drew, the last drawn first (the debt first of all), as
--- ledger_block_return does. Both happen in this statement, so the release's share of each draw is
+-- block_return does. Both happen in this statement, so the release's share of each draw is
 -- computed from the draw itself, not read back from its moves, and each block is updated once, to
 -- what the two leave it (from the locked read, as draw.sql says).
 --

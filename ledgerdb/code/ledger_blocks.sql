@@ -159,9 +159,9 @@ $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_expiry_memo(credit_blocks, bigint, text)") }}
 
 -- The return of credits to the blocks a row drew them from, written once for every statement
--- that gives credits back (ledger_block_return; a refund's statement). It reads a CTE to_return
--- (account_id, entry_id: the row that gives back; source_id: the charge, or the reclaim that drew
--- again; amount, > 0) and gives back what the source drew from each block, the last drawn first,
+-- that gives credits back to a job's charge (block_return_to_charge: a refund's, a delivery's
+-- release). It reads a CTE to_return (account_id, entry_id: the row that gives back; source_id:
+-- the row that drew the credits; amount, > 0) and gives back what the source drew from each block, the last drawn first,
 -- so that what stays spent is what the order of spending chose; a debt the source drew on is paid
 -- back first of all (it was drawn last). A source is returned to once: a refund gives back a
 -- charge, a release part of the last draw, and no row returns to a draw a refund undid. It makes
@@ -185,7 +185,10 @@ $$;
     INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
     SELECT t.account_id, t.entry_id, g.block_id, g.given FROM to_return t, gives g ORDER BY g.ord
 ), credited AS (
-    -- Relative to the row: PostgreSQL applies it to the block's newest version.
+    -- Relative to the row, so that PostgreSQL applies it to the block's newest version should
+    -- another transaction have changed the block since this statement's snapshot. Never in a
+    -- statement that also draws from the blocks: a second update of a row in one statement is
+    -- silently dropped (ledger_recover sets each block once, for its draw and release together).
     UPDATE credit_blocks b SET remaining = b.remaining + g.given FROM gives g
     WHERE b.id = g.block_id
     RETURNING b.status = 'void' OR b.expired_at IS NOT NULL OR b.expires_at <= now() AS ended
@@ -202,29 +205,6 @@ $$;
     FROM entry e
 ), {{ template "block_return" }}{{ end }}
 {{- define "block_return_outcome" }}(SELECT coalesce(sum(given), 0) FROM gives), (SELECT coalesce(bool_or(ended), false) FROM credited){{ end }}
-
--- Returns p_amount (> 0) credits of row p_entry_id (a refund or a release) to where row
--- p_source_id took them (block_return), and finishes as ledger_block_return_rest. Answers the
--- credits that expired.
-CREATE FUNCTION ledger_block_return(p_account_id text, p_source_id bigint, p_entry_id bigint, p_amount bigint)
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    returned  bigint;
-    any_ended boolean;
-BEGIN
-    WITH to_return AS (
-        SELECT p_account_id AS account_id, p_entry_id AS entry_id, p_source_id AS source_id, p_amount AS amount
-    ), {{ template "block_return" }}
-    SELECT {{ template "block_return_outcome" }}
-    INTO returned, any_ended;
-    IF returned = p_amount AND NOT any_ended THEN
-        RETURN 0;
-    END IF;
-    RETURN ledger_block_return_rest(p_account_id, p_entry_id, p_amount - returned, any_ended);
-END
-$$;
-{{ template "nobody_may_call" (dict "fn" "ledger_block_return(text, bigint, bigint, bigint)") }}
 
 -- What a return (block_return) leaves over, off the money path of every job: p_unreturned
 -- credits of row p_entry_id that came from no block (the row that drew them predates the blocks)
@@ -291,15 +271,3 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_block_pay_debt(text, bigint, bigint)") }}
-
--- The row a job's credits were last drawn by: its reclaim when it has one, else its charge.
--- PL/pgSQL for the plan it keeps (ledger_block_spendable says why).
-CREATE FUNCTION ledger_block_last_draw(p_job_id text)
-RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (SELECT id FROM ledger_entries WHERE job_id = p_job_id AND kind IN ('charge', 'reclaim')
-            ORDER BY id DESC LIMIT 1);
-END
-$$;
-{{ template "nobody_may_call" (dict "fn" "ledger_block_last_draw(text)") }}

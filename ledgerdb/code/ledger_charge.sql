@@ -50,7 +50,8 @@ BEGIN
     WITH debit AS (
         UPDATE accounts a SET balance = a.balance - t.cost, updated_at = now()
         FROM jobs t
-        WHERE t.id = p_job_id AND a.id = t.account_id AND a.balance >= t.cost
+        WHERE t.id = p_job_id AND t.state = 'submitting' AND NOT t.is_charged
+          AND a.id = t.account_id AND a.balance >= t.cost
           AND a.balance - t.cost - a.awaiting_reclaim >= -ledger_max_balance()
           AND (SELECT coalesce(sum(b.remaining), 0) FROM credit_blocks b
                WHERE b.account_id = a.id AND {{ template "block_spendable" "b" }}) >= t.cost
