@@ -20,7 +20,7 @@ func newBenchWorkflowCommand() *cobra.Command {
 (temporal.address) and ledger (database_url), then:
   - throughput: jobs/s from submission through the job service to the settled workflow, for metered
     jobs ("sim:ok", a tiny simulated duration) and for a bare workflow that runs only the work
-    activity, alternately (bare, metered, bare, metered), with --concurrency submitters; prints
+    activity, alternately (bare, metered, then metered, bare), with --concurrency submitters; prints
     each round, the medians and the ratio metered/bare (goal >= 0.95x on an idle machine);
   - latency: from sending a result signal to a refunded job that is listening for a late result,
     to its reclaim row (Postgres' created_at minus the send time, on the same machine's clock):
@@ -55,7 +55,7 @@ service's database, never the tests'.`,
 	flags := cmd.Flags()
 	flags.IntVar(&cfg.Jobs, "jobs", 200, "jobs per side and round")
 	flags.IntVar(&cfg.Concurrency, "concurrency", 20, "concurrent submitters, each waiting for its job to settle before the next")
-	flags.IntVar(&cfg.Rounds, "rounds", 2, "rounds per side (bare, metered, bare, metered)")
+	flags.IntVar(&cfg.Rounds, "rounds", 2, "rounds per side (bare, metered, then metered, bare, and so on)")
 	flags.IntVar(&cfg.Warmup, "warmup", 20, "uncounted jobs per side before the first round (-1 for none)")
 	flags.DurationVar(&cfg.WorkDuration, "work-duration", 0, "simulated work per job (default 5ms)")
 	flags.IntVar(&cfg.LatencyJobs, "latency-jobs", 150, "refunded jobs that get a result signal (-1 for none)")

@@ -178,6 +178,46 @@ func (m *cpuMeter) perJob() JobCost {
 	return m.cost
 }
 
+// When a round counts as over for the CPU meter: the Temporal server spends at most quietShare of
+// a core over one quietEvery (idle, the dev server spends about 1%), or quietAtMost has passed.
+const (
+	quietShare  = 0.05
+	quietEvery  = 500 * time.Millisecond
+	quietAtMost = 15 * time.Second
+)
+
+// awaitQuiet waits until the Temporal server's process has gone quiet after a round: its jobs
+// have settled, but the server still writes their visibility records and drains its queues, and
+// that work is theirs. It answers how long it waited; with no server process known it does not
+// wait.
+func (m *cpuMeter) awaitQuiet(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if m.serverPID == 0 {
+		return 0, nil
+	}
+	last, err := processTicks(m.serverPID)
+	if err != nil {
+		return 0, nil
+	}
+	busyAtMost := time.Duration(quietShare * float64(quietEvery))
+	for time.Since(start) < quietAtMost {
+		select {
+		case <-ctx.Done():
+			return time.Since(start), context.Cause(ctx)
+		case <-time.After(quietEvery):
+		}
+		now, err := processTicks(m.serverPID)
+		if err != nil {
+			break
+		}
+		if ticks(now-last) <= busyAtMost {
+			break
+		}
+		last = now
+	}
+	return time.Since(start), nil
+}
+
 func ticks(t int64) time.Duration { return time.Duration(t) * time.Second / ticksPerSecond }
 
 // processTicks is a process's user + system CPU time in clock ticks, from /proc/<pid>/stat.

@@ -56,7 +56,7 @@ type Config struct {
 	// Concurrency is how many submitters run at once, each submitting a job and waiting for it
 	// to settle before the next (default 20).
 	Concurrency int
-	// Rounds is how many times each side runs (default 2: bare, metered, bare, metered).
+	// Rounds is how many times each side runs (default 2: bare, metered, then metered, bare).
 	Rounds int
 	// Warmup is how many jobs each side runs before the first round, not counted (default 20;
 	// negative for none).
@@ -144,6 +144,9 @@ type Round struct {
 	Elapsed time.Duration
 	// JobsPerSec is Jobs / Elapsed.
 	JobsPerSec float64
+	// Quiet is how long after the round's last job the Temporal server went quiet; the round's
+	// CPU figures count until then.
+	Quiet time.Duration
 }
 
 // Latency is the time from sending a result signal to a refunded, listening job to the start
@@ -268,12 +271,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	}
 	perSide := map[string][]float64{}
 	for r := 1; r <= cfg.Rounds; r++ {
-		for _, side := range sides {
+		for _, side := range roundOrder(r) {
 			rd, err := b.round(ctx, r, side, cfg.Jobs)
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(out, "round %d  %-8s %4d jobs in %7.2fs = %6.2f jobs/s\n", r, side, rd.Jobs, rd.Elapsed.Seconds(), rd.JobsPerSec)
+			fmt.Fprintf(out, "round %d  %-8s %4d jobs in %7.2fs = %6.2f jobs/s (server quiet %.1fs after)\n",
+				r, side, rd.Jobs, rd.Elapsed.Seconds(), rd.JobsPerSec, rd.Quiet.Seconds())
 			res.Rounds = append(res.Rounds, rd)
 			perSide[rd.Side] = append(perSide[rd.Side], rd.JobsPerSec)
 		}
@@ -311,13 +315,25 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
 	return res, nil
 }
 
-// The two sides of the comparison, in the order each round runs them.
+// The two sides of the comparison, in the order the warm-up runs them.
 const (
 	bareSide    = "bare"
 	meteredSide = "metered"
 )
 
 var sides = []string{bareSide, meteredSide}
+
+// roundOrder is the order round r runs the sides in: the bare workflow first in odd rounds, the
+// metered job first in even ones. A machine's cost drifts over a run — the Temporal server's store
+// grows with every job — and a fixed order charged the drift since each round's first side to
+// the side that always ran second; alternated, an even number of rounds weighs it on both sides
+// alike.
+func roundOrder(r int) []string {
+	if r%2 == 1 {
+		return sides
+	}
+	return []string{meteredSide, bareSide}
+}
 
 // expectation is how a metered job must end, for the money check.
 type expectation struct {
@@ -439,6 +455,12 @@ func (b *bench) round(ctx context.Context, r int, side string, n int) (Round, er
 		return Round{}, fmt.Errorf("round %d, %s: %w", r, side, err)
 	}
 	elapsed := time.Since(start)
+	// The round's CPU counts until the server has done the work its jobs left behind (visibility
+	// writes, task queues), so that none of it is charged to the round after.
+	quiet, err := b.meter.awaitQuiet(ctx)
+	if err != nil {
+		return Round{}, err
+	}
 	after, err := b.meter.read(ctx)
 	if err != nil {
 		return Round{}, err
@@ -446,7 +468,7 @@ func (b *bench) round(ctx context.Context, r int, side string, n int) (Round, er
 	if r > 0 {
 		b.meter.add(side, before, after, n)
 	}
-	return Round{Round: r, Side: side, Jobs: n, Elapsed: elapsed, JobsPerSec: float64(n) / elapsed.Seconds()}, nil
+	return Round{Round: r, Side: side, Jobs: n, Elapsed: elapsed, JobsPerSec: float64(n) / elapsed.Seconds(), Quiet: quiet}, nil
 }
 
 // forEach runs job(0..n-1) on c goroutines and answers the first error.

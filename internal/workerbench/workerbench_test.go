@@ -2,6 +2,7 @@ package workerbench_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 // reclaim for each job that got a late result (the reversing-pairs and net-effect rules) — and
 // every account audits clean with its grant less its jobs' cost (the sum-of-rows rule); so a pass
 // means the benchmark's money check finds the jobs it ran. It also checks the per-job figures are
-// read: the history of each side and the CPU of this machine's processes, compared side to side.
-// Speed is reported, never asserted.
+// read: the history of each side and the CPU of this machine's processes, compared side to side;
+// and that each side runs first in every other round, so that neither is always charged the drift
+// of the round before it. Speed is reported, never asserted.
 func TestRunSmall(t *testing.T) {
 	ledgertest.Store(t) // migrates the test database
 	cfg := workertest.Config("workerbench")
@@ -28,7 +30,7 @@ func TestRunSmall(t *testing.T) {
 		Namespace:       cfg.Temporal.Namespace,
 		Jobs:            6,
 		Concurrency:     3,
-		Rounds:          1,
+		Rounds:          2,
 		Warmup:          -1,
 		LatencyJobs:     3,
 		SignalInterval:  10 * time.Millisecond,
@@ -38,8 +40,15 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.JobsChecked != 6+3 || res.Latency.Jobs != 3 {
-		t.Fatalf("checked %d jobs and %d latencies, want 9 and 3", res.JobsChecked, res.Latency.Jobs)
+	if res.JobsChecked != 2*6+3 || res.Latency.Jobs != 3 {
+		t.Fatalf("checked %d jobs and %d latencies, want 15 and 3", res.JobsChecked, res.Latency.Jobs)
+	}
+	var order []string
+	for _, rd := range res.Rounds {
+		order = append(order, fmt.Sprintf("%d:%s", rd.Round, rd.Side))
+	}
+	if got, want := strings.Join(order, " "), "1:bare 1:metered 2:metered 2:bare"; got != want {
+		t.Fatalf("rounds ran in the order %q, want %q", got, want)
 	}
 	if res.CPURatio <= 0 || !strings.Contains(out.String(), "machine CPU per job") {
 		t.Fatalf("the machine CPU per job of the two sides is not compared: ratio %v", res.CPURatio)
