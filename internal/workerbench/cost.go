@@ -48,6 +48,8 @@ type SideCost struct {
 	// the Postgres backends of the ledger's and Temporal's databases, and this process (the
 	// worker, the submitters and the client).
 	ServerCPU, PostgresCPU, BenchCPU time.Duration
+	// LedgerCPU is the part of PostgresCPU spent by the ledger's database's backends.
+	LedgerCPU time.Duration
 	// Elapsed is the wall time of the side's rounds, for the CPU's share of it.
 	Elapsed time.Duration
 	// HistoryJobs is how many histories were read; Events their mean length; EventTypes the
@@ -88,6 +90,18 @@ func (c JobCost) CPURatio() float64 {
 	return float64(bare.MachineCPU()) / float64(metered.MachineCPU())
 }
 
+// LedgerCeiling is the CPU ratio a metered job would reach if billing added to the bare workflow
+// nothing but the ledger's own Postgres CPU: the bare job's machine CPU over itself plus the
+// ledger's database's share of a metered job. No change to the workflow, its events or its
+// worker takes the CPU ratio past it; 0 when a side was not measured.
+func (c JobCost) LedgerCeiling() float64 {
+	bare, metered := c.Sides[bareSide], c.Sides[meteredSide]
+	if bare == nil || metered == nil || bare.MachineCPU()+metered.LedgerCPU == 0 {
+		return 0
+	}
+	return float64(bare.MachineCPU()) / float64(bare.MachineCPU()+metered.LedgerCPU)
+}
+
 // cpuMeter reads the CPU the processes behind the run have used.
 type cpuMeter struct {
 	b         *bench
@@ -102,6 +116,8 @@ type cpuReading struct {
 	server   int64
 	self     int64
 	backends map[int]int64
+	// ledger holds the backends of the ledger's database.
+	ledger map[int]bool
 }
 
 func (b *bench) newCPUMeter() *cpuMeter {
@@ -119,21 +135,23 @@ func (b *bench) newCPUMeter() *cpuMeter {
 }
 
 func (m *cpuMeter) read(ctx context.Context) (cpuReading, error) {
-	r := cpuReading{at: time.Now(), backends: map[int]int64{}}
+	r := cpuReading{at: time.Now(), backends: map[int]int64{}, ledger: map[int]bool{}}
 	if m.serverPID != 0 {
 		r.server, _ = processTicks(m.serverPID)
 	}
 	r.self, _ = processTicks(os.Getpid())
-	rows, err := m.b.ledger.Pool().Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = ANY($1)", m.databases)
+	rows, err := m.b.ledger.Pool().Query(ctx, "SELECT pid, datname FROM pg_stat_activity WHERE datname = ANY($1)", m.databases)
 	if err != nil {
 		return r, fmt.Errorf("listing the Postgres backends: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var pid int
-		if err := rows.Scan(&pid); err != nil {
+		var db string
+		if err := rows.Scan(&pid, &db); err != nil {
 			return r, err
 		}
+		r.ledger[pid] = db == m.databases[0]
 		// Postgres runs as another user: its /proc/<pid>/stat is readable, its fds are not.
 		if t, err := processTicks(pid); err == nil {
 			r.backends[pid] = t
@@ -149,10 +167,13 @@ func (m *cpuMeter) add(side string, before, after cpuReading, n int) {
 		s = &SideCost{}
 		m.cost.Sides[side] = s
 	}
-	var pg int64
+	var pg, ledger int64
 	for pid, t := range after.backends {
 		// A backend that was not there before started during the round: all its time is the round's.
 		pg += t - before.backends[pid]
+		if after.ledger[pid] {
+			ledger += t - before.backends[pid]
+		}
 	}
 	for pid := range before.backends {
 		if _, ok := after.backends[pid]; !ok {
@@ -162,6 +183,7 @@ func (m *cpuMeter) add(side string, before, after cpuReading, n int) {
 	// Accumulated as totals; per job once the run is over.
 	s.ServerCPU += ticks(after.server - before.server)
 	s.PostgresCPU += ticks(pg)
+	s.LedgerCPU += ticks(ledger)
 	s.BenchCPU += ticks(after.self - before.self)
 	s.Elapsed += after.at.Sub(before.at)
 	s.Jobs += n
@@ -172,7 +194,7 @@ func (m *cpuMeter) perJob() JobCost {
 	for _, s := range m.cost.Sides {
 		if s.Jobs > 0 {
 			n := time.Duration(s.Jobs)
-			s.ServerCPU, s.PostgresCPU, s.BenchCPU = s.ServerCPU/n, s.PostgresCPU/n, s.BenchCPU/n
+			s.ServerCPU, s.PostgresCPU, s.BenchCPU, s.LedgerCPU = s.ServerCPU/n, s.PostgresCPU/n, s.BenchCPU/n, s.LedgerCPU/n
 		}
 	}
 	return m.cost
@@ -346,8 +368,9 @@ func (b *bench) printCost(c JobCost) {
 			share := func(d time.Duration) float64 {
 				return 100 * float64(d) * float64(s.Jobs) / float64(s.Elapsed)
 			}
-			fmt.Fprintf(b.out, "  %-9s CPU per job: Temporal server %s (%.0f%% of a core), Postgres %s (%.0f%%), worker+bench %s (%.0f%%); machine %s\n",
-				side, ms(s.ServerCPU), share(s.ServerCPU), ms(s.PostgresCPU), share(s.PostgresCPU), ms(s.BenchCPU), share(s.BenchCPU), ms(s.MachineCPU()))
+			fmt.Fprintf(b.out, "  %-9s CPU per job: Temporal server %s (%.0f%% of a core), Postgres %s (%.0f%%; the ledger's %s), worker+bench %s (%.0f%%); machine %s\n",
+				side, ms(s.ServerCPU), share(s.ServerCPU), ms(s.PostgresCPU), share(s.PostgresCPU), ms(s.LedgerCPU),
+				ms(s.BenchCPU), share(s.BenchCPU), ms(s.MachineCPU()))
 		}
 		if s.HistoryJobs > 0 {
 			types := make([]string, 0, len(s.EventTypes))
@@ -381,6 +404,8 @@ func (b *bench) printGoals(res Result) {
 	if bare != nil && metered != nil && metered.Jobs > 0 {
 		fmt.Fprintf(b.out, "  machine CPU per job  %6s / %6s (bare / metered)        = %.2fx  %s\n",
 			ms(bare.MachineCPU()), ms(metered.MachineCPU()), res.CPURatio, verdict(res.CPURatio))
+		fmt.Fprintf(b.out, "  the ledger alone: %s of Postgres CPU per metered job; were it all that billing added, %s / %s = %.2fx (the CPU ratio's ceiling)\n",
+			ms(metered.LedgerCPU), ms(bare.MachineCPU()), ms(bare.MachineCPU()+metered.LedgerCPU), res.JobCost.LedgerCeiling())
 	}
 	if bare != nil && metered != nil && metered.HistoryJobs > 0 {
 		line := fmt.Sprintf("  history events       %6.1f / %6.1f per job (metered / bare)", metered.Events, bare.Events)

@@ -17,7 +17,8 @@ import (
 // reclaim for each job that got a late result (the reversing-pairs and net-effect rules) — and
 // every account audits clean with its grant less its jobs' cost (the sum-of-rows rule); so a pass
 // means the benchmark's money check finds the jobs it ran. It also checks the per-job figures are
-// read: the history of each side and the CPU of this machine's processes, compared side to side;
+// read: the history of each side and the CPU of this machine's processes, compared side to side
+// and beside the ceiling the ledger's own Postgres CPU sets;
 // and that each side runs first in every other round, so that neither is always charged the drift
 // of the round before it. Speed is reported, never asserted.
 func TestRunSmall(t *testing.T) {
@@ -52,6 +53,9 @@ func TestRunSmall(t *testing.T) {
 	}
 	if res.CPURatio <= 0 || !strings.Contains(out.String(), "machine CPU per job") {
 		t.Fatalf("the machine CPU per job of the two sides is not compared: ratio %v", res.CPURatio)
+	}
+	if c := res.JobCost.LedgerCeiling(); c <= 0 || c > 1 || !strings.Contains(out.String(), "the ledger alone") {
+		t.Fatalf("the ceiling the ledger's own Postgres CPU sets on the CPU ratio is not reported: %v", c)
 	}
 	for _, side := range []string{"bare", "metered", "recovered"} {
 		s := res.JobCost.Sides[side]
