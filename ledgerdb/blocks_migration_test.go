@@ -113,3 +113,49 @@ func TestMigrationOpensABlockForEveryAccount(t *testing.T) {
 	audit("acme")
 	audit("debtor")
 }
+
+// TestReturnToTheOpeningBlockPaysTheDebt checks the debt rule for credits that go back to
+// the opening block, the charge that drew them predating the blocks: an account that owed 20 when
+// blocks began (granted 50, a job charged 40 still running, corrected by −30) has the job refunded;
+// the 40 go back to the opening block and pay the debt of 20 at once, so that the opening block
+// holds the other 20 and nothing is owed beside them.
+func TestReturnToTheOpeningBlockPaysTheDebt(t *testing.T) {
+	ctx := context.Background()
+	conn := probeSchema(t)
+	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, 12))
+	for _, stmt := range []string{
+		`INSERT INTO accounts (id, balance, awaiting_reclaim) VALUES ('owing', -20, 0)`,
+		`INSERT INTO jobs (id, account_id, cost, state, is_charged, request_fingerprint, charged_at)
+			VALUES ('owing/run', 'owing', 40, 'running', true, '\x00', now())`,
+		`INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after, idempotency_key) VALUES
+			('owing', NULL, 'grant', 50, 50, 'first'),
+			('owing', 'owing/run', 'charge', -40, 10, NULL),
+			('owing', NULL, 'adjustment', -30, -20, 'correction')`,
+	} {
+		_, err := conn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, ledgerdb.LatestMigration(t)))
+	require.NoError(t, ledgerdb.InstallCode(ctx, conn))
+
+	opening := func() (remaining, debt int64) {
+		t.Helper()
+		require.NoError(t, conn.QueryRow(ctx, `SELECT b.remaining,
+			coalesce((SELECT -sum(amount) FROM ledger_block_moves WHERE account_id = 'owing' AND block_id IS NULL), 0)
+			FROM credit_blocks b WHERE b.account_id = 'owing' AND b.is_opening`).Scan(&remaining, &debt))
+		return remaining, debt
+	}
+	remaining, debt := opening()
+	require.Equal(t, [2]int64{0, 20}, [2]int64{remaining, debt}, "the debt the account had when blocks began")
+
+	_, err := conn.Exec(ctx, `SELECT ledger_refund('owing/run', 'timed_out', '', 3)`)
+	require.NoError(t, err)
+	remaining, debt = opening()
+	require.Equal(t, [2]int64{20, 0}, [2]int64{remaining, debt}, "the 40 returned paid the debt of 20 first")
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	report, err := ledgerdb.AuditThrough(ctx, tx, "owing")
+	require.NoError(t, err)
+	require.True(t, report.OK(), "%v", report.Violations)
+}

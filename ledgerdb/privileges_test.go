@@ -291,7 +291,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 		`UPDATE credit_blocks SET remaining = remaining + 100 WHERE account_id = ` + q(acct),
 		`INSERT INTO ledger_block_moves (account_id, block_id, amount) SELECT account_id, id, 100 FROM credit_blocks WHERE account_id = ` + q(acct),
 		`SELECT ledger_block_draw(` + q(acct) + `, NULL, 10, true)`,
-		`SELECT ledger_block_return_rest(` + q(acct) + `, NULL, 10, false)`,
+		`SELECT ledger_block_return_rest(` + q(acct) + `, NULL, 10, false, true)`,
 		`SELECT ledger_block_move(` + q(acct) + `, NULL, NULL, -10)`,
 	} {
 		// Each statement runs in a transaction that is rolled back whatever happens, so that a

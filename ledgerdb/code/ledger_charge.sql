@@ -67,7 +67,7 @@ BEGIN
         RETURNING id, account_id, balance_after, -amount AS amount
     ), to_draw AS (
         SELECT account_id, id AS entry_id, amount FROM entry
-    ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" false }}
+    ), {{ template "block_draw_plan" "false" }}, {{ template "block_draw_write" false }}
     SELECT 'applied', e.id, e.balance_after, c.job, (SELECT coalesce(sum(take), 0) FROM draw)
     INTO r.outcome, r.entry_id, r.balance_after, r.job, drawn
     FROM charged c, entry e;

@@ -3,7 +3,7 @@
 -- its charge held (the hold is a hard spending cap; NULL: the whole hold; always the one unit of a
 -- kind sold by the job), and the unused part of the hold, (held − used) × unit price, given back
 -- in a release row when it is above zero, to the blocks the charge drew it from
--- (block_return_to_charge).
+-- (block_return_to_charge), paying the account's debt first if it has one.
 -- p_output_ref is kept on the job. Answers applied with the release row, or with none, NULL: the
 -- job is not running, and the caller says why (ledger_deliver) or recovers it (ledger_settle).
 CREATE FUNCTION ledger_deliver_running(p_job_id text, p_attempts integer, p_units_used bigint, p_output_ref text)
@@ -14,6 +14,7 @@ DECLARE
     released  bigint;
     returned  bigint;
     any_ended boolean;
+    in_debt   boolean;
 BEGIN
     -- The job under its guard, then its account, locked in one statement (job before account, as
     -- in every transition), so that the statement below takes its snapshot with both held.
@@ -53,14 +54,15 @@ BEGIN
     ), {{ template "block_return_to_charge" }}
     SELECT 'applied', e.id, e.balance_after, d.job, d.released,
            {{ template "block_return_outcome" }}
-    INTO r.outcome, r.entry_id, r.balance_after, r.job, released, returned, any_ended
+    INTO r.outcome, r.entry_id, r.balance_after, r.job, released, returned, any_ended, in_debt
     FROM delivered d LEFT JOIN entry e ON true;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: delivery guard lost under its own lock', p_job_id USING ERRCODE = 'JB003';
     END IF;
-    -- What landed in a block whose time has passed expires with it.
-    IF released > 0 AND (returned < released OR any_ended)
-       AND ledger_block_return_rest((r.job).account_id, r.entry_id, released - returned, any_ended) > 0 THEN
+    -- The rare rest: what landed in a block whose time has passed expires with it, and what came
+    -- back to the others pays the account's debt first.
+    IF released > 0 AND (returned < released OR any_ended OR in_debt)
+       AND ledger_block_return_rest((r.job).account_id, r.entry_id, released - returned, any_ended, in_debt) > 0 THEN
         SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
     END IF;
     RETURN r;

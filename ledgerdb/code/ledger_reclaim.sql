@@ -13,13 +13,16 @@
 -- answer its first call lost.
 --
 -- One statement after the locks. The reclaim draws the hold again in today's order of spending
--- (block_draw_plan), then the debt for what the blocks cannot cover (drawn last). When nothing can
+-- (block_draw_plan), from the spendable blocks and then from those not started yet (the debt is
+-- owed now), then the debt for what the blocks cannot cover (drawn last). When nothing can
 -- be released — no price, a kind sold by the job, or no usage known: the whole hold — that is all
 -- (block_draw_write). Otherwise, as the raw SQL of the benchmark's metered lifecycle, the release
 -- gives its part back to that draw, the last drawn first (the debt first of all), as block_return
 -- would: both happen in this statement, so the release's share of each draw is computed from the
 -- draw itself, and each block is set once, to what the two leave it. A release cannot land in an
--- ended block: it goes back to blocks this statement found in effect and holds locked.
+-- ended block: it goes back to blocks this statement found not ended and holds locked. Nor can it
+-- leave credits in a block beside a debt: it gives back to the debt first, and the draw reached
+-- the debt only once every block that had not ended was empty.
 CREATE FUNCTION ledger_recover(p_job_id text, p_units_used bigint, p_output_ref text, p_done_states text[])
 RETURNS ledger_job_result
 LANGUAGE plpgsql AS $$
@@ -67,7 +70,7 @@ BEGIN
             RETURNING id, account_id, balance_after, -amount AS amount
         ), to_draw AS (
             SELECT account_id, id AS entry_id, amount FROM entry
-        ), {{ template "block_draw_plan" }}, {{ template "block_draw_write" true }}
+        ), {{ template "block_draw_plan" "true" }}, {{ template "block_draw_write" true }}
         SELECT 'applied', e.id, e.balance_after, j.job
         INTO r.outcome, r.entry_id, r.balance_after, r.job
         FROM recovered j, entry e;
@@ -110,7 +113,7 @@ BEGIN
         SELECT id, amount, balance_after FROM entries WHERE kind = 'release'
     ), to_draw AS (
         SELECT account_id, id AS entry_id, amount FROM reclaim
-    ), {{ template "block_draw_plan" }}, drawn AS (
+    ), {{ template "block_draw_plan" "true" }}, drawn AS (
         -- The blocks' draws and, for what they cannot cover, the debt's (no block, drawn last),
         -- each with what was drawn after it.
         SELECT d.block_id, d.remaining, d.take, d.ord, sum(d.take) OVER (ORDER BY d.ord DESC) - d.take AS drawn_after

@@ -1,5 +1,7 @@
 -- Gives back a running job's charge when its work failed for good, timed out, or was stopped by an
--- operator (a heal): running -> refunded. The refunded cost now awaits a possible reclaim.
+-- operator (a heal): running -> refunded. The refunded cost now awaits a possible reclaim. The
+-- credits go back to the blocks the charge drew them from, and pay the account's debt first if it
+-- has one (the debt rule).
 -- p_reason_code is what the customer is told (a code of the vocabulary the column's CHECK lists);
 -- p_detail is the operator's words, already scrubbed of credentials by the caller.
 -- Its job.refunded event is derived later from the refund row (ledger_webhook_derive).
@@ -10,6 +12,7 @@ DECLARE
     r         ledger_job_result;
     returned  bigint;
     any_ended boolean;
+    in_debt   boolean;
 BEGIN
     -- The job under its guard, then its account, locked in one statement (job before account, as
     -- in every transition), so that the refund's statement below takes its snapshot after the
@@ -46,14 +49,15 @@ BEGIN
     ), {{ template "block_return_to_charge" }}
     SELECT 'applied', e.id, e.balance_after, j.job,
            {{ template "block_return_outcome" }}
-    INTO r.outcome, r.entry_id, r.balance_after, r.job, returned, any_ended
+    INTO r.outcome, r.entry_id, r.balance_after, r.job, returned, any_ended, in_debt
     FROM refunded j, entry e;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job %: refund guard lost under its own lock', p_job_id USING ERRCODE = 'JB003';
     END IF;
-    -- What landed in an expired block expires with it.
-    IF (returned < (r.job).cost OR any_ended)
-       AND ledger_block_return_rest((r.job).account_id, r.entry_id, (r.job).cost - returned, any_ended) > 0 THEN
+    -- The rare rest: what landed in an expired block expires with it, and what came back to the
+    -- others pays the account's debt first.
+    IF (returned < (r.job).cost OR any_ended OR in_debt)
+       AND ledger_block_return_rest((r.job).account_id, r.entry_id, (r.job).cost - returned, any_ended, in_debt) > 0 THEN
         SELECT a.balance INTO r.balance_after FROM accounts a WHERE a.id = (r.job).account_id;
     END IF;
     RETURN r;
