@@ -5,7 +5,9 @@
 //   - a job's ledger rows against its state: at most one charge, refund and reclaim, exactly
 //     those its guard flags record (the reversing-pairs rule), summing to −cost while it is charged and to 0
 //     otherwise (the net-effect rule);
-//   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule);
+//   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule),
+//     and against its credit blocks less its debt; an account that owes a debt while blocks that
+//     have not ended hold credits (a debt is paid by the first credits that reach the account);
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -89,11 +91,16 @@ const (
 	// KindExpirySchedule: the expiry schedule is missing, or points at a task queue no worker
 	// polls, so what remains of expired credit blocks stays in the balances.
 	KindExpirySchedule Kind = "expiry_schedule"
+	// KindDebtBesideCredits: an account owes a debt while one of its credit blocks that has not
+	// ended (spendable, or not started yet) holds credits. A debt is paid by the first credits
+	// that reach the account, so those credits should have paid it: the customer is shown
+	// credits the debt claims again, and they lapse with their block while the debt stays owed.
+	KindDebtBesideCredits Kind = "debt_beside_credits"
 )
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
-	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
+	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindDebtBesideCredits, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
 		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
 }
@@ -102,8 +109,9 @@ func Kinds() []Kind {
 type Violation struct {
 	// Kind says what is broken.
 	Kind Kind `json:"kind"`
-	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it is a disagreement between
-	// the ledger and Temporal rather than a rule of the ledger itself.
+	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it breaks none of the
+	// numbered rules: a disagreement between the ledger and Temporal, or a rule of the credit
+	// blocks (docs/design.md, "Credit blocks").
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.
 	JobID string `json:"job_id,omitempty"`
@@ -215,6 +223,11 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: its credit blocks hold %d and its debt is %d, but its balance is %d; %d of its blocks do not hold what their moves add up to.",
 					a.AccountID, a.BlocksHeld, a.Debt, a.Balance, a.BlocksOff)})
+		}
+		if a.Debt > 0 && a.UnendedHeld > 0 {
+			out = append(out, Violation{Kind: KindDebtBesideCredits, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: it owes a debt of %d while its credit blocks that have not ended hold %d credits; a debt is paid by the first credits that reach the account, so those credits should have paid it (the customer is shown them, and they lapse with their block while the debt stays owed).",
+					a.AccountID, a.Debt, a.UnendedHeld)})
 		}
 		if a.ChainBreaks > 0 {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,

@@ -508,12 +508,74 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	ledgertest.RequireSound(t, store, acct)
 }
 
+// TestDebtBesideCreditsInRolledBackTransaction checks that the checker reports an account that
+// owes a debt while one of its blocks that has not ended holds credits — a debt is paid by the
+// first credits that reach the account (docs/design.md, "Credit blocks"), so such credits would
+// be shown to the customer, and lapse with their block, while the debt stays owed. The state is
+// made as the owner inside a transaction rolled back: a grant written without paying the debt,
+// every sum still adding up. A block whose time has passed may hold credits beside a debt (they
+// expire and pay nothing): the same grant into such a block is not reported.
+func TestDebtBesideCreditsInRolledBackTransaction(t *testing.T) {
+	t.Parallel()
+	store := ledgertest.Store(t)
+	ctx := testContext(t)
+	acct := ledgertest.Account(t, store, 0)
+	_, err := store.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: "correction"})
+	require.NoError(t, err)
+	scope := ledgerdb.SnapshotScope{AccountID: acct}
+
+	for _, c := range []struct {
+		name, effective, expires string
+		reported                 bool
+	}{
+		{"a spendable block", `now() - interval '1 hour'`, `now() + interval '30 days'`, true},
+		{"a block not started yet", `now() + interval '1 day'`, `NULL`, true},
+		{"a block past its expiry", `now() - interval '2 hours'`, `now() - interval '1 hour'`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			_, err = tx.Exec(ctx, `WITH b AS (
+					INSERT INTO credit_blocks (account_id, category, amount, remaining, effective_at, expires_at, memo, idempotency_key)
+					VALUES ($1, 'promotional', 30, 30, `+c.effective+`, `+c.expires+`, 'made by the test', 'invariants-test')
+					RETURNING id
+				), a AS (
+					UPDATE accounts SET balance = balance + 30 WHERE id = $1 RETURNING balance
+				), e AS (
+					INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, block_id)
+					SELECT $1, 'grant', 30, a.balance, 'invariants-test', b.id FROM a, b RETURNING id, block_id
+				)
+				INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount) SELECT $1, e.id, e.block_id, 30 FROM e`, acct)
+			require.NoError(t, err)
+			snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, scope)
+			require.NoError(t, err)
+			violations := invariants.CheckLedger(snap)
+			for _, v := range violations {
+				t.Logf("%s (rule %d): %s", v.Kind, v.Rule, v.Message)
+			}
+			if !c.reported {
+				require.Empty(t, violations)
+				return
+			}
+			require.Len(t, violations, 1)
+			require.Equal(t, invariants.KindDebtBesideCredits, violations[0].Kind)
+			require.Equal(t, acct, violations[0].AccountID)
+			require.Contains(t, violations[0].Message, "owes a debt of 50 while its credit blocks that have not ended hold 30 credits")
+		})
+	}
+	snap, err := store.LedgerSnapshot(ctx, scope)
+	require.NoError(t, err)
+	require.Empty(t, invariants.CheckLedger(snap), "the rollback left the ledger sound")
+}
+
 // TestCheckLedgerOnRows checks the reversing-pairs and net-effect rules on rows the database
 // refuses to hold (its UNIQUE constraint on (job, kind) and its guards stop them first): a job
 // charged twice (−2×cost), a refund with no charge (+cost), a recovered job short of its reclaim, a
 // metered job settled at 12 of its 30 GPU-seconds without the release of the other 18 (its net must
 // be −12 × 2, not the whole hold); and one sound job of each settled state, metered ones included,
-// which must pass.
+// which must pass. And the debt rule on accounts: a debt beside credits in blocks that have not
+// ended is reported, beside credits of ended blocks (which expire and pay nothing) it is not.
 func TestCheckLedgerOnRows(t *testing.T) {
 	t.Parallel()
 	job := func(id string, state ledgerdb.State, charged, refunded, reclaimed bool) ledgerdb.Job {
@@ -527,7 +589,12 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		return j
 	}
 	snap := ledgerdb.LedgerSnapshot{
-		Accounts: []ledgerdb.AccountTotals{{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9, BlocksHeld: 100}},
+		Accounts: []ledgerdb.AccountTotals{
+			{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9, BlocksHeld: 100, UnendedHeld: 100},
+			// A debt beside credits that have ended (past their expiry, not yet removed) is sound.
+			{AccountID: "lapsing", Balance: -20, EntrySum: -20, Entries: 3, BlocksHeld: 30, Debt: 50},
+			{AccountID: "owing", Balance: -20, EntrySum: -20, Entries: 3, BlocksHeld: 30, Debt: 50, UnendedHeld: 30},
+		},
 		Jobs: []ledgerdb.JobTotals{
 			{Job: job("sound-delivered", ledgerdb.StateDelivered, true, false, false), Charges: 1, EntrySum: -40},
 			{Job: job("sound-refunded", ledgerdb.StateRefunded, true, true, false), Charges: 1, Refunds: 1, EntrySum: 0},
@@ -558,6 +625,7 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		{invariants.KindJobNet, "short-reclaim"}:     "rows sum to 0, but its state and settlement say -40",
 		{invariants.KindJobEntries, "no-release"}:    "has 0 release rows but its guard flags and settlement say 1",
 		{invariants.KindJobNet, "no-release"}:        "12 units used at 2): its ledger rows sum to -60, but its state and settlement say -24",
+		{invariants.KindDebtBesideCredits, ""}:       "account owing: it owes a debt of 50 while its credit blocks that have not ended hold 30 credits",
 	}
 	require.Len(t, got, len(want), "%v", got)
 	for k, fragment := range want {

@@ -52,6 +52,10 @@ type AccountTotals struct {
 	BlocksHeld, Debt int64
 	// BlocksOff counts the account's blocks that do not hold what their moves add up to.
 	BlocksOff int
+	// UnendedHeld is what the account's blocks that have not ended hold — spendable, or not
+	// started yet (a block ends when it is void, marked expired or past its expiry). While Debt is
+	// above zero it must be 0: a debt is paid by the first credits that reach the account.
+	UnendedHeld int64
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -152,7 +156,10 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id),
 		       (SELECT coalesce(-sum(m.amount), 0)::bigint FROM ledger_block_moves m WHERE m.account_id = s.id AND m.block_id IS NULL),
 		       (SELECT count(*) FROM credit_blocks b WHERE b.account_id = s.id
-		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id))
+		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id)),
+		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id
+		           AND b.remaining > 0 AND b.status <> 'void' AND b.expired_at IS NULL
+		           AND (b.expires_at IS NULL OR b.expires_at > now()))
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
@@ -162,7 +169,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
 		var a AccountTotals
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
-			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff)
+			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff, &a.UnendedHeld)
 		return a, err
 	})
 	if err != nil {
