@@ -15,11 +15,13 @@ import (
 )
 
 // TestRevenueReconciles checks the revenue rules on real rows: paid credits are deferred while
-// unspent, recognised at their block's cost basis when a charge spends them (net of what a
-// refund returns), lapsed when their block expires with them; promotional credits spent are
-// reported apart and are never revenue; and the report reconciles period to period — deferred
-// at the end of one period is deferred at the start of the next, and deferred at the start +
-// paid granted − recognised − lapsed + adjusted = deferred at the end.
+// unspent — in a block, or held by a running job —, recognised at their block's cost basis when
+// the job that drew them is delivered (a job sold by the job: dated by its delivery), never when
+// the job is refunded (its refund returns them), lapsed when their block expires with them;
+// promotional credits delivered work spent are reported apart and are never revenue; and the
+// report reconciles period to period — deferred at the end of one period is deferred at the start
+// of the next, and deferred at the start + paid granted − recognised − lapsed + adjusted =
+// deferred at the end.
 func TestRevenueReconciles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,7 +42,9 @@ func TestRevenueReconciles(t *testing.T) {
 	t1 := now()
 	_, err := s.Refund(ctx, first.Job.Key(), ledgerdb.ReasonTimedOut, "timed out", 1) // gives them back
 	require.NoError(t, err)
-	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 300, "s3://in/b") // 100 promotional, 200 of paid-hour
+	second := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 300, "s3://in/b") // 100 promotional, 200 of paid-hour
+	_, err = s.Settle(ctx, second.Job.Key(), 1, nil, "s3://out/b")                      // delivered: no row, dated by its delivery
+	require.NoError(t, err)
 	t2 := now()
 	ledgertest.ExpireGrant(t, s, acct, "paid-hour")
 	t3 := now()
@@ -50,12 +54,12 @@ func TestRevenueReconciles(t *testing.T) {
 
 	require.Equal(t, revenueMoney(0, "0"), p1.DeferredOpening)
 	require.Equal(t, revenueMoney(1500, "20"), p1.Granted, "1000 at 0.01 and 500 at 0.02; the promotional block is not revenue")
-	require.Equal(t, revenueMoney(50, "1"), p1.Recognised, "the charge drew 50 paid credits at 0.02")
-	require.Equal(t, int64(100), p1.PromotionalSpent)
-	require.Equal(t, revenueMoney(1450, "19"), p1.DeferredClosing)
+	require.Equal(t, revenueMoney(0, "0"), p1.Recognised, "the running job delivered nothing yet")
+	require.Equal(t, int64(0), p1.PromotionalSpent)
+	require.Equal(t, revenueMoney(1500, "20"), p1.DeferredClosing, "the 50 paid credits the running job holds are deferred")
 
-	require.Equal(t, revenueMoney(150, "3"), p2.Recognised, "200 drawn, 50 refunded, all at 0.02")
-	require.Equal(t, int64(0), p2.PromotionalSpent, "100 refunded, 100 drawn again")
+	require.Equal(t, revenueMoney(200, "4"), p2.Recognised, "the delivered job's 200 paid credits at 0.02; the refunded job's are never revenue")
+	require.Equal(t, int64(100), p2.PromotionalSpent, "the delivered job's; the refunded job's came back")
 	require.Equal(t, revenueMoney(1300, "16"), p2.DeferredClosing)
 
 	require.Equal(t, revenueMoney(300, "6"), p3.Lapsed, "what remained of the paid block when it expired is breakage")
@@ -84,6 +88,41 @@ func TestRevenueReconciles(t *testing.T) {
 	}
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, all.Granted.Credits, whole.Granted.Credits, "every account's report holds this one's")
+}
+
+// TestRevenueRecognisesARunningJobAtItsSettlement checks that only delivered work is revenue: the
+// paid credits a running job holds stay deferred while it runs — its charge recognises nothing —
+// and are recognised when the job is settled, dated by the settlement, at the net of what the job
+// drew less what its release gave back (the units it used), at the block's cost basis. The release
+// is never a negative revenue. Here the job holds 60 paid credits at 0.10 (6.00) over the first
+// period and settles in the second at 1 unit of 1 credit: 0.10 of revenue, all in the second.
+func TestRevenueRecognisesARunningJobAtItsSettlement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	acct := ledgertest.Account(t, s, 0)
+	now := func() time.Time { return ledgertest.Now(t, s) }
+
+	t0 := now()
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "paid",
+		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.1"}})
+	require.NoError(t, err)
+	job := meteredCharged(t, s, acct, ledgertest.Metered(t, s, 1, 60), 0).Job.Key() // holds 60 paid credits
+	t1 := now()
+	tr, err := s.Settle(ctx, job, 1, ledgerdb.Units(1), "s3://out") // uses 1, releases 59
+	require.NoError(t, err)
+	requireSettled(t, tr.Job, 1)
+	t2 := now()
+
+	periods, whole := reconciledRevenue(t, s, acct, t0, t1, t2)
+	running, settled := periods[0], periods[1]
+	assert.Equal(t, revenueMoney(100, "10"), running.Granted)
+	assert.Equal(t, revenueMoney(0, "0"), running.Recognised, "nothing is delivered while the job runs")
+	assert.Equal(t, revenueMoney(100, "10"), running.DeferredClosing, "the 60 credits the running job holds are still deferred")
+	assert.Equal(t, revenueMoney(1, "0.1"), settled.Recognised, "the settlement recognises what the job used, never a negative release")
+	assert.Equal(t, revenueMoney(99, "9.9"), settled.DeferredClosing)
+	assert.Equal(t, revenueMoney(1, "0.1"), whole.Recognised)
+	ledgertest.RequireSound(t, s, acct)
 }
 
 // TestRevenueClassesDebtPaymentsByOrigin checks how the revenue report reads the payment of a
@@ -128,10 +167,12 @@ func TestRevenueClassesDebtPaymentsByOrigin(t *testing.T) {
 	refund(first)
 	refund(third)
 	refund(metered)
-	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 200, "s3://in/b") // the paid block emptied
-	lateResult(first, nil)                                                    // debt 1: a reclaim of 40
-	lateResult(metered, ledgerdb.Units(3))                                    // debt 2: a reclaim of 20, its release gives 14 back to it: 6
-	adjust("correction-down", -30)                                            // debt 3: an adjustment of 30
+	emptied := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 200, "s3://in/b").Job.Key() // the paid block emptied
+	_, err := s.Settle(ctx, emptied, 1, nil, "s3://out/b")                                         // and delivered
+	require.NoError(t, err)
+	lateResult(first, nil)                 // debt 1: a reclaim of 40
+	lateResult(metered, ledgerdb.Units(3)) // debt 2: a reclaim of 20, its release gives 14 back to it: 6
+	adjust("correction-down", -30)         // debt 3: an adjustment of 30
 	ledgertest.RequireBalance(t, s, acct, -76)
 	t1 := now()
 	grant("paid-b", 25, "0.1") // pays 25 of debt 1
@@ -148,7 +189,7 @@ func TestRevenueClassesDebtPaymentsByOrigin(t *testing.T) {
 	// Every figure is checked, each failure reported: which of them are off says which rule broke.
 
 	assert.Equal(t, revenueMoney(200, "2"), p1.Granted)
-	assert.Equal(t, revenueMoney(200, "2"), p1.Recognised, "the charge that emptied the paid block; no debt is paid yet")
+	assert.Equal(t, revenueMoney(200, "2"), p1.Recognised, "the delivered job that emptied the paid block; no debt is paid yet")
 	assert.Equal(t, revenueMoney(0, "0"), p1.Adjusted, "the adjustment drew on the debt, not on a paid block")
 	assert.Equal(t, revenueMoney(0, "0"), p1.DeferredClosing)
 
@@ -172,7 +213,7 @@ func TestRevenueClassesDebtPaymentsByOrigin(t *testing.T) {
 
 // TestRevenuePromotionalPaymentOfAnAdjustmentIsNotSpent checks the same rule on promotional
 // credits: promotional credits that pay a debt a negative adjustment left were spent by no job, so
-// they are not in promotional_spent; what a job then draws from the block is.
+// they are not in promotional_spent; what a job then draws from the block is, once delivered.
 func TestRevenuePromotionalPaymentOfAnAdjustmentIsNotSpent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -181,8 +222,10 @@ func TestRevenuePromotionalPaymentOfAnAdjustmentIsNotSpent(t *testing.T) {
 	t0 := ledgertest.Now(t, s)
 	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -10, Key: "correction-down"})
 	require.NoError(t, err)
-	ledgertest.Promotional(t, s, acct, "sign-up", 30)                       // pays the debt of 10 first
-	ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 5, "s3://in/a") // 5 of the promotional 20
+	ledgertest.Promotional(t, s, acct, "sign-up", 30)                                        // pays the debt of 10 first
+	job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 5, "s3://in/a").Job.Key() // 5 of the promotional 20
+	_, err = s.Settle(ctx, job, 1, nil, "s3://out/a")
+	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 15)
 	r, err := s.Revenue(ctx, t0, ledgertest.Now(t, s), acct)
 	require.NoError(t, err)
