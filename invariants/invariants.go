@@ -6,6 +6,8 @@
 //     those its guard flags record (the reversing-pairs rule), summing to −cost while it is charged and to 0
 //     otherwise (the net-effect rule);
 //   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule);
+//   - each account's revenue against its delivered work: revenue is never recognised for work not
+//     delivered;
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -49,6 +51,11 @@ const (
 	// KindAccountBalance: an account's balance is not the sum of its rows, or a row's
 	// balance_after does not continue the running sum (the sum-of-rows rule).
 	KindAccountBalance Kind = "account_balance"
+	// KindUndeliveredRevenue: the revenue report recognises paid credits of an account for work
+	// that was not delivered: more (or less) than its delivered and recovered jobs netted and the
+	// debts of delivered work it paid, or credits of a job neither delivered, recovered nor
+	// running (docs/design.md, "Statements and revenue": only delivered work is revenue).
+	KindUndeliveredRevenue Kind = "undelivered_revenue"
 	// KindPlaceholderWithoutWorkflow: a job is still submitting and no workflow will ever decide
 	// its charge: none was started under its ID, or it closed without charging.
 	KindPlaceholderWithoutWorkflow Kind = "placeholder_without_workflow"
@@ -93,7 +100,7 @@ const (
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
-	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
+	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindUndeliveredRevenue, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
 		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
 }
@@ -103,7 +110,8 @@ type Violation struct {
 	// Kind says what is broken.
 	Kind Kind `json:"kind"`
 	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it is a disagreement between
-	// the ledger and Temporal rather than a rule of the ledger itself.
+	// the ledger and Temporal rather than a rule of the ledger itself, or the revenue rule, which has
+	// no number.
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.
 	JobID string `json:"job_id,omitempty"`
@@ -194,8 +202,8 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 	return report, nil
 }
 
-// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules on a ledger snapshot
-// alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
+// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, and the revenue rule,
+// on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
 // read inside a transaction it rolls back, or on rows the database would never accept (two charges
 // of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
@@ -215,6 +223,10 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: its credit blocks hold %d and its debt is %d, but its balance is %d; %d of its blocks do not hold what their moves add up to.",
 					a.AccountID, a.BlocksHeld, a.Debt, a.Balance, a.BlocksOff)})
+		}
+		if problem := a.Revenue.Problem(); problem != "" {
+			out = append(out, Violation{Kind: KindUndeliveredRevenue, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: %s.", a.AccountID, problem)})
 		}
 		if a.ChainBreaks > 0 {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,

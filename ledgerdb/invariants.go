@@ -52,6 +52,10 @@ type AccountTotals struct {
 	BlocksHeld, Debt int64
 	// BlocksOff counts the account's blocks that do not hold what their moves add up to.
 	BlocksOff int
+	// Revenue is what the revenue report recognises of the account beside what its delivered work
+	// accounts for: [RevenueAudit.Problem] says whether revenue was recognised for work not
+	// delivered.
+	Revenue RevenueAudit
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -135,7 +139,9 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	// replay Audit does row by row.
 	rows, err := q.Query(ctx, `
 		WITH scoped AS (
-			SELECT a.id, a.balance, a.awaiting_reclaim FROM accounts a
+			SELECT a.id, a.balance, a.awaiting_reclaim, r.recognised_credits, r.recognised_amount,
+			       r.delivered_credits, r.delivered_amount, r.undelivered_jobs
+			FROM accounts a CROSS JOIN LATERAL ledger_revenue_audit(a.id) r
 			WHERE CASE WHEN $1 <> '' THEN a.id = $1
 			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, a.id || '/' || $2))
 			           ELSE true END
@@ -152,17 +158,24 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id),
 		       (SELECT coalesce(-sum(m.amount), 0)::bigint FROM ledger_block_moves m WHERE m.account_id = s.id AND m.block_id IS NULL),
 		       (SELECT count(*) FROM credit_blocks b WHERE b.account_id = s.id
-		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id))
+		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id)),
+		       s.recognised_credits, s.recognised_amount, s.delivered_credits, s.delivered_amount, s.undelivered_jobs
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
-		GROUP BY s.id, s.balance, s.awaiting_reclaim
+		GROUP BY s.id, s.balance, s.awaiting_reclaim, s.recognised_credits, s.recognised_amount, s.delivered_credits,
+		         s.delivered_amount, s.undelivered_jobs
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {
 		return LedgerSnapshot{}, err
 	}
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
-		var a AccountTotals
+		var (
+			a                     AccountTotals
+			recognised, delivered string
+		)
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
-			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff)
+			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff,
+			&a.Revenue.Recognised.Credits, &recognised, &a.Revenue.Delivered.Credits, &delivered, &a.Revenue.UndeliveredJobs)
+		a.Revenue.Recognised.Amount, a.Revenue.Delivered.Amount = trimDecimal(recognised), trimDecimal(delivered)
 		return a, err
 	})
 	if err != nil {
