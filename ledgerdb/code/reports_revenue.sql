@@ -15,62 +15,62 @@
 -- Every sum is numeric — credits times cost basis, summed, never rounded — and is cast to bigint
 -- only at the end: a sum of credits past what a bigint holds raises numeric_value_out_of_range.
 
--- The block moves in scope: one account's (p_account_id), found by its blocks and its debt —
--- both indexed, so that a report or an audit of one account never reads the whole table — or
--- every account's (NULL).
-CREATE FUNCTION ledger_revenue_block_moves(p_account_id text)
-RETURNS SETOF ledger_block_moves
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    IF p_account_id IS NULL THEN
-        RETURN QUERY SELECT * FROM ledger_block_moves;
-        RETURN;
-    END IF;
-    RETURN QUERY
-    SELECT mv.* FROM credit_blocks b JOIN ledger_block_moves mv ON mv.block_id = b.id WHERE b.account_id = p_account_id
-    UNION ALL
-    SELECT mv.* FROM ledger_block_moves mv WHERE mv.account_id = p_account_id AND mv.block_id IS NULL;
-END
-$$;
-{{ template "nobody_may_call" (dict "fn" "ledger_revenue_block_moves(text)") }}
-
--- The block moves in scope with the row that made each (kind, amount, time, job; none for the
--- move that opened an opening block) and the block it moved (category, cost basis, time; none for
--- a move on the debt).
-CREATE FUNCTION ledger_revenue_moves(p_account_id text)
-RETURNS TABLE (id bigint, account_id text, entry_id bigint, block_id bigint, amount bigint,
-               kind text, entry_amount bigint, entry_at timestamptz, job_id text,
-               category text, cost_basis numeric, block_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT mv.id, mv.account_id, mv.entry_id, mv.block_id, mv.amount,
-           e.kind, e.amount, e.created_at, e.job_id,
-           b.category, b.cost_basis, b.created_at
-    FROM ledger_revenue_block_moves(p_account_id) mv
+-- revenue_moves is the block moves in scope, given "account" (p_account_id's: found by its blocks
+-- and its debt, both indexed, so that a report or an audit of one account never reads the whole
+-- table) or "all" (every account's), with the row that made each (kind, amount, time, job; none
+-- for the move that opened an opening block) and the block it moved (category, cost basis, time;
+-- none for a move on the debt).
+{{- define "revenue_moves" }}SELECT mv.id, mv.account_id, mv.entry_id, mv.block_id, mv.amount,
+           e.kind, e.amount AS entry_amount, e.created_at AS entry_at, e.job_id,
+           b.category, b.cost_basis, b.created_at AS block_at
+    FROM {{ if eq . "all" }}ledger_block_moves mv{{ else }}(
+        SELECT in_blocks.* FROM credit_blocks own JOIN ledger_block_moves in_blocks ON in_blocks.block_id = own.id
+        WHERE own.account_id = p_account_id
+        UNION ALL
+        SELECT on_debt.* FROM ledger_block_moves on_debt WHERE on_debt.account_id = p_account_id AND on_debt.block_id IS NULL
+    ) AS mv{{ end }}
     LEFT JOIN ledger_entries e ON e.id = mv.entry_id
-    LEFT JOIN credit_blocks b ON b.id = mv.block_id
-$$;
-{{ template "nobody_may_call" (dict "fn" "ledger_revenue_moves(text)") }}
+    LEFT JOIN credit_blocks b ON b.id = mv.block_id{{ end }}
 
--- The debt payments in scope, each with the credits of it that paid debts no work was delivered
--- for (to_adjustments); the rest of it paid debts of delivered work.
+-- revenue_classed is every block move in scope (revenue_moves, given the same), classed and
+-- dated, a debt payment cut in two; credits signed as the move is (into the block positive). A
+-- move of a job's row also names the job and the state it stands in.
 --
--- A payment is a block's negative move written by a grant, a positive adjustment, a refund or a
--- release: credits taken out of the block the row put them in, onto the account's debt. (A row's
+--   granted     a grant's move into its block; the move that opened an opening block (dated by
+--               the block); and what a refund or a release returns to the opening block for a
+--               charge made before credit blocks began — those credits were in no block, and
+--               join the opening balance when they come back.
+--   recognised  a job's draws and returns (charge and reclaim draws, refund and release
+--               returns), dated by the job's settlement — the last of its rows (a release, the
+--               reclaim) or its delivery when that wrote none —, once the job is delivered or
+--               recovered. A refunded job's are dated by its refund and net nothing: the refund
+--               returned every credit the charge drew (what it returns to an ended block lapses
+--               in that block's expire row). Credits a job that is neither delivered nor recovered
+--               keeps spent are revenue recognised for work not delivered: the audit reports
+--               them (ledger_revenue_audit). And the part of a debt payment that paid debts of
+--               delivered work.
+--   lapsed      an expire row's move: breakage.
+--   adjusted    an adjustment's moves (but a positive one's payments), and the part of a debt
+--               payment that paid debts no work was delivered for.
+--   held        a running job's draws: still deferred, nothing yet delivered. Dated never.
+--
+-- The debt's own moves (no block) are no class: they are not credits a customer holds.
+--
+-- A debt payment is a block's negative move written by a grant, a positive adjustment, a refund or
+-- a release: credits taken out of the block the row put them in, onto the account's debt. (A row's
 -- other positive moves on the debt are returns: a release giving back to its own reclaim's debt
--- draw.) A payment takes the class of the debt it paid, so that only delivered work is revenue:
--- a reclaim's debt — work delivered and not paid for — is delivered work, and so is the debt the
--- account had when credit blocks began (its move names no row: read as the debt rule's case);
--- any other debt (a negative adjustment's) is not. Debts are paid first made, first paid: the
--- debts and the payments are laid end to end per account, each in the order it was made, and a
--- payment pays what of the debts it overlaps. A reclaim's debt is what it drew on the debt less
--- what its job's release gave back to it, in the same transaction. A payment only ever pays debts
--- made before it, so its class never changes once written.
-CREATE FUNCTION ledger_revenue_payments(p_account_id text)
-RETURNS TABLE (move_id bigint, to_adjustments bigint)
-LANGUAGE sql STABLE AS $$
-    WITH m AS (
-        SELECT * FROM ledger_revenue_moves(p_account_id)
+-- draw.) A payment takes the class of the debt it paid, so that only delivered work is revenue: a
+-- reclaim's debt — work delivered and not paid for — is delivered work, and so is the debt the
+-- account had when credit blocks began (its move names no row: read as the debt rule's case); any
+-- other debt (a negative adjustment's) is not. Debts are paid first made, first paid: the debts
+-- and the payments are laid end to end per account, each in the order it was made, and a payment
+-- pays what of the debts it overlaps. A reclaim's debt is what it drew on the debt less what its
+-- job's release gave back to it, in the same transaction. A payment only ever pays debts made
+-- before it, so its class never changes once written.
+{{- define "revenue_classed" }}WITH m AS (
+        {{ template "revenue_moves" . }}
     ), pieces AS (
+        -- The debt payments, laid end to end per account in the order they were made.
         SELECT m.account_id, m.id, -m.amount AS credits,
                sum(-m.amount) OVER (PARTITION BY m.account_id ORDER BY m.id) AS upto
         FROM m
@@ -87,53 +87,23 @@ LANGUAGE sql STABLE AS $$
               GROUP BY m.job_id, m.entry_id) r
         GROUP BY r.job_id
     ), owed AS (
-        SELECT o.account_id, o.owed, sum(o.owed) OVER (PARTITION BY o.account_id ORDER BY o.id) AS upto,
-               o.delivered
+        -- The debts, laid end to end per account in the order they were made, each saying whether
+        -- it is delivered work's.
+        SELECT o.account_id, o.owed, sum(o.owed) OVER (PARTITION BY o.account_id ORDER BY o.id) AS upto, o.delivered
         FROM (SELECT d.account_id, d.id,
                      -d.amount - CASE WHEN d.kind = 'reclaim' THEN coalesce(r.credits, 0) ELSE 0 END AS owed,
                      d.entry_id IS NULL OR d.kind = 'reclaim' AS delivered
               FROM m d LEFT JOIN returned r ON r.job_id = d.job_id
               WHERE d.block_id IS NULL AND d.amount < 0) o
-    )
-    -- (least and greatest skip NULLs: a payment that overlaps no such debt is filtered out.)
-    SELECT p.id, coalesce(sum(least(p.upto, o.upto) - greatest(p.upto - p.credits, o.upto - o.owed))
-                              FILTER (WHERE o.owed IS NOT NULL), 0)::bigint
-    FROM pieces p
-    LEFT JOIN owed o ON o.account_id = p.account_id AND NOT o.delivered
-         AND least(p.upto, o.upto) > greatest(p.upto - p.credits, o.upto - o.owed)
-    GROUP BY p.id
-$$;
-{{ template "nobody_may_call" (dict "fn" "ledger_revenue_payments(text)") }}
-
--- Every block move in scope, classed and dated (a payment cut in two: the part that paid debts
--- of delivered work, the part that paid others), credits signed as the move is (into the block
--- positive). A move of a job's row also names the job and the state it stands in.
---
---   granted     a grant's move into its block; the move that opened an opening block (dated by
---               the block); and what a refund or a release returns to the opening block for a
---               charge made before credit blocks began — those credits were in no block, and
---               join the opening balance when they come back.
---   recognised  a job's draws and returns (charge and reclaim draws, refund and release
---               returns), dated by the job's settlement — the last of its rows (a release, the
---               reclaim) or its delivery when that wrote none —, once the job is delivered or
---               recovered. A refunded job's are dated by its refund and net nothing: the refund
---               returned every credit the charge drew (what it returns to an ended block lapses
---               in that block's expire row). Credits a job that is neither delivered nor recovered
---               keeps spent are revenue recognised for work not delivered: the audit reports
---               them (ledger_revenue_audit). And the part of a payment that paid debts of
---               delivered work.
---   lapsed      an expire row's move: breakage.
---   adjusted    an adjustment's moves (but a positive one's payments), and the part of a
---               payment that paid a negative adjustment's debt.
---   held        a running job's draws: still deferred, nothing yet delivered. Dated never.
---
--- The debt's own moves (no block) are no class: they are not credits a customer holds.
-CREATE FUNCTION ledger_revenue_classed(p_account_id text)
-RETURNS TABLE (account_id text, category text, cost_basis numeric, at timestamptz, what text,
-               credits bigint, job_id text, job_state text)
-LANGUAGE sql STABLE AS $$
-    WITH m AS (
-        SELECT * FROM ledger_revenue_moves(p_account_id)
+    ), paid AS (
+        -- Each payment with what of it overlaps debts no work was delivered for (least and
+        -- greatest skip NULLs: a payment that overlaps no such debt is filtered out).
+        SELECT p.id, coalesce(sum(least(p.upto, o.upto) - greatest(p.upto - p.credits, o.upto - o.owed))
+                                  FILTER (WHERE o.owed IS NOT NULL), 0)::bigint AS to_adjustments
+        FROM pieces p
+        LEFT JOIN owed o ON o.account_id = p.account_id AND NOT o.delivered
+             AND least(p.upto, o.upto) > greatest(p.upto - p.credits, o.upto - o.owed)
+        GROUP BY p.id
     ), jobs_moved AS (
         -- Each job whose rows moved credits: where it stands, whether its charge moved any (a
         -- charge made before the blocks began moved none), and the time of its settlement (or
@@ -146,10 +116,10 @@ LANGUAGE sql STABLE AS $$
         GROUP BY j.id
     ), classed AS (
         SELECT m.account_id, m.category, coalesce(m.cost_basis, 0) AS cost_basis, m.amount,
-               pay.to_adjustments, jm.id AS job_id, jm.state AS job_state,
+               paid.to_adjustments, jm.id AS job_id, jm.state AS job_state,
                CASE
                    WHEN m.entry_id IS NULL OR (m.kind = 'grant' AND m.amount > 0) THEN 'granted'
-                   WHEN pay.move_id IS NOT NULL THEN 'payment'
+                   WHEN paid.id IS NOT NULL THEN 'payment'
                    WHEN m.kind = 'expire' THEN 'lapsed'
                    WHEN m.kind = 'adjustment' THEN 'adjusted'
                    WHEN m.kind IN ('refund', 'release') AND NOT jm.charge_moved
@@ -160,7 +130,7 @@ LANGUAGE sql STABLE AS $$
                CASE WHEN m.entry_id IS NULL THEN m.block_at ELSE m.entry_at END AS at,
                jm.at AS job_at
         FROM m
-        LEFT JOIN ledger_revenue_payments(p_account_id) pay ON pay.move_id = m.id
+        LEFT JOIN paid ON paid.id = m.id
         LEFT JOIN jobs_moved jm ON jm.id = m.job_id
         WHERE m.block_id IS NOT NULL
     )
@@ -175,7 +145,23 @@ LANGUAGE sql STABLE AS $$
          c.amount + coalesce(c.to_adjustments, 0)),
         ('adjusted', c.at, -c.to_adjustments)
     ) AS part (what, at, credits)
-    WHERE part.credits <> 0
+    WHERE part.credits <> 0{{ end }}
+
+-- The classed moves (revenue_classed) of one account (p_account_id) or of every account (NULL).
+-- One statement for each, so that each is planned once for what it reads: one account's moves
+-- through its indexes, every account's whole.
+CREATE FUNCTION ledger_revenue_classed(p_account_id text)
+RETURNS TABLE (account_id text, category text, cost_basis numeric, at timestamptz, what text,
+               credits bigint, job_id text, job_state text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_account_id IS NULL THEN
+        RETURN QUERY {{ template "revenue_classed" "all" }};
+    ELSE
+        RETURN QUERY {{ template "revenue_classed" "account" }};
+    END IF;
+END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_revenue_classed(text)") }}
 
@@ -205,19 +191,19 @@ BEGIN
         RAISE EXCEPTION 'account %: unknown account', p_account_id USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    SELECT coalesce(sum(c.credits) FILTER (WHERE paid AND c.at < p_from), 0)::bigint,
-           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE paid AND c.at < p_from), 0),
-           coalesce(sum(c.credits) FILTER (WHERE paid AND within AND c.what = 'granted'), 0)::bigint,
-           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE paid AND within AND c.what = 'granted'), 0),
-           coalesce(-sum(c.credits) FILTER (WHERE paid AND within AND c.what = 'recognised'), 0)::bigint,
-           coalesce(-sum(c.credits * c.cost_basis) FILTER (WHERE paid AND within AND c.what = 'recognised'), 0),
-           coalesce(-sum(c.credits) FILTER (WHERE paid AND within AND c.what = 'lapsed'), 0)::bigint,
-           coalesce(-sum(c.credits * c.cost_basis) FILTER (WHERE paid AND within AND c.what = 'lapsed'), 0),
-           coalesce(sum(c.credits) FILTER (WHERE paid AND within AND c.what = 'adjusted'), 0)::bigint,
-           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE paid AND within AND c.what = 'adjusted'), 0),
-           coalesce(sum(c.credits) FILTER (WHERE paid), 0)::bigint,
-           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE paid), 0),
-           coalesce(-sum(c.credits) FILTER (WHERE NOT paid AND within AND c.what = 'recognised'), 0)::bigint
+    SELECT coalesce(sum(c.credits) FILTER (WHERE x.paid AND c.at < p_from), 0)::bigint,
+           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE x.paid AND c.at < p_from), 0),
+           coalesce(sum(c.credits) FILTER (WHERE x.paid AND x.within AND c.what = 'granted'), 0)::bigint,
+           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE x.paid AND x.within AND c.what = 'granted'), 0),
+           coalesce(-sum(c.credits) FILTER (WHERE x.paid AND x.within AND c.what = 'recognised'), 0)::bigint,
+           coalesce(-sum(c.credits * c.cost_basis) FILTER (WHERE x.paid AND x.within AND c.what = 'recognised'), 0),
+           coalesce(-sum(c.credits) FILTER (WHERE x.paid AND x.within AND c.what = 'lapsed'), 0)::bigint,
+           coalesce(-sum(c.credits * c.cost_basis) FILTER (WHERE x.paid AND x.within AND c.what = 'lapsed'), 0),
+           coalesce(sum(c.credits) FILTER (WHERE x.paid AND x.within AND c.what = 'adjusted'), 0)::bigint,
+           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE x.paid AND x.within AND c.what = 'adjusted'), 0),
+           coalesce(sum(c.credits) FILTER (WHERE x.paid), 0)::bigint,
+           coalesce(sum(c.credits * c.cost_basis) FILTER (WHERE x.paid), 0),
+           coalesce(-sum(c.credits) FILTER (WHERE NOT x.paid AND x.within AND c.what = 'recognised'), 0)::bigint
     FROM ledger_revenue_classed(p_account_id) c,
          LATERAL (SELECT c.category = 'paid' AS paid, c.at >= p_from AS within) AS x
     WHERE c.at < p_to;
@@ -226,27 +212,31 @@ $$;
 {{ template "service_may_call" (dict "fn" "ledger_revenue(timestamptz, timestamptz, text)") }}
 
 -- The audit's revenue rule for one account: revenue is recognised for delivered work only. The
--- paid credits the report recognises of all time (recognised_credits, recognised_amount) must be
--- what delivered and recovered jobs netted from paid blocks plus the paid credits that paid debts
--- of delivered work (delivered_credits, delivered_amount); undelivered_jobs names the jobs that
--- are neither delivered nor recovered (nor running: a running job's credits are held) whose paid
--- credits are recognised all the same — a refund that did not give back what its charge drew.
+-- paid credits the report recognises of all time (recognised_credits, recognised_amount: the
+-- report's own sum, ledger_revenue from -infinity to infinity) must be what delivered and
+-- recovered jobs netted from paid blocks plus the paid credits that paid debts of delivered work
+-- (delivered_credits, delivered_amount); undelivered_jobs names the jobs that are neither
+-- delivered nor recovered (nor running: a running job's credits are held) whose paid credits are
+-- recognised all the same — a refund that did not give back what its charge drew.
 CREATE FUNCTION ledger_revenue_audit(p_account_id text)
 RETURNS TABLE (recognised_credits bigint, recognised_amount numeric,
                delivered_credits bigint, delivered_amount numeric, undelivered_jobs text[])
-LANGUAGE sql STABLE {{ template "run_as_owner" . }} AS $$
+LANGUAGE plpgsql STABLE {{ template "run_as_owner" . }} AS $$
+BEGIN
+    RETURN QUERY
     WITH c AS (
-        SELECT * FROM ledger_revenue_classed(p_account_id) WHERE category = 'paid' AND what = 'recognised'
-    ), delivered AS (
-        SELECT * FROM c WHERE c.job_id IS NULL OR c.job_state IN ('delivered', 'recovered')
+        SELECT x.credits, x.cost_basis, x.job_id,
+               x.job_id IS NULL OR x.job_state IN ('delivered', 'recovered') AS delivered
+        FROM ledger_revenue_classed(p_account_id) x WHERE x.category = 'paid' AND x.what = 'recognised'
     ), undelivered AS (
-        SELECT c.job_id FROM c WHERE c.job_id IS NOT NULL AND c.job_state NOT IN ('delivered', 'recovered')
+        SELECT c.job_id FROM c WHERE NOT c.delivered
         GROUP BY c.job_id HAVING sum(c.credits) <> 0 OR sum(c.credits * c.cost_basis) <> 0
     )
     SELECT r.recognised_credits, r.recognised_amount,
-           (SELECT coalesce(-sum(d.credits), 0) FROM delivered d)::bigint,
-           (SELECT coalesce(-sum(d.credits * d.cost_basis), 0) FROM delivered d),
+           (SELECT coalesce(-sum(c.credits) FILTER (WHERE c.delivered), 0) FROM c)::bigint,
+           (SELECT coalesce(-sum(c.credits * c.cost_basis) FILTER (WHERE c.delivered), 0) FROM c),
            (SELECT coalesce(array_agg(u.job_id ORDER BY u.job_id), '{}') FROM undelivered u)
-    FROM ledger_revenue('-infinity', 'infinity', p_account_id) r
+    FROM ledger_revenue('-infinity', 'infinity', p_account_id) r;
+END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_revenue_audit(text)") }}
