@@ -206,11 +206,12 @@ type Revenue struct {
 	// From and To bound the period.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
-	// DeferredOpening is the paid credits unspent at From.
+	// DeferredOpening is the paid credits unspent at From: held by blocks, or by jobs running then.
 	DeferredOpening Money `json:"deferred_opening"`
 	// Granted is the paid credits granted in the period.
 	Granted Money `json:"granted"`
-	// Recognised is the paid credits spent in the period, net of what came back: revenue.
+	// Recognised is the paid credits of the jobs settled (delivered, or recovered) in the period,
+	// net of what came back, and those that paid a reclaim's debt: revenue, for delivered work only.
 	Recognised Money `json:"recognised"`
 	// Lapsed is the paid credits expired in the period: breakage.
 	Lapsed Money `json:"lapsed"`
@@ -219,7 +220,7 @@ type Revenue struct {
 	Adjusted Money `json:"adjusted"`
 	// DeferredClosing is the paid credits unspent at To.
 	DeferredClosing Money `json:"deferred_closing"`
-	// PromotionalSpent is the promotional credits spent in the period: never revenue.
+	// PromotionalSpent is the promotional credits of the jobs settled in the period: never revenue.
 	PromotionalSpent int64 `json:"promotional_spent"`
 }
 

@@ -8,6 +8,8 @@
 //   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule),
 //     and against its credit blocks less its debt; an account that owes a debt while blocks that
 //     have not ended hold credits (a debt is paid by the first credits that reach the account);
+//   - each account's revenue against its delivered work: revenue is never recognised for work not
+//     delivered;
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -51,6 +53,11 @@ const (
 	// KindAccountBalance: an account's balance is not the sum of its rows, or a row's
 	// balance_after does not continue the running sum (the sum-of-rows rule).
 	KindAccountBalance Kind = "account_balance"
+	// KindUndeliveredRevenue: the revenue report recognises paid credits of an account for work
+	// that was not delivered: more (or less) than its delivered and recovered jobs netted and the
+	// debts of delivered work it paid, or credits of a job neither delivered, recovered nor
+	// running (docs/design.md, "Statements and revenue": only delivered work is revenue).
+	KindUndeliveredRevenue Kind = "undelivered_revenue"
 	// KindPlaceholderWithoutWorkflow: a job is still submitting and no workflow will ever decide
 	// its charge: none was started under its ID, or it closed without charging.
 	KindPlaceholderWithoutWorkflow Kind = "placeholder_without_workflow"
@@ -100,7 +107,7 @@ const (
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
-	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindDebtBesideCredits, KindPlaceholderWithoutWorkflow,
+	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindDebtBesideCredits, KindUndeliveredRevenue, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
 		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
 }
@@ -111,7 +118,7 @@ type Violation struct {
 	Kind Kind `json:"kind"`
 	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it breaks none of the
 	// numbered rules: a disagreement between the ledger and Temporal, or a rule of the credit
-	// blocks (docs/design.md, "Credit blocks").
+	// blocks or of revenue (docs/design.md, "Credit blocks", "Statements and revenue").
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.
 	JobID string `json:"job_id,omitempty"`
@@ -202,8 +209,8 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 	return report, nil
 }
 
-// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules on a ledger snapshot
-// alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
+// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, and the revenue rule,
+// on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
 // read inside a transaction it rolls back, or on rows the database would never accept (two charges
 // of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
@@ -228,6 +235,10 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindDebtBesideCredits, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: it owes a debt of %d while its credit blocks that have not ended hold %d credits; a debt is paid by the first credits that reach the account, so those credits should have paid it (the customer is shown them, and they lapse with their block while the debt stays owed).",
 					a.AccountID, a.Debt, a.UnendedHeld)})
+		}
+		if problem := a.Revenue.Problem(); problem != "" {
+			out = append(out, Violation{Kind: KindUndeliveredRevenue, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: %s.", a.AccountID, problem)})
 		}
 		if a.ChainBreaks > 0 {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,

@@ -461,7 +461,8 @@ func TestBillingStateMismatch(t *testing.T) {
 // balance (the sum-of-rows rule, twice), a credit block holding credits no row moved into it (the
 // sum-of-rows rule: the blocks must hold the balance), and a charged job flagged refunded without its refund row
 // (the reversing-pairs rule: flags without rows; the net-effect rule: its rows sum to −cost, its
-// state says 0). After the rollback the same check finds nothing.
+// state says 0; the revenue rule: the paid credits its charge drew stay spent, recognised as revenue
+// for work that was never delivered). After the rollback the same check finds nothing.
 func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	t.Parallel()
 	store := ledgertest.Store(t)
@@ -500,6 +501,9 @@ func TestLedgerRulesInRolledBackTransaction(t *testing.T) {
 	require.Contains(t, got[invariants.KindJobEntries][0], "has 0 refund rows but its guard flags and settlement say 1")
 	require.Len(t, got[invariants.KindJobNet], 1)
 	require.Contains(t, got[invariants.KindJobNet][0], "its ledger rows sum to -40, but its state and settlement say 0")
+	require.Len(t, got[invariants.KindUndeliveredRevenue], 1)
+	require.Contains(t, got[invariants.KindUndeliveredRevenue][0], "revenue recognised for work not delivered: the revenue report recognises 40 paid credits (0) of all time, but delivered and recovered jobs and the debts of delivered work they paid account for 0 (0)")
+	require.Contains(t, got[invariants.KindUndeliveredRevenue][0], ledgerdb.JobKey{AccountID: acct, JobID: id}.String())
 	require.NoError(t, tx.Rollback(ctx))
 
 	snap, err = store.LedgerSnapshot(ctx, scope)
@@ -576,6 +580,9 @@ func TestDebtBesideCreditsInRolledBackTransaction(t *testing.T) {
 // be −12 × 2, not the whole hold); and one sound job of each settled state, metered ones included,
 // which must pass. And the debt rule on accounts: a debt beside credits in blocks that have not
 // ended is reported, beside credits of ended blocks (which expire and pay nothing) it is not.
+// And the revenue rule on an account's figures: revenue the report recognises
+// beyond what delivered work accounts for is reported, the jobs it names listed; an account whose
+// two figures agree passes.
 func TestCheckLedgerOnRows(t *testing.T) {
 	t.Parallel()
 	job := func(id string, state ledgerdb.State, charged, refunded, reclaimed bool) ledgerdb.Job {
@@ -590,7 +597,10 @@ func TestCheckLedgerOnRows(t *testing.T) {
 	}
 	snap := ledgerdb.LedgerSnapshot{
 		Accounts: []ledgerdb.AccountTotals{
-			{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9, BlocksHeld: 100, UnendedHeld: 100},
+			{AccountID: "acme", Balance: 100, EntrySum: 100, Entries: 9, BlocksHeld: 100, UnendedHeld: 100,
+				Revenue: ledgerdb.RevenueAudit{Recognised: ledgerdb.Money{Credits: 64, Amount: "6.4"}, Delivered: ledgerdb.Money{Credits: 64, Amount: "6.4"}}},
+			{AccountID: "beta", Revenue: ledgerdb.RevenueAudit{Recognised: ledgerdb.Money{Credits: 70, Amount: "7"},
+				Delivered: ledgerdb.Money{Credits: 40, Amount: "4"}, UndeliveredJobs: []string{"beta/kept-spent"}}},
 			// A debt beside credits that have ended (past their expiry, not yet removed) is sound.
 			{AccountID: "lapsing", Balance: -20, EntrySum: -20, Entries: 3, BlocksHeld: 30, Debt: 50},
 			{AccountID: "owing", Balance: -20, EntrySum: -20, Entries: 3, BlocksHeld: 30, Debt: 50, UnendedHeld: 30},
@@ -626,6 +636,8 @@ func TestCheckLedgerOnRows(t *testing.T) {
 		{invariants.KindJobEntries, "no-release"}:    "has 0 release rows but its guard flags and settlement say 1",
 		{invariants.KindJobNet, "no-release"}:        "12 units used at 2): its ledger rows sum to -60, but its state and settlement say -24",
 		{invariants.KindDebtBesideCredits, ""}:       "account owing: it owes a debt of 50 while its credit blocks that have not ended hold 30 credits",
+		{invariants.KindUndeliveredRevenue, ""}: "account beta: revenue recognised for work not delivered: the revenue report recognises 70 paid credits (7) of all time, " +
+			"but delivered and recovered jobs and the debts of delivered work they paid account for 40 (4); jobs neither delivered nor recovered whose paid credits stay spent: beta/kept-spent.",
 	}
 	require.Len(t, got, len(want), "%v", got)
 	for k, fragment := range want {

@@ -182,3 +182,76 @@ func requireSnapshotShows(t *testing.T, tx pgx.Tx, acct string, job ledgerdb.Job
 	}
 	require.NotEqual(t, totals.Job.Net(), totals.EntrySum)
 }
+
+// TestAuditCatchesRevenueForWorkNotDelivered checks the audit's revenue rule — only delivered work
+// is revenue — on a state written by hand as the owner, inside a transaction it rolls back: a
+// running job "refunded" by a refund row that gives the 30 paid credits its charge drew back to a
+// promotional block instead. Every numbered rule holds (one charge and one refund, the job nets
+// nothing, the balance is the sum of the rows, the blocks hold the balance), but the paid credits
+// stay spent for a job whose work was never delivered: the revenue report recognises them. The
+// audit (Store.Audit's replay) and the snapshot the invariant checker reads both report it,
+// naming the job, beside an account whose delivered and refunded jobs are sound; after the
+// rollback the account audits clean, its delivered job's credits recognised.
+func TestAuditCatchesRevenueForWorkNotDelivered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := ledgertest.Store(t)
+	owner := ledgertest.OwnerPool(t)
+	acct := ledgertest.Account(t, s, 0)
+	ledgertest.GrantBlock(t, s, acct, 100, ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.1"})
+	delivered := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 10, "s3://in/a").Job.Key()
+	_, err := s.Settle(ctx, delivered, 1, nil, "s3://out/a")
+	require.NoError(t, err)
+	refunded := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 20, "s3://in/b").Job.Key()
+	_, err = s.Refund(ctx, refunded, ledgerdb.ReasonTimedOut, "timed out", 1)
+	require.NoError(t, err)
+	running := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "job"), 30, "s3://in/c").Job.Key() // 30 paid credits
+	promotional := ledgertest.Promotional(t, s, acct, "sign-up", 5)
+	ledgertest.RequireSound(t, s, acct)
+
+	tx, err := owner.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),
+			refund_reason_code = 'timed_out', attempts_at_refund = 1 WHERE id = $1`, running.String())
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `WITH a AS (
+			UPDATE accounts SET balance = balance + 30, awaiting_reclaim = awaiting_reclaim + 30 WHERE id = $1 RETURNING balance
+		), e AS (
+			INSERT INTO ledger_entries (account_id, job_id, kind, amount, balance_after)
+			SELECT $1, $2, 'refund', 30, a.balance FROM a RETURNING id
+		), b AS (
+			UPDATE credit_blocks SET remaining = remaining + 30 WHERE id = $3
+		)
+		INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount) SELECT $1, e.id, $3, 30 FROM e`,
+		acct, running.String(), promotional)
+	require.NoError(t, err)
+
+	report, err := ledgerdb.AuditThrough(ctx, tx, acct)
+	require.NoError(t, err)
+	t.Logf("audit: %v", report.Violations)
+	require.Len(t, report.Violations, 1, "only the revenue rule is broken: %v", report.Violations)
+	require.Contains(t, report.Violations[0], "revenue recognised for work not delivered")
+	require.Contains(t, report.Violations[0], "recognises 40 paid credits (4) of all time, but delivered and recovered jobs and the debts of delivered work they paid account for 10 (1)")
+	require.Contains(t, report.Violations[0], running.String())
+	require.NotContains(t, report.Violations[0], refunded.String(), "a refund that gave back what its charge drew is sound")
+
+	snap, err := ledgerdb.ReadLedgerSnapshot(ctx, tx, ledgerdb.SnapshotScope{AccountID: acct})
+	require.NoError(t, err)
+	require.Len(t, snap.Accounts, 1)
+	a := snap.Accounts[0]
+	require.Equal(t, ledgerdb.RevenueAudit{Recognised: revenueMoney(40, "4"), Delivered: revenueMoney(10, "1"),
+		UndeliveredJobs: []string{running.String()}}, a.Revenue)
+	require.Equal(t, report.Violations[0], a.Revenue.Problem(), "the audit and the checker say it alike")
+	require.Zero(t, a.ChainBreaks)
+	require.Equal(t, a.Balance, a.EntrySum)
+	require.Equal(t, a.Balance, a.BlocksHeld-a.Debt)
+	require.NoError(t, tx.Rollback(ctx))
+
+	ledgertest.RequireSound(t, s, acct)
+	snap, err = s.LedgerSnapshot(ctx, ledgerdb.SnapshotScope{AccountID: acct})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.RevenueAudit{Recognised: revenueMoney(10, "1"), Delivered: revenueMoney(10, "1"), UndeliveredJobs: []string{}},
+		snap.Accounts[0].Revenue, "the delivered job's 10 paid credits at 0.1; the running job's are held, the refunded job's came back")
+	require.Empty(t, snap.Accounts[0].Revenue.Problem())
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
@@ -21,6 +22,13 @@ func AuditThrough(ctx context.Context, tx pgx.Tx, accountID string) (AuditReport
 	report := AuditReport{AccountID: accountID, Violations: []string{}}
 	err := report.replay(ctx, tx)
 	return report, err
+}
+
+// RevenueThrough reads the revenue report as [Store.Revenue] does, but through tx: it sees the
+// transaction's own uncommitted writes, so that a test can build moves no function writes yet inside
+// a transaction it rolls back and read the report of them.
+func RevenueThrough(ctx context.Context, tx pgx.Tx, from, to time.Time, accountID string) (Revenue, error) {
+	return readRevenue(ctx, tx, from, to, accountID)
 }
 
 // MigrateTo applies the numbered migrations up to version on conn, in its current schema, and

@@ -56,6 +56,10 @@ type AccountTotals struct {
 	// started yet (a block ends when it is void, marked expired or past its expiry). While Debt is
 	// above zero it must be 0: a debt is paid by the first credits that reach the account.
 	UnendedHeld int64
+	// Revenue is what the revenue report recognises of the account beside what its delivered work
+	// accounts for: [RevenueAudit.Problem] says whether revenue was recognised for work not
+	// delivered.
+	Revenue RevenueAudit
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -139,7 +143,9 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	// replay Audit does row by row.
 	rows, err := q.Query(ctx, `
 		WITH scoped AS (
-			SELECT a.id, a.balance, a.awaiting_reclaim FROM accounts a
+			SELECT a.id, a.balance, a.awaiting_reclaim, r.recognised_credits, r.recognised_amount,
+			       r.delivered_credits, r.delivered_amount, r.undelivered_jobs
+			FROM accounts a CROSS JOIN LATERAL ledger_revenue_audit(a.id) r
 			WHERE CASE WHEN $1 <> '' THEN a.id = $1
 			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, a.id || '/' || $2))
 			           ELSE true END
@@ -159,17 +165,24 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id)),
 		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id
 		           AND b.remaining > 0 AND b.status <> 'void' AND b.expired_at IS NULL
-		           AND (b.expires_at IS NULL OR b.expires_at > now()))
+		           AND (b.expires_at IS NULL OR b.expires_at > now())),
+		       s.recognised_credits, s.recognised_amount, s.delivered_credits, s.delivered_amount, s.undelivered_jobs
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
-		GROUP BY s.id, s.balance, s.awaiting_reclaim
+		GROUP BY s.id, s.balance, s.awaiting_reclaim, s.recognised_credits, s.recognised_amount, s.delivered_credits,
+		         s.delivered_amount, s.undelivered_jobs
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {
 		return LedgerSnapshot{}, err
 	}
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
-		var a AccountTotals
+		var (
+			a                     AccountTotals
+			recognised, delivered string
+		)
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
-			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff, &a.UnendedHeld)
+			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff, &a.UnendedHeld,
+			&a.Revenue.Recognised.Credits, &recognised, &a.Revenue.Delivered.Credits, &delivered, &a.Revenue.UndeliveredJobs)
+		a.Revenue.Recognised.Amount, a.Revenue.Delivered.Amount = trimDecimal(recognised), trimDecimal(delivered)
 		return a, err
 	})
 	if err != nil {

@@ -226,7 +226,7 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key", "ledger_console_open_session", "ledger_console_end_session",
 		"ledger_webhook_create_endpoint", "ledger_webhook_disable_endpoint", "ledger_webhook_rotate_secret",
 		"ledger_webhook_set_low_balance", "ledger_webhook_derive", "ledger_webhook_claim", "ledger_webhook_record_attempt",
-		"ledger_webhook_replay"} {
+		"ledger_webhook_replay", "ledger_revenue", "ledger_revenue_audit"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"] ||
@@ -234,6 +234,7 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		"trigger functions are nobody's to call")
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_deliver_running"] || executable["ledger_recover"], "the money functions' helpers are nobody's to call")
+	require.False(t, executable["ledger_revenue_classed"], "the revenue report's moves are read through the report and its audit only")
 	require.False(t, executable["ledger_webhook_materialize"] || executable["ledger_webhook_job_events"],
 		"events are written only by the derive pass and a replay, from committed rows, never called alone")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
@@ -325,7 +326,8 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 // (prices_append_only, prices_no_truncate: a job's price version must keep meaning what it meant);
 // and a job's price — kind, price version, unit, unit price, held units, cost — is fixed at
 // submission, and its settlement once made: the units used never change and the settled flag never
-// goes back (jobs_fixed_fields).
+// goes back, nor does the time it was delivered, which dates the revenue of a delivery that wrote
+// no row (jobs_fixed_fields).
 func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -358,6 +360,8 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 		`UPDATE jobs SET units_used = 20 WHERE id = ` + q(job.String()),
 		`UPDATE jobs SET units_used = 0 WHERE id = ` + q(job.String()),
 		`UPDATE jobs SET is_settled = false, units_used = NULL, settled_at = NULL WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET delivered_at = delivered_at + interval '1 month' WHERE id = ` + q(job.String()),
+		`UPDATE jobs SET delivered_at = NULL WHERE id = ` + q(job.String()),
 	} {
 		pgErr := refusal(ctx, t, owner, stmt)
 		require.Contains(t, []string{"JB001", "JB002"}, pgErr.Code, "%s: %s", stmt, pgErr.Message)

@@ -25,7 +25,8 @@ func newAuditCommand() *cobra.Command {
 		Short: "Check the money rules across the ledger and Temporal; exit 1 on any violation",
 		Long: `Check every job and account in scope against the money rules (docs/design.md), reading both Postgres
 and Temporal: each job's ledger rows against its state (rules 2 and 3), each account's balance
-against the sum of its rows (rule 6), placeholders no workflow will decide, open MeteredJob
+against the sum of its rows (rule 6), each account's revenue against its delivered work
+(revenue recognised for work not delivered), placeholders no workflow will decide, open MeteredJob
 workflows whose job the ledger never saw, jobs stuck submitting or running beyond their timeouts,
 open workflows whose BillingState disagrees with the ledger, charged jobs no workflow will settle,
 results recorded but never applied, ledger alarms, and (unscoped) a reconcile schedule that is

@@ -117,10 +117,11 @@ func newRevenueCommand() *cobra.Command {
 		Use:   "revenue --from FROM --to TO",
 		Short: "Print the revenue report of paid credits over a period: recognised, deferred, lapsed",
 		Long: `Print what paid credits did from --from (included) to --to (excluded), each an RFC 3339 time or a
-date, valued at their blocks' cost basis: deferred while unspent, recognised when jobs spend them
-(net of refunds and releases), lapsed when their block expires with them. Deferred at the start +
-granted − recognised − lapsed + adjusted = deferred at the end. Promotional credits spent are
-reported apart: never revenue. Every account, or one with --account.`,
+date, valued at their blocks' cost basis: deferred while a block or a running job holds them,
+recognised when the job that drew them is delivered or recovered (net of its refund and release;
+a refunded job is never revenue), lapsed when their block expires with them. Deferred at the start +
+granted − recognised − lapsed + adjusted = deferred at the end. Promotional credits delivered work
+spent are reported apart: never revenue. Every account, or one with --account.`,
 		Args: cobra.NoArgs,
 		RunE: cli.WithLedger(func(cmd *cobra.Command, store *ledgerdb.Store, _ []string) error {
 			start, end, err := periodFlags(from, to)

@@ -72,8 +72,8 @@ func rows(t *testing.T, e *cliEnv, account string) []ledgerdb.Entry {
 // TestStatementAndRevenueCommands checks `jobbill account statement` and `jobbill revenue`: the
 // statement of two adjacent periods adds up (opening + lines = closing) and chains (the first's
 // closing is the second's opening), grants split by category, in text and as the CSV every door
-// hands out; the revenue report recognises what a charge drew on paid credits at their cost basis,
-// never what it drew on promotional ones, and reconciles: deferred at the start + granted −
+// hands out; the revenue report recognises what a delivered job drew on paid credits at their cost
+// basis, never what it drew on promotional ones, and reconciles: deferred at the start + granted −
 // recognised − lapsed + adjusted = deferred at the end. A period that holds no time or does not
 // parse fails naming it.
 func TestStatementAndRevenueCommands(t *testing.T) {
@@ -84,7 +84,9 @@ func TestStatementAndRevenueCommands(t *testing.T) {
 	e.ok(t, "account", "grant", acct, "200", "--key", "invoice-1", "--cost-basis", "0.05")
 	e.ok(t, "account", "grant", acct, "10", "--key", "welcome", "--category", "promotional")
 	middle := now()
-	ledgertest.Charged(t, e.Store, acct, ledgertest.ID(t, "job"), 30, "s3://in/cli") // 10 promotional, 20 paid
+	job := ledgertest.Charged(t, e.Store, acct, ledgertest.ID(t, "job"), 30, "s3://in/cli").Job.Key() // 10 promotional, 20 paid
+	_, err := e.Store.Settle(context.Background(), job, 1, nil, "s3://out/cli")                       // delivered: revenue
+	require.NoError(t, err)
 	end := now().Add(time.Hour)
 	at := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
@@ -124,7 +126,7 @@ func TestStatementAndRevenueCommands(t *testing.T) {
 		_, err := e.run(t, args...)
 		require.ErrorContains(t, err, "its start must be before its end", "%v", args)
 	}
-	_, err := e.run(t, "revenue", "--from", "last week", "--to", at(end))
+	_, err = e.run(t, "revenue", "--from", "last week", "--to", at(end))
 	require.ErrorContains(t, err, `invalid --from: is "last week"`)
 	_, err = e.run(t, "account", "statement", acct, "--from", "2020-01-01")
 	require.ErrorContains(t, err, `required flag(s) "to" not set`)

@@ -1,6 +1,7 @@
 -- The price-list rule: what a job costs, at which price, whose it is and what was asked are fixed
--- at submission; the units and the output it was settled at are fixed once settled; and a guard
--- flag never goes back to false, nor a tombstone to life.
+-- at submission; the units and the output it was settled at are fixed once settled, and the time
+-- it was delivered once delivered; and a guard flag never goes back to false, nor a tombstone to
+-- life.
 CREATE OR REPLACE FUNCTION jobs_refuse_rewrite() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -18,8 +19,10 @@ BEGIN
         OR (OLD.state = 'deleted' AND NEW.state <> 'deleted')
         -- The transaction a job's rejection or delivery event is derived from stays what it was.
         OR (OLD.outcome_xid IS NOT NULL AND NEW.outcome_xid IS DISTINCT FROM OLD.outcome_xid)
-        -- What the rejection, refund and delivery said, which their events are derived from.
+        -- What the rejection, refund and delivery said, which their events are derived from; the
+        -- delivery's time also dates the revenue of a delivery that wrote no row.
         OR (OLD.rejected_at IS NOT NULL AND NEW.rejected_at IS DISTINCT FROM OLD.rejected_at)
+        OR (OLD.delivered_at IS NOT NULL AND NEW.delivered_at IS DISTINCT FROM OLD.delivered_at)
         OR (OLD.attempts_at_refund IS NOT NULL AND NEW.attempts_at_refund IS DISTINCT FROM OLD.attempts_at_refund)
         OR (OLD.balance_at_delivery IS NOT NULL AND NEW.balance_at_delivery IS DISTINCT FROM OLD.balance_at_delivery) THEN
         RAISE EXCEPTION 'job %: guard flags and tombstones never go back', OLD.id
