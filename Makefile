@@ -7,7 +7,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
 .DEFAULT_GOAL := help
 
-.PHONY: help check fmt-check lint workflowcheck test-short run test test-cluster db temporal chromium temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
+.PHONY: help check fmt-check lint workflowcheck test-short run test model-soak test-cluster db temporal chromium temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
 
 ## help: list the targets (the default goal).
 help:
@@ -71,6 +71,14 @@ run: db temporal
 ## tests when it is missing), then run every test (vet included).
 test: db temporal chromium vet
 	$(GO) test $(GO_TEST_FLAGS) ./...
+
+## model-soak: start Postgres, then hold the ledger to the reference model of the money rules for a
+## long run (MODEL_SEQUENCES sequences of MODEL_STEPS steps; a failure prints the seed to replay).
+MODEL_SEQUENCES ?= 40
+MODEL_STEPS ?= 500
+model-soak: db
+	JOBBILL_MODEL_SEQUENCES=$(MODEL_SEQUENCES) JOBBILL_MODEL_STEPS=$(MODEL_STEPS) \
+		$(GO) test -count=1 -timeout 0 -v -run 'TestLedgerHeldToTheModel|TestSameEventsInAnyOrderEndWithTheSameMoney' ./ledgerdb/
 
 # The frontend port of cluster mode's server; scripts/ensure-temporal-cluster.sh reads the same
 # variable (its other JOBBILL_CLUSTER_* settings reach it from the environment too).
