@@ -4,7 +4,8 @@ package api_test
 // test database, the real Temporal dev server and a worker in this process on a task queue of
 // its own. They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh`
 // (make test runs both). Every test server fails its test if a route answers a status that its
-// declaration (and openapi.yaml) does not list.
+// declaration does not list, or an answer that openapi.yaml does not allow (apitest.Conform):
+// every answer any test provokes is held to the document.
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	temporalclient "go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/api/apitest"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -87,7 +89,7 @@ func (e *env) serve(t *testing.T, mod func(*api.Options)) string {
 	api.SetUndeclaredHook(s, func(pattern string, status int) {
 		t.Errorf("%s answered %d, which its route does not declare (openapi.yaml)", pattern, status)
 	})
-	srv := httptest.NewServer(s.Handler())
+	srv := httptest.NewServer(apitest.Conform(t, s.Handler()))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
