@@ -86,7 +86,7 @@
 //  3. The path, method, x-scopes, responses and schemas in openapi.yaml —
 //     TestOpenAPIMatchesRoutes, TestOpenAPISchemasMatchBodies (every apitype type is a schema,
 //     field for field), and the end-to-end tests, which fail on any status a route answers
-//     without declaring it.
+//     without declaring it and on any answer its schema refuses (apitest.Conform).
 //  4. A row in docs/api.md's "Routes and status codes" — TestDocsNameEveryRoute.
 //  5. A method of the Go client and of the TypeScript client, or the route's line, with the
 //     reason, in apiclient's outsideTheClients — TestClientsCallEveryRoute (the TypeScript client
