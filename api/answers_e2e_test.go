@@ -68,8 +68,8 @@ func TestRunnerErrorNeverReachesTheCustomer(t *testing.T) {
 	id := ledgertest.ID(t, "gpu-err")
 	kind := e.fixed(t, 40)
 
-	a := call(t, base, "POST", "/v1/jobs", customer, job(id, acct, kind, "s3://in/"+id))
-	require.Equal(t, 201, a.code, a.raw)
+	a := submit(t, base, customer, job(id, acct, kind, "s3://in/"+id))
+	requireCharged(t, a)
 	e.wait(t, acct, id, ledgerdb.StateRefunded)
 
 	for _, key := range []string{customer, reader} {
@@ -120,7 +120,7 @@ func TestWorkflowURLOnlyForAdmins(t *testing.T) {
 	internal := e.Config.Temporal.UIURL
 	require.NotEmpty(t, internal, "the job service knows the UI, so it has links to hide")
 
-	answers := []answer{call(t, base, "POST", "/v1/jobs", customer, job(id, acct, e.fixed(t, 10), "sim:hang"))}
+	answers := []answer{submit(t, base, customer, job(id, acct, e.fixed(t, 10), "sim:hang"))}
 	answers = append(answers, call(t, base, "GET", "/v1/jobs/"+id, customer, nil))
 	answers = append(answers, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}))
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
@@ -132,7 +132,7 @@ func TestWorkflowURLOnlyForAdmins(t *testing.T) {
 	}
 	a := call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never")+"?account_id="+acct, admin, nil)
 	require.Equal(t, 404, a.code)
-	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
-	require.Equal(t, 201, a.code, a.raw)
+	a = submit(t, base, admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
+	requireCharged(t, a)
 	require.True(t, strings.HasPrefix(a.str("status", "workflow_url"), internal), "an admin still gets the link: %s", a.raw)
 }

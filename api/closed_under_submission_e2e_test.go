@@ -182,3 +182,40 @@ func TestClientNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 	}
 	e.requireEndsFairly(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, got.st.State, got.st.MoneyState, message, credits)
 }
+
+// TestSubmissionRefundedBeforeItsAnswerIsNotCreated plays the stop mid-charge (stopMidCharge)
+// whose charge commits first: the charge holds the job's row while it waits for the busy account,
+// so the submission's rejection of the orphan queues behind it, finds the job charged and heals it
+// at once — refunded, stopped_by_operator — before the POST answers. The money rule of the answer's
+// status: a status code says where the money stands, as the body does. 201 says "charged: the
+// hold is taken", so it is never the answer of a job that is not charged now; this one's charge was
+// taken and given back, so the POST answers 200 with the job as it stands — refunded, its reason
+// and its message — and duplicate false (this request made it). Nothing is charged: a charge and
+// its refund, the account's credits whole.
+func TestSubmissionRefundedBeforeItsAnswerIsNotCreated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const cost, credits = 300, 1000
+	acct := ledgertest.Account(t, e.Store, credits)
+	secret := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	id := ledgertest.ID(t, "refunded-before-answer")
+	body := job(id, acct, e.fixed(t, cost), "sim:hang")
+
+	got := stopMidCharge(t, e, acct, id, func() answer { return call(t, base, "POST", "/v1/jobs", secret, body) })
+	t.Logf("POST answered %d: %s", got.code, got.raw)
+	require.Equal(t, string(ledgerdb.StateRefunded), got.str("status", "state"), "the charge committed before the rejection: %s", got.raw)
+	require.Equal(t, string(ledgerdb.MoneyRefunded), got.str("status", "money_state"))
+	require.Equal(t, string(ledgerdb.ReasonStoppedByOperator), got.str("status", "reason"))
+	require.Equal(t, http.StatusOK, got.code, "a job refunded before the answer is not answered 201 (charged): %s", got.raw)
+	require.Equal(t, "false", got.str("duplicate"), "this request made the job")
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, e.kinds(t, acct, id))
+	require.Equal(t, int64(credits), e.balance(t, acct))
+
+	// The same request again answers the job as it stands, 200 again, and charges nothing.
+	again := call(t, base, "POST", "/v1/jobs", secret, body)
+	require.Equal(t, http.StatusOK, again.code, again.raw)
+	require.Equal(t, "true", again.str("duplicate"))
+	require.Equal(t, string(ledgerdb.MoneyRefunded), again.str("status", "money_state"))
+	require.Equal(t, int64(credits), e.balance(t, acct))
+}

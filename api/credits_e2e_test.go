@@ -132,7 +132,7 @@ func TestBlocksStatementAndRevenueAtTheDoor(t *testing.T) {
 	middle := now()
 	kind := e.fixed(t, 30)
 	id := ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", customer, job(id, acct, kind, "sim:ok")).code)
+	requireCharged(t, submit(t, base, customer, job(id, acct, kind, "sim:ok")))
 	e.wait(t, acct, id, ledgerdb.StateDelivered)
 	end := now().Add(time.Hour)
 

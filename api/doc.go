@@ -4,9 +4,11 @@
 // The answers follow the submission semantics (docs/design.md):
 //
 //   - POST /v1/jobs takes a client-generated job ID and the job's kind, and answers once the charge
-//     is decided (201 charged, 200 the same request again, 402 insufficient credits with nothing
-//     charged, 409 the ID with a different request, 410 a deleted ID, 422 an unknown account or
-//     kind, 202 still deciding after api.request_timeout: poll it).
+//     is decided, its status following where the job's money then stands, as its body does (201
+//     charged, 200 nothing charged by the answer: the same request again, or a job refunded before
+//     the answer; 402 insufficient credits with nothing charged, 409 the ID with a different
+//     request or rejected, 410 a deleted ID, 422 an unknown account or kind, 202 still deciding
+//     after api.request_timeout: poll it).
 //   - GET /v1/jobs/{id} answers 404 only when the ID never reached the ledger — nothing was
 //     charged — and 410 when the job was deleted; otherwise the job's state, money state and a
 //     sentence a user can read.
@@ -84,7 +86,7 @@
 //  3. The path, method, x-scopes, responses and schemas in openapi.yaml —
 //     TestOpenAPIMatchesRoutes, TestOpenAPISchemasMatchBodies (every apitype type is a schema,
 //     field for field), and the end-to-end tests, which fail on any status a route answers
-//     without declaring it.
+//     without declaring it and on any answer its schema refuses (apitest.Conform).
 //  4. A row in docs/api.md's "Routes and status codes" — TestDocsNameEveryRoute.
 //  5. A method of the Go client and of the TypeScript client, or the route's line, with the
 //     reason, in apiclient's outsideTheClients — TestClientsCallEveryRoute (the TypeScript client

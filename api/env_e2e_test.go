@@ -4,7 +4,8 @@ package api_test
 // test database, the real Temporal dev server and a worker in this process on a task queue of
 // its own. They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh`
 // (make test runs both). Every test server fails its test if a route answers a status that its
-// declaration (and openapi.yaml) does not list.
+// declaration does not list, or an answer that openapi.yaml does not allow (apitest.Conform):
+// every answer any test provokes is held to the document.
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	temporalclient "go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/api/apitest"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -87,7 +89,7 @@ func (e *env) serve(t *testing.T, mod func(*api.Options)) string {
 	api.SetUndeclaredHook(s, func(pattern string, status int) {
 		t.Errorf("%s answered %d, which its route does not declare (openapi.yaml)", pattern, status)
 	})
-	srv := httptest.NewServer(s.Handler())
+	srv := httptest.NewServer(apitest.Conform(t, s.Handler()))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -97,6 +99,9 @@ type answer struct {
 	code int
 	raw  string
 	body map[string]any
+	// waited says that the answer is a submission's second: the first was 202, and submit waited
+	// for the job's charge decision and sent the same request again.
+	waited bool
 }
 
 func (a answer) str(path ...string) string {
@@ -137,6 +142,57 @@ func call(t *testing.T, base, method, path, key string, body any) answer {
 	_ = json.Unmarshal(data, &a.body)
 	require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, data)
 	return a
+}
+
+// submit posts a job's submission, as call does, and waits out the documented "poll again"
+// answer. A 202 — received, its charge still being decided when api.request_timeout ran out, as a
+// submission is answered when the worker's workflow tasks are slow under load — has failed at
+// nothing: the job's ID is polled until it leaves submitting, for as long as the test runs (no
+// wall-clock margin of the helper's own that load could eat), and the same request is then sent
+// again. Its answer — the decided job as the same request again answers it (200), or the job's
+// rejection (402, 409) — is what submit answers, marked waited. Every test that submits a job over
+// HTTP submits through this, but those of the 202 itself.
+func submit(t *testing.T, base, key string, body any) answer {
+	t.Helper()
+	a := call(t, base, "POST", "/v1/jobs", key, body)
+	if a.code != http.StatusAccepted {
+		return a
+	}
+	var ids struct {
+		JobID     string `json:"job_id"`
+		AccountID string `json:"account_id"`
+	}
+	data, isText := body.(string)
+	if !isText {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		data = string(raw)
+	}
+	require.NoError(t, json.Unmarshal([]byte(data), &ids))
+	t.Logf("job %s: its charge was still being decided when the submission answered (202); polling it", ids.JobID)
+	for {
+		look := call(t, base, "GET", "/v1/jobs/"+ids.JobID+"?account_id="+ids.AccountID, key, nil)
+		if look.code != http.StatusOK || look.str("state") != string(ledgerdb.StateSubmitting) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a = call(t, base, "POST", "/v1/jobs", key, body)
+	a.waited = true
+	return a
+}
+
+// requireCharged checks that a submission's answer (submit's) says the job is charged: 201 — or,
+// when its charge was decided after a 202, the 200 of the same request again — with the job's
+// money state charged.
+func requireCharged(t *testing.T, a answer) {
+	t.Helper()
+	want := http.StatusCreated
+	if a.waited {
+		want = http.StatusOK
+	}
+	require.Equal(t, want, a.code, a.raw)
+	require.Equal(t, string(ledgerdb.MoneyCharged), a.str("status", "money_state"), a.raw)
 }
 
 // job is a submission's body: it names the job's kind, never an amount.

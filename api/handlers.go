@@ -34,22 +34,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	ctx := r.Context()
 	sub, err := s.opts.Jobs.Submit(ctx, job)
 	switch {
-	case err == nil:
-		status := http.StatusCreated
-		switch {
-		case sub.Status.State == ledgerdb.StateSubmitting:
-			status = http.StatusAccepted
-		case sub.Duplicate:
-			status = http.StatusOK
-		}
-		return status, submissionOf(sub), nil
-	case errors.Is(err, ledgerdb.ErrInsufficientCredits):
-		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
-			jobs.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(sub.Status)
-	case errors.Is(err, ledgerdb.ErrRejected):
-		// Rejected for another reason than credits: its workflow was stopped before charging it,
-		// or its workflow ID is another program's. Topping up would not help; a new ID does.
-		return 0, nil, newError(http.StatusConflict, "rejected", sub.Status.Message).withJob(sub.Status)
+	case err == nil, errors.Is(err, ledgerdb.ErrRejected):
+		// ErrInsufficientCredits is an ErrRejected: a rejected job is answered by its reason.
+		return decided(sub)
 	case errors.Is(err, ledgerdb.ErrUnknownAccount):
 		return 0, nil, newError(http.StatusUnprocessableEntity, "unknown_account", "No such account. Nothing was written; you were not charged.")
 	case errors.Is(err, ledgerdb.ErrUnknownKind):
@@ -75,7 +62,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	case readErr != nil:
 		return 0, nil, err
 	case st.State != ledgerdb.StateSubmitting:
-		return http.StatusOK, apitype.Submission{Status: statusOf(st), Duplicate: true}, nil
+		// Decided, whether by this request or an earlier one: answered as the same request again,
+		// which charges nothing, by where the job's money stands.
+		return decided(jobs.Submission{Status: st, Duplicate: true})
 	case timedOut(err) || ctx.Err() != nil:
 		// Slow is not failed: the job is received and its charge is being decided.
 		return http.StatusAccepted, apitype.Submission{Status: statusOf(st)}, nil
@@ -85,6 +74,32 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *principal)
 	// answer says nothing of the money beyond that (money state pending).
 	return 0, nil, newError(http.StatusServiceUnavailable, "unavailable",
 		"Received, but the job could not be started yet, so its charge is not decided. Retry the same request with the same ID: it is charged once at most.").withJob(st)
+}
+
+// decided answers a submission whose charge is decided, or still being decided, by where the
+// job's money stands when the answer is written (docs/api.md, "Submission answers"), so that the
+// status code never says more than the body: 202 while the charge is being decided (pending: poll
+// the ID); 201 only when this request's charge stands (charged: running, delivered or recovered);
+// 200 when the answer charges nothing — the same request again (the original job as it stands), or
+// a job whose charge was refunded before the answer (its workflow stopped as the charge committed:
+// refunded, stopped_by_operator), which a 201 would tell a client is charged and running; 402 or
+// 409 when the job was rejected (not charged), by its reason.
+func decided(sub jobs.Submission) (int, any, error) {
+	st := sub.Status
+	switch {
+	case st.State == ledgerdb.StateRejected && st.Reason == ledgerdb.ReasonInsufficientCredits:
+		return 0, nil, newError(http.StatusPaymentRequired, "insufficient_credits",
+			jobs.RejectedMessage(ledgerdb.RejectInsufficientCredits)).withJob(st)
+	case st.State == ledgerdb.StateRejected:
+		// Rejected for another reason than credits: its workflow was stopped before charging it,
+		// or its workflow ID is another program's. Topping up would not help; a new ID does.
+		return 0, nil, newError(http.StatusConflict, "rejected", st.Message).withJob(st)
+	case st.State == ledgerdb.StateSubmitting:
+		return http.StatusAccepted, submissionOf(sub), nil
+	case !sub.Duplicate && st.MoneyState == ledgerdb.MoneyCharged:
+		return http.StatusCreated, submissionOf(sub), nil
+	}
+	return http.StatusOK, submissionOf(sub), nil
 }
 
 // aboutExisting completes a 409 or 410 for an ID that exists in the caller's account with the

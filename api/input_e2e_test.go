@@ -19,7 +19,7 @@ import (
 func (e *env) settled(t *testing.T, base, key, account, kind string) string {
 	t.Helper()
 	id := ledgertest.ID(t, "job-done")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, account, kind, "sim:ok")).code)
+	requireCharged(t, submit(t, base, key, job(id, account, kind, "sim:ok")))
 	e.wait(t, account, id, ledgerdb.StateDelivered)
 	return id
 }

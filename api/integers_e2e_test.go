@@ -73,8 +73,8 @@ func TestIntegersWrittenByAnyLanguage(t *testing.T) {
 	for _, maxUnits := range []string{"20.0", "2e1", "2.0E1", "200e-1"} {
 		id := ledgertest.ID(t, "job")
 		body := fmt.Sprintf(`{"job_id": %q, "account_id": %q, "kind": %q, "max_units": %s, "input_ref": "sim:hang"}`, id, acct, metered, maxUnits)
-		a := call(t, base, "POST", "/v1/jobs", admin, body)
-		require.Equal(t, 201, a.code, "%s: %s", body, a.raw)
+		a := submit(t, base, admin, body)
+		requireCharged(t, a)
 		require.Equal(t, "20", a.str("status", "held_units"), body)
 		require.Equal(t, "20", a.str("status", "held"), body)
 		held[id] = maxUnits

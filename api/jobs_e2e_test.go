@@ -3,7 +3,11 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -36,8 +41,8 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	id := ledgertest.ID(t, "job")
 	kind := e.fixed(t, 40)
 
-	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:hang"))
-	require.Equal(t, 201, a.code, a.raw)
+	a := submit(t, base, key, job(id, acct, kind, "sim:hang"))
+	requireCharged(t, a)
 	require.Equal(t, "running", a.str("status", "state"))
 	require.Equal(t, "charged", a.str("status", "money_state"))
 	require.Equal(t, "false", a.str("duplicate"))
@@ -56,7 +61,7 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Equal(t, "charged", a.str("money_state"), "the caller's own job: its money state is told")
 
 	poor := ledgertest.ID(t, "job-poor")
-	a = call(t, base, "POST", "/v1/jobs", key, job(poor, acct, e.fixed(t, 1000), "sim:ok"))
+	a = submit(t, base, key, job(poor, acct, e.fixed(t, 1000), "sim:ok"))
 	require.Equal(t, 402, a.code, a.raw)
 	require.Equal(t, "insufficient_credits", a.str("code"))
 	require.Equal(t, "not_charged", a.str("money_state"))
@@ -107,8 +112,8 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	base := e.serve(t, nil)
 
 	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(hang, acct, e.fixed(t, 10), "sim:hang")).code)
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(fail, acct, e.fixed(t, 20), "sim:fail")).code)
+	requireCharged(t, submit(t, base, key, job(hang, acct, e.fixed(t, 10), "sim:hang")))
+	requireCharged(t, submit(t, base, key, job(fail, acct, e.fixed(t, 20), "sim:fail")))
 
 	a := call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 409, a.code, a.raw)
@@ -232,6 +237,58 @@ func TestSlowChargeDecisionAnswers202(t *testing.T) {
 	require.Empty(t, e.kinds(t, acct, id))
 }
 
+// TestStillDecidingIsWaitedOn checks the tests' own submission helper against the documented
+// "poll again" answer: a 202 is waited on, never failed. The submission's queue has no worker yet,
+// so its charge cannot be decided within api.request_timeout and the POST answers 202; once that
+// answer has come back, a worker starts on the queue and decides the charge. submit polls the ID
+// meanwhile, then sends the same request again, and answers its 200: the job charged, and charged
+// once (the remembered-IDs rule: the ID's second request charges nothing).
+func TestStillDecidingIsWaitedOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 100)
+	key := e.key(t, apikeys.ScopeCustomer, acct)
+	cfg := workertest.Config("api-late-worker")
+	cfg.Policy = workertest.QuickPolicy()
+	late := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store, TaskQueue: cfg.Temporal.TaskQueue,
+		Namespace: cfg.Temporal.Namespace, Policy: cfg.Policy})
+	base, err := url.Parse(e.serve(t, func(o *api.Options) { o.Jobs, o.Config.RequestTimeout = late, 1500*time.Millisecond }))
+	require.NoError(t, err)
+	// In front of the API, a proxy that tells when a 202 has come back.
+	answered202 := make(chan struct{})
+	var once sync.Once
+	proxy := httputil.NewSingleHostReverseProxy(base)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if r.StatusCode == http.StatusAccepted {
+			once.Do(func() { close(answered202) })
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	id := ledgertest.ID(t, "job-late")
+	body := job(id, acct, e.fixed(t, 10), "sim:ok")
+	var got answer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		got = submit(t, front.URL, key, body)
+	}()
+	select {
+	case <-answered202:
+		workertest.Start(t, cfg)
+	case <-done:
+		t.Fatalf("the submission was answered without a 202, though no worker served its queue: %d %s", got.code, got.raw)
+	}
+	<-done
+	require.True(t, got.waited, "the 202 was waited on: %s", got.raw)
+	requireCharged(t, got)
+	require.Equal(t, "true", got.str("duplicate"), "the answer of the same request again")
+	e.wait(t, acct, id, ledgerdb.StateDelivered)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id), "charged once")
+}
+
 // TestSubmissionWhileTemporalIsDownIsPending checks the answer to a submission whose placeholder is
 // written but whose workflow cannot be started, Temporal being unreachable: the job is received and
 // its charge not decided — money state pending, and no "not charged" in words — because the same
@@ -261,7 +318,7 @@ func TestSubmissionWhileTemporalIsDownIsPending(t *testing.T) {
 	require.NotContains(t, strings.ToLower(message), "not been charged", a.raw)
 	require.Empty(t, e.kinds(t, acct, id))
 
-	a = call(t, base, "POST", "/v1/jobs", secret, body)
+	a = submit(t, base, secret, body)
 	require.Equal(t, http.StatusOK, a.code, a.raw)
 	require.Equal(t, "running", a.str("status", "state"))
 	require.Equal(t, "charged", a.str("status", "money_state"))

@@ -86,15 +86,15 @@ func TestListJobs(t *testing.T) {
 	var ids []string
 	for i, input := range []string{"sim:ok", "sim:ok", "sim:fail", "sim:ok"} {
 		id := ledgertest.ID(t, "job-"+strconv.Itoa(i))
-		require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyA, job(id, acctA, kind, input)).code)
+		requireCharged(t, submit(t, base, keyA, job(id, acctA, kind, input)))
 		ids = append(ids, id)
 	}
 	ids = append(ids, ledgertest.ID(t, "job-4"))
-	require.Equal(t, 402, call(t, base, "POST", "/v1/jobs", keyA, job(ids[4], acctA, e.fixed(t, 5000), "sim:ok")).code)
+	require.Equal(t, 402, submit(t, base, keyA, job(ids[4], acctA, e.fixed(t, 5000), "sim:ok")).code)
 	// B's jobs: one of its own ID, then one under the ID A chose first.
 	jobB, twin := ledgertest.ID(t, "job-b"), ids[0]
 	for _, id := range []string{jobB, twin} {
-		require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keyB, job(id, acctB, kind, "sim:ok")).code)
+		requireCharged(t, submit(t, base, keyB, job(id, acctB, kind, "sim:ok")))
 	}
 	for _, i := range []int{0, 1, 3} {
 		e.wait(t, acctA, ids[i], ledgerdb.StateDelivered)

@@ -277,6 +277,7 @@ var documentedBodies = map[string]any{
 	"Block": apitype.Block{}, "BlockList": apitype.BlockList{}, "Statement": apitype.Statement{},
 	"StatementLine": apitype.StatementLine{}, "Revenue": apitype.Revenue{}, "Money": apitype.Money{},
 	"SettleGrantRequest": apitype.SettleGrantRequest{}, "TopUpRule": apitype.TopUpRule{},
+	"TopUpRuleRemoved": apitype.TopUpRuleRemoved{},
 }
 
 // TestOpenAPIReasonsAreTheVocabulary keeps the document's reason codes equal to the vocabulary a

@@ -134,8 +134,8 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 
 	body := job(id, acct, metered, "sim:hang")
 	body["max_units"] = 100
-	a = call(t, base, "POST", "/v1/jobs", key, body)
-	require.Equal(t, 201, a.code, a.raw)
+	a = submit(t, base, key, body)
+	requireCharged(t, a)
 	require.Equal(t, "100", a.str("status", "held_units"))
 	require.Equal(t, "200", a.str("status", "held"), "2 credits × 100 units")
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -200}}, e.jobRows(t, acct, id))
@@ -162,8 +162,8 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 
 	used, capped, silent := ledgertest.ID(t, "used"), ledgertest.ID(t, "capped"), ledgertest.ID(t, "silent")
 	for _, id := range []string{used, capped, silent} {
-		a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:hang"))
-		require.Equal(t, 201, a.code, a.raw)
+		a := submit(t, base, key, job(id, acct, kind, "sim:hang"))
+		requireCharged(t, a)
 		require.Equal(t, "gpu_second", a.str("status", "unit"))
 		require.Equal(t, "2", a.str("status", "unit_price"))
 		require.Equal(t, "300", a.str("status", "held_units"))
@@ -226,7 +226,7 @@ func (e *env) meteredRunningOn(t *testing.T, base string) meteredJob {
 	t.Helper()
 	m := meteredJob{acct: ledgertest.Account(t, e.Store, 1000), runner: e.key(t, apikeys.ScopeRunner, "")}
 	m.key, m.base, m.id = e.key(t, apikeys.ScopeCustomer, m.acct), base, ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, m.base, "POST", "/v1/jobs", m.key, job(m.id, m.acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")).code)
+	requireCharged(t, submit(t, m.base, m.key, job(m.id, m.acct, ledgertest.Metered(t, e.Store, 1, 300), "sim:hang")))
 	return m
 }
 
@@ -284,7 +284,7 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	base := e.serve(t, nil)
 	runner := e.key(t, apikeys.ScopeRunner, "")
 	id := ledgertest.ID(t, "job")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(id, acct, e.fixed(t, 40), "sim:hang")).code)
+	requireCharged(t, submit(t, base, key, job(id, acct, e.fixed(t, 40), "sim:hang")))
 
 	a := call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
@@ -350,15 +350,15 @@ func TestPriceRoutes(t *testing.T) {
 	require.Equal(t, "1", a.str("price", "version"))
 
 	before := ledgertest.ID(t, "before")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(before, acct, kind, "sim:hang")).code)
+	requireCharged(t, submit(t, base, key, job(before, acct, kind, "sim:hang")))
 
 	a = call(t, base, "PUT", path, admin, map[string]any{"unit": "job", "unit_price": 70, "memo": "new GPUs"})
 	require.Equal(t, 201, a.code, a.raw)
 	require.Equal(t, "2", a.str("price", "version"))
 
 	after := ledgertest.ID(t, "after")
-	a = call(t, base, "POST", "/v1/jobs", key, job(after, acct, kind, "sim:hang"))
-	require.Equal(t, 201, a.code, a.raw)
+	a = submit(t, base, key, job(after, acct, kind, "sim:hang"))
+	requireCharged(t, a)
 	require.Equal(t, "2", a.str("status", "price_version"))
 	require.Equal(t, "70", a.str("status", "held"))
 

@@ -94,7 +94,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	kind := e.fixed(t, 30)
 	running, inAcct := ledgertest.ID(t, "job"), "?account_id="+acct
 	noEndpoint := "we_" + strings.Repeat("0", 32)
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", keys["customer"], job(running, acct, kind, "sim:hang")).code)
+	requireCharged(t, submit(t, base, keys["customer"], job(running, acct, kind, "sim:hang")))
 	rowsBefore := e.rows(t, acct)
 
 	probes := []scopeProbe{

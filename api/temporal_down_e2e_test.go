@@ -16,6 +16,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 )
 
 // TestResultsAreRecordedWhileTemporalIsDown checks that delivered work is never lost for want of
@@ -33,7 +34,7 @@ func TestResultsAreRecordedWhileTemporalIsDown(t *testing.T) {
 	kind := e.fixed(t, 40)
 	running := func(prefix string) string {
 		id := ledgertest.ID(t, prefix)
-		_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:hang"})
+		_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:hang"})
 		require.NoError(t, err)
 		return id
 	}

@@ -85,7 +85,9 @@ func (s *Server) setTopUpRule(w http.ResponseWriter, r *http.Request, p *princip
 }
 
 // removeTopUpRule is DELETE /v1/accounts/{id}/topup-rule (admin); already_applied when there was
-// none.
+// none. It answers the outcome, as every idempotent door does, and no rule: a TopUpRule of the
+// zero values would be one its own schema refuses (mode "", amount 0), which a client that
+// validates answers would fail on, and one that does not would read as a rule.
 func (s *Server) removeTopUpRule(_ http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
 	id, err := ownAccount(r, p)
 	if err != nil {
@@ -95,5 +97,5 @@ func (s *Server) removeTopUpRule(_ http.ResponseWriter, r *http.Request, p *prin
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, apitype.TopUpRule{AccountID: id, Outcome: string(outcome)}, nil
+	return http.StatusOK, apitype.TopUpRuleRemoved{AccountID: id, Outcome: string(outcome)}, nil
 }

@@ -13,8 +13,9 @@ import (
 // language: an admin sets it (amounts written 5000.0 or 5e3 are the integers, as at every door),
 // the account's customer reads it, and a rule that could never work — an unknown mode, a zero
 // amount or cap, a target not above its threshold, a fractional amount — is 400 naming the field,
-// nothing written; removing it twice answers already_applied the second time (the idempotent-doors
-// rule).
+// nothing written; removing it answers what the removal did, applied and then already_applied (the
+// idempotent-doors rule), and no rule, so that every answer is one its schema allows; removing
+// the rule of an account that does not exist is 404.
 func TestTopUpRuleAtTheDoor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -49,9 +50,18 @@ func TestTopUpRuleAtTheDoor(t *testing.T) {
 	require.Equal(t, 403, call(t, base, "PUT", rule, customer, `{"threshold": 1, "mode": "fixed", "amount": 1, "monthly_cap": 1}`).code,
 		"a customer cannot set its own rule")
 
-	require.Equal(t, "applied", call(t, base, "DELETE", rule, admin, nil).str("outcome"))
-	require.Equal(t, "already_applied", call(t, base, "DELETE", rule, admin, nil).str("outcome"))
+	// Removing answers what it did and no rule: the rule is gone, and a rule of mode "" and amount
+	// 0 is one its own schema refuses.
+	removed := call(t, base, "DELETE", rule, admin, nil)
+	require.Equal(t, 200, removed.code, removed.raw)
+	require.JSONEq(t, `{"account_id": "`+acct+`", "outcome": "applied"}`, removed.raw)
+	removed = call(t, base, "DELETE", rule, admin, nil)
+	require.Equal(t, 200, removed.code, removed.raw)
+	require.JSONEq(t, `{"account_id": "`+acct+`", "outcome": "already_applied"}`, removed.raw)
 	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code)
+	ghost := call(t, base, "DELETE", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/topup-rule", admin, nil)
+	require.Equal(t, 404, ghost.code, ghost.raw)
+	require.Equal(t, "unknown_account", ghost.str("code"))
 }
 
 // TestPendingGrantAtTheDoor checks a grant posted before its payment is confirmed: it answers

@@ -141,11 +141,11 @@ func TestWebhooksFollowRealJobs(t *testing.T) {
 
 	kind := e.fixed(t, 40)
 	ok, late := ledgertest.ID(t, "ok"), ledgertest.ID(t, "late")
-	require.Equal(t, 201, call(t, base, "POST", "/v1/jobs", key, job(ok, acct, kind, "sim:ok")).code)
+	requireCharged(t, submit(t, base, key, job(ok, acct, kind, "sim:ok")))
 	// The hanging job's attempts must time out: it is submitted through an API whose job service
 	// gives its jobs workertest.TimeoutPolicy, which only work that never finishes may run under.
 	timingOut := e.serve(t, func(o *api.Options) { o.Jobs = e.JobsWith(workertest.TimeoutPolicy()) })
-	require.Equal(t, 201, call(t, timingOut, "POST", "/v1/jobs", key, job(late, acct, kind, "sim:hang")).code)
+	requireCharged(t, submit(t, timingOut, key, job(late, acct, kind, "sim:hang")))
 	e.wait(t, acct, ok, ledgerdb.StateDelivered)
 	e.wait(t, acct, late, ledgerdb.StateRefunded)
 	a := call(t, base, "POST", "/v1/jobs/"+late+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://late"})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/api/apitest"
 	"github.com/jobbill/jobbill/apiclient"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
@@ -102,10 +103,10 @@ func TestBalanceAndLedgerReadTheRealAPI(t *testing.T) {
 }
 
 // serveAccounts serves the API's own handler over the store (the account routes need no
-// Temporal), counting the requests it takes.
+// Temporal), counting the requests it takes; every answer is held to api/openapi.yaml.
 func serveAccounts(t *testing.T, store *ledgerdb.Store) (*httptest.Server, *atomic.Int32) {
 	var requests atomic.Int32
-	handler := api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler()
+	handler := apitest.Conform(t, api.New(api.Options{Config: config.Default().API, Ledger: store}).Handler())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		handler.ServeHTTP(w, r)

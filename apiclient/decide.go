@@ -156,6 +156,35 @@ func Decide(t Tracked, obs Observation, now time.Time) Action {
 	return Fail
 }
 
+// The money states the submission rules read ([OnSubmitted]).
+const (
+	moneyPending = "pending"
+	moneyCharged = "charged"
+)
+
+// OnSubmitted is the submission rules' table for a POST /v1/jobs answered 200, 201 or 202 with the
+// job it carries (docs/api.md, "Submission answers"): what the client does next, and the money state
+// it reports. The API's status follows where the job's money stands — 201 only when it is charged,
+// 202 while it is pending, 200 when the answer charges nothing (the same request again, or a job
+// refunded before the answer) — so:
+//
+//   - a 201 whose job is charged, a 202 whose job is pending, and any 200: the answer stands.
+//     Done once the job is settled (a 200 refunded, say), Deleted for a tombstone, KeepPolling
+//     otherwise; the money state is the job's.
+//   - a 201 whose job is not charged, or a 202 whose job is decided: the status says more than its
+//     body, which the API never answers (a proxy's rewrite, a server of another version). Neither
+//     is taken at its word: KeepPolling, so that a look by ID tells, and the money state is
+//     unknown until it does — never "charged" on the status's word, nor the body's state on a
+//     status that contradicts it.
+func OnSubmitted(code int, st apitype.Status) (Action, string) {
+	switch {
+	case code == http.StatusCreated && st.MoneyState != moneyCharged,
+		code == http.StatusAccepted && st.MoneyState != moneyPending:
+		return KeepPolling, MoneyUnknown
+	}
+	return Decide(Tracked{State: Accepted}, Observation{StatusCode: http.StatusOK, State: st.State}, time.Time{}), st.MoneyState
+}
+
 // transient reports whether an HTTP status says "ask again later": 408, 429 and every 5xx.
 func transient(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code <= 599)

@@ -46,14 +46,28 @@ type decisionRow struct {
 	Want apiclient.Action `json:"want"`
 }
 
+// submittedRow is one row of the shared table's rule for a submission answered 200, 201 or 202
+// with a job: the answer, the action the rules take and the money state the client reports.
+type submittedRow struct {
+	Name   string `json:"name"`
+	Answer struct {
+		StatusCode int    `json:"status_code"`
+		State      string `json:"state"`
+		MoneyState string `json:"money_state"`
+	} `json:"answer"`
+	Want    apiclient.Action `json:"want"`
+	Reports string           `json:"reports"`
+}
+
 // decisionTable is the shared file as a whole.
 type decisionTable struct {
 	// About is the file's prose: what the table is and who reads it.
-	About            []string      `json:"about"`
-	ConfirmWindow    string        `json:"confirm_window"`
-	MaxResubmissions int           `json:"max_resubmissions"`
-	OnNotFound       []decisionRow `json:"on_not_found"`
-	Decide           []decisionRow `json:"decide"`
+	About            []string       `json:"about"`
+	ConfirmWindow    string         `json:"confirm_window"`
+	MaxResubmissions int            `json:"max_resubmissions"`
+	OnNotFound       []decisionRow  `json:"on_not_found"`
+	OnSubmitted      []submittedRow `json:"on_submitted"`
+	Decide           []decisionRow  `json:"decide"`
 	// WorkflowIDHeld is the rule of a submission through Temporal, which the job service's and the
 	// TypeScript Temporal helper's tests read; this client submits through the API.
 	WorkflowIDHeld json.RawMessage `json:"workflow_id_held"`
@@ -72,6 +86,7 @@ func readDecisions(t *testing.T) decisionTable {
 	require.NoError(t, dec.Decode(&table), decisionsFile)
 	require.NotEmpty(t, table.OnNotFound)
 	require.NotEmpty(t, table.Decide)
+	require.NotEmpty(t, table.OnSubmitted)
 	return table
 }
 
@@ -125,6 +140,24 @@ func TestDecideCoversEveryAnswer(t *testing.T) {
 				obs = apiclient.Observation{Err: errors.New(row.Observation.NetworkError)}
 			}
 			require.Equal(t, row.Want, apiclient.Decide(row.tracked(t), obs, row.now(t)))
+		})
+	}
+}
+
+// TestOnSubmittedFollowsTheTable checks every row of the rule for a submission answered with its
+// job (the money rule of an answer: its status says where the money stands, as its body does —
+// 201 charged, 202 pending, 200 nothing charged by the answer): an answer whose status and job
+// agree stands, and the client reports the job's money state; one whose status says more than its
+// body (a 201 of a job that is not charged, a 202 of a job decided) is taken at neither's word —
+// the client looks at the job by ID and reports its money as unknown until then, never "charged"
+// on the status's word. The rows are the shared table's on_submitted.
+func TestOnSubmittedFollowsTheTable(t *testing.T) {
+	for _, row := range readDecisions(t).OnSubmitted {
+		t.Run(row.Name, func(t *testing.T) {
+			st := apitype.Status{JobID: "render-1", State: row.Answer.State, MoneyState: row.Answer.MoneyState}
+			action, money := apiclient.OnSubmitted(row.Answer.StatusCode, st)
+			require.Equal(t, row.Want, action)
+			require.Equal(t, row.Reports, money)
 		})
 	}
 }

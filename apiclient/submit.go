@@ -20,12 +20,17 @@ func (c *Client) Track(req apitype.SubmitRequest) *Tracked {
 // ErrInsufficientCredits, an *APIError, or ctx's error (the job is then still tracked: poll it
 // again later, never resubmit under a new ID).
 func (c *Client) Run(ctx context.Context, t *Tracked) (apitype.Status, error) {
-	st, retryAfter, err := c.submit(ctx, t)
+	st, next, retryAfter, err := c.submit(ctx, t)
 	switch {
 	case err != nil:
 		return st, err
-	case t.State == Accepted && Decide(*t, Observation{StatusCode: http.StatusOK, State: st.State}, c.clock().Now()) == Done:
+	case next == Done && st.State == stateRejected:
+		// Answered as Poll answers it: a rejected job is an error that says nothing was charged.
+		return st, ErrInsufficientCredits
+	case next == Done:
 		return st, nil
+	case next == Deleted:
+		return st, ErrDeleted
 	case retryAfter > 0:
 		// The last attempt was asked to wait: the first look waits too.
 		if err := c.wait(ctx, c.Backoff.honour(retryAfter)); err != nil {
@@ -42,23 +47,28 @@ func (c *Client) Run(ctx context.Context, t *Tracked) (apitype.Status, error) {
 // again: Submit answers what the client last knew of it, with the same error as when it learnt
 // it (ErrDeleted for a deleted job, ErrInsufficientCredits for a rejected one).
 func (c *Client) Submit(ctx context.Context, t *Tracked) (apitype.Status, error) {
-	st, _, err := c.submit(ctx, t)
+	st, _, _, err := c.submit(ctx, t)
 	return st, err
 }
 
-// submit is Submit, and also answers the Retry-After of the last attempt when every attempt
-// failed transiently, so that Run's first look honours it.
-func (c *Client) submit(ctx context.Context, t *Tracked) (apitype.Status, time.Duration, error) {
+// submit is Submit, and also answers what to do next ([OnSubmitted]'s action: KeepPolling when
+// nothing is known yet) and the Retry-After of the last attempt when every attempt failed
+// transiently, so that Run's first look honours it.
+func (c *Client) submit(ctx context.Context, t *Tracked) (apitype.Status, Action, time.Duration, error) {
 	if t.State == Accepted {
 		switch {
 		case t.Last == nil:
-			return apitype.Status{}, 0, nil
+			return apitype.Status{}, KeepPolling, 0, nil
 		case t.Last.State == stateDeleted:
-			return *t.Last, 0, ErrDeleted
+			return *t.Last, Deleted, 0, ErrDeleted
 		case t.Last.State == stateRejected:
-			return *t.Last, 0, ErrInsufficientCredits
+			return *t.Last, Done, 0, ErrInsufficientCredits
+		case t.Last.MoneyState == MoneyUnknown:
+			// An answer that was not taken at its word: a look tells.
+			return *t.Last, KeepPolling, 0, nil
 		}
-		return *t.Last, 0, nil
+		next, _ := OnSubmitted(http.StatusOK, *t.Last)
+		return *t.Last, next, 0, nil
 	}
 	attempts := c.SubmitAttempts
 	if attempts <= 0 {
@@ -68,21 +78,23 @@ func (c *Client) submit(ctx context.Context, t *Tracked) (apitype.Status, time.D
 	for i := range attempts {
 		var err error
 		if last, err = c.post(ctx, t); err != nil || !last.transient {
-			return last.status, 0, err
+			return last.status, last.next, 0, err
 		}
 		if i < attempts-1 {
 			if err := c.wait(ctx, c.Backoff.Delay(i, last.retryAfter)); err != nil {
-				return apitype.Status{}, 0, err
+				return apitype.Status{}, KeepPolling, 0, err
 			}
 		}
 	}
-	return apitype.Status{}, last.retryAfter, nil
+	return apitype.Status{}, KeepPolling, last.retryAfter, nil
 }
 
 // sent is what one POST of a submission came to.
 type sent struct {
 	// status is the job as the answer tells it, when it tells it.
 	status apitype.Status
+	// next is what to do after an answer that accepted the job ([OnSubmitted]).
+	next Action
 	// transient means the submission's fate is still unknown (a network error, 408, 429, 5xx, an
 	// answer that is not the API's): send it again under the same ID, or confirm it by polling.
 	transient bool
@@ -121,8 +133,13 @@ func (c *Client) post(ctx context.Context, t *Tracked) (sent, error) {
 			// again, or a look, tells.
 			return sent{transient: true}, nil
 		}
-		t.State, t.Last = Accepted, &sub.Status
-		return sent{status: sub.Status}, nil
+		// The status code says where the money stands, as the job does; an answer whose two
+		// disagree is taken at neither's word (OnSubmitted).
+		next, money := OnSubmitted(a.code, sub.Status)
+		st := sub.Status
+		st.MoneyState = money
+		t.State, t.Last = Accepted, &st
+		return sent{status: st, next: next}, nil
 	case http.StatusNotFound:
 		// The submission route has no 404 of its own: this one is a proxy's, or the API's
 		// no_route for a misrouted request. Nothing is known of the job.

@@ -156,3 +156,52 @@ func TestOnlyTheAPIsNotReceivedMeansNeverArrived(t *testing.T) {
 		require.Equal(t, apiclient.MoneyUnknown, ae.MoneyState)
 	}
 }
+
+// TestSubmissionStatusFollowsTheMoney checks the client against the money rule of a submission's
+// answer: its status says where the money stands, as its body does. A 200 whose job was refunded
+// before the answer (its workflow stopped as the charge committed) is done: Run reports it
+// refunded, with no error and no further look, and never charged. A 201 whose job is not charged —
+// a status that says more than its body, which the API never answers — is taken at neither's word:
+// the client reports the money as unknown and looks at the job by ID, whose answer then stands.
+func TestSubmissionStatusFollowsTheMoney(t *testing.T) {
+	refunded := apitype.Status{JobID: "render-1", AccountID: "acme", State: "refunded", MoneyState: "refunded",
+		Reason: "stopped_by_operator", Message: "Not delivered: the job was stopped by an operator. Your 40 credits were refunded."}
+	for _, tc := range []struct {
+		name      string
+		code      int
+		wantLooks int32
+	}{
+		{name: "200 refunded before the answer: done", code: http.StatusOK, wantLooks: 0},
+		{name: "201 of a refunded job: looked at by ID", code: http.StatusCreated, wantLooks: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var looks atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				if r.Method == http.MethodGet {
+					looks.Add(1)
+					_ = json.NewEncoder(w).Encode(refunded)
+					return
+				}
+				w.WriteHeader(tc.code)
+				_ = json.NewEncoder(w).Encode(apitype.Submission{Status: refunded})
+			}))
+			defer srv.Close()
+			c := &apiclient.Client{BaseURL: srv.URL, Key: "k", Clock: &fakeClock{now: time.Now()}, SubmitAttempts: 1}
+			tr := c.Track(apitype.SubmitRequest{JobID: "render-1", AccountID: "acme", Kind: "render-4k", InputRef: "sim:ok"})
+
+			if tc.code == http.StatusCreated {
+				st, err := c.Submit(context.Background(), tr)
+				require.NoError(t, err)
+				require.Equal(t, apiclient.MoneyUnknown, st.MoneyState, "a 201 that says more than its body is not taken at its word")
+				require.Equal(t, apiclient.Accepted, tr.State, "the ID was accepted: it is never sent again")
+			}
+			st, err := c.Run(context.Background(), tr)
+			require.NoError(t, err)
+			require.Equal(t, "refunded", st.State)
+			require.Equal(t, "refunded", st.MoneyState, "never charged: the job's charge was given back")
+			require.Equal(t, "stopped_by_operator", st.Reason)
+			require.Equal(t, tc.wantLooks, looks.Load())
+		})
+	}
+}

@@ -102,8 +102,18 @@ type TopUpRule struct {
 	Amount int64 `json:"amount"`
 	// MonthlyCap is the most credits the requests of one calendar month (UTC) ask for.
 	MonthlyCap int64 `json:"monthly_cap"`
-	// Outcome, in the answer of PUT and DELETE, is applied or already_applied.
+	// Outcome, in the answer of PUT, is applied or already_applied.
 	Outcome string `json:"outcome,omitempty"`
+}
+
+// TopUpRuleRemoved is the answer of DELETE /v1/accounts/{id}/topup-rule: what the removal did,
+// and no rule, for there is none left.
+type TopUpRuleRemoved struct {
+	// AccountID names the account.
+	AccountID string `json:"account_id"`
+	// Outcome is applied when this request removed the rule, already_applied when the account
+	// had none.
+	Outcome string `json:"outcome"`
 }
 
 // ThresholdRequest is the body of PUT /v1/accounts/{id}/low-balance-threshold.

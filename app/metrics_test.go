@@ -67,7 +67,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	account := ledgertest.Account(t, store, 100)
 	job := func(name, input string, cost int64) ledgerdb.JobKey {
 		j := jobs.Job{ID: ledgertest.ID(t, name), AccountID: account, Kind: ledgertest.Fixed(t, store, cost), InputRef: input}
-		_, err := st.Submit(ctx, j)
+		_, err := workertest.Submit(ctx, t, st, j)
 		if cost <= 100 {
 			require.NoError(t, err)
 		} else {
@@ -80,7 +80,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	job("rejected", "sim:ok", 1000)
 	// Metered by the GPU-second at 1 credit, holding 20: it uses 8, and 12 go back.
 	meteredJob := jobs.Job{ID: ledgertest.ID(t, "metered"), AccountID: account, Kind: ledgertest.Metered(t, store, 1, 20), InputRef: "sim:ok+used:8"}
-	_, err = st.Submit(ctx, meteredJob)
+	_, err = workertest.Submit(ctx, t, st, meteredJob)
 	require.NoError(t, err)
 	metered := meteredJob.Key()
 	_, err = st.Wait(ctx, delivered, ledgerdb.StateDelivered)

@@ -71,7 +71,7 @@ func TestResultWhileTemporalIsDown(t *testing.T) {
 	id := jobID(t, p, "down")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := workflows.JobWorkflowID(acct, id)
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	sub, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, key, 1)

@@ -111,7 +111,7 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	}
 	submitted := make(chan answer, 1)
 	go func() {
-		sub, err := late.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+		sub, err := workertest.Submit(testContext(t), t, late, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 		submitted <- answer{sub, err}
 	}()
 	require.Eventually(t, func() bool {

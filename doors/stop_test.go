@@ -12,6 +12,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -19,7 +20,7 @@ import (
 // and waits until its first attempt runs: the job is charged and running, as an operator finds it.
 func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	sub, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
+	sub, err := workertest.Submit(testContext(t), t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, 1)
@@ -30,7 +31,7 @@ func (e *env) submitHanging(t *testing.T, id, acct string, cost int64) string {
 // refunded it, and returns its workflow ID.
 func (e *env) submitFailing(t *testing.T, id, acct string, cost int64) string {
 	t.Helper()
-	_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
+	_, err := workertest.Submit(testContext(t), t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	e.waitLedger(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, ledgerdb.StateRefunded)
 	return workflows.JobWorkflowID(acct, id)

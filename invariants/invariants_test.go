@@ -150,7 +150,7 @@ func TestCleanJobsPass(t *testing.T) {
 
 	submit := func(st *jobs.Service, name, account, input string, want error) ledgerdb.JobKey {
 		job := jobs.Job{ID: p + name, AccountID: account, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: input}
-		_, err := st.Submit(ctx, job)
+		_, err := workertest.Submit(ctx, t, st, job)
 		if want == nil {
 			require.NoError(t, err, job.ID)
 		} else {
@@ -259,7 +259,7 @@ func TestPlaceholderWithoutWorkflow(t *testing.T) {
 	require.Equal(t, report.Violations, decoded.Violations)
 
 	// Heal: the same submission again starts the workflow, which rejects the unpaid job.
-	_, err = e.jobService().Submit(ctx, job)
+	_, err = workertest.Submit(ctx, t, e.jobService(), job)
 	require.ErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 	require.NoError(t, e.Client.GetWorkflow(ctx, workflows.JobWorkflowID(acct, id), "").Get(ctx, nil))
 	requireOK(t, e.check(t, p))
@@ -434,7 +434,7 @@ func TestBillingStateMismatch(t *testing.T) {
 	policy.LateResultWindow = 10 * time.Minute
 	st := jobs.New(jobs.Options{Temporal: e.Client, Ledger: e.Store,
 		TaskQueue: e.Config.Temporal.TaskQueue, Namespace: e.Config.Temporal.Namespace, Policy: policy})
-	_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 20), InputRef: "sim:fail"})
+	_, err := workertest.Submit(ctx, t, st, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 20), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	_, err = st.Wait(ctx, key, ledgerdb.StateRefunded)

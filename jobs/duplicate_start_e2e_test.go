@@ -11,6 +11,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -31,7 +32,7 @@ func TestE2EDuplicateStartLeavesTheUIWithTheLedger(t *testing.T) {
 	kind := ledgertest.Fixed(t, e.Store, 40)
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	workflowID := workflows.JobWorkflowID(acct, id)
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
 

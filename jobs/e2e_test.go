@@ -110,7 +110,7 @@ func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, str
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "job")
 	st := e.JobsWith(shortWindow(1))
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
+	_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
 	ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
@@ -213,7 +213,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range subs {
-		wg.Go(func() { subs[i], errs[i] = e.Jobs.Submit(testContext(t), job) })
+		wg.Go(func() { subs[i], errs[i] = workertest.Submit(testContext(t), t, e.Jobs, job) })
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
@@ -222,7 +222,7 @@ func TestE2ESubmitIsIdempotent(t *testing.T) {
 		require.Equal(t, ledgerdb.MoneyCharged, s.Status.MoneyState)
 	}
 
-	again, err := e.Jobs.Submit(testContext(t), job)
+	again, err := workertest.Submit(testContext(t), t, e.Jobs, job)
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
 
@@ -306,7 +306,7 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	p := e2ePolicy()
 	p.LateResultWindow = 10 * time.Minute
 	st := e.JobsWith(p)
-	_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
+	_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
 	require.NoError(t, err)
 	e.waitState(t, st, key, ledgerdb.StateRefunded)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Running'"))

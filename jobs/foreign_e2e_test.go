@@ -14,6 +14,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -30,7 +31,7 @@ func (e *e2eEnv) terminatedUnderForeignRun(t *testing.T, acct string) (ledgerdb.
 	ctx := testContext(t)
 	id := ledgertest.ID(t, "foreign-held")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	e.waitAttempt(t, key, 1)
 	workflowID := workflows.JobWorkflowID(acct, id)

@@ -21,6 +21,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -37,7 +38,7 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
+	sub, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	e.waitAttempt(t, key, 1)
@@ -126,7 +127,7 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "settled")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+	sub, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 	require.NoError(t, err)
 	stale, err := e.Store.Job(ctx, key)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -153,7 +154,7 @@ func TestE2EHistoryBudget(t *testing.T) {
 	t.Run("delivered", func(t *testing.T) {
 		t.Parallel()
 		acct, id := ledgertest.Account(t, e.Store, 200), ledgertest.ID(t, "budget")
-		_, err := e.Jobs.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
+		_, err := workertest.Submit(testContext(t), t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
 		require.NoError(t, err)
 		workflowID := workflows.JobWorkflowID(acct, id)
 		require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
@@ -170,7 +171,7 @@ func TestE2EHistoryBudget(t *testing.T) {
 		p.LateResultWindow = 10 * time.Minute
 		st := e.JobsWith(p)
 		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		_, err := st.Submit(testContext(t), jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:fail"})
+		_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:fail"})
 		require.NoError(t, err)
 		e.waitState(t, st, key, ledgerdb.StateRefunded)
 		report, err := st.ReportResult(testContext(t), key,

@@ -11,6 +11,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -31,7 +32,7 @@ func TestE2EUnbillableResultThenPythonResult(t *testing.T) {
 	// One attempt, and a window long enough that the job still listens whatever the load.
 	p := e2ePolicy()
 	p.MaximumAttempts, p.LateResultWindow = 1, 10*time.Minute
-	_, err := e.JobsWith(p).Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Metered(t, e.Store, 2, 30), InputRef: "sim:fail"})
+	_, err := workertest.Submit(ctx, t, e.JobsWith(p), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Metered(t, e.Store, 2, 30), InputRef: "sim:fail"})
 	require.NoError(t, err)
 	e.waitState(t, e.Jobs, key, ledgerdb.StateRefunded)
 

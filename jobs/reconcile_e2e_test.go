@@ -19,6 +19,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -188,7 +189,7 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "term")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -31,7 +32,7 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "down")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	_, err = e.Jobs.Wait(ctx, key, ledgerdb.StateRunning)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "bad")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 	require.NoError(t, err)
 	for _, bad := range []activities.WorkResult{
 		{Attempt: -1, OutputRef: "s3://x"},

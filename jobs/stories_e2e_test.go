@@ -16,6 +16,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -43,7 +44,7 @@ func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input s
 func (e *e2eEnv) submitStoryOf(t *testing.T, st *jobs.Service, kind string, cost int64, input string) *story {
 	t.Helper()
 	s := &story{acct: ledgertest.Account(t, e.Store, 200), id: ledgertest.ID(t, "job"), cost: cost, st: st}
-	s.sub, s.err = st.Submit(testContext(t), jobs.Job{ID: s.id, AccountID: s.acct, Kind: kind, InputRef: input})
+	s.sub, s.err = workertest.Submit(testContext(t), t, st, jobs.Job{ID: s.id, AccountID: s.acct, Kind: kind, InputRef: input})
 	return s
 }
 

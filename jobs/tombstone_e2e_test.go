@@ -49,7 +49,7 @@ func TestE2EDeletedJobStillPaysForItsLateResult(t *testing.T) {
 			id := ledgertest.ID(t, "tomb")
 			key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 			workflowID := workflows.JobWorkflowID(acct, id)
-			_, err := st.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: gpu, InputRef: "sim:hang"})
+			_, err := workertest.Submit(ctx, t, st, jobs.Job{ID: id, AccountID: acct, Kind: gpu, InputRef: "sim:hang"})
 			require.NoError(t, err)
 			refunded := e.waitState(t, st, key, ledgerdb.StateRefunded)
 			require.Equal(t, ledgerdb.ReasonTimedOut, refunded.Reason)
@@ -116,7 +116,7 @@ func TestE2EDeletedSettledJobTakesNoResult(t *testing.T) {
 	acct := ledgertest.Account(t, e.Store, 200)
 	id := ledgertest.ID(t, "tomb")
 	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
 	deleted, err := e.Jobs.Delete(ctx, key)

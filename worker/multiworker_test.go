@@ -299,7 +299,7 @@ func submitJobs(ctx context.Context, t *testing.T, st *jobs.Service, planned []m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
+			sub, err := workertest.Submit(ctx, t, st, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
 			if err == nil && sub.Status.State != ledgerdb.StateRunning {
 				err = fmt.Errorf("charged into state %s", sub.Status.State)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -115,7 +116,7 @@ func TestJobsSurviveTemporalRestartAndWorkerKill(t *testing.T) {
 func submitInTurn(ctx context.Context, t *testing.T, st *jobs.Service, planned []multiJob) {
 	t.Helper()
 	for _, j := range planned {
-		sub, err := st.Submit(ctx, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
+		sub, err := workertest.Submit(ctx, t, st, jobs.Job{ID: j.id, AccountID: j.account, Kind: j.kind, InputRef: j.input})
 		require.NoError(t, err, "submitting %s", j.id)
 		require.Equal(t, ledgerdb.StateRunning, sub.Status.State, "job %s", j.id)
 	}

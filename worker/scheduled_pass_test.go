@@ -72,7 +72,7 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 
 	// 1. A job whose work never finishes, its workflow terminated by an operator while it runs.
 	terminated := ledgerdb.JobKey{AccountID: account, JobID: ledgertest.ID(t, "terminated")}
-	sub, err := st.Submit(ctx, jobs.Job{ID: terminated.JobID, AccountID: account, Kind: kind, InputRef: "sim:hang"})
+	sub, err := workertest.Submit(ctx, t, st, jobs.Job{ID: terminated.JobID, AccountID: account, Kind: kind, InputRef: "sim:hang"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	require.NoError(t, tc.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, terminated.JobID), "", "an operator pressed Terminate"))
@@ -80,7 +80,7 @@ func TestScheduledPassHealsWithNobodyLooking(t *testing.T) {
 	// 2. A job whose only attempt fails (refunded, listening for a late result), then its result
 	// reported through the CLI while Temporal cannot be reached: the CLI records it and says so.
 	reported := ledgerdb.JobKey{AccountID: account, JobID: ledgertest.ID(t, "reported")}
-	sub, err = st.Submit(ctx, jobs.Job{ID: reported.JobID, AccountID: account, Kind: kind, InputRef: "sim:fail"})
+	sub, err = workertest.Submit(ctx, t, st, jobs.Job{ID: reported.JobID, AccountID: account, Kind: kind, InputRef: "sim:fail"})
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
 	waitLedgerState(ctx, t, store, reported, ledgerdb.StateRefunded)

@@ -14,6 +14,7 @@ import (
 	temporalclient "go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/api"
+	"github.com/jobbill/jobbill/api/apitest"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
@@ -110,7 +111,8 @@ func TestTypeScriptClient(t *testing.T) {
 	cfg := config.Default().API
 	cfg.RequestTimeout = 20 * time.Second
 	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
-	srv := httptest.NewServer(api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store}).Handler())
+	// Every answer the TypeScript tests provoke is held to api/openapi.yaml, as the Go tests' are.
+	srv := httptest.NewServer(apitest.Conform(t, api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store}).Handler()))
 	t.Cleanup(srv.Close)
 
 	// A second API over the same ledger whose job service cannot reach Temporal, and a running job
@@ -122,10 +124,10 @@ func TestTypeScriptClient(t *testing.T) {
 	t.Cleanup(down.Close)
 	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: env.Store, TaskQueue: env.Config.Temporal.TaskQueue,
 		Namespace: env.Config.Temporal.Namespace})
-	downSrv := httptest.NewServer(api.New(api.Options{Config: cfg, Jobs: unreachable, Ledger: env.Store}).Handler())
+	downSrv := httptest.NewServer(apitest.Conform(t, api.New(api.Options{Config: cfg, Jobs: unreachable, Ledger: env.Store}).Handler()))
 	t.Cleanup(downSrv.Close)
 	downJob := ledgertest.ID(t, "down")
-	if _, err := env.Jobs.Submit(context.Background(), jobs.Job{ID: downJob, AccountID: rich, Kind: kind, InputRef: "sim:hang"}); err != nil {
+	if _, err := workertest.Submit(context.Background(), t, env.Jobs, jobs.Job{ID: downJob, AccountID: rich, Kind: kind, InputRef: "sim:hang"}); err != nil {
 		t.Fatalf("submitting the job whose result is reported while Temporal is down: %v", err)
 	}
 

@@ -13,7 +13,7 @@
 //     resubmitted, and the money state is the answer's or "unknown" — never "not charged" by default.
 
 import { Backoff, BackoffOptions, parseRetryAfter } from './backoff';
-import { CODE_INSUFFICIENT_CREDITS, decide, isTransient, isTransientStatus, Observation, Tracked } from './decide';
+import { Action, CODE_INSUFFICIENT_CREDITS, decide, isTransient, isTransientStatus, Observation, onSubmitted, Tracked } from './decide';
 import { APIError, InsufficientCreditsError, InvalidInputError, JobDeletedError, NotReceivedError, ResultConflictError } from './errors';
 import {
   Account,
@@ -105,6 +105,8 @@ interface Answer {
 /** What one POST of a submission came to. */
 interface Sent {
   status?: JobStatus;
+  /** What to do after an answer that accepted the job ({@link onSubmitted}). */
+  action?: Action;
   /** The submission's fate is still unknown: send it again under the same ID, or confirm by polling. */
   transient: boolean;
   retryAfterMs: number;
@@ -174,13 +176,16 @@ export class Client {
    * tracked: poll it again later, never resubmit it under a new ID.
    */
   async run(t: Tracked, opts: CallOptions = {}): Promise<JobStatus> {
-    const { status, retryAfterMs } = await this.submitOnce(t, opts);
-    if (t.state === 'accepted' && status && decide(t, { status_code: 200, state: status.state }, this.clock.now()) === 'done') {
+    const { status, action, retryAfterMs } = await this.submitOnce(t, opts);
+    if (status && action === 'done') {
       if (status.state === STATE_REJECTED) {
         // Answered as poll answers it: a rejected job is an error that says nothing was charged.
         throw new InsufficientCreditsError(status);
       }
       return status;
+    }
+    if (status && action === 'deleted') {
+      throw new JobDeletedError(status);
     }
     if (retryAfterMs > 0) {
       // The last attempt was asked to wait: the first look waits too.
@@ -199,7 +204,7 @@ export class Client {
     return (await this.submitOnce(t, opts)).status;
   }
 
-  private async submitOnce(t: Tracked, opts: CallOptions): Promise<{ status?: JobStatus; retryAfterMs: number }> {
+  private async submitOnce(t: Tracked, opts: CallOptions): Promise<{ status?: JobStatus; action: Action; retryAfterMs: number }> {
     if (t.state === 'accepted') {
       if (t.last?.state === STATE_DELETED) {
         throw new JobDeletedError(t.last);
@@ -207,20 +212,24 @@ export class Client {
       if (t.last?.state === STATE_REJECTED) {
         throw new InsufficientCreditsError(t.last);
       }
-      return { status: t.last, retryAfterMs: 0 };
+      if (!t.last || t.last.money_state === MONEY_UNKNOWN) {
+        // Nothing known, or an answer that was not taken at its word: a look tells.
+        return { status: t.last, action: 'keep_polling', retryAfterMs: 0 };
+      }
+      return { status: t.last, action: onSubmitted(200, t.last).action, retryAfterMs: 0 };
     }
     checkSubmission('the submission', t.request);
     let last: Sent = { transient: true, retryAfterMs: 0 };
     for (let i = 0; i < this.submitAttempts; i++) {
       last = await this.post(t, opts);
       if (!last.transient) {
-        return { status: last.status, retryAfterMs: 0 };
+        return { status: last.status, action: last.action ?? 'keep_polling', retryAfterMs: 0 };
       }
       if (i < this.submitAttempts - 1) {
         await this.clock.sleep(this.backoff.delay(i, last.retryAfterMs), opts.signal);
       }
     }
-    return { retryAfterMs: last.retryAfterMs };
+    return { action: 'keep_polling', retryAfterMs: last.retryAfterMs };
   }
 
   /**
@@ -244,9 +253,13 @@ export class Client {
         // or a look, tells.
         return { transient: true, retryAfterMs: 0 };
       }
+      // The status code says where the money stands, as the job does; an answer whose two
+      // disagree is taken at neither's word (onSubmitted).
+      const { action, money_state } = onSubmitted(a.code, status);
+      const answered = { ...status, money_state };
       t.state = 'accepted';
-      t.last = status;
-      return { status, transient: false, retryAfterMs: 0 };
+      t.last = answered;
+      return { status: answered, action, transient: false, retryAfterMs: 0 };
     }
     if (a.code === 404) {
       // The submission route has no 404 of its own: a proxy's, or the API's no_route for a

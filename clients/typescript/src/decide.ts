@@ -2,7 +2,7 @@
 // as pure functions, so that every row is table-tested: the rows live in
 // apiclient/testdata/submission-decisions.json, which the Go client's tests read too.
 
-import { JobRequest, JobStatus } from './types';
+import { JobRequest, JobStatus, MONEY_UNKNOWN } from './types';
 
 /**
  * How long, from a submission's creation, the API's not_received 404 is taken for "still on its
@@ -141,4 +141,29 @@ export function decide(t: Tracked, obs: Observation, now: Date | number): Action
       return onNotFound(t, now);
   }
   return 'fail';
+}
+
+/** What the client does with a submission answered with its job, and the money state it reports. */
+export interface Submitted {
+  action: Action;
+  money_state: string;
+}
+
+/**
+ * The rule for a POST /v1/jobs answered 200, 201 or 202 with the job it carries (docs/api.md,
+ * "Submission answers"). The API's status follows where the job's money stands — 201 only when it
+ * is charged, 202 while it is pending, 200 when the answer charges nothing (the same request again,
+ * or a job refunded before the answer) — so a 201 whose job is charged, a 202 whose job is pending
+ * and any 200 stand: done once the job is settled (a 200 refunded, say), deleted for a tombstone,
+ * keep polling otherwise, reporting the job's money state. A 201 whose job is not charged, or a 202
+ * whose job is decided, says more than its body, which the API never answers (a proxy's rewrite, a
+ * server of another version): neither is taken at its word — keep polling, so that a look by ID
+ * tells, and report the money as unknown until it does.
+ */
+export function onSubmitted(statusCode: number, status: JobStatus): Submitted {
+  if ((statusCode === 201 && status.money_state !== 'charged') || (statusCode === 202 && status.money_state !== 'pending')) {
+    return { action: 'keep_polling', money_state: MONEY_UNKNOWN };
+  }
+  const accepted: Tracked = { request: { job_id: '', account_id: '', kind: '' }, created_at: new Date(0).toISOString(), state: 'accepted', resubmissions: 0 };
+  return { action: decide(accepted, { status_code: 200, state: status.state }, 0), money_state: status.money_state };
 }

@@ -220,6 +220,42 @@ describe('the submission rules against a scripted server', () => {
     }
   });
 
+  // The money rule of a submission's answer: its status says where the money stands, as its body
+  // does. A 200 whose job was refunded before the answer (its workflow stopped as the charge
+  // committed) is done: run resolves to it refunded, with no further look, never charged. A 201
+  // whose job is not charged says more than its body, which the API never answers: it is taken at
+  // neither's word — submit reports the money unknown, and run looks at the job by ID, whose answer
+  // then stands.
+  it('a submission\'s status follows its money: a 200 refunded is done, a 201 not charged is looked at', async () => {
+    const refunded = { job_id: 'render-1', account_id: 'acme', state: 'refunded', money_state: 'refunded', reason: 'stopped_by_operator' };
+    for (const [code, looks] of [[200, 0], [201, 1]]) {
+      const srv = await scriptedServer((req, res) => {
+        if (req.method === 'GET') {
+          reply(res, 200, refunded);
+          return;
+        }
+        reply(res, code, { status: refunded, duplicate: false });
+      });
+      try {
+        const c = new Client({ baseUrl: srv.url, key: 'k', clock: new FakeClock() });
+        const t = c.track(body);
+        if (code === 201) {
+          const told = await c.submit(t);
+          assert.equal(told?.money_state, 'unknown', 'a 201 that says more than its body is not taken at its word');
+          assert.equal(t.state, 'accepted', 'the ID was accepted: it is never sent again');
+        }
+        const st = await c.run(t);
+        assert.equal(st.state, 'refunded');
+        assert.equal(st.money_state, 'refunded', `${code}: never charged, the charge was given back`);
+        assert.equal(st.reason, 'stopped_by_operator');
+        assert.equal(srv.received.filter((r) => r.method === 'GET').length, looks, `${code}: looks by ID`);
+        assert.equal(srv.received.filter((r) => r.method === 'POST').length, 1, `${code}: posted once`);
+      } finally {
+        await srv.close();
+      }
+    }
+  });
+
   // Bad input gets a clear error and nothing is sent: an amount under any name (prices are set by
   // the server), an unknown field, an ID with a "/", an upper-case kind, a fractional max_units,
   // an empty job ID to read, a negative usage.

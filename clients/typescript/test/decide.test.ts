@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CONFIRM_WINDOW_MS, decide, MAX_RESUBMISSIONS, Observation, onNotFound, temporal, Tracked } from '../src';
+import { CONFIRM_WINDOW_MS, decide, MAX_RESUBMISSIONS, Observation, onNotFound, onSubmitted, temporal, Tracked } from '../src';
 import { DecisionRow, decisionTable, goDurationMs } from './support';
 
 // The rows' creation time is the epoch: a millisecond count near 2026 cannot hold the table's
@@ -57,6 +57,22 @@ describe('decide covers every answer', () => {
       const obs: Observation =
         o.network_error !== undefined ? { error: new Error(o.network_error) } : { status_code: o.status_code, state: o.state, code: o.code };
       assert.equal(decide(tracked(row), obs, goDurationMs(row.since_created)), row.want);
+    });
+  }
+});
+
+// The money rule of a submission's answer: its status says where the money stands, as its body
+// does (201 charged, 202 pending, 200 nothing charged by the answer). An answer whose status and job
+// agree stands, and the client reports the job's money state; one whose status says more than its
+// body (a 201 of a job not charged, a 202 of a job decided) is taken at neither's word — the client
+// looks at the job by ID and reports its money as unknown until then. The rows are the shared
+// table's on_submitted.
+describe('onSubmitted follows every row of the submission-answer table', () => {
+  assert.ok(table.on_submitted.length > 0);
+  for (const row of table.on_submitted) {
+    it(row.name, () => {
+      const got = onSubmitted(row.answer.status_code, { job_id: 'render-1', account_id: 'acme', state: row.answer.state, money_state: row.answer.money_state });
+      assert.deepEqual(got, { action: row.want, money_state: row.reports });
     });
   }
 });

@@ -83,6 +83,14 @@ export interface DecisionRow {
   want: string;
 }
 
+/** One row of the shared table's rule for a submission answered 200, 201 or 202 with its job. */
+export interface SubmittedRow {
+  name: string;
+  answer: { status_code: number; state: string; money_state: string };
+  want: string;
+  reports: string;
+}
+
 /** One row of the shared table's rule for a workflow that holds a job's workflow ID. */
 export interface HeldRow {
   name: string;
@@ -96,6 +104,7 @@ export function decisionTable(): {
   confirm_window: string;
   max_resubmissions: number;
   on_not_found: DecisionRow[];
+  on_submitted: SubmittedRow[];
   decide: DecisionRow[];
   workflow_id_held: HeldRow[];
 } {
