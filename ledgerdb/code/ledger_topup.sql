@@ -1,5 +1,7 @@
 -- Sets an account's automatic top-up rule (p_mode NULL: removes it). The same rule again answers
--- already_applied; an unknown account, unknown_account; neither writes anything.
+-- already_applied; an unknown account, unknown_account; neither writes anything. A change of the
+-- terms keeps the rule's created_at (the debits it may judge begin there); a removal and a new
+-- rule start another.
 CREATE FUNCTION ledger_topup_set_rule(p_account_id text, p_threshold bigint, p_mode text, p_amount bigint, p_monthly_cap bigint)
 RETURNS text
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -10,6 +12,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'unknown_account';
     END IF;
+    -- The row lock also waits for a derivation of the account's requests under way
+    -- (ledger_webhook_materialize_topups): the rule never changes under one.
     SELECT * INTO cur FROM topup_rules WHERE account_id = p_account_id FOR UPDATE;
     IF p_mode IS NULL THEN
         IF NOT FOUND THEN
@@ -30,11 +34,15 @@ END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_topup_set_rule(text, bigint, text, bigint, bigint)") }}
 
--- The top-up a debit row asks for under its account's rule: NULL when the row is no debit, did not
--- take the balance from at or above the threshold to below it (a reclaim measured after the
--- release written with it, as balance.low measures it), the account has no rule, or the month's
--- cap is spent. p_asked_this_month is what the account's top-up requests of the debit's calendar
--- month (UTC) asked for before it: the request asks for at most the rest of the cap.
+-- The top-up a row asks for under its account's rule. Only a spend asks: a debit that takes the
+-- balance down — a charge, a reclaim, a negative adjustment, an expiry by the expiry pass —, made
+-- at or after the rule was made (topup_rules.created_at, which a change of the rule keeps), that
+-- took the balance from at or above the threshold to below it (a reclaim measured after the
+-- release written with it, as balance.low measures it). Never a credit, and never an expiry a
+-- refund or a release caused (caused_by): it removes no more than that row returned, so together
+-- they spent nothing. NULL when the row asks nothing, the account has no rule, or the month's cap
+-- is spent. p_asked_this_month is what the account's top-up requests of the row's calendar month
+-- (UTC) asked for before it: the request asks for at most the rest of the cap.
 CREATE FUNCTION ledger_topup_amount(d ledger_entries, p_asked_this_month bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
@@ -43,11 +51,11 @@ DECLARE
     after bigint;
     want  bigint;
 BEGIN
-    IF d.amount >= 0 THEN
+    IF d.amount >= 0 OR d.caused_by IS NOT NULL THEN
         RETURN NULL;
     END IF;
     SELECT * INTO rule FROM topup_rules WHERE account_id = d.account_id;
-    IF NOT FOUND THEN
+    IF NOT FOUND OR d.created_at < rule.created_at THEN
         RETURN NULL;
     END IF;
     after := coalesce((SELECT r.balance_after FROM ledger_entries r
@@ -125,43 +133,40 @@ END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_settle_pending_grant(text, text, boolean)") }}
 
--- The top-ups the given rows ask for (ledger_topup_amount), one per debit that crossed its
--- account's threshold, in row order: each month's cap counts the top-ups its account's earlier
--- topup.requested events asked for and those of the rows before it here, so that two crossings read
--- in one pass never ask past the cap together. A row whose event exists already (a replay) answers
--- what its event asked.
-CREATE FUNCTION ledger_topup_requests(p_entries bigint[])
+-- The top-ups the given rows of the given accounts ask for (ledger_topup_amount) that no
+-- topup.requested event asked yet, in row order: each month's cap counts what the account's
+-- topup.requested events of that month asked for and what the rows before it here ask, so that
+-- two crossings read together never ask past the cap. The caller holds the accounts' rules
+-- (ledger_webhook_materialize_topups), and reads in a snapshot taken after it took them: the
+-- events another derivation wrote under them are all counted.
+CREATE FUNCTION ledger_topup_requests(p_entries bigint[], p_accounts text[])
 RETURNS TABLE (entry_id bigint, amount bigint)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    d      ledger_entries;
-    month  timestamp;
-    asked  bigint;
-    prior  jsonb;
-    extra  jsonb := '{}';
-    key    text;
+    d     ledger_entries;
+    key   text;
+    -- What each account's month has asked so far, by "<account>/<month>".
+    asked jsonb := '{}';
 BEGIN
-    FOR d IN SELECT * FROM ledger_entries e WHERE e.id = ANY (p_entries) AND e.amount < 0 ORDER BY e.id LOOP
-        SELECT w.payload INTO prior FROM webhook_events w WHERE w.entry_id = d.id AND w.type = 'topup.requested';
-        IF FOUND THEN
-            entry_id := d.id;
-            amount := (prior->>'amount')::bigint;
-            RETURN NEXT;
-            CONTINUE;
+    FOR d IN SELECT e.* FROM ledger_entries e JOIN topup_rules t ON t.account_id = e.account_id
+             WHERE e.id = ANY (p_entries) AND e.account_id = ANY (p_accounts)
+               AND e.amount < 0 AND e.caused_by IS NULL AND e.created_at >= t.created_at
+               AND NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.entry_id = e.id AND w.type = 'topup.requested')
+             ORDER BY e.id LOOP
+        key := d.account_id || '/' || date_trunc('month', d.created_at AT TIME ZONE 'UTC')::text;
+        IF NOT asked ? key THEN
+            asked := asked || jsonb_build_object(key, (
+                SELECT coalesce(sum((w.payload->>'amount')::bigint), 0) FROM webhook_events w
+                WHERE w.account_id = d.account_id AND w.type = 'topup.requested'
+                  AND date_trunc('month', w.created_at AT TIME ZONE 'UTC') = date_trunc('month', d.created_at AT TIME ZONE 'UTC')));
         END IF;
-        month := date_trunc('month', d.created_at AT TIME ZONE 'UTC');
-        key := d.account_id || '/' || month::text;
-        SELECT coalesce(sum((w.payload->>'amount')::bigint), 0) INTO asked FROM webhook_events w
-        WHERE w.account_id = d.account_id AND w.type = 'topup.requested'
-          AND date_trunc('month', w.created_at AT TIME ZONE 'UTC') = month;
-        asked := asked + coalesce((extra->>key)::bigint, 0);
-        amount := ledger_topup_amount(d, asked);
+        amount := ledger_topup_amount(d, (asked->>key)::bigint);
         IF amount IS NOT NULL THEN
             entry_id := d.id;
-            extra := jsonb_set(extra, ARRAY[key], to_jsonb(coalesce((extra->>key)::bigint, 0) + amount));
+            asked := asked || jsonb_build_object(key, (asked->>key)::bigint + amount);
             RETURN NEXT;
         END IF;
     END LOOP;
 END
 $$;
-{{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[])") }}
+{{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[], text[])") }}
