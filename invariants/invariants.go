@@ -6,6 +6,8 @@
 //     those its guard flags record (the reversing-pairs rule), summing to −cost while it is charged and to 0
 //     otherwise (the net-effect rule);
 //   - each account's balance against the sum of its rows, also row by row (the sum-of-rows rule);
+//   - each account's automatic top-up requests against its rules: only a spend made under a rule
+//     asks, and a month's requests never ask past its cap;
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -89,13 +91,19 @@ const (
 	// KindExpirySchedule: the expiry schedule is missing, or points at a task queue no worker
 	// polls, so what remains of expired credit blocks stays in the balances.
 	KindExpirySchedule Kind = "expiry_schedule"
+	// KindTopUpRequest: an automatic top-up was requested that no spend earned (docs/design.md,
+	// "Automatic top-ups"): by a row that is not a spend of the account — a credit, or an expiry a
+	// refund or a release caused —, by a spend written when the account had no top-up rule, or
+	// taking its month's requests past the cap they were asked within. The product's payment code
+	// buys what a request asks: the customer pays for credits they did not ask for.
+	KindTopUpRequest Kind = "topup_request"
 )
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
-		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
+		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule, KindTopUpRequest}
 }
 
 // Violation is one broken rule.
@@ -103,7 +111,8 @@ type Violation struct {
 	// Kind says what is broken.
 	Kind Kind `json:"kind"`
 	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it is a disagreement between
-	// the ledger and Temporal rather than a rule of the ledger itself.
+	// the ledger and Temporal rather than a rule of the ledger itself, or breaks a rule of automatic
+	// top-ups (KindTopUpRequest), which the numbered rules do not cover.
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.
 	JobID string `json:"job_id,omitempty"`
@@ -194,8 +203,8 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 	return report, nil
 }
 
-// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules on a ledger snapshot
-// alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
+// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, and that every
+// automatic top-up request was earned by a spend, on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
 // read inside a transaction it rolls back, or on rows the database would never accept (two charges
 // of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
@@ -220,6 +229,10 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: %d ledger rows have a balance_after that is not the running sum of the rows before them (first: row %d), so the balance did not equal the sum of the rows when they committed.",
 					a.AccountID, a.ChainBreaks, a.FirstChainBreak)})
+		}
+		for _, p := range a.TopUpProblems {
+			out = append(out, Violation{Kind: KindTopUpRequest, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: %s.", a.AccountID, p)})
 		}
 	}
 	for _, t := range snap.Jobs {

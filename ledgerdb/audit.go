@@ -31,8 +31,9 @@ func (r AuditReport) OK() bool { return len(r.Violations) == 0 }
 // rules: the balance equals the sum of the rows (the sum-of-rows rule); each row's balance_after
 // continues the running sum; each job has at most one charge, refund, reclaim and release, exactly
 // those its guard flags say (the reversing-pairs rule); and each job's rows sum to what its state
-// and settlement say (the net-effect rule); and the credit blocks agree with the rows
-// ([AuditReport.replayBlocks]).
+// and settlement say (the net-effect rule); the credit blocks agree with the rows
+// ([AuditReport.replayBlocks]); and every automatic top-up request was earned by a spend
+// ([AuditReport.replayTopUps]).
 func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return AuditReport{}, err
@@ -126,5 +127,8 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 	for key := range byJob {
 		r.violation("job %q has ledger rows on this account but belongs to another account or none", key)
 	}
-	return r.replayBlocks(ctx, tx)
+	if err := r.replayBlocks(ctx, tx); err != nil {
+		return err
+	}
+	return r.replayTopUps(ctx, tx)
 }

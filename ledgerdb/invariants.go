@@ -52,6 +52,9 @@ type AccountTotals struct {
 	BlocksHeld, Debt int64
 	// BlocksOff counts the account's blocks that do not hold what their moves add up to.
 	BlocksOff int
+	// TopUpProblems says, one sentence each, which of the account's automatic top-up requests no
+	// spend earned (ledger_topup_audit, as [Store.Audit] reports them): empty when every one was.
+	TopUpProblems []string
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -152,7 +155,8 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id),
 		       (SELECT coalesce(-sum(m.amount), 0)::bigint FROM ledger_block_moves m WHERE m.account_id = s.id AND m.block_id IS NULL),
 		       (SELECT count(*) FROM credit_blocks b WHERE b.account_id = s.id
-		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id))
+		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id)),
+		       (SELECT coalesce(array_agg(t.problem ORDER BY t.event_seq), '{}') FROM ledger_topup_audit(s.id) t)
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim
 		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
@@ -162,7 +166,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 	snap.Accounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccountTotals, error) {
 		var a AccountTotals
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
-			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff)
+			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff, &a.TopUpProblems)
 		return a, err
 	})
 	if err != nil {

@@ -1,7 +1,8 @@
 -- Sets an account's automatic top-up rule (p_mode NULL: removes it). The same rule again answers
--- already_applied; an unknown account, unknown_account; neither writes anything. A change of the
--- terms keeps the rule's created_at (the debits it may judge begin there); a removal and a new
--- rule start another.
+-- already_applied; an unknown account, unknown_account; neither writes anything. Every change is
+-- also kept in topup_rule_changes, which the audit judges requests by. A change of the terms keeps
+-- the rule's created_at (the debits it may judge begin there); a removal and a new rule start
+-- another.
 CREATE FUNCTION ledger_topup_set_rule(p_account_id text, p_threshold bigint, p_mode text, p_amount bigint, p_monthly_cap bigint)
 RETURNS text
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -20,6 +21,7 @@ BEGIN
             RETURN 'already_applied';
         END IF;
         DELETE FROM topup_rules WHERE account_id = p_account_id;
+        INSERT INTO topup_rule_changes (account_id) VALUES (p_account_id);
         RETURN 'applied';
     END IF;
     IF FOUND AND cur.threshold = p_threshold AND cur.mode = p_mode AND cur.amount = p_amount AND cur.monthly_cap = p_monthly_cap THEN
@@ -29,6 +31,8 @@ BEGIN
     VALUES (p_account_id, p_threshold, p_mode, p_amount, p_monthly_cap)
     ON CONFLICT (account_id) DO UPDATE SET threshold = EXCLUDED.threshold, mode = EXCLUDED.mode, amount = EXCLUDED.amount,
         monthly_cap = EXCLUDED.monthly_cap, updated_at = now();
+    INSERT INTO topup_rule_changes (account_id, threshold, mode, amount, monthly_cap)
+    VALUES (p_account_id, p_threshold, p_mode, p_amount, p_monthly_cap);
     RETURN 'applied';
 END
 $$;
@@ -170,3 +174,53 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[], text[])") }}
+
+-- The account's topup.requested events that its rules never allowed, each as a sentence naming the
+-- event and its row, in event order: a request by a row that is not a spend of the account (a
+-- credit; an expiry a refund or a release caused, which removed no more than that row returned; a
+-- row of another account, or none), by a spend written when the account had no rule (its last
+-- change in topup_rule_changes at or before the row's time removed it, or there is none), asking
+-- for nothing, or taking its month's requests, counted in event order, past the cap it was asked
+-- within (the monthly_cap it names; the account's rule's for a request from before requests named
+-- it). The derivation writes an account's requests one derivation at a time, so event order is the
+-- order they were asked in. Read by the audit (ledgerdb.Store.Audit) and by the invariant
+-- checker's snapshot, in their own snapshots; it writes nothing, and runs as the owner only as
+-- every function the service calls does.
+CREATE FUNCTION ledger_topup_audit(p_account_id text)
+RETURNS TABLE (event_seq bigint, problem text)
+LANGUAGE sql STABLE {{ template "run_as_owner" . }} AS $$
+    WITH requests AS (
+        SELECT w.seq, w.id, w.entry_id, (w.payload->>'amount')::bigint AS amount,
+               coalesce((w.payload->>'monthly_cap')::bigint, r.monthly_cap) AS cap,
+               to_char(w.created_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month
+        FROM webhook_events w LEFT JOIN topup_rules r ON r.account_id = w.account_id
+        WHERE w.account_id = p_account_id AND w.type = 'topup.requested'
+    ), running AS (
+        SELECT q.*, sum(q.amount) OVER (PARTITION BY q.month ORDER BY q.seq) AS asked FROM requests q
+    ), problems AS (
+        SELECT q.seq, CASE
+            WHEN d.id IS NULL OR d.account_id <> p_account_id THEN
+                format('row %s is not one of the account''s', q.entry_id)
+            WHEN d.amount >= 0 THEN
+                format('row %s (%s %s) is a credit, not a spend', d.id, d.kind, d.amount)
+            WHEN d.caused_by IS NOT NULL THEN
+                format('row %s (%s %s) removed credits that row %s returned to an expired block: nothing was spent',
+                       d.id, d.kind, d.amount, d.caused_by)
+            WHEN NOT coalesce((SELECT c.mode IS NOT NULL FROM topup_rule_changes c
+                               WHERE c.account_id = p_account_id AND c.changed_at <= d.created_at
+                               ORDER BY c.changed_at DESC, c.id DESC LIMIT 1), false) THEN
+                format('row %s (%s %s) was written at %s, when the account had no top-up rule', d.id, d.kind, d.amount, d.created_at)
+            WHEN q.amount IS NULL OR q.amount <= 0 THEN
+                format('it asks for %s credits', coalesce(q.amount::text, 'no'))
+        END AS problem
+        FROM running q LEFT JOIN ledger_entries d ON d.id = q.entry_id
+        UNION ALL
+        SELECT q.seq, format('the requests of %s ask for %s credits with this one, past the month''s cap of %s', q.month, q.asked, q.cap)
+        FROM running q WHERE q.asked > q.cap
+    )
+    SELECT p.seq, format('top-up request %s (row %s): %s', q.id, q.entry_id, p.problem)
+    FROM problems p JOIN requests q ON q.seq = p.seq
+    WHERE p.problem IS NOT NULL
+    ORDER BY p.seq
+$$;
+{{ template "service_may_call" (dict "fn" "ledger_topup_audit(text)") }}
