@@ -1,12 +1,16 @@
 package api_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
+	"github.com/jobbill/jobbill/webhooks"
 )
 
 // TestTopUpRuleAtTheDoor checks the automatic top-up rule as raw HTTP brings it, from any
@@ -100,5 +104,42 @@ func TestPendingGrantAtTheDoor(t *testing.T) {
 	require.Equal(t, "applied", call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": false}`).str("outcome"))
 	require.Equal(t, 409, call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": true}`).code)
 	ledgertest.RequireBalance(t, e.Store, acct, 200)
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
+// TestCustomerReplayBuysNothingForOldSpending checks the replay door a customer's own key opens
+// (POST /v1/accounts/{id}/webhooks/{endpoint}/replay, which derives the events no pass wrote):
+// debits that crossed the threshold before the account's top-up rule existed ask for nothing when
+// the customer replays everything since long ago — a replay never buys credits for old spending.
+func TestCustomerReplayBuysNothingForOldSpending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	acct := ledgertest.Account(t, e.Store, 1000)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	customer := e.key(t, apikeys.ScopeCustomer, acct)
+	base := e.serve(t, nil)
+	for i := range 3 { // 1000 -> 400 each time: crosses 500, then granted back
+		ledgertest.Charged(t, e.Store, acct, ledgertest.ID(t, "job"), 600, "s3://in/"+strconv.Itoa(i))
+		_, err := e.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 600, Key: "back-" + strconv.Itoa(i)})
+		require.NoError(t, err)
+	}
+
+	rule := call(t, base, "PUT", "/v1/accounts/"+acct+"/topup-rule", admin, `{"threshold": 500, "mode": "fixed", "amount": 500, "monthly_cap": 1500}`)
+	require.Equal(t, 200, rule.code, rule.raw)
+	hooks := "/v1/accounts/" + acct + "/webhooks"
+	created := call(t, base, "POST", hooks, customer, map[string]any{"url": "https://hooks.example.com/" + acct})
+	require.Equal(t, 201, created.code, created.raw)
+	replayed := call(t, base, "POST", hooks+"/"+created.str("id")+"/replay", customer, map[string]any{"since": "2000-01-01T00:00:00Z"})
+	require.Equal(t, 202, replayed.code, replayed.raw)
+
+	evs, err := webhooks.NewStore(e.Store.Pool()).Events(ctx, acct, 0, 1000)
+	require.NoError(t, err)
+	var kinds []string
+	for _, ev := range evs {
+		kinds = append(kinds, ev.Type)
+	}
+	require.Contains(t, kinds, "job.charged", "the history was replayed")
+	require.NotContains(t, kinds, "topup.requested", "no top-up for spending from before the rule")
 	ledgertest.RequireSound(t, e.Store, acct)
 }

@@ -10,6 +10,8 @@
 //     have not ended hold credits (a debt is paid by the first credits that reach the account);
 //   - each account's revenue against its delivered work: revenue is never recognised for work not
 //     delivered;
+//   - each account's automatic top-up requests against its rules: only a spend made under a rule
+//     asks, and a month's requests never ask past its cap;
 //   - placeholders (state submitting) whose workflow never started or closed without charging;
 //   - MeteredJob workflows whose ID the ledger never saw;
 //   - jobs stuck in submitting or running for longer than their timeouts allow;
@@ -103,13 +105,19 @@ const (
 	// that reach the account, so those credits should have paid it: the customer is shown
 	// credits the debt claims again, and they lapse with their block while the debt stays owed.
 	KindDebtBesideCredits Kind = "debt_beside_credits"
+	// KindTopUpRequest: an automatic top-up was requested that no spend earned (docs/design.md,
+	// "Automatic top-ups"): by a row that is not a spend of the account — a credit, or an expiry a
+	// refund or a release caused —, by a spend written when the account had no top-up rule, or
+	// taking its month's requests past the cap they were asked within. The product's payment code
+	// buys what a request asks: the customer pays for credits they did not ask for.
+	KindTopUpRequest Kind = "topup_request"
 )
 
 // Kinds lists every kind, in the order a report lists them.
 func Kinds() []Kind {
 	return []Kind{KindJobEntries, KindJobNet, KindAccountBalance, KindDebtBesideCredits, KindUndeliveredRevenue, KindPlaceholderWithoutWorkflow,
 		KindWorkflowWithoutJob, KindStuckJob, KindBillingStateMismatch, KindUnsettledJob, KindUnappliedResult,
-		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule}
+		KindDiscardedResult, KindForeignWorkflow, KindLedgerAlarm, KindReconcileSchedule, KindExpirySchedule, KindTopUpRequest}
 }
 
 // Violation is one broken rule.
@@ -118,7 +126,8 @@ type Violation struct {
 	Kind Kind `json:"kind"`
 	// Rule is the money rule (docs/design.md) the violation breaks; 0 when it breaks none of the
 	// numbered rules: a disagreement between the ledger and Temporal, or a rule of the credit
-	// blocks or of revenue (docs/design.md, "Credit blocks", "Statements and revenue").
+	// blocks, of revenue or of automatic top-ups (docs/design.md, "Credit blocks", "Statements and
+	// revenue", "Automatic top-ups").
 	Rule int `json:"rule,omitempty"`
 	// JobID is the job (or workflow ID); empty for an account's violation.
 	JobID string `json:"job_id,omitempty"`
@@ -209,8 +218,8 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 	return report, nil
 }
 
-// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, and the revenue rule,
-// on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
+// CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, the revenue rule, and
+// that every automatic top-up request was earned by a spend, on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
 // read inside a transaction it rolls back, or on rows the database would never accept (two charges
 // of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
@@ -244,6 +253,10 @@ func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 			out = append(out, Violation{Kind: KindAccountBalance, Rule: 6, AccountID: a.AccountID,
 				Message: fmt.Sprintf("account %s: %d ledger rows have a balance_after that is not the running sum of the rows before them (first: row %d), so the balance did not equal the sum of the rows when they committed.",
 					a.AccountID, a.ChainBreaks, a.FirstChainBreak)})
+		}
+		for _, p := range a.TopUpProblems {
+			out = append(out, Violation{Kind: KindTopUpRequest, AccountID: a.AccountID,
+				Message: fmt.Sprintf("account %s: %s.", a.AccountID, p)})
 		}
 	}
 	for _, t := range snap.Jobs {

@@ -32,8 +32,9 @@ func (r AuditReport) OK() bool { return len(r.Violations) == 0 }
 // continues the running sum; each job has at most one charge, refund, reclaim and release, exactly
 // those its guard flags say (the reversing-pairs rule); and each job's rows sum to what its state
 // and settlement say (the net-effect rule); the credit blocks agree with the rows
-// ([AuditReport.replayBlocks]); and the revenue report recognises delivered work only
-// ([RevenueAudit]).
+// ([AuditReport.replayBlocks]); the revenue report recognises delivered work only
+// ([RevenueAudit]); and every automatic top-up request was earned by a spend
+// ([AuditReport.replayTopUps]).
 func (s *Store) Audit(ctx context.Context, accountID string) (AuditReport, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return AuditReport{}, err
@@ -137,5 +138,5 @@ func (r *AuditReport) replay(ctx context.Context, tx pgx.Tx) error {
 	if problem := revenue.Problem(); problem != "" {
 		r.violation("%s", problem)
 	}
-	return nil
+	return r.replayTopUps(ctx, tx)
 }

@@ -60,6 +60,9 @@ type AccountTotals struct {
 	// accounts for: [RevenueAudit.Problem] says whether revenue was recognised for work not
 	// delivered.
 	Revenue RevenueAudit
+	// TopUpProblems says, one sentence each, which of the account's automatic top-up requests no
+	// spend earned (ledger_topup_audit, as [Store.Audit] reports them): empty when every one was.
+	TopUpProblems []string
 }
 
 // JobTotals is a job's row beside the totals of its ledger rows (the reversing-pairs and net-effect
@@ -166,7 +169,8 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id
 		           AND b.remaining > 0 AND b.status <> 'void' AND b.expired_at IS NULL
 		           AND (b.expires_at IS NULL OR b.expires_at > now())),
-		       s.recognised_credits, s.recognised_amount, s.delivered_credits, s.delivered_amount, s.undelivered_jobs
+		       s.recognised_credits, s.recognised_amount, s.delivered_credits, s.delivered_amount, s.undelivered_jobs,
+		       (SELECT coalesce(array_agg(t.problem ORDER BY t.event_seq), '{}') FROM ledger_topup_audit(s.id) t)
 		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
 		GROUP BY s.id, s.balance, s.awaiting_reclaim, s.recognised_credits, s.recognised_amount, s.delivered_credits,
 		         s.delivered_amount, s.undelivered_jobs
@@ -181,7 +185,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		)
 		err := row.Scan(&a.AccountID, &a.Balance, &a.EntrySum, &a.Entries, &a.ChainBreaks, &a.FirstChainBreak,
 			&a.AwaitingReclaim, &a.RefundedCosts, &a.BlocksHeld, &a.Debt, &a.BlocksOff, &a.UnendedHeld,
-			&a.Revenue.Recognised.Credits, &recognised, &a.Revenue.Delivered.Credits, &delivered, &a.Revenue.UndeliveredJobs)
+			&a.Revenue.Recognised.Credits, &recognised, &a.Revenue.Delivered.Credits, &delivered, &a.Revenue.UndeliveredJobs, &a.TopUpProblems)
 		a.Revenue.Recognised.Amount, a.Revenue.Delivered.Amount = trimDecimal(recognised), trimDecimal(delivered)
 		return a, err
 	})

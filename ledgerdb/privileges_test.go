@@ -235,7 +235,8 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	require.False(t, executable["ledger_job_unmatched"] || executable["ledger_job_result_of"] || executable["ledger_max_balance"] ||
 		executable["ledger_deliver_running"] || executable["ledger_recover"], "the money functions' helpers are nobody's to call")
 	require.False(t, executable["ledger_revenue_classed"], "the revenue report's moves are read through the report and its audit only")
-	require.False(t, executable["ledger_webhook_materialize"] || executable["ledger_webhook_job_events"],
+	require.False(t, executable["ledger_webhook_materialize"] || executable["ledger_webhook_job_events"] ||
+		executable["ledger_webhook_materialize_topups"] || executable["ledger_topup_requests"] || executable["ledger_webhook_queue_to"],
 		"events are written only by the derive pass and a replay, from committed rows, never called alone")
 	t.Logf("the application role may call: %s", strings.Join(sortedKeys(executable), ", "))
 }

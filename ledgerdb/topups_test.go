@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -12,7 +13,8 @@ import (
 
 // TestTopUpRuleRefusesBadInput checks the rule's door: a rule that could never work (an unknown
 // mode, a zero amount or cap, a target not above its threshold) or an unknown account is refused
-// with nothing written; the same rule again changes nothing (the idempotent-doors rule).
+// with nothing written; the same rule again, or removing none, changes nothing (the
+// idempotent-doors rule), and only the changes that applied are in the rule's history.
 func TestTopUpRuleRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
@@ -47,6 +49,19 @@ func TestTopUpRuleRefusesBadInput(t *testing.T) {
 	out, err = s.RemoveTopUpRule(ctx, acct)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, out)
+	out, err = s.RemoveTopUpRule(ctx, acct)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, out)
+
+	// The rule's history, which the audit judges requests by, holds the two changes that applied:
+	// the rule set, then removed. It is append-only, for the owner too.
+	rows, err := s.Pool().Query(ctx, `SELECT coalesce(mode, 'removed') FROM topup_rule_changes WHERE account_id = $1 ORDER BY id`, acct)
+	require.NoError(t, err)
+	changes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"target", "removed"}, changes)
+	_, err = ledgertest.OwnerPool(t).Exec(ctx, `DELETE FROM topup_rule_changes WHERE account_id = $1`, acct)
+	requireSQLState(t, err, "JB001")
 }
 
 // TestTopUpAmountOfADebit checks what a debit asks for under the account's rule: only a debit that
@@ -135,4 +150,47 @@ func TestPendingGrantHoldsNothingUntilPaid(t *testing.T) {
 	}
 	require.Equal(t, map[ledgerdb.BlockStatus]int{ledgerdb.BlockActive: 2, ledgerdb.BlockVoid: 1}, statuses, "the opening block, the paid one and the void one")
 	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestMigrationCarriesStandingTopUpRules checks that the rule history the audit judges top-up
+// requests by begins with the rules standing when it was added, each from when it was made: a
+// request of such a rule's account for a debit made since is sound. A rule removed before then
+// left nothing to carry, and a request made under it reads as made under no rule.
+func TestMigrationCarriesStandingTopUpRules(t *testing.T) {
+	ctx := context.Background()
+	conn := probeSchema(t)
+	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, 16))
+	for _, stmt := range []string{
+		`INSERT INTO accounts (id, balance) VALUES ('acme', 40), ('gone', 40)`,
+		`INSERT INTO topup_rules (account_id, threshold, mode, amount, monthly_cap, created_at)
+			VALUES ('acme', 50, 'fixed', 500, 1000, now() - interval '1 day')`,
+		`INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key) VALUES
+			('acme', 'adjustment', 100, 100, 'opening'), ('acme', 'adjustment', -60, 40, 'usage'),
+			('gone', 'adjustment', 100, 100, 'opening'), ('gone', 'adjustment', -60, 40, 'usage')`,
+		`INSERT INTO webhook_events (id, account_id, entry_id, type, payload, created_at)
+			SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), account_id, id, 'topup.requested',
+			       jsonb_build_object('account_id', account_id, 'amount', 500, 'idempotency_key', 'topup-' || id), created_at
+			FROM ledger_entries WHERE amount < 0`,
+	} {
+		_, err := conn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, ledgerdb.MigrateTo(ctx, conn, ledgerdb.LatestMigration(t)))
+	require.NoError(t, ledgerdb.InstallCode(ctx, conn))
+
+	var carried bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT c.changed_at = r.created_at AND c.mode = 'fixed' AND c.monthly_cap = 1000
+		FROM topup_rule_changes c JOIN topup_rules r USING (account_id) WHERE c.account_id = 'acme'`).Scan(&carried))
+	require.True(t, carried, "the standing rule, from when it was made")
+	problems := func(acct string) []string {
+		rows, err := conn.Query(ctx, `SELECT problem FROM ledger_topup_audit($1)`, acct)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
+	}
+	require.Empty(t, problems("acme"), "a request under the standing rule, within its cap")
+	gone := problems("gone")
+	require.Len(t, gone, 1)
+	require.Contains(t, gone[0], "when the account had no top-up rule")
 }

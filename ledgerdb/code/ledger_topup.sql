@@ -1,5 +1,8 @@
 -- Sets an account's automatic top-up rule (p_mode NULL: removes it). The same rule again answers
--- already_applied; an unknown account, unknown_account; neither writes anything.
+-- already_applied; an unknown account, unknown_account; neither writes anything. Every change is
+-- also kept in topup_rule_changes, which the audit judges requests by. A change of the terms keeps
+-- the rule's created_at (the debits it may judge begin there); a removal and a new rule start
+-- another.
 CREATE FUNCTION ledger_topup_set_rule(p_account_id text, p_threshold bigint, p_mode text, p_amount bigint, p_monthly_cap bigint)
 RETURNS text
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -10,12 +13,15 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'unknown_account';
     END IF;
+    -- The row lock also waits for a derivation of the account's requests under way
+    -- (ledger_webhook_materialize_topups): the rule never changes under one.
     SELECT * INTO cur FROM topup_rules WHERE account_id = p_account_id FOR UPDATE;
     IF p_mode IS NULL THEN
         IF NOT FOUND THEN
             RETURN 'already_applied';
         END IF;
         DELETE FROM topup_rules WHERE account_id = p_account_id;
+        INSERT INTO topup_rule_changes (account_id) VALUES (p_account_id);
         RETURN 'applied';
     END IF;
     IF FOUND AND cur.threshold = p_threshold AND cur.mode = p_mode AND cur.amount = p_amount AND cur.monthly_cap = p_monthly_cap THEN
@@ -25,16 +31,22 @@ BEGIN
     VALUES (p_account_id, p_threshold, p_mode, p_amount, p_monthly_cap)
     ON CONFLICT (account_id) DO UPDATE SET threshold = EXCLUDED.threshold, mode = EXCLUDED.mode, amount = EXCLUDED.amount,
         monthly_cap = EXCLUDED.monthly_cap, updated_at = now();
+    INSERT INTO topup_rule_changes (account_id, threshold, mode, amount, monthly_cap)
+    VALUES (p_account_id, p_threshold, p_mode, p_amount, p_monthly_cap);
     RETURN 'applied';
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_topup_set_rule(text, bigint, text, bigint, bigint)") }}
 
--- The top-up a debit row asks for under its account's rule: NULL when the row is no debit, did not
--- take the balance from at or above the threshold to below it (a reclaim measured after the
--- release written with it, as balance.low measures it), the account has no rule, or the month's
--- cap is spent. p_asked_this_month is what the account's top-up requests of the debit's calendar
--- month (UTC) asked for before it: the request asks for at most the rest of the cap.
+-- The top-up a row asks for under its account's rule. Only a spend asks: a debit that takes the
+-- balance down — a charge, a reclaim, a negative adjustment, an expiry by the expiry pass —, made
+-- at or after the rule was made (topup_rules.created_at, which a change of the rule keeps), that
+-- took the balance from at or above the threshold to below it (a reclaim measured after the
+-- release written with it, as balance.low measures it). Never a credit, and never an expiry a
+-- refund or a release caused (caused_by): it removes no more than that row returned, so together
+-- they spent nothing. NULL when the row asks nothing, the account has no rule, or the month's cap
+-- is spent. p_asked_this_month is what the account's top-up requests of the row's calendar month
+-- (UTC) asked for before it: the request asks for at most the rest of the cap.
 CREATE FUNCTION ledger_topup_amount(d ledger_entries, p_asked_this_month bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
@@ -43,11 +55,11 @@ DECLARE
     after bigint;
     want  bigint;
 BEGIN
-    IF d.amount >= 0 THEN
+    IF d.amount >= 0 OR d.caused_by IS NOT NULL THEN
         RETURN NULL;
     END IF;
     SELECT * INTO rule FROM topup_rules WHERE account_id = d.account_id;
-    IF NOT FOUND THEN
+    IF NOT FOUND OR d.created_at < rule.created_at THEN
         RETURN NULL;
     END IF;
     after := coalesce((SELECT r.balance_after FROM ledger_entries r
@@ -125,43 +137,90 @@ END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_settle_pending_grant(text, text, boolean)") }}
 
--- The top-ups the given rows ask for (ledger_topup_amount), one per debit that crossed its
--- account's threshold, in row order: each month's cap counts the top-ups its account's earlier
--- topup.requested events asked for and those of the rows before it here, so that two crossings read
--- in one pass never ask past the cap together. A row whose event exists already (a replay) answers
--- what its event asked.
-CREATE FUNCTION ledger_topup_requests(p_entries bigint[])
+-- The top-ups the given rows of the given accounts ask for (ledger_topup_amount) that no
+-- topup.requested event asked yet, in row order: each month's cap counts what the account's
+-- topup.requested events of that month asked for and what the rows before it here ask, so that
+-- two crossings read together never ask past the cap. The caller holds the accounts' rules
+-- (ledger_webhook_materialize_topups), and reads in a snapshot taken after it took them: the
+-- events another derivation wrote under them are all counted.
+CREATE FUNCTION ledger_topup_requests(p_entries bigint[], p_accounts text[])
 RETURNS TABLE (entry_id bigint, amount bigint)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    d      ledger_entries;
-    month  timestamp;
-    asked  bigint;
-    prior  jsonb;
-    extra  jsonb := '{}';
-    key    text;
+    d     ledger_entries;
+    key   text;
+    -- What each account's month has asked so far, by "<account>/<month>".
+    asked jsonb := '{}';
 BEGIN
-    FOR d IN SELECT * FROM ledger_entries e WHERE e.id = ANY (p_entries) AND e.amount < 0 ORDER BY e.id LOOP
-        SELECT w.payload INTO prior FROM webhook_events w WHERE w.entry_id = d.id AND w.type = 'topup.requested';
-        IF FOUND THEN
-            entry_id := d.id;
-            amount := (prior->>'amount')::bigint;
-            RETURN NEXT;
-            CONTINUE;
+    FOR d IN SELECT e.* FROM ledger_entries e JOIN topup_rules t ON t.account_id = e.account_id
+             WHERE e.id = ANY (p_entries) AND e.account_id = ANY (p_accounts)
+               AND e.amount < 0 AND e.caused_by IS NULL AND e.created_at >= t.created_at
+               AND NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.entry_id = e.id AND w.type = 'topup.requested')
+             ORDER BY e.id LOOP
+        key := d.account_id || '/' || date_trunc('month', d.created_at AT TIME ZONE 'UTC')::text;
+        IF NOT asked ? key THEN
+            asked := asked || jsonb_build_object(key, (
+                SELECT coalesce(sum((w.payload->>'amount')::bigint), 0) FROM webhook_events w
+                WHERE w.account_id = d.account_id AND w.type = 'topup.requested'
+                  AND date_trunc('month', w.created_at AT TIME ZONE 'UTC') = date_trunc('month', d.created_at AT TIME ZONE 'UTC')));
         END IF;
-        month := date_trunc('month', d.created_at AT TIME ZONE 'UTC');
-        key := d.account_id || '/' || month::text;
-        SELECT coalesce(sum((w.payload->>'amount')::bigint), 0) INTO asked FROM webhook_events w
-        WHERE w.account_id = d.account_id AND w.type = 'topup.requested'
-          AND date_trunc('month', w.created_at AT TIME ZONE 'UTC') = month;
-        asked := asked + coalesce((extra->>key)::bigint, 0);
-        amount := ledger_topup_amount(d, asked);
+        amount := ledger_topup_amount(d, (asked->>key)::bigint);
         IF amount IS NOT NULL THEN
             entry_id := d.id;
-            extra := jsonb_set(extra, ARRAY[key], to_jsonb(coalesce((extra->>key)::bigint, 0) + amount));
+            asked := asked || jsonb_build_object(key, (asked->>key)::bigint + amount);
             RETURN NEXT;
         END IF;
     END LOOP;
 END
 $$;
-{{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[])") }}
+{{ template "nobody_may_call" (dict "fn" "ledger_topup_requests(bigint[], text[])") }}
+
+-- The account's topup.requested events that its rules never allowed, each as a sentence naming the
+-- event and its row, in event order: a request by a row that is not a spend of the account (a
+-- credit; an expiry a refund or a release caused, which removed no more than that row returned; a
+-- row of another account, or none), by a spend written when the account had no rule (its last
+-- change in topup_rule_changes at or before the row's time removed it, or there is none), asking
+-- for nothing, or taking its month's requests, counted in event order, past the cap it was asked
+-- within (the monthly_cap it names; the account's rule's for a request from before requests named
+-- it). The derivation writes an account's requests one derivation at a time, so event order is the
+-- order they were asked in. Read by the audit (ledgerdb.Store.Audit) and by the invariant
+-- checker's snapshot, in their own snapshots; it writes nothing, and runs as the owner only as
+-- every function the service calls does.
+CREATE FUNCTION ledger_topup_audit(p_account_id text)
+RETURNS TABLE (event_seq bigint, problem text)
+LANGUAGE sql STABLE {{ template "run_as_owner" . }} AS $$
+    WITH requests AS (
+        SELECT w.seq, w.id, w.entry_id, (w.payload->>'amount')::bigint AS amount,
+               coalesce((w.payload->>'monthly_cap')::bigint, r.monthly_cap) AS cap,
+               to_char(w.created_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month
+        FROM webhook_events w LEFT JOIN topup_rules r ON r.account_id = w.account_id
+        WHERE w.account_id = p_account_id AND w.type = 'topup.requested'
+    ), running AS (
+        SELECT q.*, sum(q.amount) OVER (PARTITION BY q.month ORDER BY q.seq) AS asked FROM requests q
+    ), problems AS (
+        SELECT q.seq, CASE
+            WHEN d.id IS NULL OR d.account_id <> p_account_id THEN
+                format('row %s is not one of the account''s', q.entry_id)
+            WHEN d.amount >= 0 THEN
+                format('row %s (%s %s) is a credit, not a spend', d.id, d.kind, d.amount)
+            WHEN d.caused_by IS NOT NULL THEN
+                format('row %s (%s %s) removed credits that row %s returned to an expired block: nothing was spent',
+                       d.id, d.kind, d.amount, d.caused_by)
+            WHEN NOT coalesce((SELECT c.mode IS NOT NULL FROM topup_rule_changes c
+                               WHERE c.account_id = p_account_id AND c.changed_at <= d.created_at
+                               ORDER BY c.changed_at DESC, c.id DESC LIMIT 1), false) THEN
+                format('row %s (%s %s) was written at %s, when the account had no top-up rule', d.id, d.kind, d.amount, d.created_at)
+            WHEN q.amount IS NULL OR q.amount <= 0 THEN
+                format('it asks for %s credits', coalesce(q.amount::text, 'no'))
+        END AS problem
+        FROM running q LEFT JOIN ledger_entries d ON d.id = q.entry_id
+        UNION ALL
+        SELECT q.seq, format('the requests of %s ask for %s credits with this one, past the month''s cap of %s', q.month, q.asked, q.cap)
+        FROM running q WHERE q.asked > q.cap
+    )
+    SELECT p.seq, format('top-up request %s (row %s): %s', q.id, q.entry_id, p.problem)
+    FROM problems p JOIN requests q ON q.seq = p.seq
+    WHERE p.problem IS NOT NULL
+    ORDER BY p.seq
+$$;
+{{ template "service_may_call" (dict "fn" "ledger_topup_audit(text)") }}

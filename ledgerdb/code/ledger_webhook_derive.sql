@@ -1,8 +1,9 @@
 -- One derive pass: writes the webhook events of the transactions committed since the last pass
 -- (at most p_limit transactions' worth), for accounts that have an enabled endpoint, and queues
--- them (ledger_webhook_materialize); answers how many events it wrote and whether more
--- transactions are waiting. Delivery workers call it before each claim; one pass runs at a time
--- (a worker that finds another pass running skips its own and answers 0, false).
+-- them (ledger_webhook_materialize, then the top-up requests: ledger_webhook_materialize_topups);
+-- answers how many events it wrote and whether more transactions are waiting. Delivery workers
+-- call it before each claim; one pass runs at a time (a worker that finds another pass running
+-- skips its own and answers 0, false).
 --
 -- Why it can never skip a row: a pass reads only the transactions below the oldest one running
 -- when it starts (pg_snapshot_xmin of a snapshot taken before this transaction has an ID of its
@@ -26,6 +27,7 @@ DECLARE
     cut    boolean := false;
     job_ids text[];
     entries bigint[];
+    n       integer;
 BEGIN
     IF p_limit < 1 THEN
         RAISE EXCEPTION 'derive: limit % must be above zero', p_limit USING ERRCODE = '22023';
@@ -76,7 +78,9 @@ BEGIN
         WHERE j.outcome_xid >= lo AND j.outcome_xid < hi
           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.account_id = j.account_id AND e.disabled_at IS NULL));
     UPDATE webhook_derive_cursor SET horizon = hi, derived_at = now();
-    RETURN QUERY SELECT ledger_webhook_materialize(job_ids, entries, NULL, NULL), cut;
+    n := ledger_webhook_materialize(job_ids, entries, NULL, NULL);
+    n := n + ledger_webhook_materialize_topups(entries, NULL, NULL);
+    RETURN QUERY SELECT n, cut;
 END
 $$;
 {{ template "service_may_call" (dict "fn" "ledger_webhook_derive(integer)") }}

@@ -15,7 +15,9 @@
 -- (a pass only tries the lock) and so hold every other account's events back. A pass deriving the
 -- same job at the same time is harmless: events are unique per job and type, both write a job's
 -- events in the same order, and whichever writes an event queues it (an event at or above the
--- cursor read here to every endpoint, as the pass would).
+-- cursor read here to every endpoint, as the pass would). Its top-up requests come last
+-- (ledger_webhook_materialize_topups), under its own account's rule row only: a pass deriving the
+-- same account waits for that step alone, and the two never ask past the month's cap together.
 CREATE FUNCTION ledger_webhook_replay(p_endpoint_id text, p_event_id text, p_since timestamptz)
 RETURNS TABLE (outcome text, queued integer)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -23,6 +25,7 @@ DECLARE
     e       webhook_endpoints;
     n       integer;
     horizon xid8;
+    entries bigint[];
     derived integer := 0;
 BEGIN
     IF (p_event_id IS NULL) = (p_since IS NULL) THEN
@@ -43,6 +46,9 @@ BEGIN
     IF p_since IS NOT NULL THEN
         SELECT c.horizon INTO horizon FROM webhook_derive_cursor c;
         -- Each event written here is queued to this endpoint: counted among those replayed.
+        entries := ARRAY(SELECT le.id FROM ledger_entries le
+                         WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL
+                           AND (le.amount < 0 OR le.kind = 'grant'));
         derived := ledger_webhook_materialize(
             ARRAY(SELECT DISTINCT le.job_id FROM ledger_entries le
                   WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL
@@ -52,10 +58,7 @@ BEGIN
                   WHERE j.account_id = e.account_id AND j.outcome_xid IS NOT NULL
                     -- By the transition's own time: updated_at moves later (a delete).
                     AND coalesce(j.rejected_at, j.delivered_at) >= p_since),
-            ARRAY(SELECT le.id FROM ledger_entries le
-                  WHERE le.account_id = e.account_id AND le.created_at >= p_since AND le.xid IS NOT NULL
-                    AND (le.amount < 0 OR le.kind = 'grant')),
-            e.id, horizon);
+            entries, e.id, horizon);
     END IF;
     INSERT INTO webhook_deliveries AS d (endpoint_id, event_seq, job_id)
     SELECT e.id, ev.seq, ev.job_id FROM webhook_events ev
@@ -67,6 +70,10 @@ BEGIN
             leased_until = NULL, lease_token = NULL
         WHERE d.status <> 'pending';
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF p_since IS NOT NULL THEN
+        -- Last: the account's rule row is held from here to the commit (see above).
+        derived := derived + ledger_webhook_materialize_topups(entries, e.id, horizon);
+    END IF;
     RETURN QUERY SELECT 'applied'::text, n + derived;
 END
 $$;

@@ -10,10 +10,10 @@ BEGIN
 END
 $$;
 {{ template "nobody_may_call" (dict "fn" "ledger_refuse_rewrite()") }}
--- Rows of ledger_entries, ledger_block_moves, job_requests, prices, webhook_events (what happened, as it was sent) and
--- webhook_attempts (the delivery log) never change; jobs, accounts and api_keys change
+-- Rows of ledger_entries, ledger_block_moves, job_requests, prices, webhook_events (what happened, as it was sent),
+-- webhook_attempts (the delivery log) and topup_rule_changes (what the audit judges top-ups by) never change; jobs, accounts and api_keys change
 -- only through the guarded functions, and are never deleted; so do credit_blocks. None of these tables can be truncated.
-{{ range $table := list "ledger_entries" "ledger_block_moves" "job_requests" "prices" "webhook_events" "webhook_attempts" }}
+{{ range $table := list "ledger_entries" "ledger_block_moves" "job_requests" "prices" "webhook_events" "webhook_attempts" "topup_rule_changes" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_append_only
     BEFORE UPDATE OR DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
@@ -21,7 +21,7 @@ CREATE OR REPLACE TRIGGER {{ $table }}_append_only
 CREATE OR REPLACE TRIGGER {{ $table }}_never_deleted
     BEFORE DELETE ON {{ $table }} FOR EACH ROW EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
-{{ range $table := list "ledger_entries" "ledger_block_moves" "job_requests" "prices" "jobs" "accounts" "api_keys" "credit_blocks" "webhook_events" "webhook_attempts" }}
+{{ range $table := list "ledger_entries" "ledger_block_moves" "job_requests" "prices" "jobs" "accounts" "api_keys" "credit_blocks" "webhook_events" "webhook_attempts" "topup_rule_changes" }}
 CREATE OR REPLACE TRIGGER {{ $table }}_no_truncate
     BEFORE TRUNCATE ON {{ $table }} FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_rewrite();
 {{ end }}
