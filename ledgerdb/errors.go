@@ -85,6 +85,7 @@ func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
 const (
 	sqlstateAppendOnly   = "JB001" // a ledger row, job or account deleted or rewritten
 	sqlstateFixedFields  = "JB002" // a job's cost, account or flags, or an API key, changed backwards
+	sqlstateRefusedArg   = "JB004" // a function refused an argument; its COLUMN names the field
 	sqlstateUniqueViol   = "23505"
 	sqlstateForeignKey   = "23503"
 	sqlstateOutOfRange   = "22003"
@@ -92,7 +93,10 @@ const (
 )
 
 // translateError maps database errors to the package's domain errors, in one place, keeping the
-// original error in the chain for logs. Errors it does not know pass through unchanged.
+// original error in the chain for logs. Errors it does not know pass through unchanged. A
+// function's refusal of an argument (JB004: the service role may call the functions directly, so
+// they check what they are given) is the [*InvalidInputError] the Go code would have answered:
+// its field is the error's COLUMN, its reason the message.
 func translateError(err error) error {
 	if err == nil {
 		return nil
@@ -102,6 +106,8 @@ func translateError(err error) error {
 		return err
 	}
 	switch pgErr.Code {
+	case sqlstateRefusedArg:
+		return &InvalidInputError{Field: pgErr.ColumnName, Reason: pgErr.Message}
 	case sqlstateAppendOnly, sqlstateFixedFields:
 		return fmt.Errorf("%w: %w", ErrAppendOnly, err)
 	case sqlstateUniqueViol:

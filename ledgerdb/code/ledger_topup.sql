@@ -81,6 +81,10 @@ DECLARE
     running     numeric;
     new_balance bigint;
 BEGIN
+    IF p_paid IS NULL THEN
+        RAISE EXCEPTION 'is NULL; it must say whether the payment was made (true) or failed (false)'
+            USING ERRCODE = 'JB004', COLUMN = 'paid';
+    END IF;
     SELECT * INTO acct FROM accounts WHERE id = p_account_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'unknown_account'::text, NULL::bigint, NULL::bigint;
