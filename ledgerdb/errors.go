@@ -40,6 +40,10 @@ var (
 	// ErrNotStarted means a result was reported for a job that is not charged (still submitting,
 	// its charge undecided, or rejected): there is no work of it to deliver.
 	ErrNotStarted = errors.New("the job has not started (its charge is still being decided, or it was rejected), so it has no result to take")
+	// ErrGrantExpired means a pending grant's payment was confirmed after its block's expiry: its
+	// credits could only have lapsed, so the block was voided instead, no credits added, and every
+	// later settlement of it answers the same. The payment is the payment code's to refund.
+	ErrGrantExpired = errors.New("the grant's expiry passed before its payment was confirmed, so it was voided: no credits were added")
 	// ErrRejected means the job was rejected before it was charged, for any reason; a
 	// [*RejectedError] says which. A rejected job ID can never be charged: a new attempt needs a
 	// new ID.

@@ -69,8 +69,11 @@ $$;
 -- spendable — the grant's row is written now, its credits moved in and the debt paid first, as
 -- any grant's — and otherwise voids it, nothing written but its status. A block settled before
 -- answers already_applied when settled the same way, conflict otherwise; an unknown key,
--- not_found. A block whose expiry passed before its payment was confirmed is voided instead:
--- expired. Answers the grant's row and the balance after it when paid.
+-- not_found. A block whose expiry passed before its payment was confirmed is voided instead,
+-- marked expired (expired_at, with no row: it held nothing), and answers expired — then and to
+-- every later confirmation of its payment; a later p_paid false finds it void, already_applied.
+-- Answers the grant's row and the balance after it when paid. A NULL p_paid says neither, and is
+-- refused (SQLSTATE JB004, COLUMN paid), nothing written.
 CREATE FUNCTION ledger_settle_pending_grant(p_account_id text, p_key text, p_paid boolean)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -94,6 +97,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'not_found'::text, NULL::bigint, NULL::bigint;
         RETURN;
+    ELSIF blk.status = 'void' AND blk.expired_at IS NOT NULL AND p_paid THEN
+        -- Its payment was confirmed too late before: the same answer again.
+        RETURN QUERY SELECT 'expired'::text, NULL::bigint, acct.balance;
+        RETURN;
     ELSIF blk.status <> 'pending' THEN
         SELECT * INTO e FROM ledger_entries le WHERE le.account_id = p_account_id AND le.idempotency_key = p_key;
         RETURN QUERY SELECT CASE WHEN (blk.status = 'active') = p_paid THEN 'already_applied' ELSE 'conflict' END,
@@ -107,7 +114,7 @@ BEGIN
     ELSIF blk.expires_at <= now() THEN
         -- Paid too late: its credits would lapse at once, and paying a debt with them would spend
         -- them after their expiry. The block is void; the payment is the payment code's to refund.
-        UPDATE credit_blocks SET status = 'void' WHERE id = blk.id;
+        UPDATE credit_blocks SET status = 'void', expired_at = now() WHERE id = blk.id;
         RETURN QUERY SELECT 'expired'::text, NULL::bigint, acct.balance;
         RETURN;
     END IF;
