@@ -179,7 +179,8 @@ type Block struct {
 	// Opening marks the block that held the account's credits when blocks began (and takes back
 	// credits drawn before them).
 	Opening bool
-	// ExpiredAt is when the expiry pass removed what remained of it; nil before.
+	// ExpiredAt is when the expiry pass removed what remained of it, or when a pending block was
+	// voided because its payment was confirmed after its expiry (it held nothing); nil before.
 	ExpiredAt *time.Time
 	// CreatedAt is when it was granted.
 	CreatedAt time.Time
