@@ -63,7 +63,7 @@ test-short:
 		$(GO) test -short -race $(CHECK_TEST_FLAGS) ./...
 
 ## run: start Postgres and the Temporal dev server, then run the worker (webhook delivery beside
-## it) and the API, and play the nine stories.
+## it) and the API, and play the nine stories. Ctrl-C stops it cleanly: the command exits 0.
 run: db temporal
 	$(GO) run ./cmd/jobbill-dev run
 

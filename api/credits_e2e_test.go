@@ -100,6 +100,68 @@ func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 	ledgertest.RequireSound(t, e.Store, acct)
 }
 
+// TestCostBasisAtTheDoor checks a grant's cost basis as programs write decimals into the JSON
+// string it is sent as: Python's str(1/3000000) is "3.3333333333333335e-07", JavaScript's
+// String(1/3000000) "3.3333333333333335e-7", both with more decimals (23) than the ledger keeps
+// (18), so they are refused rather than stored rounded — a block must keep the price that was paid,
+// and a retry must find it; a fraction ("1/3"), hex, NaN, Infinity, a negative or a value of 10^20
+// or more is refused too, each 400 naming cost_basis, never a 500 or words about the balance, and
+// nothing is written. What it keeps exactly is stored as written ("1e-11" is 0.00000000001, not 0)
+// and the retry with the same written form answers the first grant, 200 (the idempotent-doors
+// rule) — also once the block's expiry has passed.
+func TestCostBasisAtTheDoor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 0)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	grants := "/v1/accounts/" + acct + "/grants"
+
+	rowsBefore, blocksBefore := e.rows(t, acct), blocks(t, e, acct)
+	for _, written := range []string{"1/3", "0x10/1", "3.3333333333333335e-07", "3.3333333333333335e-7", "1e-19", "NaN",
+		"Infinity", "1e20", "100000000000000000000", "-0.01", "1e999999999"} {
+		a := call(t, base, "POST", grants, admin, `{"amount": 10, "key": "bad", "cost_basis": "`+written+`"}`)
+		require.Equal(t, 400, a.code, "%s: %s", written, a.raw)
+		require.Equal(t, "invalid_input", a.str("code"), written)
+		require.Contains(t, a.str("message"), `"cost_basis"`, written)
+		require.Contains(t, a.str("message"), "Nothing was written", written)
+		require.NotContains(t, a.str("message"), "balance", written)
+	}
+	require.Equal(t, rowsBefore, e.rows(t, acct), "a refused cost basis writes no row")
+	require.Equal(t, blocksBefore, blocks(t, e, acct), "a refused cost basis makes no block")
+
+	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for i, tc := range []struct{ written, stored string }{
+		{"1e-11", "0.00000000001"},
+		{"3.33333333333e-07", "0.000000333333333333"},
+		{"0.010", "0.01"},
+	} {
+		key := fmt.Sprintf("invoice-%d", i)
+		body := fmt.Sprintf(`{"amount": 10, "key": %q, "cost_basis": %q, "expires_at": %q}`, key, tc.written, expires)
+		first := call(t, base, "POST", grants, admin, body)
+		require.Equal(t, 201, first.code, "%s: %s", tc.written, first.raw)
+		again := call(t, base, "POST", grants, admin, body)
+		require.Equal(t, 200, again.code, "%s: %s", tc.written, again.raw)
+		require.Equal(t, first.str("entry_id"), again.str("entry_id"), tc.written)
+		for _, b := range blocks(t, e, acct) {
+			if b.Key == key {
+				require.Equal(t, tc.stored, b.CostBasis, tc.written)
+			}
+		}
+	}
+
+	// The block's clock moves on past its expiry: the same grant again is still the same grant.
+	var expired time.Time
+	require.NoError(t, ledgertest.OwnerPool(t).QueryRow(context.Background(), `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'invoice-0' RETURNING expires_at`, acct).Scan(&expired))
+	retry := call(t, base, "POST", grants, admin, fmt.Sprintf(`{"amount": 10, "key": "invoice-0", "cost_basis": "1e-11", "expires_at": %q}`,
+		expired.UTC().Format(time.RFC3339Nano)))
+	require.Equal(t, 200, retry.code, retry.raw)
+	require.Equal(t, "already_applied", retry.str("outcome"))
+	ledgertest.RequireBalance(t, e.Store, acct, 30)
+	ledgertest.RequireSound(t, e.Store, acct)
+}
+
 // blocks are the account's credit blocks as the ledger has them.
 func blocks(t *testing.T, e *env, account string) []ledgerdb.Block {
 	t.Helper()

@@ -277,9 +277,10 @@ func pathKind(r *http.Request) (string, error) {
 }
 
 // decodeGrant reads the body of POST /v1/accounts/{id}/grants: the amount, key and memo, and
-// the terms of the credit block the grant creates. Terms the ledger would refuse are a 400 naming
-// the field, before anything is written.
-func decodeGrant(body io.Reader, maxBytes int64, accountID string, now time.Time) (ledgerdb.Credit, error) {
+// the terms of the credit block the grant creates. Terms the ledger would refuse whenever they
+// came are a 400 naming the field, before anything is written; an expiry that has passed is the
+// ledger's to refuse (a repeat of a grant made before it is answered as the grant).
+func decodeGrant(body io.Reader, maxBytes int64, accountID string) (ledgerdb.Credit, error) {
 	var req apitype.GrantRequest
 	if err := decodeJSON(body, maxBytes, &req, false); err != nil {
 		return ledgerdb.Credit{}, err
@@ -302,7 +303,7 @@ func decodeGrant(body io.Reader, maxBytes int64, accountID string, now time.Time
 		return ledgerdb.Credit{}, err
 	}
 	var invalid *ledgerdb.InvalidInputError
-	if err := terms.Validate(now); errors.As(err, &invalid) {
+	if err := terms.Validate(); errors.As(err, &invalid) {
 		return ledgerdb.Credit{}, badRequest("Field %q %s", invalid.Field, invalid.Reason)
 	}
 	return ledgerdb.Credit{AccountID: accountID, Amount: req.Amount, Key: req.Key, Memo: req.Memo, Block: terms, Pending: req.Pending}, nil

@@ -319,15 +319,19 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, p *principal) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id, time.Now())
+	credit, err := decodeGrant(s.body(w, r).Body, s.opts.Config.MaxBodyBytes, id)
 	if err != nil {
 		return 0, nil, err
 	}
 	posting, err := s.opts.Ledger.Grant(r.Context(), credit)
-	if errors.Is(err, ledgerdb.ErrConflict) {
+	var invalid *ledgerdb.InvalidInputError
+	switch {
+	case errors.Is(err, ledgerdb.ErrConflict):
 		return 0, nil, newError(http.StatusConflict, "conflict", "This key was already used for a different grant: another amount, or other block terms. Nothing was written.")
-	}
-	if err != nil {
+	case errors.As(err, &invalid):
+		// The ledger's refusal names the body's field (an expiry that has passed): expires_at.
+		return 0, nil, badRequest("Field %q %s", invalid.Field, invalid.Reason)
+	case err != nil:
 		return 0, nil, err
 	}
 	status := http.StatusCreated

@@ -8,10 +8,19 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
+// CodeGrantExpired is the error code of a pending grant whose payment was confirmed after its
+// expiry: the grant was voided, no credits added.
+const CodeGrantExpired = "grant_expired"
+
+// msgGrantExpired says what became of a grant whose payment was confirmed after its expiry.
+const msgGrantExpired = "This grant's expiry passed before its payment was confirmed, so the grant was voided: " +
+	"no credits were added, and none will be. Refund the payment; confirming it again answers the same."
+
 // settleGrant is POST /v1/accounts/{id}/grants/{key}/settle (admin): the payment of a grant posted
 // pending was made ({"paid": true}: its credits become spendable, its row written) or failed
 // ({"paid": false}: its block is void). Settling it again the same way answers already_applied;
-// the other way, 409.
+// the other way, 409 conflict. A payment confirmed after the grant's expiry voids it instead: 409
+// grant_expired, then and to every retry (its credits could only have lapsed).
 func (s *Server) settleGrant(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {
 	id, err := ownAccount(r, p)
 	if err != nil {
@@ -34,6 +43,8 @@ func (s *Server) settleGrant(w http.ResponseWriter, r *http.Request, p *principa
 		return 0, nil, newError(http.StatusNotFound, "not_found", "No grant was posted to this account with this key.")
 	case errors.Is(err, ledgerdb.ErrConflict):
 		return 0, nil, newError(http.StatusConflict, "conflict", "This grant's payment was settled the other way before; nothing changed.")
+	case errors.Is(err, ledgerdb.ErrGrantExpired):
+		return 0, nil, newError(http.StatusConflict, CodeGrantExpired, msgGrantExpired)
 	case err != nil:
 		return 0, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -141,5 +142,40 @@ func TestCustomerReplayBuysNothingForOldSpending(t *testing.T) {
 	}
 	require.Contains(t, kinds, "job.charged", "the history was replayed")
 	require.NotContains(t, kinds, "topup.requested", "no top-up for spending from before the rule")
+}
+
+// TestPendingGrantPaidAfterItsExpiryAtTheDoor checks a payment confirmed only after the pending
+// grant's expiry: the grant is voided (its credits could only have lapsed) and the answer says so
+// — 409 grant_expired, naming the expiry and the void, never "nothing was written" — and says the
+// same to every retry of the confirmation, not that it was settled the other way; a failed payment
+// reported after it finds the grant void, as it asks: 200 already_applied. No row, no credits.
+func TestPendingGrantPaidAfterItsExpiryAtTheDoor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acct := ledgertest.Account(t, e.Store, 0)
+	admin := e.key(t, apikeys.ScopeAdmin, "")
+	base := e.serve(t, nil)
+	grants := "/v1/accounts/" + acct + "/grants"
+	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	require.Equal(t, 201, call(t, base, "POST", grants, admin, `{"amount": 200, "key": "topup-late", "pending": true, "expires_at": "`+expires+`"}`).code)
+	_, err := ledgertest.OwnerPool(t).Exec(context.Background(), `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'topup-late'`, acct)
+	require.NoError(t, err)
+	rowsBefore := e.rows(t, acct)
+
+	for range 2 {
+		late := call(t, base, "POST", grants+"/topup-late/settle", admin, `{"paid": true}`)
+		require.Equal(t, 409, late.code, late.raw)
+		require.Equal(t, "grant_expired", late.str("code"))
+		require.Contains(t, late.str("message"), "expiry passed before its payment was confirmed")
+		require.Contains(t, late.str("message"), "voided")
+		require.NotContains(t, late.str("message"), "Nothing was written")
+		require.NotContains(t, late.str("message"), "other way")
+	}
+	failed := call(t, base, "POST", grants+"/topup-late/settle", admin, `{"paid": false}`)
+	require.Equal(t, 200, failed.code, failed.raw)
+	require.Equal(t, "already_applied", failed.str("outcome"))
+	require.Equal(t, rowsBefore, e.rows(t, acct), "no row")
+	ledgertest.RequireBalance(t, e.Store, acct, 0)
 	ledgertest.RequireSound(t, e.Store, acct)
 }

@@ -156,7 +156,8 @@ type Block struct {
 	Status string `json:"status"`
 	// Opening marks the block that held the account's credits when credit blocks began.
 	Opening bool `json:"opening"`
-	// ExpiredAt is when the expiry removed what remained of it; left out before.
+	// ExpiredAt is when the expiry removed what remained of it, or when a pending block was voided
+	// because its payment was confirmed after its expiry; left out before.
 	ExpiredAt *time.Time `json:"expired_at,omitempty"`
 	// Spendable says whether its credits can pay for a job now: active, in effect, not expired,
 	// holding credits.

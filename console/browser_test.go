@@ -301,7 +301,7 @@ func TestBrowser(t *testing.T) {
 	b.open("/console/accounts/" + acct + "/jobs/" + job.JobID)
 	rows := b.text(".rows")
 	for _, want := range []string{
-		"-300 credits Charged the 300-credit hold (300 GPU-seconds at 1 credits each)",
+		"-300 credits Charged the 300-credit hold (300 GPU-seconds at 1 credit each)",
 		"+300 credits Refunded 300 credits: the work did not finish in time.",
 		"-300 credits The result arrived late: the refund was taken back (300 credits).",
 		"+163 credits 137 of 300 GPU-seconds used: 163 credits returned.",

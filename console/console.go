@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/webhooks"
@@ -334,6 +335,10 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"signed": func(n int64) string { return fmt.Sprintf("%+d", n) },
+	// credits and signedCredits say an amount with the word that agrees with it: "1 credit",
+	// "-40 credits".
+	"credits":       func(n int64) string { return plural.Count(n, "credit") },
+	"signedCredits": func(n int64) string { return plural.Signed(n, "credit") },
 }
 
 // statusWriter notes the status a page answered, for the log line.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -13,7 +14,7 @@ import (
 // fixed vocabulary as [Message]: the job's figures and its reason's text ([ledgerdb.Reason.Text]),
 // never words from outside. A job's rows read in order tell its money's story:
 //
-//	Charged the 300-credit hold (300 GPU-seconds at 1 credit each).
+//	Charged the 300-credit hold (300 GPU-seconds at 1 credit each); the seconds not used are returned.
 //	Refunded: the work did not finish in time.
 //	The result arrived late: the refund was taken back.
 //	137 of 300 GPU-seconds used: 163 credits returned.
@@ -26,35 +27,36 @@ func RowText(job ledgerdb.Job, e ledgerdb.Entry) string {
 	switch e.Kind {
 	case ledgerdb.KindCharge:
 		if job.Unit == ledgerdb.UnitGPUSecond {
-			return fmt.Sprintf("Charged the %d-credit hold (%d GPU-seconds at %d credits each); the seconds not used are returned.",
-				-e.Amount, job.HeldUnits, job.UnitPrice)
+			return fmt.Sprintf("Charged the %d-credit hold (%s at %s each); the seconds not used are returned.",
+				-e.Amount, plural.Count(job.HeldUnits, "GPU-second"), plural.Count(job.UnitPrice, "credit"))
 		}
-		return fmt.Sprintf("Charged %d credits for the job.", -e.Amount)
+		return fmt.Sprintf("Charged %s for the job.", plural.Count(-e.Amount, "credit"))
 	case ledgerdb.KindRefund:
-		return fmt.Sprintf("Refunded %d credits: %s.", e.Amount, job.RefundReason.Text())
+		return fmt.Sprintf("Refunded %s: %s.", plural.Count(e.Amount, "credit"), job.RefundReason.Text())
 	case ledgerdb.KindReclaim:
-		return fmt.Sprintf("The result arrived late: the refund was taken back (%d credits).", -e.Amount)
+		return fmt.Sprintf("The result arrived late: the refund was taken back (%s).", plural.Count(-e.Amount, "credit"))
 	case ledgerdb.KindRelease:
 		if job.UnitsUsed != nil {
-			return fmt.Sprintf("%d of %d GPU-seconds used: %d credits returned.", *job.UnitsUsed, job.HeldUnits, e.Amount)
+			return fmt.Sprintf("%d of %s used: %s returned.", *job.UnitsUsed, plural.Count(job.HeldUnits, "GPU-second"),
+				plural.Count(e.Amount, "credit"))
 		}
-		return fmt.Sprintf("The unused part of the hold was returned: %d credits.", e.Amount)
+		return fmt.Sprintf("The unused part of the hold was returned: %s.", plural.Count(e.Amount, "credit"))
 	case ledgerdb.KindGrant:
 		return fmt.Sprintf("Credits granted: %d.", e.Amount)
 	case ledgerdb.KindAdjustment:
-		return fmt.Sprintf("Adjusted by an operator: %+d credits.", e.Amount)
+		return fmt.Sprintf("Adjusted by an operator: %s.", plural.Signed(e.Amount, "credit"))
 	case ledgerdb.KindExpire:
 		if e.Block == nil {
-			return fmt.Sprintf("%d credits expired.", -e.Amount)
+			return fmt.Sprintf("%s expired.", plural.Count(-e.Amount, "credit"))
 		}
 		if e.CausedBy != 0 || e.Block.ExpiresAt == nil {
-			return fmt.Sprintf("%d of the credits returned %s and were removed (block %d, %s, granted %s).",
-				-e.Amount, hadExpired([]ledgerdb.Entry{e}), e.Block.ID, e.Block.Category, day(e.Block.GrantedAt))
+			return fmt.Sprintf("%d of the credits returned %s and %s removed (block %d, %s, granted %s).",
+				-e.Amount, hadExpired([]ledgerdb.Entry{e}), plural.Of(-e.Amount, "was", "were"), e.Block.ID, e.Block.Category, day(e.Block.GrantedAt))
 		}
-		return fmt.Sprintf("%d credits expired: block %d (%s, granted %s) ended on %s.",
-			-e.Amount, e.Block.ID, e.Block.Category, day(e.Block.GrantedAt), day(*e.Block.ExpiresAt))
+		return fmt.Sprintf("%s expired: block %d (%s, granted %s) ended on %s.",
+			plural.Count(-e.Amount, "credit"), e.Block.ID, e.Block.Category, day(e.Block.GrantedAt), day(*e.Block.ExpiresAt))
 	}
-	return fmt.Sprintf("%s of %+d credits.", e.Kind, e.Amount)
+	return fmt.Sprintf("%s of %s.", e.Kind, plural.Signed(e.Amount, "credit"))
 }
 
 // ExpiredText says what of the credits a job's refund or release returned had expired and were
@@ -64,7 +66,8 @@ func ExpiredText(expired []ledgerdb.Entry) string {
 	if removed(expired) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d of them %s and were removed", removed(expired), hadExpired(expired))
+	n := removed(expired)
+	return fmt.Sprintf("%d of them %s and %s removed", n, hadExpired(expired), plural.Of(n, "was", "were"))
 }
 
 // returnedExpiredText is ExpiredText as a sentence of its own, after a job's sentence: "15 of the
@@ -73,7 +76,8 @@ func returnedExpiredText(expired []ledgerdb.Entry) string {
 	if removed(expired) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d of the credits returned %s and were removed.", removed(expired), hadExpired(expired))
+	n := removed(expired)
+	return fmt.Sprintf("%d of the credits returned %s and %s removed.", n, hadExpired(expired), plural.Of(n, "was", "were"))
 }
 
 // removed is the credits the expiries removed.

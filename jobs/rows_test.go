@@ -35,7 +35,7 @@ func TestRowTextTellsEachRow(t *testing.T) {
 		{fixed, ledgerdb.Entry{Kind: ledgerdb.KindCharge, Amount: -40}, "Charged 40 credits for the job."},
 		{fixed, ledgerdb.Entry{Kind: ledgerdb.KindRefund, Amount: 40}, "Refunded 40 credits: the work failed on the GPU side."},
 		{metered, ledgerdb.Entry{Kind: ledgerdb.KindCharge, Amount: -300},
-			"Charged the 300-credit hold (300 GPU-seconds at 1 credits each); the seconds not used are returned."},
+			"Charged the 300-credit hold (300 GPU-seconds at 1 credit each); the seconds not used are returned."},
 		{metered, ledgerdb.Entry{Kind: ledgerdb.KindRefund, Amount: 300}, "Refunded 300 credits: the work did not finish in time."},
 		{metered, ledgerdb.Entry{Kind: ledgerdb.KindReclaim, Amount: -300}, "The result arrived late: the refund was taken back (300 credits)."},
 		{metered, ledgerdb.Entry{Kind: ledgerdb.KindRelease, Amount: 163}, "137 of 300 GPU-seconds used: 163 credits returned."},
@@ -117,7 +117,7 @@ func TestWordsTellCreditsThatExpiredOnReturn(t *testing.T) {
 	require.NoError(t, err)
 	expired, err = s.ExpiredReturns(ctx, []ledgerdb.JobKey{sub.Key()})
 	require.NoError(t, err)
-	require.Equal(t, "Done. 10 of 30 held credits charged; 20 returned. (10 GPU-seconds used at 1 credits each) "+
+	require.Equal(t, "Done. 10 of 30 held credits charged; 20 returned. (10 GPU-seconds used at 1 credit each) "+
 		"20 of the credits returned had expired on "+blockOf(t, s, acct, promo).ExpiresAt.UTC().Format("2 Jan 2006")+" and were removed.",
 		jobs.Message(metered, expired[sub.Key()]))
 	ledgertest.RequireSound(t, s, acct)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -160,20 +161,25 @@ func message(job ledgerdb.Job) string {
 		return RejectedMessage(job.RejectReason)
 	case ledgerdb.StateRunning:
 		if job.Unit == ledgerdb.UnitGPUSecond {
-			return fmt.Sprintf("Running. %d credits are held (%d GPU-seconds at %d credits); you are charged only for the "+
-				"seconds used, and everything is refunded if the job fails for good.", job.Cost, job.HeldUnits, job.UnitPrice)
+			return fmt.Sprintf("Running. %s %s held (%s at %s each); you are charged only for the seconds used, and "+
+				"everything is refunded if the job fails for good.", plural.Count(job.Cost, "credit"), plural.Of(job.Cost, "is", "are"),
+				plural.Count(job.HeldUnits, "GPU-second"), plural.Count(job.UnitPrice, "credit"))
 		}
-		return fmt.Sprintf("Running. %d credits were charged; they are refunded if the job fails for good.", job.Cost)
+		return fmt.Sprintf("Running. %s %s charged; %s refunded if the job fails for good.", plural.Count(job.Cost, "credit"),
+			plural.Of(job.Cost, "was", "were"), plural.Of(job.Cost, "it is", "they are"))
 	case ledgerdb.StateDelivered:
 		return "Done. " + chargedText(job)
 	case ledgerdb.StateRefunded:
-		return fmt.Sprintf("Not delivered: %s. Your %d credits were refunded.", job.RefundReason.Text(), job.Cost)
+		return fmt.Sprintf("Not delivered: %s. Your %s %s refunded.", job.RefundReason.Text(), plural.Count(job.Cost, "credit"),
+			plural.Of(job.Cost, "was", "were"))
 	case ledgerdb.StateRecovered:
 		if job.IsSettled {
 			return "Done: the result arrived after the job had been refunded, so the refund was taken back and the job " +
 				"settled at its usage. " + chargedText(job)
 		}
-		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the %d credits were charged again.", job.Cost)
+		// The money moved back: the refund was reclaimed, nothing was charged a second time.
+		return fmt.Sprintf("Done: the result arrived after the job had been refunded, so the refund of %s was taken back.",
+			plural.Count(job.Cost, "credit"))
 	case ledgerdb.StateDeleted:
 		return deletedMessage(job)
 	}
@@ -190,12 +196,13 @@ func deletedMessage(job ledgerdb.Job) string {
 	case job.StateBeforeDelete == ledgerdb.StateRecovered && job.IsSettled && job.Unit == ledgerdb.UnitGPUSecond:
 		return deleted + "Its result arrived after it had been refunded, so the refund was taken back: " + chargedText(job)
 	case job.StateBeforeDelete == ledgerdb.StateRecovered:
-		return deleted + fmt.Sprintf("Its result arrived after it had been refunded, so the %d credits were charged again.", job.Charged())
+		return deleted + fmt.Sprintf("Its result arrived after it had been refunded, so the refund of %s was taken back.",
+			plural.Count(job.Charged(), "credit"))
 	case job.MoneyState() == ledgerdb.MoneyRefunded:
-		return deleted + fmt.Sprintf("Your %d credits were refunded; if the job's result still arrives, the refund is taken back "+
-			"and the job settled at its usage.", job.Cost)
+		return deleted + fmt.Sprintf("Your %s %s refunded; if the job's result still arrives, the refund is taken back "+
+			"and the job settled at its usage.", plural.Count(job.Cost, "credit"), plural.Of(job.Cost, "was", "were"))
 	case job.MoneyState() == ledgerdb.MoneyCharged:
-		return deleted + fmt.Sprintf("Your money stays as it was: %d credits charged.", job.Charged())
+		return deleted + fmt.Sprintf("Your money stays as it was: %s charged.", plural.Count(job.Charged(), "credit"))
 	}
 	return deleted + "Your money stays as it was: you were not charged."
 }
@@ -205,10 +212,10 @@ func deletedMessage(job ledgerdb.Job) string {
 // returned.", with the usage).
 func chargedText(job ledgerdb.Job) string {
 	if !job.IsSettled || job.Unit != ledgerdb.UnitGPUSecond {
-		return fmt.Sprintf("%d credits were charged.", job.Charged())
+		return fmt.Sprintf("%s %s charged.", plural.Count(job.Charged(), "credit"), plural.Of(job.Charged(), "was", "were"))
 	}
 	return workflows.SettlementText(job.Charged(), job.Released(), job.Cost) +
-		fmt.Sprintf(" (%d GPU-seconds used at %d credits each)", *job.UnitsUsed, job.UnitPrice)
+		fmt.Sprintf(" (%s used at %s each)", plural.Count(*job.UnitsUsed, "GPU-second"), plural.Count(job.UnitPrice, "credit"))
 }
 
 // RejectedMessage is what a user reads about a job rejected for reason: why, in the words of its

@@ -86,7 +86,7 @@ func TestE2EDeletedJobStillPaysForItsLateResult(t *testing.T) {
 			require.Empty(t, status.OutputRef, "a deleted job's output is not shown")
 			require.Empty(t, status.Reason, "a recovered job keeps no reason")
 			require.Equal(t, "Deleted; its ID can never be used again. Its result arrived after it had been refunded, so the "+
-				"refund was taken back: 90 of 300 held credits charged; 210 returned. (90 GPU-seconds used at 1 credits each)", status.Message)
+				"refund was taken back: 90 of 300 held credits charged; 210 returned. (90 GPU-seconds used at 1 credit each)", status.Message)
 			ledgertest.RequireRowAmounts(t, e.Store, key,
 				ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRefund, Amount: 300},
 				ledgertest.Row{Kind: ledgerdb.KindReclaim, Amount: -300}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 210})

@@ -50,8 +50,12 @@ func (s *Store) Grant(ctx context.Context, c Credit) (Posting, error) {
 	if err := ValidateAmount("grant amount", c.Amount); err != nil {
 		return Posting{}, err
 	}
-	if err := c.Block.Validate(time.Now()); err != nil {
+	if err := c.Block.Validate(); err != nil {
 		return Posting{}, err
+	}
+	if c.Block.CostBasis != "" {
+		// Sent in its plain form: exactly the number the caller wrote, as the block keeps it.
+		c.Block.CostBasis, _ = ParseCostBasis(c.Block.CostBasis)
 	}
 	return s.post(ctx, KindGrant, c)
 }

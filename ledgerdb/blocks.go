@@ -3,7 +3,9 @@ package ledgerdb
 import (
 	"context"
 	"fmt"
-	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,13 +45,15 @@ type BlockTerms struct {
 	// Priority orders blocks of one category: a lower priority is spent first.
 	Priority int32
 	// EffectiveAt is when the credits become spendable; the grant's time when nil. Until then
-	// they count in the balance but cannot pay for a job.
+	// they count in the balance but cannot pay for a job. A start in the past is allowed: the
+	// credits are spendable at once.
 	EffectiveAt *time.Time
 	// ExpiresAt is when what remains of the block expires; never when nil. It must be after
-	// EffectiveAt and in the future.
+	// EffectiveAt, and a new grant's must be in the future (the ledger checks that against its
+	// own clock, after it has answered a repeat of the key, whose expiry may have passed since).
 	ExpiresAt *time.Time
 	// CostBasis is what the customer paid per credit, a decimal in the currency's main unit
-	// ("0.01"); paid blocks only, empty when unknown.
+	// ("0.01"), as [ParseCostBasis] reads it; paid blocks only, empty when unknown.
 	CostBasis string
 }
 
@@ -61,38 +65,89 @@ func (t BlockTerms) category() BlockCategory {
 	return t.Category
 }
 
-// Validate checks the terms as of now: a known category, an expiry after the start and in the
-// future, a cost basis only on a paid block and a non-negative decimal.
-func (t BlockTerms) Validate(now time.Time) error {
+// Validate checks what of the terms holds whenever they are sent: a known category, an expiry
+// after a given start, and a cost basis only on a paid block, one [ParseCostBasis] reads. Whether
+// the expiry has passed is the ledger's to check (ledger_post): the same terms again are a
+// repeat of the grant, answered as such after the expiry too.
+func (t BlockTerms) Validate() error {
 	switch t.category() {
 	case CategoryPaid, CategoryPromotional:
 	default:
 		return &InvalidInputError{Field: "category", Reason: fmt.Sprintf("is %q; it must be %q or %q", t.Category, CategoryPaid, CategoryPromotional)}
 	}
-	start := now
-	if t.EffectiveAt != nil {
-		start = *t.EffectiveAt
-	}
-	if t.ExpiresAt != nil {
-		switch {
-		case !t.ExpiresAt.After(start):
-			return &InvalidInputError{Field: "expires_at", Reason: fmt.Sprintf("is %s; it must be after the block's start, %s",
-				t.ExpiresAt.UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339))}
-		case !t.ExpiresAt.After(now):
-			return &InvalidInputError{Field: "expires_at", Reason: fmt.Sprintf("is %s, in the past: a block must expire in the future",
-				t.ExpiresAt.UTC().Format(time.RFC3339))}
-		}
+	if t.ExpiresAt != nil && t.EffectiveAt != nil && !t.ExpiresAt.After(*t.EffectiveAt) {
+		return &InvalidInputError{Field: "expires_at", Reason: fmt.Sprintf("is %s; it must be after the block's start, %s",
+			t.ExpiresAt.UTC().Format(time.RFC3339), t.EffectiveAt.UTC().Format(time.RFC3339))}
 	}
 	if t.CostBasis != "" {
 		if t.category() != CategoryPaid {
 			return &InvalidInputError{Field: "cost_basis", Reason: "is set on a promotional block: only paid credits have a cost"}
 		}
-		r, ok := new(big.Rat).SetString(t.CostBasis)
-		if !ok || r.Sign() < 0 || len(t.CostBasis) > 32 {
-			return &InvalidInputError{Field: "cost_basis", Reason: fmt.Sprintf("is %q; it must be a non-negative decimal such as \"0.01\"", t.CostBasis)}
+		if _, err := ParseCostBasis(t.CostBasis); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// The range of a cost basis: what credit_blocks.cost_basis, numeric(38, 18), keeps exactly.
+const (
+	// CostBasisDecimals is the most decimals a cost basis may have.
+	CostBasisDecimals = 18
+	// CostBasisDigits is the most digits before its decimal point: a cost basis is below 10^20.
+	CostBasisDigits = 20
+	// maxCostBasisLength bounds the written form, trailing zeros and an exponent included.
+	maxCostBasisLength = 64
+)
+
+// costBasisPattern is a non-negative decimal as people and programs write one: digits, an
+// optional fraction, an optional exponent (Python's str(1e-07) is "1e-07", a Decimal's "1E+1").
+var costBasisPattern = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
+
+// ParseCostBasis reads a cost basis written as a decimal — "0.01", "0.0100", "1e-11", "3.5E-07" —
+// and answers it exactly, in the plain form the ledger stores and shows ("0.00000000001"), or an
+// [*InvalidInputError] naming cost_basis: for anything that is no non-negative decimal (a
+// fraction such as "1/3", hex, NaN, Infinity, a sign, spaces), for more than [CostBasisDecimals]
+// decimals — the ledger would keep another number than the one paid, so the caller must round
+// it — and for a value of 10^[CostBasisDigits] or more. Its value, not its written form, is what
+// a repeat of the grant is compared by: "0.010" repeats "0.01".
+func ParseCostBasis(s string) (string, error) {
+	refuse := func(reason string, args ...any) (string, error) {
+		return "", &InvalidInputError{Field: "cost_basis", Reason: fmt.Sprintf(reason, args...)}
+	}
+	if len(s) > maxCostBasisLength {
+		return refuse("is %d characters long; a cost basis is a decimal such as \"0.01\"", len(s))
+	}
+	m := costBasisPattern.FindStringSubmatch(s)
+	if m == nil {
+		return refuse("is %q; it must be a non-negative decimal such as \"0.01\" (an exponent, as in \"1e-7\", may follow)", s)
+	}
+	// The value is digits × 10^-scale.
+	digits, scale := m[1]+m[2], len(m[2])
+	if m[3] != "" {
+		exp, err := strconv.Atoi(m[3])
+		if err != nil || exp > 1<<20 || exp < -(1<<20) { // far past any bound below, and no overflow
+			return refuse("is %q; it must be below 10^%d with at most %d decimals", s, CostBasisDigits, CostBasisDecimals)
+		}
+		scale -= exp
+	}
+	digits = strings.TrimLeft(digits, "0")
+	for scale > 0 && strings.HasSuffix(digits, "0") {
+		digits, scale = digits[:len(digits)-1], scale-1
+	}
+	switch {
+	case digits == "":
+		return "0", nil
+	case scale > CostBasisDecimals:
+		return refuse("is %q, which has %d decimals; the ledger keeps at most %d, so round it first", s, scale, CostBasisDecimals)
+	case len(digits)-scale > CostBasisDigits:
+		return refuse("is %q; it must be below 10^%d", s, CostBasisDigits)
+	case scale <= 0:
+		return digits + strings.Repeat("0", -scale), nil
+	case scale >= len(digits):
+		return "0." + strings.Repeat("0", scale-len(digits)) + digits, nil
+	}
+	return digits[:len(digits)-scale] + "." + digits[len(digits)-scale:], nil
 }
 
 // Block is one credit block of an account, as it stands.
@@ -124,7 +179,8 @@ type Block struct {
 	// Opening marks the block that held the account's credits when blocks began (and takes back
 	// credits drawn before them).
 	Opening bool
-	// ExpiredAt is when the expiry pass removed what remained of it; nil before.
+	// ExpiredAt is when the expiry pass removed what remained of it, or when a pending block was
+	// voided because its payment was confirmed after its expiry (it held nothing); nil before.
 	ExpiredAt *time.Time
 	// CreatedAt is when it was granted.
 	CreatedAt time.Time
@@ -149,24 +205,13 @@ func scanBlock(row pgx.CollectableRow) (Block, error) {
 	return b, err
 }
 
-// trimDecimal drops the trailing zeros numeric(20, 10) pads a cost basis with: "0.0100000000"
-// reads "0.01".
+// trimDecimal drops the trailing zeros a numeric's text pads its scale with: "0.010000000000000000"
+// reads "0.01". It changes no digit, so the number read is the number stored.
 func trimDecimal(s string) string {
-	if s == "" {
+	if !strings.Contains(s, ".") {
 		return s
 	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return s
-	}
-	out := r.FloatString(10)
-	for len(out) > 1 && out[len(out)-1] == '0' {
-		out = out[:len(out)-1]
-	}
-	if out[len(out)-1] == '.' {
-		out = out[:len(out)-1]
-	}
-	return out
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
 // Blocks lists an account's credit blocks in the order of spending — promotional before paid,

@@ -462,33 +462,43 @@ func TestReturnToABlockTheExpiryMarkedExpiresAtOnce(t *testing.T) {
 }
 
 // TestPendingGrantSettledAfterItsExpiryIsVoid checks a payment confirmed only after the block it
-// pays for has expired: the block is void, no row is written and no credits appear (nor pay a
-// debt): the credits would lapse at once, and paying a debt with them would spend credits after
-// their expiry.
+// pays for has expired: the block is void (marked expired, with no row: it held nothing), no row
+// is written and no credits appear (nor pay a debt): the credits would lapse at once, and paying
+// a debt with them would spend credits after their expiry. The answer says so, ErrGrantExpired —
+// not a refusal of the request as if nothing had happened — and so does every later confirmation
+// of the payment: it was not "settled the other way" before. A later failed payment finds the
+// block void, as it asks: already applied.
 func TestPendingGrantSettledAfterItsExpiryIsVoid(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	acct := blockAccount(t, s)
+	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -30, Key: ledgertest.ID(t, "debt")})
+	require.NoError(t, err)
 	expires := time.Now().Add(time.Hour)
 	key := ledgertest.ID(t, "late-payment")
-	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true,
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true,
 		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &expires}})
 	require.NoError(t, err)
 	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
 		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = $2`, acct, key)
 	require.NoError(t, err)
+	rowsBefore := accountRows(t, s, acct)
 
-	_, err = s.SettlePendingGrant(ctx, acct, key, true)
-	var invalid *ledgerdb.InvalidInputError
-	require.ErrorAs(t, err, &invalid)
-	ledgertest.RequireBalance(t, s, acct, 0)
-	blocks, err := s.Blocks(ctx, acct)
-	require.NoError(t, err)
-	for _, b := range blocks {
-		if b.Key == key {
-			require.Equal(t, ledgerdb.BlockVoid, b.Status)
-		}
+	for range 2 {
+		_, err = s.SettlePendingGrant(ctx, acct, key, true)
+		require.ErrorIs(t, err, ledgerdb.ErrGrantExpired)
+		require.NotErrorIs(t, err, ledgerdb.ErrConflict)
+		require.NotErrorIs(t, err, ledgerdb.ErrInvalidInput)
 	}
+	failed, err := s.SettlePendingGrant(ctx, acct, key, false)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, failed.Outcome)
+	require.Equal(t, rowsBefore, accountRows(t, s, acct), "no row")
+	ledgertest.RequireBalance(t, s, acct, -30)
+	b := blockOfKey(t, s, acct, key)
+	require.Equal(t, ledgerdb.BlockVoid, b.Status)
+	require.Zero(t, b.Remaining)
+	require.NotNil(t, b.ExpiredAt, "marked expired")
 	ledgertest.RequireSound(t, s, acct)
 }
 

@@ -40,6 +40,10 @@ var (
 	// ErrNotStarted means a result was reported for a job that is not charged (still submitting,
 	// its charge undecided, or rejected): there is no work of it to deliver.
 	ErrNotStarted = errors.New("the job has not started (its charge is still being decided, or it was rejected), so it has no result to take")
+	// ErrGrantExpired means a pending grant's payment was confirmed after its block's expiry: its
+	// credits could only have lapsed, so the block was voided instead, no credits added, and every
+	// later settlement of it answers the same. The payment is the payment code's to refund.
+	ErrGrantExpired = errors.New("the grant's expiry passed before its payment was confirmed, so it was voided: no credits were added")
 	// ErrRejected means the job was rejected before it was charged, for any reason; a
 	// [*RejectedError] says which. A rejected job ID can never be charged: a new attempt needs a
 	// new ID.
@@ -85,6 +89,7 @@ func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
 const (
 	sqlstateAppendOnly   = "JB001" // a ledger row, job or account deleted or rewritten
 	sqlstateFixedFields  = "JB002" // a job's cost, account or flags, or an API key, changed backwards
+	sqlstateRefusedArg   = "JB004" // a function refused an argument; its COLUMN names the field
 	sqlstateUniqueViol   = "23505"
 	sqlstateForeignKey   = "23503"
 	sqlstateOutOfRange   = "22003"
@@ -92,7 +97,10 @@ const (
 )
 
 // translateError maps database errors to the package's domain errors, in one place, keeping the
-// original error in the chain for logs. Errors it does not know pass through unchanged.
+// original error in the chain for logs. Errors it does not know pass through unchanged. A
+// function's refusal of an argument (JB004: the service role may call the functions directly, so
+// they check what they are given) is the [*InvalidInputError] the Go code would have answered:
+// its field is the error's COLUMN, its reason the message.
 func translateError(err error) error {
 	if err == nil {
 		return nil
@@ -102,6 +110,8 @@ func translateError(err error) error {
 		return err
 	}
 	switch pgErr.Code {
+	case sqlstateRefusedArg:
+		return &InvalidInputError{Field: pgErr.ColumnName, Reason: pgErr.Message}
 	case sqlstateAppendOnly, sqlstateFixedFields:
 		return fmt.Errorf("%w: %w", ErrAppendOnly, err)
 	case sqlstateUniqueViol:

@@ -121,9 +121,10 @@ func (s *Store) TopUpRuleOf(ctx context.Context, accountID string) (rule TopUpRu
 // SettlePendingGrant settles a grant posted pending its payment ([Credit.Pending]): paid makes
 // its block spendable, writing the grant's row (the debt paid first, as by any grant); otherwise
 // the block is voided, nothing else written. Settling it again the same way answers
-// AlreadyApplied; the other way, [ErrConflict]. A grant whose block expired before its payment was
-// confirmed is voided and answered [*InvalidInputError]. An unknown key is [ErrUnknownGrant]; an
-// unknown account [ErrUnknownAccount].
+// AlreadyApplied; the other way, [ErrConflict]. A grant whose expiry passed before its payment was
+// confirmed is voided instead (no credits added) and answered [ErrGrantExpired], then and to every
+// later confirmation; a later failed payment finds it void, AlreadyApplied. An unknown key is
+// [ErrUnknownGrant]; an unknown account [ErrUnknownAccount].
 func (s *Store) SettlePendingGrant(ctx context.Context, accountID, key string, paid bool) (Posting, error) {
 	if err := ValidateID("account ID", accountID); err != nil {
 		return Posting{}, err
@@ -149,8 +150,7 @@ func (s *Store) SettlePendingGrant(ctx context.Context, accountID, key string, p
 	case "out_of_range":
 		return Posting{}, fmt.Errorf("account %q: confirming grant %q: %w", accountID, key, ErrBalanceOutOfRange)
 	case "expired":
-		return Posting{}, &InvalidInputError{Field: "key", Reason: fmt.Sprintf(
-			"names grant %q, whose block expired before its payment was confirmed: the block is now void and holds nothing", key)}
+		return Posting{}, fmt.Errorf("account %q, pending grant %q: %w", accountID, key, ErrGrantExpired)
 	}
 	p.Outcome = Outcome(outcome)
 	return p, nil

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobbill/jobbill/activities"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -488,11 +489,11 @@ func usageText(units *int64) string {
 func SettlementText(charged, released, held int64) string {
 	switch {
 	case charged == held:
-		return fmt.Sprintf("%d credits charged.", charged)
+		return plural.Count(charged, "credit") + " charged."
 	case released == 0:
-		return fmt.Sprintf("%d of %d held credits charged.", charged, held)
+		return fmt.Sprintf("%d of %s charged.", charged, plural.Count(held, "held credit"))
 	}
-	return fmt.Sprintf("%d of %d held credits charged; %d returned.", charged, held, released)
+	return fmt.Sprintf("%d of %s charged; %d returned.", charged, plural.Count(held, "held credit"), released)
 }
 
 // awaitLateResult keeps a refunded (dead-lettered) job listening: a result signal settles it, a

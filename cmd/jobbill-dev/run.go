@@ -47,8 +47,9 @@ gpu-render 1 credit a GPU-second, at most 300):
       its first answer is lost, the event is delivered again -> the same grant, balance 500
 It prints each job's ledger rows, the balances and each workflow's link in the Temporal UI, then
 prints a key of the demo account and an admin key to sign in to the console with, and keeps the
-worker running until Ctrl-C (or exits after the stories, with --exit). Postgres and the Temporal
-dev server must be running: make run starts both first.`,
+worker running until Ctrl-C (or exits after the stories, with --exit). Ctrl-C or SIGTERM, at any
+step, stops what the run started and exits 0: a stop asked for is no failure. Postgres and the
+Temporal dev server must be running: make run starts both first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cli.LoadConfig()
@@ -64,11 +65,28 @@ dev server must be running: make run starts both first.`,
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), cfg, logger, cmd.OutOrStdout(), exitAfter)
+			return stopOnSignal(cmd.Context(), run(cmd.Context(), cfg, logger, cmd.OutOrStdout(), exitAfter), cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&exitAfter, "exit", false, "stop the worker and exit once the stories are told")
 	return cmd
+}
+
+// stopOnSignal answers how a run ends that ctx's signal (Ctrl-C's SIGINT, or SIGTERM) stopped: run
+// has stopped what it started by then, so the stop the person asked for is a clean end — said on
+// out, and nil, so that the command exits 0 and make does not report the run as failed — whatever
+// step the signal cut short, and whatever that step answered. A run the signal did not stop
+// answers its own err.
+func stopOnSignal(ctx context.Context, err error, out io.Writer) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintln(out, "\nStopped before the run was done; what it had started (the worker, the API) has stopped.")
+	} else {
+		fmt.Fprintln(out, "\nStopped: the worker and the API have stopped.")
+	}
+	return nil
 }
 
 // runLogFile is where `jobbill-dev run` writes the worker's log.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/internal/cli"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -170,8 +171,8 @@ func newAccountAuditCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "account %s: balance %d, rows sum to %d, %d rows, %d jobs\n",
-					report.AccountID, report.Balance, report.EntrySum, report.Entries, report.Jobs)
+				fmt.Fprintf(cmd.OutOrStdout(), "account %s: balance %d, rows sum to %d, %s, %s\n",
+					report.AccountID, report.Balance, report.EntrySum, plural.Count(report.Entries, "row"), plural.Count(report.Jobs, "job"))
 				for _, v := range report.Violations {
 					fmt.Fprintln(cmd.OutOrStdout(), "VIOLATION:", v)
 				}

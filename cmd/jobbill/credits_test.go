@@ -17,8 +17,10 @@ import (
 
 // TestGrantWithBlockTerms checks `jobbill account grant` with a credit block's terms: the terms
 // make the block `account blocks` lists, promotional first (the order of spending); each bad term
-// fails naming it and writes nothing; the same key with other terms is a conflict, with the same
-// terms already_applied (the idempotent-doors rule).
+// fails naming it and writes nothing — a cost basis that is a fraction, hex, finer than the 18
+// decimals the ledger keeps or of 10^20 or more among them; the same key with other terms is a
+// conflict, with the same terms already_applied (the idempotent-doors rule), a cost basis written
+// with an exponent too.
 func TestGrantWithBlockTerms(t *testing.T) {
 	e := newCLIEnv(t)
 	acct := ledgertest.Account(t, e.Store, 0)
@@ -34,6 +36,10 @@ func TestGrantWithBlockTerms(t *testing.T) {
 		{[]string{"--effective-at", "2027-02-30T00:00:00Z"}, "--effective-at"},
 		{[]string{"--expires-at", "2020-01-01T00:00:00Z"}, "invalid expires_at"},
 		{[]string{"--cost-basis", "-1"}, "invalid cost_basis"},
+		{[]string{"--cost-basis", "1/3"}, "invalid cost_basis"},
+		{[]string{"--cost-basis", "0x10/1"}, "invalid cost_basis"},
+		{[]string{"--cost-basis", "3.3333333333333335e-07"}, "invalid cost_basis"},
+		{[]string{"--cost-basis", "1e20"}, "invalid cost_basis"},
 		{[]string{"--category", "promotional", "--cost-basis", "0.01"}, "invalid cost_basis"},
 	} {
 		out, err := e.run(t, append([]string{"account", "grant", acct, "50", "--key", "bad"}, tc.args...)...)
@@ -46,6 +52,9 @@ func TestGrantWithBlockTerms(t *testing.T) {
 	require.Contains(t, e.ok(t, paid...), ": applied")
 	require.Contains(t, e.ok(t, paid...), ": already_applied")
 	require.Contains(t, e.ok(t, "account", "grant", acct, "20", "--key", "welcome", "--category", "promotional"), ": applied")
+	tiny := []string{"account", "grant", acct, "10", "--key", "invoice-4", "--cost-basis", "1e-11"}
+	require.Contains(t, e.ok(t, tiny...), ": applied")
+	require.Contains(t, e.ok(t, tiny...), ": already_applied", "1e-11 is kept as written, not as 0")
 	before = rows(t, e, acct)
 	_, err := e.run(t, "account", "grant", acct, "100", "--key", "invoice-3", "--cost-basis", "0.02", "--expires-at", expires, "--priority", "2")
 	require.ErrorIs(t, err, ledgerdb.ErrConflict, "the same key with another cost basis")
@@ -56,7 +65,8 @@ func TestGrantWithBlockTerms(t *testing.T) {
 	require.Regexp(t, `^BLOCK\s+CATEGORY\s+PRIORITY`, lines[0])
 	require.Regexp(t, `^\d+\s+promotional\s+0\s+20\s+20\s+\S+\s+never\s+-\s+active\s+true\s+$`, lines[1], out)
 	require.Regexp(t, `^\d+\s+paid\s+0\s+0\s+0\s+\S+\s+never\s+-\s+active, opening\s+false\s+`, lines[2], out)
-	require.Regexp(t, `^\d+\s+paid\s+2\s+100\s+100\s+\S+\s+`+expires+`\s+0.01\s+active\s+true\s*$`, lines[3], out)
+	require.Regexp(t, `^\d+\s+paid\s+0\s+10\s+10\s+\S+\s+never\s+0\.00000000001\s+active\s+true\s*$`, lines[3], out)
+	require.Regexp(t, `^\d+\s+paid\s+2\s+100\s+100\s+\S+\s+`+expires+`\s+0.01\s+active\s+true\s*$`, lines[4], out)
 	_, err = e.run(t, "account", "blocks", ledgertest.ID(t, "ghost"))
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownAccount)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/internal/cli"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
@@ -101,9 +102,10 @@ func priceFromFlags(kind, unit string, unitPrice, maxUnits int64, maxGiven bool,
 // price, its maximum and the hold that makes.
 func describePrice(p ledgerdb.Price) string {
 	if p.Unit == ledgerdb.UnitJob {
-		return fmt.Sprintf("%d credits per job", p.UnitPrice)
+		return plural.Count(p.UnitPrice, "credit") + " per job"
 	}
-	return fmt.Sprintf("%d credits per GPU-second, at most %d GPU-seconds per job (a job holds up to %d credits)", p.UnitPrice, p.MaxUnits, p.Hold())
+	return fmt.Sprintf("%s per GPU-second, at most %s per job (a job holds up to %s)", plural.Count(p.UnitPrice, "credit"),
+		plural.Count(p.MaxUnits, "GPU-second"), plural.Count(p.Hold(), "credit"))
 }
 
 func newPriceListCommand() *cobra.Command {

@@ -28,6 +28,12 @@ func TestPriceCommands(t *testing.T) {
 	require.Contains(t, out, "nothing was written (already_applied)")
 	out = e.ok(t, "price", "set", kind, "--unit", "gpu_second", "--unit-price", "3", "--max-units", "300", "--memo", "new GPUs")
 	require.Contains(t, out, "version 2 set")
+	one := cliKind(t, "one")
+	out = e.ok(t, "price", "set", one, "--unit", "gpu_second", "--unit-price", "1", "--max-units", "1")
+	require.Contains(t, out, "version 1 set: 1 credit per GPU-second, at most 1 GPU-second per job (a job holds up to 1 credit) (applied)",
+		"the words agree with their numbers")
+	out = e.ok(t, "price", "set", one, "--unit", "job", "--unit-price", "1")
+	require.Contains(t, out, "version 2 set: 1 credit per job")
 
 	bad := cliKind(t, "bad")
 	for _, tc := range []struct {

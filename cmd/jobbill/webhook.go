@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/internal/cli"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/webhooks"
 )
@@ -218,7 +219,7 @@ func newWebhookReplayCommand() *cobra.Command {
 			if err != nil {
 				return hookRefusal(err, args[0])
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d deliveries queued to %s\n", n, args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "%d %s queued to %s\n", n, plural.Of(n, "delivery", "deliveries"), args[1])
 			return nil
 		}),
 	}

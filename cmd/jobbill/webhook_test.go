@@ -51,7 +51,7 @@ func TestWebhookCommandsRoundTrip(t *testing.T) {
 	_, err = e.run(t, "webhook", "replay", acct, id)
 	require.Error(t, err, "--event or --since is required")
 	// The account's one event is its opening grant's credit.granted.
-	require.Contains(t, e.ok(t, "webhook", "replay", acct, id, "--since", "2020-01-01T00:00:00Z"), "1 deliveries queued")
+	require.Contains(t, e.ok(t, "webhook", "replay", acct, id, "--since", "2020-01-01T00:00:00Z"), "1 delivery queued", "the words agree with their number")
 
 	require.Contains(t, e.ok(t, "webhook", "attempts", acct, id), "OUTCOME")
 	require.Contains(t, e.ok(t, "webhook", "failed", "--account", acct), "no delivery was given up")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/workflows"
@@ -234,8 +235,7 @@ func (r Run) Play(ctx context.Context, svc Services, out io.Writer) (err error) 
 	}
 	for i, s := range stories {
 		status := final[i]
-		fmt.Fprintf(out, "\n(%s) %s\n    job %s: %s, money %s, %d attempts\n    %s\n    %s\n",
-			s.name, s.title, status.JobID, status.State, status.MoneyState, status.Attempts, status.Message, status.WorkflowURL)
+		fmt.Fprint(out, storyLines(s.name, s.title, status))
 		for _, e := range history.Entries {
 			if e.JobID == status.JobID {
 				fmt.Fprint(out, rowLine(e))
@@ -271,6 +271,13 @@ func (r Run) Play(ctx context.Context, svc Services, out io.Writer) (err error) 
 }
 
 // rowLine is a ledger row as the stories print it.
+// storyLines are what a story's end prints before its rows: its name and title, the job's state,
+// money state and attempts, its sentence and its workflow's link.
+func storyLines(name, title string, status jobs.Status) string {
+	return fmt.Sprintf("\n(%s) %s\n    job %s: %s, money %s, %s\n    %s\n    %s\n",
+		name, title, status.JobID, status.State, status.MoneyState, plural.Count(status.Attempts, "attempt"), status.Message, status.WorkflowURL)
+}
+
 func rowLine(e ledgerdb.Entry) string {
 	return fmt.Sprintf("      row %-6d %-8s %+6d  balance after %d\n", e.ID, e.Kind, e.Amount, e.BalanceAfter)
 }

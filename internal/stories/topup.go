@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/apitype"
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/webhooks"
@@ -324,8 +325,8 @@ func (t *topUp) tell(ctx context.Context) (string, error) {
 			charged -= e.Amount
 		}
 	}
-	fmt.Fprintf(&b, "    topup.requested %s, signature verified: %d credits under key %s (balance %d after job %s's charge)\n",
-		first.eventID, req.Amount, req.Key, req.Balance, req.JobID)
+	fmt.Fprintf(&b, "    topup.requested %s, signature verified: %s under key %s (balance %d after job %s's charge)\n",
+		first.eventID, plural.Count(req.Amount, "credit"), req.Key, req.Balance, req.JobID)
 	fmt.Fprintf(&b, "    the payment code posted the grant pending its payment (%d, no row yet), charged the card, settled it paid (%d %s: row %d)\n",
 		first.postedStatus, first.paid, first.settled.Outcome, first.settled.EntryID)
 	fmt.Fprintf(&b, "    its answer was lost (503); jobbill delivered %s again, and paying again under the same key answered %d %s: row %d, nothing bought twice\n",
@@ -336,7 +337,8 @@ func (t *topUp) tell(ctx context.Context) (string, error) {
 	}
 	for _, blk := range blocks {
 		if blk.Key == req.Key {
-			fmt.Fprintf(&b, "    block %d: %s, %d credits at %s each, %d left, %s\n", blk.ID, blk.Category, blk.Amount, blk.CostBasis, blk.Remaining, blk.Status)
+			fmt.Fprintf(&b, "    block %d: %s, %s at %s each, %d left, %s\n", blk.ID, blk.Category, plural.Count(blk.Amount, "credit"),
+				blk.CostBasis, blk.Remaining, blk.Status)
 		}
 	}
 	fmt.Fprintf(&b, "    balance of %s: %d before, %d charged, %d topped up, %d after\n", t.account, before, charged, toppedUp, history.Entries[len(history.Entries)-1].BalanceAfter)

@@ -14,6 +14,14 @@
 -- A grant posted p_pending (its payment not confirmed yet) makes a pending block and no row: it
 -- holds no credits until ledger_settle_pending_grant confirms it, or voids it. A repeat of the key
 -- answers as for a posted grant, the block's status aside.
+-- The service role may call it directly, so it checks its arguments itself, as the Go code does:
+-- a NULL where a value is needed, a kind other than grant or adjustment, an amount of the wrong
+-- sign, a grant's unknown category, an expiry not after the block's start, a new grant whose
+-- expiry has passed (it could only lapse, and must not pay a debt), a cost basis that is not a
+-- finite non-negative decimal the block stores exactly (numeric(38, 18): at most 18 decimals,
+-- below 10^20), or one on promotional credits — each raises SQLSTATE JB004 naming the argument as
+-- the API names it (the error's COLUMN), nothing written. A grant whose start is past and whose
+-- expiry is ahead is a grant like any other, spendable at once.
 CREATE FUNCTION ledger_post(p_account_id text, p_kind text, p_amount bigint, p_key text, p_memo text,
                             p_category text DEFAULT 'paid', p_priority integer DEFAULT 0,
                             p_effective_at timestamptz DEFAULT NULL, p_expires_at timestamptz DEFAULT NULL,
@@ -27,6 +35,37 @@ DECLARE
     new_balance bigint;
     blk         credit_blocks;
 BEGIN
+    -- The arguments, before anything is read or locked.
+    IF p_kind IS NULL OR p_kind NOT IN ('grant', 'adjustment') THEN
+        RAISE EXCEPTION 'is %; it must be grant or adjustment', coalesce(quote_literal(p_kind), 'NULL')
+            USING ERRCODE = 'JB004', COLUMN = 'kind';
+    ELSIF p_amount IS NULL OR p_amount = 0 OR (p_kind = 'grant' AND p_amount < 0) THEN
+        RAISE EXCEPTION 'is %; a grant must be above zero, an adjustment not zero', coalesce(p_amount::text, 'NULL')
+            USING ERRCODE = 'JB004', COLUMN = 'amount';
+    ELSIF p_key IS NULL THEN
+        RAISE EXCEPTION 'is NULL; every post needs its idempotency key' USING ERRCODE = 'JB004', COLUMN = 'key';
+    ELSIF p_pending IS NULL THEN
+        RAISE EXCEPTION 'is NULL; it must say whether the payment is still to be confirmed (true) or not (false)'
+            USING ERRCODE = 'JB004', COLUMN = 'pending';
+    END IF;
+    IF p_kind = 'grant' THEN
+        IF p_category IS NULL OR p_category NOT IN ('paid', 'promotional') THEN
+            RAISE EXCEPTION 'is %; it must be paid or promotional', coalesce(quote_literal(p_category), 'NULL')
+                USING ERRCODE = 'JB004', COLUMN = 'category';
+        ELSIF p_priority IS NULL THEN
+            RAISE EXCEPTION 'is NULL; it must be a whole number (0 when none is meant)' USING ERRCODE = 'JB004', COLUMN = 'priority';
+        ELSIF p_expires_at <= p_effective_at THEN
+            RAISE EXCEPTION 'is %; it must be after the block''s start, %', to_char(p_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                to_char(p_effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') USING ERRCODE = 'JB004', COLUMN = 'expires_at';
+        ELSIF p_cost_basis IS NOT NULL AND (p_cost_basis = 'NaN' OR p_cost_basis < 0 OR p_cost_basis >= 1e20
+                                            OR p_cost_basis <> round(p_cost_basis, 18)) THEN
+            RAISE EXCEPTION 'is %; it must be a decimal from 0 to below 10^20 with at most 18 decimals, stored exactly', p_cost_basis
+                USING ERRCODE = 'JB004', COLUMN = 'cost_basis';
+        ELSIF p_cost_basis IS NOT NULL AND p_category <> 'paid' THEN
+            RAISE EXCEPTION 'is set on a promotional block: only paid credits have a cost' USING ERRCODE = 'JB004', COLUMN = 'cost_basis';
+        END IF;
+    END IF;
+
     -- Lock the account first: every post of a key to this account then runs one after the other,
     -- so the look-up below cannot miss a row that a concurrent post is about to write, and no
     -- transition of its jobs can move money while the exposures are checked.
@@ -63,6 +102,13 @@ BEGIN
             RETURN QUERY SELECT 'conflict'::text, e.id, e.balance_after;
         END IF;
         RETURN;
+    END IF;
+
+    -- A new grant's expiry is checked against the clock only now: a repeat of one posted before its
+    -- expiry answered above, whenever it comes.
+    IF p_kind = 'grant' AND p_expires_at <= now() THEN
+        RAISE EXCEPTION 'is %, in the past: a new block must expire in the future (its credits could only lapse)',
+            to_char(p_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') USING ERRCODE = 'JB004', COLUMN = 'expires_at';
     END IF;
 
     IF p_amount > 0 THEN

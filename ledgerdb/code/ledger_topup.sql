@@ -81,8 +81,11 @@ $$;
 -- spendable — the grant's row is written now, its credits moved in and the debt paid first, as
 -- any grant's — and otherwise voids it, nothing written but its status. A block settled before
 -- answers already_applied when settled the same way, conflict otherwise; an unknown key,
--- not_found. A block whose expiry passed before its payment was confirmed is voided instead:
--- expired. Answers the grant's row and the balance after it when paid.
+-- not_found. A block whose expiry passed before its payment was confirmed is voided instead,
+-- marked expired (expired_at, with no row: it held nothing), and answers expired — then and to
+-- every later confirmation of its payment; a later p_paid false finds it void, already_applied.
+-- Answers the grant's row and the balance after it when paid. A NULL p_paid says neither, and is
+-- refused (SQLSTATE JB004, COLUMN paid), nothing written.
 CREATE FUNCTION ledger_settle_pending_grant(p_account_id text, p_key text, p_paid boolean)
 RETURNS TABLE (outcome text, entry_id bigint, balance_after bigint)
 LANGUAGE plpgsql {{ template "run_as_owner" . }} AS $$
@@ -93,6 +96,10 @@ DECLARE
     running     numeric;
     new_balance bigint;
 BEGIN
+    IF p_paid IS NULL THEN
+        RAISE EXCEPTION 'is NULL; it must say whether the payment was made (true) or failed (false)'
+            USING ERRCODE = 'JB004', COLUMN = 'paid';
+    END IF;
     SELECT * INTO acct FROM accounts WHERE id = p_account_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'unknown_account'::text, NULL::bigint, NULL::bigint;
@@ -101,6 +108,10 @@ BEGIN
     SELECT * INTO blk FROM credit_blocks b WHERE b.account_id = p_account_id AND b.idempotency_key = p_key FOR UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'not_found'::text, NULL::bigint, NULL::bigint;
+        RETURN;
+    ELSIF blk.status = 'void' AND blk.expired_at IS NOT NULL AND p_paid THEN
+        -- Its payment was confirmed too late before: the same answer again.
+        RETURN QUERY SELECT 'expired'::text, NULL::bigint, acct.balance;
         RETURN;
     ELSIF blk.status <> 'pending' THEN
         SELECT * INTO e FROM ledger_entries le WHERE le.account_id = p_account_id AND le.idempotency_key = p_key;
@@ -115,7 +126,7 @@ BEGIN
     ELSIF blk.expires_at <= now() THEN
         -- Paid too late: its credits would lapse at once, and paying a debt with them would spend
         -- them after their expiry. The block is void; the payment is the payment code's to refund.
-        UPDATE credit_blocks SET status = 'void' WHERE id = blk.id;
+        UPDATE credit_blocks SET status = 'void', expired_at = now() WHERE id = blk.id;
         RETURN QUERY SELECT 'expired'::text, NULL::bigint, acct.balance;
         RETURN;
     END IF;
