@@ -31,12 +31,25 @@ reset others to their first workflow task (as an operator does in the Temporal U
 dev server once — reporting results while it is down, which are recorded — and, with
 --restart-postgres, Postgres once (only when nothing else uses the cluster).
 
+Its accounts hold credit blocks: promotional and paid (with a cost basis), of different
+priorities, some starting mid-run and at least one per account expiring mid-run, which the
+workers' expiry pass (every --expiry-interval) removes while jobs draw from, refund to and release
+to it; pending grants confirmed paid or failed mid-run; and, on the poor account, an automatic
+top-up rule whose topup.requested webhooks the workers deliver to a receiver of the run's own on
+127.0.0.1, which verifies their Standard Webhooks signatures and pays each with a grant under the
+event's idempotency key, sometimes twice.
+
 Nothing but the reconcile schedule the workers create (a pass every --pass-interval) heals: the driver follows
 jobs in the ledger and through Temporal's describe, never through the job service's status read,
 which heals on read (--reads turns such reads on). It waits until the run is at rest, every
 orphan, terminated job and recorded result repaired within ` + fmt.Sprint(chaos.HealPasses) + ` scheduled passes, checks that every
 terminated job ended refunded (or delivered or recovered by its result) and every recorded result
-was billed, and runs the invariant checker on the run's job-ID prefix.
+was billed, and runs the invariant checker on the run's job-ID prefix. Then it checks the credit
+mix: every run account's audit (no block spent before its start or after its expiry), each block
+that expired mid-run removed by exactly one expire row of the pass (and any a return caused, each
+naming its return) and holding nothing, a confirmed pending grant written once and a failed one
+never, every top-up request paid by exactly one grant under its key within the month's cap, and
+the revenue report reconciling for each account.
 
 The ledger is the configured database_url (migrated first as migrate_database_url). It must be a
 database of the run's own: the workers' pass heals every account of it, so the run refuses one
@@ -78,6 +91,12 @@ holding another deployment's jobs that the pass would act on.`,
 			return nil
 		},
 	}
+	chaosFlags(cmd, &cfg)
+	return cmd
+}
+
+// chaosFlags binds the chaos command's flags to cfg.
+func chaosFlags(cmd *cobra.Command, cfg *chaos.Config) {
 	f := cmd.Flags()
 	f.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "how many jobs to submit")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of every choice of the run (default: from the clock, printed)")
@@ -90,7 +109,7 @@ holding another deployment's jobs that the pass would act on.`,
 	f.IntVar(&cfg.OutageResults, "outage-results", cfg.OutageResults, "results to report while the dev server is down (recorded, then applied by the pass)")
 	f.BoolVar(&cfg.Reads, "reads", false, "also read jobs through the job service's status, which heals on read (default: only the scheduled pass heals)")
 	f.DurationVar(&cfg.PassInterval, "pass-interval", cfg.PassInterval, "the workers' reconcile.interval")
+	f.DurationVar(&cfg.ExpiryInterval, "expiry-interval", cfg.ExpiryInterval, "the workers' expiry.interval (the expiry pass removes what remains of the blocks that expire mid-run)")
 	f.StringVar(&cfg.Binary, "binary", "", "jobbill binary the workers run (default: built from ./cmd/jobbill)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "keep the dev server's store and the processes' logs here (default: a temporary directory, removed)")
-	return cmd
 }

@@ -9,9 +9,13 @@
 // read (unless [Config.Reads] asks for it). It waits until the run is at rest — every fault
 // repaired within a bounded number of scheduled passes — checks that every terminated job was
 // refunded (or settled by its result) and every result recorded while Temporal was down was
-// billed, and runs the invariant checker scoped to the run's job-ID prefix and task queue. Every
-// choice (scenarios, which jobs get which injection, when each injection fires) comes from the
-// seed, so a run can be repeated.
+// billed, and runs the invariant checker scoped to the run's job-ID prefix and task queue. Its
+// accounts hold credit blocks — promotional and paid, of different priorities, some starting and
+// some expiring mid-run, which the workers' expiry pass removes — pending grants confirmed or
+// failed mid-run, and an automatic top-up rule whose signed webhooks a receiver of the run pays;
+// at rest the run checks those too (creditchecks.go). Every choice (scenarios, which jobs get which
+// injection, when each injection fires, the credit mix) comes from the seed, so a run can be
+// repeated.
 package chaos
 
 import (
@@ -116,6 +120,9 @@ type Config struct {
 	// reconcile.grace and reconcile.result_grace: the schedule they create runs the pass that heals
 	// the run.
 	PassInterval, PassGrace, PassResultGrace time.Duration
+	// ExpiryInterval is the workers' expiry.interval: the schedule they create runs the expiry pass
+	// that removes what remains of the blocks that expire mid-run.
+	ExpiryInterval time.Duration
 	// WorkDir keeps the dev server's store and the processes' logs; a fresh temporary directory
 	// (removed afterwards) when empty.
 	WorkDir string
@@ -158,6 +165,7 @@ func DefaultConfig() Config {
 		PassInterval:           2 * time.Second,
 		PassGrace:              3 * time.Second,
 		PassResultGrace:        time.Second,
+		ExpiryInterval:         2 * time.Second,
 		QuiesceTimeout:         5 * time.Minute,
 	}
 }
@@ -204,6 +212,9 @@ func (c Config) withDefaults() Config {
 	if c.PassResultGrace <= 0 {
 		c.PassResultGrace = d.PassResultGrace
 	}
+	if c.ExpiryInterval <= 0 {
+		c.ExpiryInterval = d.ExpiryInterval
+	}
 	if c.QuiesceTimeout <= 0 {
 		c.QuiesceTimeout = d.QuiesceTimeout
 	}
@@ -230,8 +241,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 
 	r, report := newRun(cfg, out)
 	fmt.Fprintf(out, "chaos run: seed %d, %d jobs, prefix %s, task queue %s, work dir %s\n"+
-		"reads %s; a scheduled pass every %s (grace %s, result grace %s)\n",
-		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir, readsLine(cfg.Reads), cfg.PassInterval, cfg.PassGrace, cfg.PassResultGrace)
+		"reads %s; a scheduled pass every %s (grace %s, result grace %s); an expiry pass every %s\n",
+		cfg.Seed, cfg.Jobs, r.prefix, r.taskQueue, workDir, readsLine(cfg.Reads), cfg.PassInterval, cfg.PassGrace, cfg.PassResultGrace, cfg.ExpiryInterval)
 	wcfg, err := r.workerConfig()
 	if err != nil {
 		return report, err
@@ -243,6 +254,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	}
 
 	plans, timeline := r.plan(&report)
+	r.credits = r.planCredits()
+	stopReceiver, err := r.serveTopUps()
+	defer stopReceiver()
+	if err != nil {
+		return report, err
+	}
 	if err := r.openAccounts(ctx); err != nil {
 		return report, err
 	}
@@ -304,6 +321,10 @@ func (r *run) workerConfig() (config.Config, error) {
 	r.namespace = wcfg.Temporal.Namespace
 	wcfg.Policy = cfg.Policy
 	wcfg.Reconcile = config.Reconcile{Interval: cfg.PassInterval, Grace: cfg.PassGrace, ResultGrace: cfg.PassResultGrace}
+	wcfg.Expiry = config.Expiry{Interval: cfg.ExpiryInterval}
+	wcfg.Webhooks.Enabled, wcfg.Webhooks.AllowPrivateURLs = true, true
+	wcfg.Webhooks.PollInterval, wcfg.Webhooks.Timeout, wcfg.Webhooks.MaxAge = webhookPoll, webhookTimeout, webhookMaxAge
+	wcfg.Webhooks.InitialBackoff, wcfg.Webhooks.MaxBackoff = webhookInitialBackoff, webhookMaxBackoff
 	if err := wcfg.Validate(); err != nil {
 		return wcfg, fmt.Errorf("chaos: the workers' configuration: %w", err)
 	}

@@ -19,7 +19,13 @@ import (
 // rule the invariant checker audits, across the ledger and Temporal; a terminated job never stays
 // charged with no run to settle it (refunded, or settled by its result); a result recorded while
 // Temporal was down is billed; an orphaned placeholder is never left "being decided" — each repair
-// within HealPasses scheduled passes. Its ledger is the chaos deployment's database: the workers'
+// within HealPasses scheduled passes. Its accounts hold credit blocks, promotional and paid, some
+// expiring mid-run, pending grants confirmed or failed mid-run, and an automatic top-up rule whose
+// requests a receiver pays over signed webhooks; for them it checks: each block whose expiry
+// passed removed by the expiry pass once and holding nothing, no block spent outside its time
+// (the audit of every account), a confirmed pending grant written once and a failed one never,
+// every top-up request paid once under its key within the month's cap, and the revenue report
+// reconciling. Its ledger is the chaos deployment's database: the workers'
 // pass reads every account of its database, and on the tests' shared one it would heal other
 // tests' jobs. It needs Postgres (scripts/ensure-postgres.sh, which creates that database) and
 // the Temporal CLI; it builds the jobbill binary itself.
@@ -68,6 +74,16 @@ func TestChaosRun(t *testing.T) {
 		chaos.KindTerminate, chaos.KindReset} {
 		if report.Injections[kind] == 0 {
 			t.Errorf("no %s was injected (injections: %v)", kind, report.Injections)
+		}
+	}
+	// The credit mix did each of its things at least once, so that its checks (reported above as
+	// violations) checked something.
+	c := report.Credits
+	for what, n := range map[string]int{"block granted": c.BlocksGranted, "block expired mid-run and removed by the pass": c.BlocksExpired,
+		"top-up requested": c.TopUpsRequested, "top-up paid": c.TopUpsPaid, "top-up grant posted again under its key": c.TopUpRepeats,
+		"pending grant confirmed": c.PendingConfirmed, "pending grant voided": c.PendingVoided} {
+		if n == 0 {
+			t.Errorf("no %s (credit mix: %+v)", what, c)
 		}
 	}
 	if n := report.Terminated[ledgerdb.StateRunning]; n > 0 {

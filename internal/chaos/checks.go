@@ -1,7 +1,7 @@
 package chaos
 
-// The checks of a run at rest: orphans healed, terminated jobs and recorded results settled, and the
-// invariant checker over the run's jobs.
+// The checks of a run at rest: orphans healed, terminated jobs and recorded results settled, the
+// invariant checker over the run's jobs, and the credit mix's checks (creditchecks.go).
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 // conclude checks the run at rest into report: the orphans healed, where the terminated jobs and
 // the recorded results ended, what the passes did, and the invariant checker's findings over the
-// run's jobs, whose text it writes to the run's log.
+// run's jobs, whose text it writes to the run's log, and the credit mix's own checks
+// (checkCredits).
 func (r *run) conclude(ctx context.Context, report *Report) error {
 	cfg := r.cfg
 	report.Orphans = cfg.Orphans
@@ -47,12 +48,17 @@ func (r *run) conclude(ctx context.Context, report *Report) error {
 		}
 	}
 	_ = check.WriteText(r.out)
+	credits, totals, err := r.checkCredits(ctx)
+	if err != nil {
+		return fmt.Errorf("chaos: checking the credit mix: %w", err)
+	}
+	report.Credits = totals
 
 	r.mu.Lock()
 	report.Injections = maps(r.injections)
 	report.Anomalies = append([]string(nil), r.anomalies...)
 	r.mu.Unlock()
-	report.Violations = check.Violations
+	report.Violations = append(check.Violations, credits...)
 	report.TransientErrors = r.transient.Load()
 	report.Elapsed = time.Since(r.start)
 	return nil

@@ -41,8 +41,9 @@ type run struct {
 	server *devserver.Server
 	procs  []*workerProc
 
-	passes *passWatcher
-	faults *faults
+	passes  *passWatcher
+	faults  *faults
+	credits *creditMix
 
 	mu         sync.Mutex
 	injections map[string]int
@@ -107,6 +108,7 @@ func (r *run) drive(ctx context.Context, plans []jobPlan, timeline []timedInject
 	defer cancel()
 	var injectors sync.WaitGroup
 	injectors.Go(func() { r.inject(runCtx, timeline) })
+	injectors.Go(func() { r.settlePending(runCtx) })
 	var followUps sync.WaitGroup
 	r.submitAll(runCtx, plans, &followUps)
 	injectors.Wait()
@@ -133,24 +135,32 @@ func workerEnv(w config.Config, c Config) []string {
 	}
 	p := c.Policy
 	set := map[string]string{
-		"database_url":               w.DatabaseURL,
-		"temporal.address":           w.Temporal.Address,
-		"temporal.task_queue":        w.Temporal.TaskQueue,
-		"metrics.listen":             "127.0.0.1:0",
-		"log.level":                  "warn",
-		"policy.initial_interval":    p.InitialInterval.String(),
-		"policy.backoff_coefficient": fmt.Sprint(p.BackoffCoefficient),
-		"policy.maximum_interval":    p.MaximumInterval.String(),
-		"policy.maximum_attempts":    fmt.Sprint(p.MaximumAttempts),
-		"policy.start_to_close":      p.StartToClose.String(),
-		"policy.heartbeat_timeout":   p.HeartbeatTimeout.String(),
-		"policy.late_result_window":  p.LateResultWindow.String(),
-		"runner.kind":                "simulated",
-		"runner.simulated.duration":  c.SimulatedDuration.String(),
-		"runner.simulated.late_by":   c.LateBy.String(),
-		"reconcile.interval":         w.Reconcile.Interval.String(),
-		"reconcile.grace":            w.Reconcile.Grace.String(),
-		"reconcile.result_grace":     w.Reconcile.ResultGrace.String(),
+		"database_url":                w.DatabaseURL,
+		"temporal.address":            w.Temporal.Address,
+		"temporal.task_queue":         w.Temporal.TaskQueue,
+		"metrics.listen":              "127.0.0.1:0",
+		"log.level":                   "warn",
+		"policy.initial_interval":     p.InitialInterval.String(),
+		"policy.backoff_coefficient":  fmt.Sprint(p.BackoffCoefficient),
+		"policy.maximum_interval":     p.MaximumInterval.String(),
+		"policy.maximum_attempts":     fmt.Sprint(p.MaximumAttempts),
+		"policy.start_to_close":       p.StartToClose.String(),
+		"policy.heartbeat_timeout":    p.HeartbeatTimeout.String(),
+		"policy.late_result_window":   p.LateResultWindow.String(),
+		"runner.kind":                 "simulated",
+		"runner.simulated.duration":   c.SimulatedDuration.String(),
+		"runner.simulated.late_by":    c.LateBy.String(),
+		"reconcile.interval":          w.Reconcile.Interval.String(),
+		"reconcile.grace":             w.Reconcile.Grace.String(),
+		"reconcile.result_grace":      w.Reconcile.ResultGrace.String(),
+		"expiry.interval":             w.Expiry.Interval.String(),
+		"webhooks.enabled":            fmt.Sprint(w.Webhooks.Enabled),
+		"webhooks.allow_private_urls": fmt.Sprint(w.Webhooks.AllowPrivateURLs),
+		"webhooks.poll_interval":      w.Webhooks.PollInterval.String(),
+		"webhooks.timeout":            w.Webhooks.Timeout.String(),
+		"webhooks.max_age":            w.Webhooks.MaxAge.String(),
+		"webhooks.initial_backoff":    w.Webhooks.InitialBackoff.String(),
+		"webhooks.max_backoff":        w.Webhooks.MaxBackoff.String(),
 	}
 	keys := make([]string, 0, len(set))
 	for k := range set {
@@ -163,8 +173,10 @@ func workerEnv(w config.Config, c Config) []string {
 	return env
 }
 
-// openAccounts sets the run's price list and opens its accounts: the rich ones can pay for every
-// job twice over, the poor one for about three, so that the mix includes refusals.
+// openAccounts sets the run's price list and opens its accounts with their credit mix
+// (planCredits): the rich ones can pay for every job twice over, the poor one for about three
+// until its automatic top-ups are paid, so that the mix includes refusals. The poor account's
+// endpoint and top-up rule are set before its grants.
 func (r *run) openAccounts(ctx context.Context) error {
 	prices := []ledgerdb.Price{{Kind: meteredKind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: meteredPrice, MaxUnits: meteredMax, Memo: "chaos run"}}
 	for cost := int64(1); cost <= maxCost; cost++ {
@@ -175,15 +187,16 @@ func (r *run) openAccounts(ctx context.Context) error {
 			return err
 		}
 	}
-	for i, id := range r.accounts {
+	for _, id := range r.accounts {
 		if _, err := r.ledger.OpenAccount(ctx, id); err != nil {
 			return err
 		}
-		credits := int64(2 * maxCost * r.cfg.Jobs)
-		if i == richAccounts {
-			credits = 3 * maxCost
+		if id == r.credits.rule.AccountID {
+			if err := r.openTopUps(ctx); err != nil {
+				return err
+			}
 		}
-		if _, err := r.ledger.Grant(ctx, ledgerdb.Credit{AccountID: id, Amount: credits, Key: "chaos-initial"}); err != nil {
+		if err := r.grantCredits(ctx, id); err != nil {
 			return err
 		}
 	}

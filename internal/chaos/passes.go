@@ -247,8 +247,8 @@ func (r *run) resultApplied(key ledgerdb.JobKey) func(ctx context.Context) (bool
 }
 
 // settle waits, once the last injection is over, until the run is at rest: no job of the run
-// submitting or running, no result of its accounts unapplied, no job workflow of the run open and
-// every fault repaired. A job the ledger has running whose workflow has closed (Temporal's
+// submitting or running, no result of its accounts unapplied, no job workflow of the run open,
+// every block whose expiry passed removed, every top-up request paid, and every fault repaired. A job the ledger has running whose workflow has closed (Temporal's
 // describe says so) is a fault too, repairable from when it is seen; a placeholder from its grace
 // on; a recorded result from its result grace on. The wait is bounded by QuiesceTimeout; the
 // repairs, by HealPasses each.
@@ -257,7 +257,7 @@ func (r *run) settle(ctx context.Context) {
 	for {
 		busy, err := r.busy(ctx)
 		if err == nil && len(busy) == 0 && len(r.faults.left()) == 0 {
-			r.logf("quiescent", "every job settled, every recorded result applied, every workflow closed")
+			r.logf("quiescent", "every job settled, every recorded result applied, every workflow closed, every expired block removed, every top-up asked for paid")
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -275,7 +275,7 @@ func (r *run) settle(ctx context.Context) {
 }
 
 // busy lists what keeps the run from rest: its jobs submitting or running, its accounts' unapplied
-// results and its open job workflows. It adds every placeholder, and every running job whose
+// results, its open job workflows and what keeps its credit mix busy (creditsBusy). It adds every placeholder, and every running job whose
 // workflow has closed, to the faults.
 func (r *run) busy(ctx context.Context) ([]string, error) {
 	var busy []string
@@ -328,7 +328,11 @@ func (r *run) busy(ctx context.Context) ([]string, error) {
 	if len(open) > 0 {
 		busy = append(busy, fmt.Sprintf("%d job workflows open", len(open)))
 	}
-	return busy, nil
+	credits, err := r.creditsBusy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(busy, credits...), nil
 }
 
 // openWorkflows lists the run's open job workflows, by workflow ID.

@@ -64,6 +64,11 @@ const (
 	maxMeteredUsage = 30
 )
 
+// submissionPhase is how long the run's submissions are planned to take.
+func submissionPhase(cfg Config) time.Duration {
+	return time.Duration(float64(cfg.Jobs) / cfg.Rate * float64(time.Second))
+}
+
 // fixedKind is the run's kind sold by the job at cost credits.
 func fixedKind(cost int64) string { return fmt.Sprintf("chaos-%d", cost) }
 
@@ -77,7 +82,7 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 	}
 	r.accounts = append(r.accounts, r.prefix+"acct-poor")
 
-	phase := time.Duration(float64(cfg.Jobs) / cfg.Rate * float64(time.Second))
+	phase := submissionPhase(cfg)
 	plans := make([]jobPlan, cfg.Jobs)
 	for i := range plans {
 		p := &plans[i]
@@ -140,6 +145,16 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 		}
 	}
 
+	timeline := r.planTimeline(plans, rng, phase)
+	r.logPlan(report, plans, timeline)
+	return plans, timeline
+}
+
+// planTimeline draws the run-wide injections over the submission phase: the worker kills, the
+// restarts, the orphans, and last the jobs whose results may be reported while the dev server is
+// down.
+func (r *run) planTimeline(plans []jobPlan, rng *mrand.Rand, phase time.Duration) []timedInjection {
+	cfg := r.cfg
 	var timeline []timedInjection
 	for at := time.Duration(0); ; {
 		at += time.Duration(float64(cfg.KillEvery) * (0.5 + rng.Float64()))
@@ -164,7 +179,11 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 		}
 	}
 	sort.SliceStable(timeline, func(a, b int) bool { return timeline[a].at < timeline[b].at })
+	return timeline
+}
 
+// logPlan prints the plan: the scenarios, the follow-ups and the timeline.
+func (r *run) logPlan(report *Report, plans []jobPlan, timeline []timedInjection) {
 	var dup, del, live, term, reset int
 	for _, p := range plans {
 		dup, del, live = dup+b2i(p.duplicate), del+b2i(p.deleteAfter), live+b2i(p.resubmitLive)
@@ -179,7 +198,6 @@ func (r *run) plan(report *Report) ([]jobPlan, []timedInjection) {
 		}
 		fmt.Fprintf(r.out, "plan: at +%.3fs %s%s\n", t.at.Seconds(), t.kind, results)
 	}
-	return plans, timeline
 }
 
 // outageJobs draws the order in which jobs are picked for a result reported while the dev server

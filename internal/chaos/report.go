@@ -57,7 +57,11 @@ type Report struct {
 	// did not end refunded, delivered or recovered, a recorded result left unbilled, a fault that
 	// HealPasses scheduled passes left as it was, a run not at rest within QuiesceTimeout.
 	Anomalies []string
-	// Violations are the invariant checker's findings.
+	// Credits is what the credit mix did: blocks granted and expired, pending grants settled,
+	// top-ups requested and paid, and the run's revenue.
+	Credits CreditTotals
+	// Violations are the invariant checker's findings, then the credit mix's (the Violation*
+	// kinds).
 	Violations []invariants.Violation
 	// Elapsed is how long the run took.
 	Elapsed time.Duration
@@ -117,6 +121,7 @@ func writeSummary(out io.Writer, r Report) {
 		healer, r.Repaired, r.MostPassesOutlasted, HealPasses-1)
 	fmt.Fprintf(out, "  scheduled passes: %d completed, %d ended otherwise; results applied %d, jobs healed %d, placeholders started %d, orphans rejected %d\n",
 		r.Passes.Completed, r.Passes.Ended, r.Passes.ResultsApplied, r.Passes.Healed, r.Passes.Started, r.Passes.OrphansRejected)
+	writeCredits(out, r.Credits)
 	for _, a := range r.Anomalies {
 		fmt.Fprintf(out, "  anomaly: %s\n", a)
 	}
@@ -124,4 +129,13 @@ func writeSummary(out io.Writer, r Report) {
 	for _, v := range r.Violations {
 		fmt.Fprintf(out, "    %s: %s\n", v.Kind, v.Message)
 	}
+}
+
+// writeCredits prints what the credit mix did.
+func writeCredits(out io.Writer, c CreditTotals) {
+	fmt.Fprintf(out, "  credit blocks: %d granted; pending grants confirmed %d, voided %d; expired mid-run %d (removed by the pass's expire row, %d credits), %d emptied before their expiry; expire rows caused by returns %d\n",
+		c.BlocksGranted, c.PendingConfirmed, c.PendingVoided, c.BlocksExpired, c.CreditsExpired, c.BlocksEmptied, c.ReturnExpiries)
+	fmt.Fprintf(out, "  automatic top-ups: %d requested (%d credits), %d paid; grants posted %d, of which %d bought nothing (their key had paid); webhook deliveries received %d\n",
+		c.TopUpsRequested, c.TopUpCredits, c.TopUpsPaid, c.TopUpPosts, c.TopUpRepeats, c.Deliveries)
+	fmt.Fprintf(out, "  revenue over the run (paid credits): granted %d, recognised %d, lapsed %d\n", c.Granted, c.Recognised, c.Lapsed)
 }
