@@ -219,9 +219,9 @@ func Check(ctx context.Context, opts Options) (Report, error) {
 }
 
 // CheckLedger checks the reversing-pairs, net-effect and sum-of-rows rules, the revenue rule, and
-// that every automatic top-up request was earned by a spend, on a ledger snapshot alone; [Check] calls it. It takes the rows as input so that a test can check it on a snapshot
-// read inside a transaction it rolls back, or on rows the database would never accept (two charges
-// of one job).
+// that every automatic top-up request was earned by a spend, on a ledger snapshot alone; [Check]
+// calls it. It takes the rows as input so that a test can check it on a snapshot read inside a
+// transaction it rolls back, or on rows the database would never accept (two charges of one job).
 func CheckLedger(snap ledgerdb.LedgerSnapshot) []Violation {
 	var out []Violation
 	for _, a := range snap.Accounts {

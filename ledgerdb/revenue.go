@@ -63,9 +63,9 @@ type Money struct {
 
 // Revenue reads the revenue report of the period [from, to) over every account, or over one when
 // accountID is not empty. A period that holds no time is [*InvalidInputError]; an unknown account
-// is [ErrUnknownAccount]. Like a statement, a report whose period has not ended may still change,
-// and so may one whose period holds a job still running: its credits are recognised when it is
-// settled, in the period of its settlement.
+// is [ErrUnknownAccount]. Like a statement, a report whose period has not ended may still change.
+// A job still running at to changes nothing when it settles later: its credits stay deferred at to,
+// and are recognised in the period of its settlement.
 func (s *Store) Revenue(ctx context.Context, from, to time.Time, accountID string) (Revenue, error) {
 	if err := ValidatePeriod(from, to); err != nil {
 		return Revenue{}, err

@@ -95,7 +95,8 @@ func TestRevenueReconciles(t *testing.T) {
 // and are recognised when the job is settled, dated by the settlement, at the net of what the job
 // drew less what its release gave back (the units it used), at the block's cost basis. The release
 // is never a negative revenue. Here the job holds 60 paid credits at 0.10 (6.00) over the first
-// period and settles in the second at 1 unit of 1 credit: 0.10 of revenue, all in the second.
+// period and settles in the second at 1 unit of 1 credit: 0.10 of revenue, all in the second. The
+// first period's report, read while the job ran, is the same once it has settled.
 func TestRevenueRecognisesARunningJobAtItsSettlement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -109,6 +110,8 @@ func TestRevenueRecognisesARunningJobAtItsSettlement(t *testing.T) {
 	require.NoError(t, err)
 	job := meteredCharged(t, s, acct, ledgertest.Metered(t, s, 1, 60), 0).Job.Key() // holds 60 paid credits
 	t1 := now()
+	whileRunning, err := s.Revenue(ctx, t0, t1, acct)
+	require.NoError(t, err)
 	tr, err := s.Settle(ctx, job, 1, ledgerdb.Units(1), "s3://out") // uses 1, releases 59
 	require.NoError(t, err)
 	requireSettled(t, tr.Job, 1)
@@ -122,6 +125,7 @@ func TestRevenueRecognisesARunningJobAtItsSettlement(t *testing.T) {
 	assert.Equal(t, revenueMoney(1, "0.1"), settled.Recognised, "the settlement recognises what the job used, never a negative release")
 	assert.Equal(t, revenueMoney(99, "9.9"), settled.DeferredClosing)
 	assert.Equal(t, revenueMoney(1, "0.1"), whole.Recognised)
+	assert.Equal(t, whileRunning, running, "a closed period's report does not change when a job it held settles")
 	ledgertest.RequireSound(t, s, acct)
 }
 

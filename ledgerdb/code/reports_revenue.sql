@@ -109,9 +109,9 @@
         -- charge made before the blocks began moved none), and the time of its settlement (or
         -- refund): its last row, or its delivery when that wrote no row. Rows are dated by their
         -- transaction's start, and a delivery's time is that of the transaction that delivered.
+        -- (A job's last row moved credits: every row since the blocks began moves its amount.)
         SELECT j.id, coalesce(j.state_before_delete, j.state) AS state, j.is_reclaimed,
-               bool_or(m.kind = 'charge') AS charge_moved,
-               greatest((SELECT max(le.created_at) FROM ledger_entries le WHERE le.job_id = j.id), j.delivered_at) AS at
+               bool_or(m.kind = 'charge') AS charge_moved, greatest(max(m.entry_at), j.delivered_at) AS at
         FROM m JOIN jobs j ON j.id = m.job_id
         GROUP BY j.id
     ), classed AS (
@@ -134,18 +134,20 @@
         LEFT JOIN jobs_moved jm ON jm.id = m.job_id
         WHERE m.block_id IS NOT NULL
     )
-    SELECT c.account_id, c.category, c.cost_basis, part.at, part.what, part.credits,
+    SELECT c.account_id, c.category, c.cost_basis,
+           CASE WHEN c.what = 'held' THEN NULL WHEN c.what = 'job' THEN greatest(c.at, c.job_at) ELSE c.at END,
+           CASE c.what WHEN 'payment' THEN 'recognised' WHEN 'job' THEN 'recognised'
+                       WHEN 'returned before the blocks' THEN 'granted' ELSE c.what END,
+           c.amount + coalesce(c.to_adjustments, 0),
            CASE WHEN c.what IN ('job', 'held') THEN c.job_id END,
            CASE WHEN c.what IN ('job', 'held') THEN c.job_state END
     FROM classed c
-    CROSS JOIN LATERAL (VALUES
-        (CASE c.what WHEN 'payment' THEN 'recognised' WHEN 'job' THEN 'recognised'
-                     WHEN 'returned before the blocks' THEN 'granted' ELSE c.what END,
-         CASE WHEN c.what = 'held' THEN NULL WHEN c.what = 'job' THEN greatest(c.at, c.job_at) ELSE c.at END,
-         c.amount + coalesce(c.to_adjustments, 0)),
-        ('adjusted', c.at, -c.to_adjustments)
-    ) AS part (what, at, credits)
-    WHERE part.credits <> 0{{ end }}
+    WHERE c.amount + coalesce(c.to_adjustments, 0) <> 0
+    UNION ALL
+    -- The part of a payment that paid debts no work was delivered for.
+    SELECT c.account_id, c.category, c.cost_basis, c.at, 'adjusted', -c.to_adjustments, NULL, NULL
+    FROM classed c
+    WHERE c.to_adjustments <> 0{{ end }}
 
 -- The classed moves (revenue_classed) of one account (p_account_id) or of every account (NULL).
 -- One statement for each, so that each is planned once for what it reads: one account's moves
