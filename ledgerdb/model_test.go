@@ -493,7 +493,9 @@ func (r *modelRun) outcome(what string, want ledgermodel.Outcome, err error) led
 		ok = errors.Is(err, ledgerdb.ErrConflict)
 	case ledgermodel.Refused:
 		ok = errors.Is(err, ledgerdb.ErrInvalidInput) || errors.Is(err, ledgerdb.ErrJobActive)
-	case ledgermodel.Expired, ledgermodel.NotFound:
+	case ledgermodel.Expired:
+		ok = errors.Is(err, ledgerdb.ErrGrantExpired)
+	case ledgermodel.NotFound:
 		ok = err != nil
 	}
 	if !ok {

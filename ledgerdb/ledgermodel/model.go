@@ -370,9 +370,10 @@ func (a *Account) credit(bi int, amount int64) int {
 }
 
 // SettlePending confirms (paid) or fails a pending grant. Paid, its row is written now, the debt
-// paid first; failed, the block is void. Paid after its block's expiry passed, it is void
-// instead: its credits would lapse at once. A grant settled before answers AlreadyApplied when
-// settled the same way, Conflict otherwise.
+// paid first; failed, the block is void. Paid after its block's expiry passed, it is void and
+// marked expired instead — its credits would lapse at once — and says so (Expired), to every
+// later confirmation too. A grant settled before answers AlreadyApplied when settled the same
+// way, Conflict otherwise.
 func (a *Account) SettlePending(key string, paid bool) Outcome {
 	p, ok := a.Keys[key]
 	if !ok || p.Kind != Grant {
@@ -380,6 +381,8 @@ func (a *Account) SettlePending(key string, paid bool) Outcome {
 	}
 	b := a.Blocks[p.Block]
 	switch {
+	case b.Status == Void && b.Expired && paid:
+		return Expired
 	case b.Status != Pending:
 		if (b.Status == Active) == paid {
 			return AlreadyApplied
@@ -389,7 +392,7 @@ func (a *Account) SettlePending(key string, paid bool) Outcome {
 		b.Status = Void
 		return Applied
 	case b.TimePassed:
-		b.Status = Void
+		b.Status, b.Expired = Void, true
 		return Expired
 	}
 	b.Status = Active
