@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/webhooks"
@@ -42,6 +46,10 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger logs one line per page served (never a key, a token or a form); nothing when nil.
 	Logger *zap.Logger
+	// SessionRate limits each signed-in browser's pages; AddressRate the requests of each remote
+	// address that carry no session, or a session or key that opens nothing. A zero rate
+	// limits nothing.
+	SessionRate, AddressRate config.RateLimit
 }
 
 // Console serves the console's pages. It is an http.Handler for the paths under /console/, safe
@@ -52,6 +60,9 @@ type Console struct {
 	hooks *webhooks.Store
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// bySession counts each session's requests; byAddress each remote address's requests that
+	// carry no session, or a session or key that opens nothing (see admit).
+	bySession, byAddress *api.Limiter
 }
 
 // contentSecurityPolicy allows the console's own stylesheet, images and forms, and nothing else:
@@ -72,7 +83,8 @@ func New(opts Options) *Console {
 		opts.RequestTimeout = 20 * time.Second
 	}
 	c := &Console{opts: opts, keys: apikeys.NewStore(opts.Ledger.Pool()),
-		hooks: webhooks.NewStore(opts.Ledger.Pool()), pages: parsePages()}
+		hooks: webhooks.NewStore(opts.Ledger.Pool()), pages: parsePages(),
+		bySession: api.NewLimiter(opts.SessionRate), byAddress: api.NewLimiter(opts.AddressRate)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err)
@@ -97,7 +109,7 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /console/operator/keys", c.page(c.keyList, operators))
 	mux.HandleFunc("POST /console/operator/keys/{key}/revoke", c.page(c.revokeKey, operators))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
-		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(r), "Not found", nil)
+		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(w, r), "Not found", nil)
 	})
 	c.mux = mux
 	return c
@@ -112,7 +124,61 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	// Pages about money are never cached: a shared machine's back button must not show them.
 	h.Set("Cache-Control", "no-store")
+	if !strings.HasPrefix(r.URL.Path, staticPrefix) {
+		// A page view counts once: the stylesheet and the icon it loads are not counted.
+		if ok, wait := c.admit(r, time.Now()); !ok {
+			c.tooMany(w, r, wait)
+			return
+		}
+	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// staticPrefix is where the stylesheet and the icon are served from.
+const staticPrefix = "/console/static/"
+
+// admit counts a request against its limit, before anything is looked up, and says whether it may
+// go on; when not, how long until it may. A request with a session cookie counts against that
+// session — whoever else shares its address, behind a proxy — and one without (the sign-in form
+// and its posts) against its remote address, the only thing to count it by. Since a cookie could
+// be made up to get a full bucket of its own, each that opens nothing counts against its address
+// too (openedNothing), and an address that has spent its bucket so is refused before its next
+// cookie is looked up.
+func (c *Console) admit(r *http.Request, now time.Time) (bool, time.Duration) {
+	address := addressName(r)
+	token := cookie(r, sessionCookie)
+	if token == "" {
+		return c.byAddress.Take(address, now)
+	}
+	if ok, wait := c.byAddress.Peek(address, now); !ok {
+		return false, wait
+	}
+	return c.bySession.Take("session\x00"+token, now)
+}
+
+// openedNothing counts a request whose session cookie or pasted key opened nothing against its
+// address: a request without a session cookie was counted there already.
+func (c *Console) openedNothing(r *http.Request) {
+	if cookie(r, sessionCookie) != "" {
+		c.byAddress.Take(addressName(r), time.Now())
+	}
+}
+
+func addressName(r *http.Request) string { return "address\x00" + api.RemoteHost(r) }
+
+// tooMany answers a request past its limit: the console's page, 429, saying in words when to
+// come back, with Retry-After. Nothing was looked up, so the page has no menu.
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	seconds := max(1, int(math.Ceil(wait.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(seconds))
+	who := "You opened pages faster than the console serves one person."
+	if cookie(r, sessionCookie) == "" {
+		who = "Too many requests without a signed-in session came from your network at once."
+	}
+	c.render(w, r, http.StatusTooManyRequests, "error", nil, "Too many requests",
+		fmt.Sprintf("%s Nothing was done: try again in %s.", who, count(seconds, "second")))
+	// Refused before its route was looked up: the log names the limit, never the path.
+	c.opts.Logger.Info("console page", zap.String("route", "(rate limit)"), zap.Int("status", http.StatusTooManyRequests))
 }
 
 // Who may open a page.
@@ -144,7 +210,7 @@ func (c *Console) page(h handler, who audience) http.HandlerFunc {
 		defer cancel()
 		r = r.WithContext(ctx)
 		rec := &statusWriter{ResponseWriter: w}
-		v, err := c.session(r)
+		v, err := c.session(rec, r)
 		switch {
 		case err != nil:
 			c.opts.Logger.Warn("console session check failed", zap.Error(err))
@@ -174,14 +240,18 @@ func (c *Console) page(h handler, who audience) http.HandlerFunc {
 	}
 }
 
-// session is the viewer of the request's session cookie; nil when it has none that is open.
-func (c *Console) session(r *http.Request) (*viewer, error) {
+// session is the viewer of the request's session cookie; nil when it has none that is open. A
+// cookie that opens nothing — its session ended, expired or never was — is removed from the
+// browser, which so counts against its address once (openedNothing), not on every page.
+func (c *Console) session(w http.ResponseWriter, r *http.Request) (*viewer, error) {
 	token := cookie(r, sessionCookie)
 	if token == "" {
 		return nil, nil
 	}
 	key, err := c.keys.SessionKey(r.Context(), token)
 	if errors.Is(err, apikeys.ErrUnauthenticated) {
+		c.openedNothing(r)
+		setCookie(w, r, sessionCookie, "", timePast)
 		return nil, nil
 	}
 	if err != nil {
@@ -192,8 +262,8 @@ func (c *Console) session(r *http.Request) (*viewer, error) {
 
 // viewerOf is the request's viewer for a page that needs none (the not-found page's menu); nil
 // when the session cannot be read.
-func (c *Console) viewerOf(r *http.Request) *viewer {
-	v, _ := c.session(r)
+func (c *Console) viewerOf(w http.ResponseWriter, r *http.Request) *viewer {
+	v, _ := c.session(w, r)
 	return v
 }
 
@@ -334,6 +404,14 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"signed": func(n int64) string { return fmt.Sprintf("%+d", n) },
+}
+
+// count says n of a thing in words: "1 second", "3 seconds".
+func count[N int | int64](n N, thing string) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d %s", n, thing)
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // statusWriter notes the status a page answered, for the log line.

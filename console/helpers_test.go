@@ -45,14 +45,30 @@ func serve(t *testing.T) *site {
 // serveLogged is serve with the API's and the console's log going to logger.
 func serveLogged(t *testing.T, logger *zap.Logger) *site {
 	t.Helper()
+	return serveWith(t, func(o *api.Options, _ *console.Options) { o.Logger = logger })
+}
+
+// serveWith starts the API with the console mounted as serve does, the options changed by mod
+// first (the console's are built into the API's after it).
+func serveWith(t *testing.T, mod func(*api.Options, *console.Options)) *site {
+	t.Helper()
 	env := workertest.Shared(t, "console-test", func(cfg *config.Config) {
 		cfg.Policy = workertest.QuickPolicy()
 	})
 	cfg := config.Default().API
+	// Tests send pages far faster than a person; the rate-limit tests set the limits they check.
 	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
-	srv := api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: logger,
-		Console: console.New(console.Options{Jobs: env.Jobs, Ledger: env.Store, Logger: logger})})
-	hs := httptest.NewServer(srv.Handler())
+	opts := api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: zap.NewNop()}
+	copts := console.Options{Jobs: env.Jobs, Ledger: env.Store,
+		SessionRate: cfg.RateLimit, AddressRate: cfg.RateLimit}
+	if mod != nil {
+		mod(&opts, &copts)
+	}
+	if copts.Logger == nil {
+		copts.Logger = opts.Logger
+	}
+	opts.Console = console.New(copts)
+	hs := httptest.NewServer(api.New(opts).Handler())
 	t.Cleanup(hs.Close)
 	return &site{Env: env, URL: hs.URL}
 }

@@ -21,7 +21,7 @@ type signInData struct {
 // signInForm is the sign-in page. Its form's CSRF token is a fresh random one, held in a cookie
 // of its own until there is a session to derive tokens from.
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	if v := c.viewerOf(r); v != nil {
+	if v := c.viewerOf(w, r); v != nil {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return
 	}
@@ -53,6 +53,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	key, err := c.keys.Authenticate(r.Context(), secret)
 	switch {
 	case errors.Is(err, apikeys.ErrUnauthenticated):
+		c.openedNothing(r)
 		c.showSignIn(w, r, http.StatusUnauthorized, "That is not an active API key. (The configuration's bootstrap keys cannot open a "+
 			"session: an operator signs in with an admin key made by `jobbill key create --scope admin`.)")
 		return
