@@ -378,6 +378,7 @@ func TestBrowser(t *testing.T) {
 	b.do(chromedp.SendKeys(chromedp.CSS("#note"), "customer asked"))
 	b.submit(".operator form button")
 	require.Equal(t, "Job "+dead.JobID, b.text("h1"))
+	require.Contains(t, b.text("main .notice"), "Its work is running again", "the redrive says what it did")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := s.Jobs.Wait(ctx, dead, ledgerdb.StateRecovered)

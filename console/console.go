@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
 	"github.com/jobbill/jobbill/api"
@@ -214,6 +215,7 @@ func (c *Console) page(h handler, who audience) http.HandlerFunc {
 		switch {
 		case err != nil:
 			c.opts.Logger.Warn("console session check failed", zap.Error(err))
+			rec.Header().Set("Retry-After", retryAfterUnavailable)
 			c.render(rec, r, http.StatusServiceUnavailable, "error", nil, "Unavailable",
 				"The console cannot check your session right now; nothing was done. Try again in a moment.")
 		case v == nil && who != anyone:
@@ -294,9 +296,25 @@ func (e *userError) Error() string { return e.msg }
 
 func badInput(format string, args ...any) error { return &userError{msg: fmt.Sprintf(format, args...)} }
 
+// retryAfterUnavailable is the Retry-After of a 503, in seconds, as the API's: the ledger or
+// Temporal did not answer in time, and a moment later they may.
+const retryAfterUnavailable = "2"
+
+// unavailable reports whether err says that the ledger or Temporal did not answer: a deadline or
+// a cancellation — the page's own, or Temporal's, which reports the deadline it was passed in a
+// gRPC status a moment before the page's context expires — or a Temporal that cannot be reached.
+func unavailable(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	var canceled *serviceerror.Canceled
+	var down *serviceerror.Unavailable
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.As(err, &deadline) || errors.As(err, &canceled) || errors.As(err, &down)
+}
+
 // fail answers a page's error: the not-found page for anything missing — and for another
-// account's, which the pages report as missing — a 400 for bad input, else a 500 that says
-// nothing of the cause (which goes to the log).
+// account's, which the pages report as missing — a 400 for bad input, a 503 that says to try
+// again when the ledger or Temporal did not answer in time, else a 500 that says nothing of the
+// cause (which goes to the log).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err error) {
 	var user *userError
 	var invalid *ledgerdb.InvalidInputError
@@ -308,6 +326,16 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err er
 		c.render(w, r, http.StatusBadRequest, "error", v, "Not done", user.msg+" Nothing was changed.")
 	case errors.As(err, &invalid):
 		c.render(w, r, http.StatusBadRequest, "error", v, "Not done", fmt.Sprintf("The %s %s. Nothing was changed.", invalid.Field, invalid.Reason))
+	case unavailable(err):
+		c.opts.Logger.Warn("console page unavailable", zap.String("route", r.Pattern), zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterUnavailable)
+		msg := "The console did not get an answer in time, so it cannot show this page now. Nothing was changed. Try again in a moment."
+		if r.Method == http.MethodPost {
+			// The step may have been taken as the answer was lost; each of the console's forms
+			// can be sent again safely (a redrive sent while the work runs again is ignored).
+			msg = "The console did not get an answer in time, so it cannot tell whether this was done. Try again in a moment: sending it again is safe."
+		}
+		c.render(w, r, http.StatusServiceUnavailable, "error", v, "Try again in a moment", msg)
 	default:
 		c.opts.Logger.Warn("console page failed", zap.String("route", r.Pattern), zap.Error(err))
 		c.render(w, r, http.StatusInternalServerError, "error", v, "Something went wrong",
@@ -328,6 +356,8 @@ type view struct {
 	CSRF string
 	// Data is the page's own.
 	Data any
+	// Notice is what the form that led here did, shown once; nil when none.
+	Notice *shownNotice
 }
 
 // IsAdmin, Account and KeyName let the menu say who is signed in.
@@ -360,12 +390,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // renderWith renders as render does, with the forms' CSRF token given (the sign-in page's, before
 // there is a session).
-func (c *Console) renderWith(w http.ResponseWriter, _ *http.Request, status int, name string, v *viewer, title, csrf string, data any) {
+func (c *Console) renderWith(w http.ResponseWriter, r *http.Request, status int, name string, v *viewer, title, csrf string, data any) {
 	t, ok := c.pages[name]
 	if !ok {
 		panic("console: no page template " + name)
 	}
-	vw := view{Title: title, Viewer: v, CSRF: csrf, Data: data}
+	vw := view{Title: title, Viewer: v, CSRF: csrf, Data: data, Notice: takeNotice(w, r)}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", vw); err != nil {
 		c.opts.Logger.Error("console template failed", zap.String("page", name), zap.Error(err))

@@ -148,15 +148,20 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) err
 	if err != nil {
 		return err
 	}
-	_, err = c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
+	st, err := c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
+	page := jobPath(key.AccountID, key.JobID)
+	// The job's page says what happened: the redrive leaves the job refunded until its work
+	// succeeds, so without a word the page would look as it did.
 	switch {
 	case errors.Is(err, jobs.ErrNotDeadLettered):
-		return badInput("Only a refunded (dead-lettered) job can be re-driven, and this one is not.")
+		notify(w, r, page, noticeRedriveRefused, string(st.State))
 	case errors.Is(err, jobs.ErrWorkflowIDTaken):
-		return badInput("Another program's workflow holds this job's workflow ID, so its work cannot run again until that workflow closes.")
+		notify(w, r, page, noticeRedriveIDTaken, "")
 	case err != nil:
 		return err
+	default:
+		notify(w, r, page, noticeRedriveStarted, "")
 	}
-	http.Redirect(w, r, jobPath(key.AccountID, key.JobID), http.StatusSeeOther)
+	http.Redirect(w, r, page, http.StatusSeeOther)
 	return nil
 }
