@@ -393,5 +393,21 @@ func TestBrowser(t *testing.T) {
 		b.accessible(p.name)
 		b.screenshot(p.name)
 	}
+
+	// Revoking a key, which is final, asks first on a page of its own; ticked, the keys page says
+	// it is done.
+	_, spare := s.key(t, apikeys.ScopeCustomerRead, acct)
+	b.open("/console/operator/keys")
+	link := fmt.Sprintf("main table a[href$=%q]", "/keys/"+spare.ID+"/revoke")
+	require.True(t, eval[bool](b, `document.querySelector(`+strconv.Quote(link)+`) !== null`), "the key's revoke link")
+	b.submit(link)
+	require.Equal(t, "Revoke key "+spare.ID+"?", b.text("h1"))
+	require.True(t, eval[bool](b, `document.querySelector("#confirm").required`), "the confirmation must be ticked")
+	b.accessible("revoke")
+	b.screenshot("revoke")
+	b.do(chromedp.Click(chromedp.CSS("#confirm")))
+	b.submit("main form button")
+	require.Equal(t, "API keys", b.text("h1"))
+	require.Contains(t, b.text("main .notice"), "Key "+spare.ID+" is revoked")
 	b.noProblems()
 }

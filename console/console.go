@@ -108,6 +108,7 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /console/operator/prices", c.page(c.prices, operators))
 	mux.HandleFunc("GET /console/operator/prices/{kind}", c.page(c.priceHistory, operators))
 	mux.HandleFunc("GET /console/operator/keys", c.page(c.keyList, operators))
+	mux.HandleFunc("GET /console/operator/keys/{key}/revoke", c.page(c.revokeForm, operators))
 	mux.HandleFunc("POST /console/operator/keys/{key}/revoke", c.page(c.revokeKey, operators))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(w, r), "Not found", nil)

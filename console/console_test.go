@@ -249,8 +249,8 @@ func TestForgedFormsAreRefused(t *testing.T) {
 }
 
 // TestSessionEndsWithItsKey checks that a session is only as good as its key: revoking the key
-// (here from the operator's keys page) ends its sessions at once, and signing out ends one for
-// good — its cookie, replayed, opens nothing.
+// (here from the operator's keys page, confirmed) ends its sessions at once, and signing out ends
+// one for good — its cookie, replayed, opens nothing.
 func TestSessionEndsWithItsKey(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
@@ -263,7 +263,7 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 
 	keys := get(t, op, s.URL+"/console/operator/keys")
 	require.Contains(t, keys.body, customerKey.ID)
-	answer := post(t, op, s.URL+"/console/operator/keys/"+customerKey.ID+"/revoke", url.Values{"csrf": {csrf(t, keys)}})
+	answer := post(t, op, s.URL+"/console/operator/keys/"+customerKey.ID+"/revoke", url.Values{"csrf": {csrf(t, keys)}, "confirm": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
 	gone := get(t, cust, s.URL+"/console/accounts/"+acct)
 	require.Equal(t, http.StatusSeeOther, gone.code)
