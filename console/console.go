@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,7 +92,7 @@ func New(opts Options) *Console {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	mux.HandleFunc(staticPrefix, c.serveStatic(static))
 	mux.HandleFunc("GET /console/{$}", c.page(c.home, anyone))
 	mux.HandleFunc("GET /console/sign-in", c.signInForm)
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
@@ -110,11 +111,59 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /console/operator/keys", c.page(c.keyList, operators))
 	mux.HandleFunc("GET /console/operator/keys/{key}/revoke", c.page(c.revokeForm, operators))
 	mux.HandleFunc("POST /console/operator/keys/{key}/revoke", c.page(c.revokeKey, operators))
-	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
-		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(w, r), "Not found", nil)
-	})
+	// Every other path and method: 405 when the path takes another method, else 404.
+	mux.HandleFunc("/console/", c.noRoute)
 	c.mux = mux
 	return c
+}
+
+// noRoute answers a request no route takes: 405, with Allow, when its path takes other methods
+// (the answer depends on the path alone, never on an account), else the not-found page.
+func (c *Console) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := c.mux.Handler(probe); pattern != "/console/" {
+			allow = append(allow, method)
+			if method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	if len(allow) == 0 {
+		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(w, r), "Not found", nil)
+		return
+	}
+	c.notAllowed(w, r, c.viewerOf(w, r), allow...)
+}
+
+// notAllowed answers a method the path does not take: 405, with Allow.
+func (c *Console) notAllowed(w http.ResponseWriter, r *http.Request, v *viewer, allow ...string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	msg := "This page does not take what was sent to it. Nothing was done."
+	if !slices.Contains(allow, http.MethodGet) {
+		msg = "This address takes the console's forms only; it is not a page to open. Nothing was done."
+	}
+	c.render(w, r, http.StatusMethodNotAllowed, "error", v, "Not allowed", msg)
+}
+
+// serveStatic serves the stylesheet and the icon, one file at a time: a directory, or a name it
+// does not have, is the not-found page (without the menu, so that nothing is looked up for a
+// request the limit did not count).
+func (c *Console) serveStatic(static fs.FS) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			c.notAllowed(w, r, nil, http.MethodGet, http.MethodHead)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, staticPrefix)
+		if info, err := fs.Stat(static, name); err != nil || !info.Mode().IsRegular() || strings.Contains(name, "/") {
+			c.render(w, r, http.StatusNotFound, "notfound", nil, "Not found", nil)
+			return
+		}
+		http.ServeFileFS(w, r, static, name)
+	}
 }
 
 // ServeHTTP serves a console page, with the headers every page carries.
