@@ -49,6 +49,18 @@ type tab struct {
 	csp string
 }
 
+// newPhoneTab is newTab on a phone's screen: 390 CSS pixels wide, portrait, as a mobile browser
+// lays pages out.
+func newPhoneTab(t *testing.T, base string) *tab {
+	t.Helper()
+	b := newTab(t, base)
+	b.do(chromedp.EmulateViewport(phoneWidth, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))
+	return b
+}
+
+// phoneWidth is the width of a common phone's screen, in CSS pixels.
+const phoneWidth = 390
+
 // newTab starts headless Chromium with one tab, listening to its console.
 func newTab(t *testing.T, base string) *tab {
 	t.Helper()
@@ -410,4 +422,89 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "API keys", b.text("h1"))
 	require.Contains(t, b.text("main .notice"), "Key "+spare.ID+" is revoked")
 	b.noProblems()
+}
+
+// TestBrowserOnAPhone checks that every main page reads on a phone's screen (390 CSS pixels)
+// without scrolling sideways, however long its IDs and however wide its tables: an account and its
+// jobs whose IDs are 128 characters without a break, a credit block whose memo holds a long
+// unbroken address, a recovered job with its webhook deliveries, and the operator's pages of the
+// same — the document is never wider than the window (a wide table may scroll inside its own
+// box).
+func TestBrowserOnAPhone(t *testing.T) {
+	s := serve(t)
+	ctx := context.Background()
+	acct := longID(t, "acct")
+	_, err := s.Store.OpenAccount(ctx, acct)
+	require.NoError(t, err)
+	_, err = s.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1000, Key: "initial",
+		Memo: "launch credits, see https://billing.example.com/agreements/2026/" + strings.Repeat("0123456789", 8)})
+	require.NoError(t, err)
+	_, deliverAll := hooked(t, s.Store, acct)
+	job := recoveredAs(t, s.Store, acct, longID(t, "job"))
+	deliverAll(job)
+	dead := deadLetterAs(t, s.Store, acct, longID(t, "dead"))
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, adminKey := s.key(t, apikeys.ScopeAdmin, "")
+
+	b := newPhoneTab(t, s.URL)
+	b.open("/console/sign-in")
+	b.fitsTheScreen("sign-in")
+	b.signIn(customer)
+	for _, p := range []struct{ path, name string }{
+		{"/console/accounts/" + acct, "account"},
+		{"/console/accounts/" + acct + "/jobs", "jobs"},
+		{"/console/accounts/" + acct + "/jobs/" + job.JobID, "job"},
+		{"/console/accounts/" + acct + "/jobs/" + dead.JobID, "dead letter"},
+	} {
+		b.open(p.path)
+		b.fitsTheScreen(p.name)
+		if p.name == "account" || p.name == "job" {
+			b.screenshot("phone-" + p.name)
+		}
+	}
+	b.submit("form.signout button")
+	b.signIn(admin)
+	for _, p := range []struct{ path, name string }{
+		{"/console/operator/", "operator"},
+		{"/console/accounts/" + acct, "operator's account"},
+		{"/console/accounts/" + acct + "/jobs/" + job.JobID, "operator's job"},
+		{"/console/accounts/" + acct + "/jobs/" + dead.JobID, "operator's dead letter"},
+		{"/console/operator/dead-letters", "dead letters"},
+		{"/console/operator/alarms", "alarms"},
+		{"/console/operator/prices", "prices"},
+		{"/console/operator/keys", "keys"},
+		{"/console/operator/keys/" + adminKey.ID + "/revoke", "revoke"},
+	} {
+		b.open(p.path)
+		b.fitsTheScreen(p.name)
+	}
+	b.noProblems()
+}
+
+// longID is an ID of the ledger's greatest length with no character a line may break at.
+func longID(t *testing.T, prefix string) string {
+	t.Helper()
+	id := prefix + strings.ReplaceAll(ledgertest.ID(t, ""), "-", "")
+	for len(id) < ledgerdb.MaxIDLength {
+		id += "x"
+	}
+	return id[:ledgerdb.MaxIDLength]
+}
+
+// fitsTheScreen fails the test if the page scrolls sideways: the document is wider than the
+// window, or the window than the phone's screen (a mobile browser widens it to fit a page that
+// does not). It names the elements that stick out.
+func (b *tab) fitsTheScreen(name string) {
+	b.t.Helper()
+	widths := eval[[]float64](b, `[document.scrollingElement.scrollWidth, window.innerWidth]`)
+	if widths[0] <= widths[1] && widths[1] == phoneWidth {
+		return
+	}
+	out := eval[[]string](b, `(() => {
+		const wide = e => e.getBoundingClientRect().right > `+strconv.Itoa(phoneWidth)+` + 0.5;
+		return [...document.querySelectorAll("body *")].filter(e => wide(e) && ![...e.children].some(wide))
+			.slice(0, 8).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " " + Math.round(e.getBoundingClientRect().right));
+	})()`)
+	b.t.Fatalf("the %s page scrolls sideways on a %d px screen: the document is %.0f px wide in a window of %.0f; sticking out: %v",
+		name, phoneWidth, widths[0], widths[1], out)
 }

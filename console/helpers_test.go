@@ -156,8 +156,14 @@ func sessions(t *testing.T, keyID string) int {
 // arrived late with 137 seconds used: the refund is reclaimed, and the job settled at its usage.
 func recovered(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	t.Helper()
+	return recoveredAs(t, s, acct, ledgertest.ID(t, "job"))
+}
+
+// recoveredAs is recovered with the job's ID given.
+func recoveredAs(t *testing.T, s *ledgerdb.Store, acct, jobID string) ledgerdb.JobKey {
+	t.Helper()
 	ctx := context.Background()
-	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Metered(t, s, 1, 300),
+	sub := ledgerdb.Submission{JobID: jobID, AccountID: acct, Kind: ledgertest.Metered(t, s, 1, 300),
 		Request: []byte("s3://in/recovered")}
 	_, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
@@ -177,7 +183,13 @@ func recovered(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 // letter waiting for a redrive.
 func deadLetter(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	t.Helper()
-	job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "dead"), 40, "s3://in/dead")
+	return deadLetterAs(t, s, acct, ledgertest.ID(t, "dead"))
+}
+
+// deadLetterAs is deadLetter with the job's ID given.
+func deadLetterAs(t *testing.T, s *ledgerdb.Store, acct, jobID string) ledgerdb.JobKey {
+	t.Helper()
+	job := ledgertest.Charged(t, s, acct, jobID, 40, "s3://in/dead")
 	_, err := s.Refund(context.Background(), job.Job.Key(), ledgerdb.ReasonGPUFailed, "failed for good after 2 attempts: CUDA error", 2)
 	require.NoError(t, err)
 	return job.Job.Key()
