@@ -134,7 +134,7 @@ func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) err
 	c.render(w, r, http.StatusOK, "account", v, "Account "+id, accountData{
 		AccountID:     id,
 		Balance:       balance,
-		Chart:         drawBalance(entries, since, now, balance),
+		Chart:         drawBalance(entries, since, now, balance, len(entries) < ledgerdb.MaxRecentEntries),
 		Rows:          rows,
 		Blocks:        blockViews(blocks, now),
 		From:          since.Format(time.DateOnly),
