@@ -508,3 +508,34 @@ func (b *tab) fitsTheScreen(name string) {
 	b.t.Fatalf("the %s page scrolls sideways on a %d px screen: the document is %.0f px wide in a window of %.0f; sticking out: %v",
 		name, phoneWidth, widths[0], widths[1], out)
 }
+
+// TestBrowserCountsInWords checks the numbers the console's own pages put into words: one credit
+// is "1 credit", one job "1 job", a price "1 credit per GPU-second" — on the account page's
+// balance and on a job's page (its price, hold, charge and rows), for a job of one credit on an
+// account left with one. (The sentences the API and the console share come from package jobs.)
+func TestBrowserCountsInWords(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 2)
+	job := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "job"), 1, "s3://in/one").Job.Key()
+	_, err := s.Store.Deliver(context.Background(), job, 1)
+	require.NoError(t, err)
+	metered := recovered(t, s.Store, ledgertest.Account(t, s.Store, 1000))
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+
+	b := newTab(t, s.URL)
+	b.signIn(customer)
+	require.Equal(t, "Balance now: 1 credit", b.text(".balance"))
+	b.open("/console/accounts/" + acct + "/jobs/" + job.JobID)
+	facts := b.text(".facts")
+	require.Contains(t, facts, "1 credit per job, 1 job held")
+	require.Regexp(t, `Held\s+1 credit\s`, facts)
+	require.Regexp(t, `Charged as it stands\s+1 credit\s`, facts)
+	require.Equal(t, "-1 credit", b.text(".rows .amount"))
+
+	b.submit("form.signout button")
+	b.signIn(admin)
+	b.open("/console/accounts/" + metered.AccountID + "/jobs/" + metered.JobID)
+	require.Contains(t, b.text(".facts"), "1 credit per GPU-second, 300 GPU-seconds held")
+	b.noProblems()
+}

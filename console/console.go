@@ -484,14 +484,31 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"signed": func(n int64) string { return fmt.Sprintf("%+d", n) },
+	// credits and signedCredits say an amount with its unit, "1 credit", "+40 credits".
+	"credits":       func(n int64) string { return count(n, "credit") },
+	"signedCredits": func(n int64) string { return fmt.Sprintf("%+d %s", n, plural(n, "credit")) },
+	// unit names what a kind is sold by, and units counts it: "GPU-second", "300 GPU-seconds".
+	"unit":  unitName,
+	"units": func(n int64, u ledgerdb.Unit) string { return count(n, unitName(u)) },
+}
+
+// unitName is what a kind is sold by, in words.
+func unitName(u ledgerdb.Unit) string {
+	if u == ledgerdb.UnitGPUSecond {
+		return "GPU-second"
+	}
+	return string(u)
 }
 
 // count says n of a thing in words: "1 second", "3 seconds".
-func count[N int | int64](n N, thing string) string {
+func count[N int | int64](n N, thing string) string { return fmt.Sprintf("%d %s", n, plural(n, thing)) }
+
+// plural is the thing's word for n of it: "second" for 1 (or -1), "seconds" for any other number.
+func plural[N int | int64](n N, thing string) string {
 	if n == 1 || n == -1 {
-		return fmt.Sprintf("%d %s", n, thing)
+		return thing
 	}
-	return fmt.Sprintf("%d %ss", n, thing)
+	return thing + "s"
 }
 
 // statusWriter notes the status a page answered, for the log line.
