@@ -25,7 +25,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/console"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/workflows"
@@ -391,6 +393,7 @@ func TestBrowser(t *testing.T) {
 	b.submit(".operator form button")
 	require.Equal(t, "Job "+dead.JobID, b.text("h1"))
 	require.Contains(t, b.text("main .notice"), "Its work is running again", "the redrive says what it did")
+	b.accessible("job with a notice")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := s.Jobs.Wait(ctx, dead, ledgerdb.StateRecovered)
@@ -538,4 +541,25 @@ func TestBrowserCountsInWords(t *testing.T) {
 	b.open("/console/accounts/" + metered.AccountID + "/jobs/" + metered.JobID)
 	require.Contains(t, b.text(".facts"), "1 credit per GPU-second, 300 GPU-seconds held")
 	b.noProblems()
+}
+
+// TestBrowserRateLimited checks the page a browser past its limit shows: the console's own, in
+// HTML a person reads ("Too many requests", when to try again), under the console's
+// Content-Security-Policy, accessible — never the API's JSON.
+func TestBrowserRateLimited(t *testing.T) {
+	const views = 3
+	s := serveWith(t, func(_ *api.Options, c *console.Options) { c.SessionRate = slow(views) })
+	acct := ledgertest.Account(t, s.Store, 100)
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	b := newTab(t, s.URL)
+	b.signIn(customer) // its landing on the account page is the first page view
+	for range views {
+		b.open("/console/accounts/" + acct)
+	}
+	require.Equal(t, "Too many requests", b.text("h1"))
+	require.Contains(t, b.text("main"), "You opened pages faster than the console serves one person. Nothing was done: try again in ")
+	require.Contains(t, b.pageCSP(), "default-src 'none'")
+	b.accessible("too many requests")
+	b.screenshot("too-many-requests")
+	b.noProblems("status of 429")
 }

@@ -227,7 +227,7 @@ func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Dura
 		who = "Too many requests without a signed-in session came from your network at once."
 	}
 	c.render(w, r, http.StatusTooManyRequests, "error", nil, "Too many requests",
-		fmt.Sprintf("%s Nothing was done: try again in %s.", who, count(seconds, "second")))
+		fmt.Sprintf("%s Nothing was done: try again in %s.", who, waitWords(seconds)))
 	// Refused before its route was looked up: the log names the limit, never the path.
 	c.opts.Logger.Info("console page", zap.String("route", "(rate limit)"), zap.Int("status", http.StatusTooManyRequests))
 }
@@ -498,6 +498,18 @@ func unitName(u ledgerdb.Unit) string {
 		return "GPU-second"
 	}
 	return string(u)
+}
+
+// waitWords says a wait of whole seconds as a person reads it: seconds up to a minute and a half,
+// then minutes up to an hour and a half, then hours, each rounded up.
+func waitWords(seconds int) string {
+	switch {
+	case seconds <= 90:
+		return count(seconds, "second")
+	case seconds <= 90*60:
+		return count((seconds+59)/60, "minute")
+	}
+	return count((seconds+3599)/3600, "hour")
 }
 
 // count says n of a thing in words: "1 second", "3 seconds".
