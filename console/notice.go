@@ -47,8 +47,8 @@ var noticeText = map[string]struct {
 	noticeKeyAlreadyRevoked: {text: "Key %s was revoked already. Nothing was changed."},
 }
 
-// noticeFact is the shape a notice's fact may have: an ID, a state.
-var noticeFact = regexp.MustCompile(`^[A-Za-z0-9._:-]{0,128}$`)
+// noticeFact is the shape a notice's fact may have: an ID, a state in a word or two.
+var noticeFact = regexp.MustCompile(`^[A-Za-z0-9._: -]{0,128}$`)
 
 // shownNotice is a notice as a page shows it.
 type shownNotice struct {

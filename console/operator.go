@@ -193,7 +193,11 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) err
 	// succeeds, so without a word the page would look as it did.
 	switch {
 	case errors.Is(err, jobs.ErrNotDeadLettered):
-		notify(w, r, page, noticeRedriveRefused, string(st.State))
+		state := string(st.State)
+		if state == "" { // its status could not be read beside the refusal
+			state = "not refunded"
+		}
+		notify(w, r, page, noticeRedriveRefused, state)
 	case errors.Is(err, jobs.ErrWorkflowIDTaken):
 		notify(w, r, page, noticeRedriveIDTaken, "")
 	case err != nil:
