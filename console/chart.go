@@ -2,11 +2,11 @@ package console
 
 import (
 	"fmt"
-	"github.com/jobbill/jobbill/internal/plural"
 	"html/template"
 	"strings"
 	"time"
 
+	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
