@@ -18,6 +18,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,6 +87,9 @@ func urls() (app, owner string, err error) {
 		return app, owner, nil
 	case app != "" || owner != "":
 		return "", "", fmt.Errorf("set both %s and %s, or neither (the tests then start a Postgres of their own)", DatabaseURLEnv, MigrateDatabaseURLEnv)
+	case !flag.Parsed():
+		// testing.Short would panic: asked at a package's initialization, before -short is known.
+		return "", "", errors.New("the test database is asked for before the test flags are parsed: ask for it inside a test")
 	case testing.Short():
 		return "postgres://" + pgtest.App + "@" + ClosedAddress + "/none?sslmode=disable",
 			"postgres://" + pgtest.Owner + "@" + ClosedAddress + "/none?sslmode=disable", nil

@@ -14,6 +14,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -144,6 +146,10 @@ func ServerNamespaces() []string { return []string{workflows.DefaultNamespace, D
 func address() (string, error) {
 	if addr := os.Getenv(config.EnvName("temporal.address")); addr != "" {
 		return addr, nil
+	}
+	if !flag.Parsed() {
+		// testing.Short would panic: asked at a package's initialization, before -short is known.
+		return "", errors.New("the tests' Temporal is asked for before the test flags are parsed: ask for it inside a test")
 	}
 	if testing.Short() {
 		return ledgertest.ClosedAddress, nil
