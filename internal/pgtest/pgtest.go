@@ -44,10 +44,14 @@ import (
 // which owns the databases and runs the migrations, and the application role the service (and
 // every test) connects as, whose name the migrations grant to.
 const (
-	Owner         = "jobbill"
+	// Owner owns the databases and runs the migrations.
+	Owner = "jobbill"
+	// OwnerPassword is Owner's password.
 	OwnerPassword = "jobbill"
-	App           = "jobbill_app"
-	AppPassword   = "jobbill_app"
+	// App is the application role, which the migrations grant to by this name.
+	App = "jobbill_app"
+	// AppPassword is App's password.
+	AppPassword = "jobbill_app"
 )
 
 // MaxConnections is the cluster's max_connections, the value scripts/ensure-postgres.sh raises

@@ -41,7 +41,9 @@ import (
 // The variables that name the tests' database, as the application role and as its owner. Both
 // are set, or neither.
 const (
-	DatabaseURLEnv        = "JOBBILL_TEST_DATABASE_URL"
+	// DatabaseURLEnv names the tests' database as the application role.
+	DatabaseURLEnv = "JOBBILL_TEST_DATABASE_URL"
+	// MigrateDatabaseURLEnv names the same database as its owner.
 	MigrateDatabaseURLEnv = "JOBBILL_TEST_MIGRATE_DATABASE_URL"
 )
 
