@@ -219,10 +219,10 @@ var quiet = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 // pidFile is where [Ensure] records its server's process ID, in the server's directory.
 const pidFile = "server.pid"
 
-// Ensure answers the address of the dev server of dir, and whether it started it, — its store, log and process ID kept there —
-// started, detached, when it does not run, with workflows.DefaultNamespace and namespaces, each
-// with the search attributes the workflows upsert (added to a running server that lacks one, as
-// scripts/ensure-temporal.sh adds them). It is a checkout's own server for its tests (workertest
+// Ensure answers the address of the dev server of dir — its store, log and process ID kept there —
+// and whether it started it: it starts the server, detached, when it does not run, with
+// workflows.DefaultNamespace and namespaces, each with the search attributes the workflows upsert
+// (added to a running server that lacks one, as scripts/ensure-temporal.sh adds them). It is a checkout's own server for its tests (workertest
 // starts it when no address is set): processes calling it at once take turns on the lock
 // dir+".lock", so that one starts the server and the others reuse it, as do later runs. A recorded
 // process that is gone, or is no longer this server, is stale, and a new server is started.
