@@ -68,7 +68,7 @@ var (
 	// sqlDrivers are the ways to a database: pgx (and its pgconn), tern, database/sql.
 	sqlDrivers = []string{"github.com/jackc/pgx/...", "github.com/jackc/pgconn/...", "github.com/jackc/tern/...", "database/sql/...", "github.com/lib/pq/..."}
 	// testHelpers are the packages only tests may import.
-	testHelpers = ourPaths("ledgerdb/ledgertest", "worker/workertest", "activities/activitiestest", "webhooks/webhookstest", "internal/pgtest")
+	testHelpers = ourPaths("ledgerdb/ledgertest", "worker/workertest", "activities/activitiestest", "webhooks/webhookstest", "internal/pgtest", "api/apitest")
 	// toolingPackages are cmd/jobbill-dev's, kept out of the product.
 	toolingPackages = ourPaths("cmd/jobbill-dev", "internal/chaos", "internal/ledgerbench", "internal/workerbench", "internal/stories", "internal/devserver", "internal/devdir")
 )
@@ -81,9 +81,10 @@ var layers = map[string]layer{
 	"apitype": {never: join(temporalSDK, sqlDrivers, ourPaths("ledgerdb/...")),
 		claim: "README.md and apitype/doc.go: a leaf that imports nothing of jobbill's, so that a client never pulls in the ledger or Temporal"},
 	"internal/jsonint": {claim: "the one rule for integers in JSON at every door: a leaf every door may use"},
+	"internal/plural":  {claim: "internal/plural/plural.go: the one home of words that agree with their numbers, a leaf every page and answer may use"},
 	"ledgerdb": {never: temporalSDK,
 		claim: "README.md and ledgerdb/doc.go: the schema and every guarded money operation; it knows nothing about Temporal, and sits below every other package"},
-	"ledgerdb/ledgermodel": {never: sqlDrivers, optional: true,
+	"ledgerdb/ledgermodel": {never: sqlDrivers,
 		claim: "a reference model of the money rules: it imports nothing of jobbill's and no SQL, so that it states the rules apart from the code that keeps them"},
 
 	// Above the ledger.
@@ -91,10 +92,10 @@ var layers = map[string]layer{
 		claim: "README.md: thin Temporal activities over the ledger"},
 	"apikeys": {imports: []string{"ledgerdb"}, claim: "API keys, kept in the ledger's database"},
 	"metrics": {imports: []string{"ledgerdb"}, claim: "counters of the ledger's calls and the SDK's metrics"},
-	"workflows": {imports: []string{"activities", "internal/jsonint", "ledgerdb"}, neverItself: sqlDrivers,
+	"workflows": {imports: []string{"activities", "internal/jsonint", "internal/plural", "ledgerdb"}, neverItself: sqlDrivers,
 		claim: "workflows/workflow.go: every step that moves money is a guarded ledger call through activities, never a database of the workflow's own (it uses ledgerdb's words — states, kinds, reasons — which bring the driver along)"},
 	"config":     {imports: []string{"workflows"}, claim: "the one configuration package; workflows gives it the defaults of the namespace and the task queue"},
-	"jobs":       {imports: []string{"activities", "ledgerdb", "workflows"}, claim: "the job service product code imports: the ledger's placeholder, then the workflow"},
+	"jobs":       {imports: []string{"activities", "internal/plural", "ledgerdb", "workflows"}, claim: "the job service product code imports: the ledger's placeholder, then the workflow"},
 	"invariants": {imports: []string{"ledgerdb", "workflows"}, claim: "checks the money rules across the ledger and Temporal"},
 	"webhooks": {anyOfOurs: true, never: ourPaths("app", "app/connect", "api", "console", "worker"),
 		claim: "webhooks/doc.go: the events derived from the ledger's rows and the worker that delivers them, which app runs beside the Temporal worker"},
@@ -133,6 +134,8 @@ var layers = map[string]layer{
 	"activities/activitiestest": {role: testHelper, imports: []string{"activities", "ledgerdb"},
 		claim: "the in-memory ledger of the workflow tests"},
 	"webhooks/webhookstest": {role: testHelper, imports: []string{"webhooks"}, claim: "the webhook tests' receiver"},
+	"api/apitest": {role: testHelper, never: join(temporalSDK, sqlDrivers),
+		claim: "api/apitest/conform.go: holds every answer the API's tests provoke to api/openapi.yaml, knowing nothing of the code that made it"},
 	"worker/workertest": {role: testHelper,
 		imports: []string{"app/connect", "config", "internal/devdir", "internal/devserver", "jobs", "ledgerdb", "ledgerdb/ledgertest", "worker", "workflows"},
 		never:   ourPaths("app", "cmd/..."),
