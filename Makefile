@@ -7,7 +7,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 
 .DEFAULT_GOAL := help
 
-.PHONY: help check fmt-check lint workflowcheck test-short run test model-soak test-cluster db temporal chromium temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow
+.PHONY: help check fmt-check lint workflowcheck test-short run test model-soak test-cluster db temporal chromium temporal-cluster temporal-cluster-stop migrate vet bench-ledger bench-workflow test-services-stop test-services-clean
 
 ## help: list the targets (the default goal).
 help:
@@ -34,6 +34,21 @@ help:
 #   the race detector. The test database and Temporal addresses point at a closed port, so a test
 #   that reaches a service without skipping fails here instead of quietly using one.
 # `make test` runs everything, services included.
+#
+# Which services the tests use: the ones these variables name. `make test` and `make test-cluster`
+# name the local cluster of `make db` and the dev server of `make temporal` (or cluster mode's),
+# so that CI (.ci/run, which names a database of its own) and a developer's run use exactly what
+# they started. A plain `go test` with none of them set starts services of the checkout's own
+# instead (.dev/pgtest, .dev/temporal-test; docs/development.md, "Services and settings"), which
+# `make test-services-stop` stops.
+JOBBILL_PG_TEST_DB ?= jobbill_test
+JOBBILL_TEMPORAL_PORT ?= 7233
+JOBBILL_TEST_DATABASE_URL ?= postgres://jobbill_app:jobbill_app@127.0.0.1:5432/$(JOBBILL_PG_TEST_DB)?sslmode=disable
+JOBBILL_TEST_MIGRATE_DATABASE_URL ?= postgres://jobbill:jobbill@127.0.0.1:5432/$(JOBBILL_PG_TEST_DB)?sslmode=disable
+JOBBILL_TEMPORAL_ADDRESS ?= 127.0.0.1:$(JOBBILL_TEMPORAL_PORT)
+TEST_DATABASE = JOBBILL_TEST_DATABASE_URL="$(JOBBILL_TEST_DATABASE_URL)" \
+	JOBBILL_TEST_MIGRATE_DATABASE_URL="$(JOBBILL_TEST_MIGRATE_DATABASE_URL)"
+
 CHECK_TEST_FLAGS ?= -timeout 10m
 CHECK_CLOSED ?= 127.0.0.1:1
 
@@ -68,16 +83,16 @@ run: db temporal
 	$(GO) run ./cmd/jobbill-dev run
 
 ## test: start Postgres and the Temporal dev server (and install Chromium for the console's browser
-## tests when it is missing), then run every test (vet included).
+## tests when it is missing), then run every test (vet included) against them.
 test: db temporal chromium vet
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	$(TEST_DATABASE) JOBBILL_TEMPORAL_ADDRESS="$(JOBBILL_TEMPORAL_ADDRESS)" $(GO) test $(GO_TEST_FLAGS) ./...
 
 ## model-soak: start Postgres, then hold the ledger to the reference model of the money rules for a
 ## long run (MODEL_SEQUENCES sequences of MODEL_STEPS steps; a failure prints the seed to replay).
 MODEL_SEQUENCES ?= 40
 MODEL_STEPS ?= 500
 model-soak: db
-	JOBBILL_MODEL_SEQUENCES=$(MODEL_SEQUENCES) JOBBILL_MODEL_STEPS=$(MODEL_STEPS) \
+	$(TEST_DATABASE) JOBBILL_MODEL_SEQUENCES=$(MODEL_SEQUENCES) JOBBILL_MODEL_STEPS=$(MODEL_STEPS) \
 		$(GO) test -count=1 -timeout 0 -v -run 'TestLedgerHeldToTheModel|TestSameEventsInAnyOrderEndWithTheSameMoney' ./ledgerdb/
 
 # The frontend port of cluster mode's server; scripts/ensure-temporal-cluster.sh reads the same
@@ -89,7 +104,7 @@ export JOBBILL_CLUSTER_PORT
 ## the end-to-end tests (jobs), the doors (doors) and the worker processes (worker) — against it,
 ## the worker's test restarting the server mid-run (under 2 minutes after the first build).
 test-cluster: db temporal-cluster
-	JOBBILL_TEMPORAL_ADDRESS=127.0.0.1:$(JOBBILL_CLUSTER_PORT) JOBBILL_TEST_TEMPORAL_RESTART=1 \
+	$(TEST_DATABASE) JOBBILL_TEMPORAL_ADDRESS=127.0.0.1:$(JOBBILL_CLUSTER_PORT) JOBBILL_TEST_TEMPORAL_RESTART=1 \
 		$(GO) test $(GO_TEST_FLAGS) ./jobs/... ./doors/... ./worker/...
 
 ## db: start the local Postgres and create the role and databases (idempotent).
@@ -99,6 +114,15 @@ db:
 ## temporal: install the Temporal CLI if missing and start its dev server (idempotent).
 temporal:
 	bash scripts/ensure-temporal.sh
+
+## test-services-stop: stop the Postgres cluster and the Temporal dev server that the tests started
+## for this checkout when no URL named one (.dev/pgtest, .dev/temporal-test); their data stays.
+test-services-stop:
+	bash scripts/test-services.sh stop
+
+## test-services-clean: stop them and remove their data; the next test run makes them anew.
+test-services-clean:
+	bash scripts/test-services.sh clean
 
 ## chromium: install headless Chromium (the Debian package) if missing, for the console's browser tests.
 chromium:

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
@@ -91,7 +92,9 @@ func TestClusterServerVersionMatchesCompose(t *testing.T) {
 // TestTemporalScriptsMatchWorkflows checks that both ways the scripts run Temporal — the dev
 // server and cluster mode — create jobbill's own namespace and the tests' (workflows.
 // DefaultNamespace, workertest.DefaultNamespace) and register, in each, exactly the search
-// attributes the workflows upsert, in workflows.SearchAttributes()'s name=type form.
+// attributes the workflows upsert, in workflows.SearchAttributes()'s name=type form; and that the
+// dev server the tests start for themselves (workertest.ServerNamespaces, with the same
+// attributes through workflows.DevServerFlags) has the same namespaces.
 func TestTemporalScriptsMatchWorkflows(t *testing.T) {
 	var want []string
 	for _, sa := range workflows.SearchAttributes() {
@@ -104,6 +107,15 @@ func TestTemporalScriptsMatchWorkflows(t *testing.T) {
 		require.Equal(t, []string{workflows.DefaultNamespace, workertest.DefaultNamespace}, scriptArray(t, script, "namespaces"),
 			"%s must create jobbill's namespace and the tests'", path)
 	}
+	require.Equal(t, workertest.ServerNamespaces(), scriptArray(t, readScript(t, "scripts/ensure-temporal.sh"), "namespaces"),
+		"the tests' own dev server (worker/workertest) must have the namespaces scripts/ensure-temporal.sh creates")
+}
+
+// TestPostgresScriptMakesEveryTestDeployment checks that scripts/ensure-postgres.sh creates a
+// database for each test deployment ledgertest knows (ledgertest.Deployments), as the tests' own
+// cluster does: a deployment without its database fails only the tests that run worker processes.
+func TestPostgresScriptMakesEveryTestDeployment(t *testing.T) {
+	require.Equal(t, ledgertest.Deployments(), scriptArray(t, readScript(t, "scripts/ensure-postgres.sh"), "test_deployments"))
 }
 
 // TestClusterConfigMatchesCompose checks the server configuration of cluster mode against the

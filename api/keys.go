@@ -55,13 +55,8 @@ func keyFieldError(err error) error {
 	return err
 }
 
-// clipped shortens what a caller sent for an error message.
-func clipped(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// clipped shortens what a caller sent for an error message, between whole characters.
+func clipped(s string) string { return ledgerdb.Shorten(s, 64) }
 
 // createKey is POST /v1/keys (admin): a new key, answered with its secret this once.
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *principal) (int, any, error) {

@@ -35,8 +35,10 @@ var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // them back.
 const retryAfterUnavailable = "2"
 
-// unlimited are the routes the rate limit never refuses: an orchestrator's health checks.
-var unlimited = map[string]bool{"GET /healthz": true, "GET /readyz": true}
+// unlimited are the routes the rate limit never refuses: an orchestrator's health checks, and
+// the console's paths, which it limits itself — by session, a page view once (package console) —
+// where the API's limit would count every person behind one proxy as one caller.
+var unlimited = map[string]bool{"GET /healthz": true, "GET /readyz": true, consolePattern: true, consoleRedirect: true}
 
 type requestIDKey struct{}
 

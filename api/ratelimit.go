@@ -33,11 +33,50 @@ func callerBucket(r *http.Request) bucketKey {
 
 // addressBucket is the bucket of a request's remote address, whatever credential it presents.
 func addressBucket(r *http.Request) bucketKey {
+	return sha256.Sum256([]byte("address\x00" + RemoteHost(r)))
+}
+
+// Limiter is a token bucket per name at the rate of a config.RateLimit, kept as the API's own
+// limiter keeps its buckets (bounded, idle ones forgotten), for a door on the API's listener that
+// counts its callers its own way: the console, by session and by address. A name is hashed before
+// it is kept, so it may be a secret. A nil *Limiter allows everything.
+type Limiter struct{ l *limiter }
+
+// NewLimiter is a Limiter at c's rate; nil, which allows everything, when c.PerSecond is 0.
+func NewLimiter(c config.RateLimit) *Limiter {
+	l := newLimiter(c, maxRateBuckets)
+	if l == nil {
+		return nil
+	}
+	return &Limiter{l: l}
+}
+
+// Take spends one token of the named bucket at now. When the bucket is empty it spends nothing
+// and says how long until the next token.
+func (l *Limiter) Take(name string, now time.Time) (ok bool, wait time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	return l.l.take(sha256.Sum256([]byte(name)), now)
+}
+
+// Peek says whether the named bucket holds a token at now, and if not how long until it does,
+// spending nothing.
+func (l *Limiter) Peek(name string, now time.Time) (ok bool, wait time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	return l.l.peek(sha256.Sum256([]byte(name)), now)
+}
+
+// RemoteHost is the host of a request's remote address: what a limit counts a caller by when it
+// has nothing else (behind a proxy, the proxy's).
+func RemoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		return r.RemoteAddr
 	}
-	return sha256.Sum256([]byte("address\x00" + host))
+	return host
 }
 
 // limiter is a token bucket per caller (config.RateLimit). Its buckets are kept in order of last

@@ -360,6 +360,13 @@ func TestKeyRoutesBadInputWritesNothing(t *testing.T) {
 		require.Contains(t, a.str("message"), tc.says, "%v", tc.body)
 		require.Contains(t, a.str("message"), "Nothing was written", "%v", tc.body)
 	}
+	// A refusal quotes what it refuses clipped between whole characters, never between the bytes
+	// of one (which it would quote as escaped bytes, "\xe2\x82").
+	euros := call(t, base, "POST", "/v1/keys", admin, map[string]any{"scope": "customer", "account_id": acct, "name": name,
+		"expires_in": strings.Repeat("€", 40)})
+	require.Equal(t, 400, euros.code, euros.raw)
+	require.Contains(t, euros.str("message"), `Field "expires_in" is "€€€`)
+	require.NotContains(t, euros.str("message"), `\x`, "the value is clipped inside a character")
 	var n int
 	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1 OR account_id = $2`, name, acct).Scan(&n))
 	require.Zero(t, n, "no refused key was written")

@@ -44,9 +44,16 @@ type Options struct {
 	// process does, on the operator's listener (api.metrics_listen).
 	Metrics Recorder
 	// Console, when set, is served under /console/ on the same listener (package console): the
-	// web pages for customers and operators, which authenticate with sessions of their own.
+	// web pages for customers and operators, which authenticate with sessions of their own and
+	// limit their own rate: the API's rate limit does not count them.
 	Console http.Handler
 }
+
+// The console's patterns on the API's mux: its pages, and the bare path that leads to them.
+const (
+	consolePattern  = "/console/"
+	consoleRedirect = "/console"
+)
 
 // Check is one readiness probe.
 type Check struct {
@@ -166,8 +173,8 @@ func New(opts Options) *Server {
 		})
 	}
 	if opts.Console != nil {
-		mux.Handle("/console/", opts.Console)
-		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusSeeOther))
+		mux.Handle(consolePattern, opts.Console)
+		mux.Handle(consoleRedirect, http.RedirectHandler("/console/", http.StatusSeeOther))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, apitype.Error{Code: "no_route", Message: "No such path; the API's paths start with /v1/ (see api/openapi.yaml)."})

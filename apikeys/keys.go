@@ -166,17 +166,9 @@ var keyIDPattern = regexp.MustCompile(`^key_[0-9A-Za-z]{16,64}$`)
 // ValidateKeyID checks a key's ID before it is looked up.
 func ValidateKeyID(id string) error {
 	if !keyIDPattern.MatchString(id) {
-		return &ledgerdb.InvalidInputError{Field: "key ID", Reason: fmt.Sprintf("%q is not a key's ID, which is key_ and 16 to 64 letters and digits", clip(id))}
+		return &ledgerdb.InvalidInputError{Field: "key ID", Reason: fmt.Sprintf("%q is not a key's ID, which is key_ and 16 to 64 letters and digits", ledgerdb.Shorten(id, 80))}
 	}
 	return nil
-}
-
-// clip shortens what a caller sent for an error message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // Errors of authentication and look-up.

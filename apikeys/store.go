@@ -122,6 +122,22 @@ func (s *Store) List(ctx context.Context, accountID string) ([]Key, error) {
 	return keys, rows.Err()
 }
 
+// Get answers the key with the ID, never its secret; an ID no key has is [ErrKeyNotFound].
+func (s *Store) Get(ctx context.Context, id string) (Key, error) {
+	if err := ValidateKeyID(id); err != nil {
+		return Key{}, err
+	}
+	var row keyRow
+	err := s.pool.QueryRow(ctx, `SELECT `+columns("k")+` FROM api_keys k WHERE k.id = $1`, id).Scan(row.targets()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("key %s: %w", id, ErrKeyNotFound)
+	}
+	if err != nil {
+		return Key{}, err
+	}
+	return row.key(), nil
+}
+
 // Revoke revokes the key with the ID: from this call's commit on its secret authenticates
 // nothing, on every API process. Revoking it again writes nothing and answers
 // ledgerdb.AlreadyApplied with the first revocation's time; an ID no key has is

@@ -74,8 +74,10 @@ func NewAPI(c config.Config, conns *connect.Conns, z *zap.Logger) *api.Server {
 		},
 		Logger:  z,
 		Metrics: conns.Metrics,
-		// The web console, on the same listener under /console/.
+		// The web console, on the same listener under /console/, limited per session (a page view
+		// counts once) and, before a session, per address at the API's rate.
 		Console: console.New(console.Options{Jobs: conns.Jobs(), Ledger: conns.Ledger,
-			RequestTimeout: c.API.RequestTimeout, Logger: z}),
+			RequestTimeout: c.API.RequestTimeout, Logger: z,
+			SessionRate: c.API.ConsoleRateLimit, AddressRate: c.API.RateLimit}),
 	})
 }

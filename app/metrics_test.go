@@ -56,7 +56,7 @@ func TestMetricsMoveDuringARun(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 	tc, err := connect.Dial(ctx, cfg, logger, m)
-	require.NoError(t, err, "the Temporal dev server must run: bash scripts/ensure-temporal.sh")
+	require.NoError(t, err, "the tests' Temporal at %s", cfg.Temporal.Address)
 	defer tc.Close()
 	st := connect.NewJobs(cfg, tc, store, m)
 	w := worker.New(cfg, tc, store, st, m)

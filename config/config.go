@@ -106,8 +106,12 @@ type API struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish once the API is told to stop.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// RateLimit is the per-key rate limit.
+	// RateLimit is the per-key rate limit. The console counts the requests without a session by
+	// address at this rate too.
 	RateLimit RateLimit `mapstructure:"rate_limit"`
+	// ConsoleRateLimit is the rate limit of each signed-in console session, which counts a page
+	// view once (package console); the API's limit does not count the console's pages.
+	ConsoleRateLimit RateLimit `mapstructure:"console_rate_limit"`
 	// Keys are the bootstrap admin keys: bearer keys the API accepts as admin keys besides the
 	// keys kept in the ledger's database (package apikeys), so that a fresh deployment has a way
 	// in to create those. In a YAML file, a list of {key, admin: true}; in JOBBILL_API_KEYS,
@@ -319,6 +323,9 @@ func Default() Config {
 			IdleTimeout:       2 * time.Minute,
 			ShutdownTimeout:   40 * time.Second,
 			RateLimit:         RateLimit{PerSecond: 20, Burst: 40},
+			// A person reads a page before the next: a burst for a few tabs opened at once, then
+			// one page every half second.
+			ConsoleRateLimit: RateLimit{PerSecond: 2, Burst: 30},
 		},
 		Webhooks: Webhooks{
 			Enabled:        true,
@@ -494,6 +501,12 @@ func (a API) problems() []string {
 		problems = append(problems, "api.rate_limit.per_second must not be negative (0 turns the limit off)")
 	case a.RateLimit.PerSecond > 0 && a.RateLimit.Burst < 1:
 		problems = append(problems, "api.rate_limit.burst must be at least 1 while api.rate_limit.per_second is set")
+	}
+	switch {
+	case a.ConsoleRateLimit.PerSecond < 0:
+		problems = append(problems, "api.console_rate_limit.per_second must not be negative (0 turns the limit off)")
+	case a.ConsoleRateLimit.PerSecond > 0 && a.ConsoleRateLimit.Burst < 1:
+		problems = append(problems, "api.console_rate_limit.burst must be at least 1 while api.console_rate_limit.per_second is set")
 	}
 	if a.WriteTimeout > 0 && a.WriteTimeout <= a.RequestTimeout {
 		problems = append(problems, "api.write_timeout must exceed api.request_timeout, or a slow charge decision is cut off unanswered")

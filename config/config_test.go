@@ -53,13 +53,14 @@ func TestInvalidConfigurationIsRefused(t *testing.T) {
 		"JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "runner.simulated.failure_rate",
 		"JOBBILL_API_RATE_LIMIT_PER_SECOND":     "api.rate_limit.per_second",
 		"JOBBILL_API_RATE_LIMIT_BURST":          "api.rate_limit.burst",
+		"JOBBILL_API_CONSOLE_RATE_LIMIT_BURST":  "api.console_rate_limit.burst",
 		"JOBBILL_TEMPORAL_WORKFLOW_CACHE_SIZE":  "temporal.workflow_cache_size",
 		"JOBBILL_EXPIRY_INTERVAL":               "expiry.interval",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(env, map[string]string{
 				"JOBBILL_LOG_LEVEL": "loud", "JOBBILL_RUNNER_KIND": "quantum", "JOBBILL_RUNNER_SIMULATED_FAILURE_RATE": "1.5",
-				"JOBBILL_API_RATE_LIMIT_PER_SECOND": "-1", "JOBBILL_API_RATE_LIMIT_BURST": "0",
+				"JOBBILL_API_RATE_LIMIT_PER_SECOND": "-1", "JOBBILL_API_RATE_LIMIT_BURST": "0", "JOBBILL_API_CONSOLE_RATE_LIMIT_BURST": "0",
 				"JOBBILL_TEMPORAL_WORKFLOW_CACHE_SIZE": "0", "JOBBILL_EXPIRY_INTERVAL": "500ms",
 			}[env])
 			_, err := config.Load(config.NewViper())

@@ -25,7 +25,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/console"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/workflows"
@@ -48,6 +50,18 @@ type tab struct {
 	// csp is the Content-Security-Policy header of the last page the tab loaded.
 	csp string
 }
+
+// newPhoneTab is newTab on a phone's screen: 390 CSS pixels wide, portrait, as a mobile browser
+// lays pages out.
+func newPhoneTab(t *testing.T, base string) *tab {
+	t.Helper()
+	b := newTab(t, base)
+	b.do(chromedp.EmulateViewport(phoneWidth, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))
+	return b
+}
+
+// phoneWidth is the width of a common phone's screen, in CSS pixels.
+const phoneWidth = 390
 
 // newTab starts headless Chromium with one tab, listening to its console.
 func newTab(t *testing.T, base string) *tab {
@@ -378,6 +392,8 @@ func TestBrowser(t *testing.T) {
 	b.do(chromedp.SendKeys(chromedp.CSS("#note"), "customer asked"))
 	b.submit(".operator form button")
 	require.Equal(t, "Job "+dead.JobID, b.text("h1"))
+	require.Contains(t, b.text("main .notice"), "Its work is running again", "the redrive says what it did")
+	b.accessible("job with a notice")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := s.Jobs.Wait(ctx, dead, ledgerdb.StateRecovered)
@@ -392,5 +408,158 @@ func TestBrowser(t *testing.T) {
 		b.accessible(p.name)
 		b.screenshot(p.name)
 	}
+
+	// Revoking a key, which is final, asks first on a page of its own; ticked, the keys page says
+	// it is done.
+	_, spare := s.key(t, apikeys.ScopeCustomerRead, acct)
+	b.open("/console/operator/keys")
+	link := fmt.Sprintf("main table a[href$=%q]", "/keys/"+spare.ID+"/revoke")
+	require.True(t, eval[bool](b, `document.querySelector(`+strconv.Quote(link)+`) !== null`), "the key's revoke link")
+	b.submit(link)
+	require.Equal(t, "Revoke key "+spare.ID+"?", b.text("h1"))
+	require.True(t, eval[bool](b, `document.querySelector("#confirm").required`), "the confirmation must be ticked")
+	b.accessible("revoke")
+	b.screenshot("revoke")
+	b.do(chromedp.Click(chromedp.CSS("#confirm")))
+	b.submit("main form button")
+	require.Equal(t, "API keys", b.text("h1"))
+	require.Contains(t, b.text("main .notice"), "Key "+spare.ID+" is revoked")
 	b.noProblems()
+}
+
+// TestBrowserOnAPhone checks that every main page reads on a phone's screen (390 CSS pixels)
+// without scrolling sideways, however long its IDs and however wide its tables: an account and its
+// jobs whose IDs are 128 characters without a break, a credit block whose memo holds a long
+// unbroken address, a recovered job with its webhook deliveries, and the operator's pages of the
+// same — the document is never wider than the window (a wide table may scroll inside its own
+// box).
+func TestBrowserOnAPhone(t *testing.T) {
+	s := serve(t)
+	ctx := context.Background()
+	acct := longID(t, "acct")
+	_, err := s.Store.OpenAccount(ctx, acct)
+	require.NoError(t, err)
+	_, err = s.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 1000, Key: "initial",
+		Memo: "launch credits, see https://billing.example.com/agreements/2026/" + strings.Repeat("0123456789", 8)})
+	require.NoError(t, err)
+	_, deliverAll := hooked(t, s.Store, acct)
+	job := recoveredAs(t, s.Store, acct, longID(t, "job"))
+	deliverAll(job)
+	dead := deadLetterAs(t, s.Store, acct, longID(t, "dead"))
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, adminKey := s.key(t, apikeys.ScopeAdmin, "")
+
+	b := newPhoneTab(t, s.URL)
+	b.open("/console/sign-in")
+	b.fitsTheScreen("sign-in")
+	b.signIn(customer)
+	for _, p := range []struct{ path, name string }{
+		{"/console/accounts/" + acct, "account"},
+		{"/console/accounts/" + acct + "/jobs", "jobs"},
+		{"/console/accounts/" + acct + "/jobs/" + job.JobID, "job"},
+		{"/console/accounts/" + acct + "/jobs/" + dead.JobID, "dead letter"},
+	} {
+		b.open(p.path)
+		b.fitsTheScreen(p.name)
+		if p.name == "account" || p.name == "job" {
+			b.screenshot("phone-" + p.name)
+		}
+	}
+	b.submit("form.signout button")
+	b.signIn(admin)
+	for _, p := range []struct{ path, name string }{
+		{"/console/operator/", "operator"},
+		{"/console/accounts/" + acct, "operator's account"},
+		{"/console/accounts/" + acct + "/jobs/" + job.JobID, "operator's job"},
+		{"/console/accounts/" + acct + "/jobs/" + dead.JobID, "operator's dead letter"},
+		{"/console/operator/dead-letters", "dead letters"},
+		{"/console/operator/alarms", "alarms"},
+		{"/console/operator/prices", "prices"},
+		{"/console/operator/keys", "keys"},
+		{"/console/operator/keys/" + adminKey.ID + "/revoke", "revoke"},
+	} {
+		b.open(p.path)
+		b.fitsTheScreen(p.name)
+	}
+	b.noProblems()
+}
+
+// longID is an ID of the ledger's greatest length with no character a line may break at.
+func longID(t *testing.T, prefix string) string {
+	t.Helper()
+	id := prefix + strings.ReplaceAll(ledgertest.ID(t, ""), "-", "")
+	for len(id) < ledgerdb.MaxIDLength {
+		id += "x"
+	}
+	return id[:ledgerdb.MaxIDLength]
+}
+
+// fitsTheScreen fails the test if the page scrolls sideways: the document is wider than the
+// window, or the window than the phone's screen (a mobile browser widens it to fit a page that
+// does not). It names the elements that stick out.
+func (b *tab) fitsTheScreen(name string) {
+	b.t.Helper()
+	widths := eval[[]float64](b, `[document.scrollingElement.scrollWidth, window.innerWidth]`)
+	if widths[0] <= widths[1] && widths[1] == phoneWidth {
+		return
+	}
+	out := eval[[]string](b, `(() => {
+		const wide = e => e.getBoundingClientRect().right > `+strconv.Itoa(phoneWidth)+` + 0.5;
+		return [...document.querySelectorAll("body *")].filter(e => wide(e) && ![...e.children].some(wide))
+			.slice(0, 8).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " " + Math.round(e.getBoundingClientRect().right));
+	})()`)
+	b.t.Fatalf("the %s page scrolls sideways on a %d px screen: the document is %.0f px wide in a window of %.0f; sticking out: %v",
+		name, phoneWidth, widths[0], widths[1], out)
+}
+
+// TestBrowserCountsInWords checks the numbers the console's own pages put into words: one credit
+// is "1 credit", one job "1 job", a price "1 credit per GPU-second" — on the account page's
+// balance and on a job's page (its price, hold, charge and rows), for a job of one credit on an
+// account left with one. (The sentences the API and the console share come from package jobs.)
+func TestBrowserCountsInWords(t *testing.T) {
+	s := serve(t)
+	acct := ledgertest.Account(t, s.Store, 2)
+	job := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "job"), 1, "s3://in/one").Job.Key()
+	_, err := s.Store.Deliver(context.Background(), job, 1)
+	require.NoError(t, err)
+	metered := recovered(t, s.Store, ledgertest.Account(t, s.Store, 1000))
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
+
+	b := newTab(t, s.URL)
+	b.signIn(customer)
+	require.Equal(t, "Balance now: 1 credit", b.text(".balance"))
+	b.open("/console/accounts/" + acct + "/jobs/" + job.JobID)
+	facts := b.text(".facts")
+	require.Contains(t, facts, "1 credit per job, 1 job held")
+	require.Regexp(t, `Held\s+1 credit\s`, facts)
+	require.Regexp(t, `Charged as it stands\s+1 credit\s`, facts)
+	require.Equal(t, "-1 credit", b.text(".rows .amount"))
+
+	b.submit("form.signout button")
+	b.signIn(admin)
+	b.open("/console/accounts/" + metered.AccountID + "/jobs/" + metered.JobID)
+	require.Contains(t, b.text(".facts"), "1 credit per GPU-second, 300 GPU-seconds held")
+	b.noProblems()
+}
+
+// TestBrowserRateLimited checks the page a browser past its limit shows: the console's own, in
+// HTML a person reads ("Too many requests", when to try again), under the console's
+// Content-Security-Policy, accessible — never the API's JSON.
+func TestBrowserRateLimited(t *testing.T) {
+	const views = 3
+	s := serveWith(t, func(_ *api.Options, c *console.Options) { c.SessionRate = slow(views) })
+	acct := ledgertest.Account(t, s.Store, 100)
+	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
+	b := newTab(t, s.URL)
+	b.signIn(customer) // its landing on the account page is the first page view
+	for range views {
+		b.open("/console/accounts/" + acct)
+	}
+	require.Equal(t, "Too many requests", b.text("h1"))
+	require.Contains(t, b.text("main"), "You opened pages faster than the console serves one person. Nothing was done: try again in ")
+	require.Contains(t, b.pageCSP(), "default-src 'none'")
+	b.accessible("too many requests")
+	b.screenshot("too-many-requests")
+	b.noProblems("status of 429")
 }

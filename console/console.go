@@ -7,13 +7,19 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
+	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
+	"github.com/jobbill/jobbill/config"
 	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
@@ -43,6 +49,10 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger logs one line per page served (never a key, a token or a form); nothing when nil.
 	Logger *zap.Logger
+	// SessionRate limits each signed-in browser's pages; AddressRate the requests of each remote
+	// address that carry no session, or a session or key that opens nothing. A zero rate
+	// limits nothing.
+	SessionRate, AddressRate config.RateLimit
 }
 
 // Console serves the console's pages. It is an http.Handler for the paths under /console/, safe
@@ -53,6 +63,9 @@ type Console struct {
 	hooks *webhooks.Store
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// bySession counts each session's requests; byAddress each remote address's requests that
+	// carry no session, or a session or key that opens nothing (see admit).
+	bySession, byAddress *api.Limiter
 }
 
 // contentSecurityPolicy allows the console's own stylesheet, images and forms, and nothing else:
@@ -73,13 +86,14 @@ func New(opts Options) *Console {
 		opts.RequestTimeout = 20 * time.Second
 	}
 	c := &Console{opts: opts, keys: apikeys.NewStore(opts.Ledger.Pool()),
-		hooks: webhooks.NewStore(opts.Ledger.Pool()), pages: parsePages()}
+		hooks: webhooks.NewStore(opts.Ledger.Pool()), pages: parsePages(),
+		bySession: api.NewLimiter(opts.SessionRate), byAddress: api.NewLimiter(opts.AddressRate)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	mux.HandleFunc(staticPrefix, c.serveStatic(static))
 	mux.HandleFunc("GET /console/{$}", c.page(c.home, anyone))
 	mux.HandleFunc("GET /console/sign-in", c.signInForm)
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
@@ -96,12 +110,61 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /console/operator/prices", c.page(c.prices, operators))
 	mux.HandleFunc("GET /console/operator/prices/{kind}", c.page(c.priceHistory, operators))
 	mux.HandleFunc("GET /console/operator/keys", c.page(c.keyList, operators))
+	mux.HandleFunc("GET /console/operator/keys/{key}/revoke", c.page(c.revokeForm, operators))
 	mux.HandleFunc("POST /console/operator/keys/{key}/revoke", c.page(c.revokeKey, operators))
-	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
-		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(r), "Not found", nil)
-	})
+	// Every other path and method: 405 when the path takes another method, else 404.
+	mux.HandleFunc("/console/", c.noRoute)
 	c.mux = mux
 	return c
+}
+
+// noRoute answers a request no route takes: 405, with Allow, when its path takes other methods
+// (the answer depends on the path alone, never on an account), else the not-found page.
+func (c *Console) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := c.mux.Handler(probe); pattern != "/console/" {
+			allow = append(allow, method)
+			if method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	if len(allow) == 0 {
+		c.render(w, r, http.StatusNotFound, "notfound", c.viewerOf(w, r), "Not found", nil)
+		return
+	}
+	c.notAllowed(w, r, c.viewerOf(w, r), allow...)
+}
+
+// notAllowed answers a method the path does not take: 405, with Allow.
+func (c *Console) notAllowed(w http.ResponseWriter, r *http.Request, v *viewer, allow ...string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	msg := "This page does not take what was sent to it. Nothing was done."
+	if !slices.Contains(allow, http.MethodGet) {
+		msg = "This address takes the console's forms only; it is not a page to open. Nothing was done."
+	}
+	c.render(w, r, http.StatusMethodNotAllowed, "error", v, "Not allowed", msg)
+}
+
+// serveStatic serves the stylesheet and the icon, one file at a time: a directory, or a name it
+// does not have, is the not-found page (without the menu, so that nothing is looked up for a
+// request the limit did not count).
+func (c *Console) serveStatic(static fs.FS) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			c.notAllowed(w, r, nil, http.MethodGet, http.MethodHead)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, staticPrefix)
+		if info, err := fs.Stat(static, name); err != nil || !info.Mode().IsRegular() || strings.Contains(name, "/") {
+			c.render(w, r, http.StatusNotFound, "notfound", nil, "Not found", nil)
+			return
+		}
+		http.ServeFileFS(w, r, static, name)
+	}
 }
 
 // ServeHTTP serves a console page, with the headers every page carries.
@@ -113,7 +176,61 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	// Pages about money are never cached: a shared machine's back button must not show them.
 	h.Set("Cache-Control", "no-store")
+	if !strings.HasPrefix(r.URL.Path, staticPrefix) {
+		// A page view counts once: the stylesheet and the icon it loads are not counted.
+		if ok, wait := c.admit(r, time.Now()); !ok {
+			c.tooMany(w, r, wait)
+			return
+		}
+	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// staticPrefix is where the stylesheet and the icon are served from.
+const staticPrefix = "/console/static/"
+
+// admit counts a request against its limit, before anything is looked up, and says whether it may
+// go on; when not, how long until it may. A request with a session cookie counts against that
+// session — whoever else shares its address, behind a proxy — and one without (the sign-in form
+// and its posts) against its remote address, the only thing to count it by. Since a cookie could
+// be made up to get a full bucket of its own, each that opens nothing counts against its address
+// too (openedNothing), and an address that has spent its bucket so is refused before its next
+// cookie is looked up.
+func (c *Console) admit(r *http.Request, now time.Time) (bool, time.Duration) {
+	address := addressName(r)
+	token := cookie(r, sessionCookie)
+	if token == "" {
+		return c.byAddress.Take(address, now)
+	}
+	if ok, wait := c.byAddress.Peek(address, now); !ok {
+		return false, wait
+	}
+	return c.bySession.Take("session\x00"+token, now)
+}
+
+// openedNothing counts a request whose session cookie or pasted key opened nothing against its
+// address: a request without a session cookie was counted there already.
+func (c *Console) openedNothing(r *http.Request) {
+	if cookie(r, sessionCookie) != "" {
+		c.byAddress.Take(addressName(r), time.Now())
+	}
+}
+
+func addressName(r *http.Request) string { return "address\x00" + api.RemoteHost(r) }
+
+// tooMany answers a request past its limit: the console's page, 429, saying in words when to
+// come back, with Retry-After. Nothing was looked up, so the page has no menu.
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	seconds := max(1, int(math.Ceil(wait.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(seconds))
+	who := "You opened pages faster than the console serves one person."
+	if cookie(r, sessionCookie) == "" {
+		who = "Too many requests without a signed-in session came from your network at once."
+	}
+	c.render(w, r, http.StatusTooManyRequests, "error", nil, "Too many requests",
+		fmt.Sprintf("%s Nothing was done: try again in %s.", who, waitWords(seconds)))
+	// Refused before its route was looked up: the log names the limit, never the path.
+	c.opts.Logger.Info("console page", zap.String("route", "(rate limit)"), zap.Int("status", http.StatusTooManyRequests))
 }
 
 // Who may open a page.
@@ -145,10 +262,11 @@ func (c *Console) page(h handler, who audience) http.HandlerFunc {
 		defer cancel()
 		r = r.WithContext(ctx)
 		rec := &statusWriter{ResponseWriter: w}
-		v, err := c.session(r)
+		v, err := c.session(rec, r)
 		switch {
 		case err != nil:
 			c.opts.Logger.Warn("console session check failed", zap.Error(err))
+			rec.Header().Set("Retry-After", retryAfterUnavailable)
 			c.render(rec, r, http.StatusServiceUnavailable, "error", nil, "Unavailable",
 				"The console cannot check your session right now; nothing was done. Try again in a moment.")
 		case v == nil && who != anyone:
@@ -175,14 +293,18 @@ func (c *Console) page(h handler, who audience) http.HandlerFunc {
 	}
 }
 
-// session is the viewer of the request's session cookie; nil when it has none that is open.
-func (c *Console) session(r *http.Request) (*viewer, error) {
+// session is the viewer of the request's session cookie; nil when it has none that is open. A
+// cookie that opens nothing — its session ended, expired or never was — is removed from the
+// browser, which so counts against its address once (openedNothing), not on every page.
+func (c *Console) session(w http.ResponseWriter, r *http.Request) (*viewer, error) {
 	token := cookie(r, sessionCookie)
 	if token == "" {
 		return nil, nil
 	}
 	key, err := c.keys.SessionKey(r.Context(), token)
 	if errors.Is(err, apikeys.ErrUnauthenticated) {
+		c.openedNothing(r)
+		setCookie(w, r, sessionCookie, "", timePast)
 		return nil, nil
 	}
 	if err != nil {
@@ -193,8 +315,8 @@ func (c *Console) session(r *http.Request) (*viewer, error) {
 
 // viewerOf is the request's viewer for a page that needs none (the not-found page's menu); nil
 // when the session cannot be read.
-func (c *Console) viewerOf(r *http.Request) *viewer {
-	v, _ := c.session(r)
+func (c *Console) viewerOf(w http.ResponseWriter, r *http.Request) *viewer {
+	v, _ := c.session(w, r)
 	return v
 }
 
@@ -225,9 +347,25 @@ func (e *userError) Error() string { return e.msg }
 
 func badInput(format string, args ...any) error { return &userError{msg: fmt.Sprintf(format, args...)} }
 
+// retryAfterUnavailable is the Retry-After of a 503, in seconds, as the API's: the ledger or
+// Temporal did not answer in time, and a moment later they may.
+const retryAfterUnavailable = "2"
+
+// unavailable reports whether err says that the ledger or Temporal did not answer: a deadline or
+// a cancellation — the page's own, or Temporal's, which reports the deadline it was passed in a
+// gRPC status a moment before the page's context expires — or a Temporal that cannot be reached.
+func unavailable(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	var canceled *serviceerror.Canceled
+	var down *serviceerror.Unavailable
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.As(err, &deadline) || errors.As(err, &canceled) || errors.As(err, &down)
+}
+
 // fail answers a page's error: the not-found page for anything missing — and for another
-// account's, which the pages report as missing — a 400 for bad input, else a 500 that says
-// nothing of the cause (which goes to the log).
+// account's, which the pages report as missing — a 400 for bad input, a 503 that says to try
+// again when the ledger or Temporal did not answer in time, else a 500 that says nothing of the
+// cause (which goes to the log).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err error) {
 	var user *userError
 	var invalid *ledgerdb.InvalidInputError
@@ -239,6 +377,16 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *viewer, err er
 		c.render(w, r, http.StatusBadRequest, "error", v, "Not done", user.msg+" Nothing was changed.")
 	case errors.As(err, &invalid):
 		c.render(w, r, http.StatusBadRequest, "error", v, "Not done", fmt.Sprintf("The %s %s. Nothing was changed.", invalid.Field, invalid.Reason))
+	case unavailable(err):
+		c.opts.Logger.Warn("console page unavailable", zap.String("route", r.Pattern), zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterUnavailable)
+		msg := "The console did not get an answer in time, so it cannot show this page now. Nothing was changed. Try again in a moment."
+		if r.Method == http.MethodPost {
+			// The step may have been taken as the answer was lost; each of the console's forms
+			// can be sent again safely (a redrive sent while the work runs again is ignored).
+			msg = "The console did not get an answer in time, so it cannot tell whether this was done. Try again in a moment: sending it again is safe."
+		}
+		c.render(w, r, http.StatusServiceUnavailable, "error", v, "Try again in a moment", msg)
 	default:
 		c.opts.Logger.Warn("console page failed", zap.String("route", r.Pattern), zap.Error(err))
 		c.render(w, r, http.StatusInternalServerError, "error", v, "Something went wrong",
@@ -259,6 +407,8 @@ type view struct {
 	CSRF string
 	// Data is the page's own.
 	Data any
+	// Notice is what the form that led here did, shown once; nil when none.
+	Notice *shownNotice
 }
 
 // IsAdmin, Account and KeyName let the menu say who is signed in.
@@ -291,12 +441,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // renderWith renders as render does, with the forms' CSRF token given (the sign-in page's, before
 // there is a session).
-func (c *Console) renderWith(w http.ResponseWriter, _ *http.Request, status int, name string, v *viewer, title, csrf string, data any) {
+func (c *Console) renderWith(w http.ResponseWriter, r *http.Request, status int, name string, v *viewer, title, csrf string, data any) {
 	t, ok := c.pages[name]
 	if !ok {
 		panic("console: no page template " + name)
 	}
-	vw := view{Title: title, Viewer: v, CSRF: csrf, Data: data}
+	vw := view{Title: title, Viewer: v, CSRF: csrf, Data: data, Notice: takeNotice(w, r)}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", vw); err != nil {
 		c.opts.Logger.Error("console template failed", zap.String("page", name), zap.Error(err))
@@ -339,6 +489,29 @@ var funcs = template.FuncMap{
 	// "-40 credits".
 	"credits":       func(n int64) string { return plural.Count(n, "credit") },
 	"signedCredits": func(n int64) string { return plural.Signed(n, "credit") },
+	// unit names what a kind is sold by, and units counts it: "GPU-second", "300 GPU-seconds".
+	"unit":  unitName,
+	"units": func(n int64, u ledgerdb.Unit) string { return plural.Count(n, unitName(u)) },
+}
+
+// unitName is what a kind is sold by, in words.
+func unitName(u ledgerdb.Unit) string {
+	if u == ledgerdb.UnitGPUSecond {
+		return "GPU-second"
+	}
+	return string(u)
+}
+
+// waitWords says a wait of whole seconds as a person reads it: seconds up to a minute and a half,
+// then minutes up to an hour and a half, then hours, each rounded up.
+func waitWords(seconds int) string {
+	switch {
+	case seconds <= 90:
+		return plural.Count(seconds, "second")
+	case seconds <= 90*60:
+		return plural.Count((seconds+59)/60, "minute")
+	}
+	return plural.Count((seconds+3599)/3600, "hour")
 }
 
 // statusWriter notes the status a page answered, for the log line.

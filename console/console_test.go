@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -45,13 +46,20 @@ func TestSignInRefusesBadInputWritingNothing(t *testing.T) {
 		says      string
 	}{
 		{"empty", "  ", http.StatusBadRequest, "Paste an API key"},
-		{"unknown", "jb_cust_notakey", http.StatusUnauthorized, "not an active API key"},
+		{"unknown", "jb_cust_notakey", http.StatusUnauthorized, "That key does not open the console"},
 		{"runner", runner, http.StatusForbidden, "A runner key only reports results"},
-		{"revoked", revoked, http.StatusUnauthorized, "not an active API key"},
+		{"revoked", revoked, http.StatusUnauthorized, "That key does not open the console"},
 	} {
 		answer := post(t, c, s.URL+"/console/sign-in", url.Values{"csrf": {token}, "key": {tc.key}})
 		require.Equal(t, tc.code, answer.code, tc.name)
 		require.Contains(t, answer.body, tc.says, tc.name)
+		// Words for whoever holds a key — a customer, most often — not Markdown, and not the
+		// operator's configuration.
+		problem := regexp.MustCompile(`<p class="problem" role="alert">([^<]*)</p>`).FindStringSubmatch(answer.body)
+		require.NotNil(t, problem, tc.name)
+		for _, word := range []string{"`", "bootstrap", "configuration", "jobbill key"} {
+			require.NotContains(t, problem[1], word, tc.name)
+		}
 		token = csrf(t, answer) // each answer gives the form a fresh token
 	}
 	forged := post(t, browser(t), s.URL+"/console/sign-in", url.Values{"key": {customer}})
@@ -249,8 +257,8 @@ func TestForgedFormsAreRefused(t *testing.T) {
 }
 
 // TestSessionEndsWithItsKey checks that a session is only as good as its key: revoking the key
-// (here from the operator's keys page) ends its sessions at once, and signing out ends one for
-// good — its cookie, replayed, opens nothing.
+// (here from the operator's keys page, confirmed) ends its sessions at once, and signing out ends
+// one for good — its cookie, replayed, opens nothing.
 func TestSessionEndsWithItsKey(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
@@ -263,7 +271,7 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 
 	keys := get(t, op, s.URL+"/console/operator/keys")
 	require.Contains(t, keys.body, customerKey.ID)
-	answer := post(t, op, s.URL+"/console/operator/keys/"+customerKey.ID+"/revoke", url.Values{"csrf": {csrf(t, keys)}})
+	answer := post(t, op, s.URL+"/console/operator/keys/"+customerKey.ID+"/revoke", url.Values{"csrf": {csrf(t, keys)}, "confirm": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
 	gone := get(t, cust, s.URL+"/console/accounts/"+acct)
 	require.Equal(t, http.StatusSeeOther, gone.code)
@@ -280,28 +288,35 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 
 // TestBadInputAtEveryForm checks that each of the console's forms answers bad input with a clear
 // page (400) and writes nothing: the job filters, the statement's dates, the operator's account
-// look-up, a redrive of a job that is not a dead letter or with a note the ledger refuses, and a
-// revocation of something that is not a key's ID.
+// look-up, a redrive with a note the ledger refuses, and a revocation of something that is not a
+// key's ID. (A redrive of a job that is not a dead letter is no bad input: the job's page says why
+// nothing ran, TestRedriveSaysWhatHappened.)
 func TestBadInputAtEveryForm(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 1000)
-	delivered := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "job"), 40, "s3://in/x")
 	dead := deadLetter(t, s.Store, acct)
 	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
 	c := browser(t)
 	s.signIn(t, c, admin)
 	token := csrf(t, get(t, c, s.URL+"/console/operator/"))
 	base := s.URL + "/console/accounts/" + acct
+	filters := "its filters are state, dead lettered, created after, created before and per page"
+	euros := strings.Repeat("€", 60)
 	for _, tc := range []struct{ path, says string }{
-		{base + "/jobs?state=finished", `"state"`},
-		{base + "/jobs?dead_lettered=maybe", `"dead_lettered" must be true or false`},
-		{base + "/jobs?created_after=yesterday", `"created_after" must be a time in RFC 3339`},
-		{base + "/jobs?limit=100000", `"limit" must be a whole number`},
-		{base + "/jobs?cursor=%21%21", `"cursor"`},
-		{base + "/jobs?account_id=other", "The filter names no account"},
-		{base + "/jobs?colour=red", `Unknown query parameter "colour"`},
+		{base + "/jobs?state=finished", `State "finished" is not a state of a job; the states are submitting, rejected, running,`},
+		{base + "/jobs?state=running&state=nope", `State "nope" is not a state of a job`},
+		{base + "/jobs?dead_lettered=maybe", `Dead lettered must be yes (true) or no (false).`},
+		{base + "/jobs?created_after=yesterday", `Created after "yesterday" is not a time like 2026-01-02T15:04:05Z.`},
+		{base + "/jobs?created_before=" + url.QueryEscape(euros), `Created before "` + strings.Repeat("€", 40) + `…" is not a time`},
+		{base + "/jobs?created_after=2026-01-02T00:00:00Z&created_before=2026-01-01T00:00:00Z", "Created after must be before created before: the range holds no time."},
+		{base + "/jobs?limit=100000", `Per page must be a whole number from 1 to 200.`},
+		{base + "/jobs?limit=5&limit=6", `Per page is given 2 times; give it once.`},
+		{base + "/jobs?cursor=%21%21", `The next page's link is damaged or out of date: open the jobs page again from its first page.`},
+		{base + "/jobs?account_id=other", `The jobs page has no filter "account_id"; ` + filters + "."},
+		{base + "/jobs?colour=red", `The jobs page has no filter "colour"; ` + filters + "."},
 		{base + "/statement.csv?from=2026-01-01", `needs a "to" date`},
 		{base + "/statement.csv?from=01/02/2026&to=2026-02-01", `is not a date like 2026-01-02`},
+		{base + "/statement.csv?from=" + url.QueryEscape(euros) + "&to=2026-02-01", `The "from" date "` + strings.Repeat("€", 40) + `…" is not a date`},
 		{base + "/statement.csv?from=2026-02-01&to=2026-01-01", "its start must be before its end"},
 		{s.URL + "/console/operator/account?account_id=", "Type an account ID"},
 		{s.URL + "/console/operator/account?account_id=" + url.QueryEscape("no spaces allowed"), "account ID"},
@@ -309,7 +324,12 @@ func TestBadInputAtEveryForm(t *testing.T) {
 		answer := get(t, c, tc.path)
 		require.Equal(t, http.StatusBadRequest, answer.code, tc.path)
 		require.Contains(t, answer.body, htmlEscaped(tc.says), tc.path)
-		require.Contains(t, answer.body, "Nothing was changed", tc.path)
+		require.Equal(t, 1, strings.Count(answer.body, "Nothing was changed"), tc.path)
+		require.True(t, utf8.ValidString(answer.body), tc.path)
+		// The console's words: no API parameter it does not take, no door of the API's.
+		for _, word := range []string{"Nothing was written", "account_id=", "GET /v1/jobs", "Query parameter", `\x`} {
+			require.NotContains(t, answer.body, word, tc.path)
+		}
 	}
 	before := balance(t, s.Store, acct)
 	for _, tc := range []struct {
@@ -317,7 +337,6 @@ func TestBadInputAtEveryForm(t *testing.T) {
 		form url.Values
 		says string
 	}{
-		{base + "/jobs/" + delivered.Job.ID + "/redrive", url.Values{}, "Only a refunded (dead-lettered) job can be re-driven"},
 		{base + "/jobs/" + dead.JobID + "/redrive", url.Values{"note": {"bad\u202enote"}}, "note"},
 		{s.URL + "/console/operator/keys/not-a-key/revoke", url.Values{}, "is not a key"},
 	} {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/jobbill/jobbill/api"
@@ -131,7 +134,7 @@ func (c *Console) account(w http.ResponseWriter, r *http.Request, v *viewer) err
 	c.render(w, r, http.StatusOK, "account", v, "Account "+id, accountData{
 		AccountID:     id,
 		Balance:       balance,
-		Chart:         drawBalance(entries, since, now, balance),
+		Chart:         drawBalance(entries, since, now, balance, len(entries) < ledgerdb.MaxRecentEntries),
 		Rows:          rows,
 		Blocks:        blockViews(blocks, now),
 		From:          since.Format(time.DateOnly),
@@ -191,12 +194,9 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, v *viewer) err
 			q[name] = kept
 		}
 	}
-	if q.Has("account_id") {
-		return badInput("The filter names no account: this page lists account %s's jobs.", id)
-	}
-	f, err := api.ParseJobFilter(q.Encode())
+	f, err := readJobFilter(q)
 	if err != nil {
-		return badInput("%s.", trimDot(err.Error()))
+		return err
 	}
 	f.AccountID = id
 	if _, err := c.opts.Ledger.Balance(r.Context(), id); err != nil {
@@ -219,11 +219,93 @@ func (c *Console) jobList(w http.ResponseWriter, r *http.Request, v *viewer) err
 	return nil
 }
 
-func trimDot(s string) string {
-	if len(s) > 0 && s[len(s)-1] == '.' {
-		return s[:len(s)-1]
+// jobFilter is one of the jobs page's filters: GET /v1/jobs's, but for account_id, since the page
+// is one account's.
+type jobFilter struct {
+	// name is the query parameter, and label how the form names it; "" for the cursor, which
+	// the next page's link sets.
+	name, label string
+	// problem says, in the page's words — the form's labels, not the API's parameters — what is
+	// wrong with a value of it the API's parser refuses.
+	problem func(value string) string
+}
+
+// jobFilters are the jobs page's filters, in the order of its form.
+var jobFilters = []jobFilter{
+	{"state", "State", func(v string) string {
+		return fmt.Sprintf("State %q is not a state of a job; the states are %s.", clip(v), stateNames())
+	}},
+	{"dead_lettered", "Dead lettered", func(string) string { return "Dead lettered must be yes (true) or no (false)." }},
+	{"created_after", "Created after", func(v string) string {
+		return fmt.Sprintf("Created after %q is not a time like 2026-01-02T15:04:05Z.", clip(v))
+	}},
+	{"created_before", "Created before", func(v string) string {
+		return fmt.Sprintf("Created before %q is not a time like 2026-01-02T15:04:05Z.", clip(v))
+	}},
+	{"limit", "Per page", func(string) string {
+		return fmt.Sprintf("Per page must be a whole number from 1 to %d.", ledgerdb.MaxJobPage)
+	}},
+	{"cursor", "", func(string) string {
+		return "The next page's link is damaged or out of date: open the jobs page again from its first page."
+	}},
+}
+
+// jobFilterNames names the filters a person can set, as the form labels them.
+const jobFilterNames = "state, dead lettered, created after, created before and per page"
+
+// stateNames lists every state of a job.
+func stateNames() string {
+	names := make([]string, len(ledgerdb.States))
+	for i, st := range ledgerdb.States {
+		names[i] = string(st)
 	}
-	return s
+	return strings.Join(names, ", ")
+}
+
+// readJobFilter reads the jobs page's filter, by the API's rules (api.ParseJobFilter, the one
+// home of what GET /v1/jobs takes) but refusing in the page's own words: each filter is checked
+// alone first, so the refusal names the one that is wrong as the form labels it, and never names
+// a parameter of the API's the page does not take.
+func readJobFilter(q url.Values) (ledgerdb.JobFilter, error) {
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !slices.ContainsFunc(jobFilters, func(f jobFilter) bool { return f.name == name }) {
+			return ledgerdb.JobFilter{}, badInput("The jobs page has no filter %q; its filters are %s.", clip(name), jobFilterNames)
+		}
+	}
+	for _, f := range jobFilters {
+		values := q[f.name]
+		if len(values) > 1 && f.name != "state" {
+			if f.label == "" {
+				return ledgerdb.JobFilter{}, badInput("%s", f.problem(values[1]))
+			}
+			return ledgerdb.JobFilter{}, badInput("%s is given %d times; give it once.", f.label, len(values))
+		}
+		for _, value := range values {
+			parts := []string{value}
+			if f.name == "state" {
+				parts = strings.Split(value, ",")
+			}
+			for _, part := range parts {
+				if _, err := api.ParseJobFilter(url.Values{f.name: {part}}.Encode()); err != nil {
+					return ledgerdb.JobFilter{}, badInput("%s", f.problem(part))
+				}
+			}
+		}
+	}
+	filter, err := api.ParseJobFilter(q.Encode())
+	switch {
+	case err == nil:
+		return filter, nil
+	case q.Has("created_after") && q.Has("created_before"):
+		// Each filter passed alone: what is left is how the two times go together.
+		return ledgerdb.JobFilter{}, badInput("Created after must be before created before: the range holds no time.")
+	}
+	return ledgerdb.JobFilter{}, badInput("The filter cannot be read.")
 }
 
 // jobRow is one of a job's ledger rows and what it did, in words.
@@ -361,10 +443,5 @@ func dateParam(q url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
-// clip shortens what a person sent, for a message.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+// clip shortens what a person sent, for a message, by whole characters.
+func clip(s string) string { return ledgerdb.Shorten(s, 40) }

@@ -18,4 +18,10 @@
 // revocation. Every form carries a CSRF token derived from the session's token; a strict
 // Content-Security-Policy allows nothing but the console's own stylesheet and forms; a page of an
 // account the session may not read answers exactly as a page that does not exist.
+//
+// The console limits its own rate, which the API's limit leaves to it: each session has a token
+// bucket, a page view counting once, and what comes before a session counts against its address.
+// Every answer, refusals included (404, 405, 429, 503), is the console's own page under its
+// headers. A form's POST redirects to a page that says once, in one of the console's fixed
+// sentences, what the form did (notice.go); revoking a key, which is final, asks first.
 package console

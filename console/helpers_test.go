@@ -45,14 +45,30 @@ func serve(t *testing.T) *site {
 // serveLogged is serve with the API's and the console's log going to logger.
 func serveLogged(t *testing.T, logger *zap.Logger) *site {
 	t.Helper()
+	return serveWith(t, func(o *api.Options, _ *console.Options) { o.Logger = logger })
+}
+
+// serveWith starts the API with the console mounted as serve does, the options changed by mod
+// first (the console's are built into the API's after it).
+func serveWith(t *testing.T, mod func(*api.Options, *console.Options)) *site {
+	t.Helper()
 	env := workertest.Shared(t, "console-test", func(cfg *config.Config) {
 		cfg.Policy = workertest.QuickPolicy()
 	})
 	cfg := config.Default().API
+	// Tests send pages far faster than a person; the rate-limit tests set the limits they check.
 	cfg.RateLimit = config.RateLimit{PerSecond: 10_000, Burst: 10_000}
-	srv := api.New(api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: logger,
-		Console: console.New(console.Options{Jobs: env.Jobs, Ledger: env.Store, Logger: logger})})
-	hs := httptest.NewServer(srv.Handler())
+	opts := api.Options{Config: cfg, Jobs: env.Jobs, Ledger: env.Store, Logger: zap.NewNop()}
+	copts := console.Options{Jobs: env.Jobs, Ledger: env.Store,
+		SessionRate: cfg.RateLimit, AddressRate: cfg.RateLimit}
+	if mod != nil {
+		mod(&opts, &copts)
+	}
+	if copts.Logger == nil {
+		copts.Logger = opts.Logger
+	}
+	opts.Console = console.New(copts)
+	hs := httptest.NewServer(api.New(opts).Handler())
 	t.Cleanup(hs.Close)
 	return &site{Env: env, URL: hs.URL}
 }
@@ -140,8 +156,14 @@ func sessions(t *testing.T, keyID string) int {
 // arrived late with 137 seconds used: the refund is reclaimed, and the job settled at its usage.
 func recovered(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	t.Helper()
+	return recoveredAs(t, s, acct, ledgertest.ID(t, "job"))
+}
+
+// recoveredAs is recovered with the job's ID given.
+func recoveredAs(t *testing.T, s *ledgerdb.Store, acct, jobID string) ledgerdb.JobKey {
+	t.Helper()
 	ctx := context.Background()
-	sub := ledgerdb.Submission{JobID: ledgertest.ID(t, "job"), AccountID: acct, Kind: ledgertest.Metered(t, s, 1, 300),
+	sub := ledgerdb.Submission{JobID: jobID, AccountID: acct, Kind: ledgertest.Metered(t, s, 1, 300),
 		Request: []byte("s3://in/recovered")}
 	_, err := s.Submit(ctx, sub)
 	require.NoError(t, err)
@@ -161,7 +183,13 @@ func recovered(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 // letter waiting for a redrive.
 func deadLetter(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
 	t.Helper()
-	job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, "dead"), 40, "s3://in/dead")
+	return deadLetterAs(t, s, acct, ledgertest.ID(t, "dead"))
+}
+
+// deadLetterAs is deadLetter with the job's ID given.
+func deadLetterAs(t *testing.T, s *ledgerdb.Store, acct, jobID string) ledgerdb.JobKey {
+	t.Helper()
+	job := ledgertest.Charged(t, s, acct, jobID, 40, "s3://in/dead")
 	_, err := s.Refund(context.Background(), job.Job.Key(), ledgerdb.ReasonGPUFailed, "failed for good after 2 attempts: CUDA error", 2)
 	require.NoError(t, err)
 	return job.Job.Key()

@@ -127,19 +127,58 @@ type keysData struct {
 	Self string
 }
 
-// revokeKey revokes a key: its secret and every console session opened with it authenticate
-// nothing from now on.
+// revokeData is the revocation's confirmation page's.
+type revokeData struct {
+	Key apikeys.Key
+	// Self says the key is the signed-in one: revoking it ends this session too.
+	Self bool
+	// Problem says why the last post revoked nothing; "" on a first visit.
+	Problem string
+}
+
+// Active says whether the key can still be revoked.
+func (d revokeData) Active() bool { return d.Key.Status == apikeys.StatusActive }
+
+// revokeForm asks before a key is revoked, since revocation is final: the page says what revoking
+// does and takes a ticked confirmation (the console sends no script, so no dialog could ask).
+func (c *Console) revokeForm(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	return c.showRevoke(w, r, v, http.StatusOK, "")
+}
+
+func (c *Console) showRevoke(w http.ResponseWriter, r *http.Request, v *viewer, status int, problem string) error {
+	key, err := c.keys.Get(r.Context(), r.PathValue("key"))
+	if err != nil {
+		return err
+	}
+	c.render(w, r, status, "revoke", v, "Revoke key "+key.ID, revokeData{Key: key, Self: key.ID == v.key.ID, Problem: problem})
+	return nil
+}
+
+// revokeKey revokes a key once its confirmation is ticked: its secret and every console session
+// opened with it authenticate nothing from now on. The keys page then says so.
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	id := r.PathValue("key")
 	if err := apikeys.ValidateKeyID(id); err != nil {
 		return err
 	}
-	if _, _, err := c.keys.Revoke(r.Context(), id); err != nil {
+	if r.PostFormValue("confirm") != "yes" {
+		return c.showRevoke(w, r, v, http.StatusBadRequest, "Tick the box to confirm that revoking is final. Nothing was changed.")
+	}
+	_, outcome, err := c.keys.Revoke(r.Context(), id)
+	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/console/operator/keys", http.StatusSeeOther)
+	notice := noticeKeyRevoked
+	if outcome == ledgerdb.AlreadyApplied {
+		notice = noticeKeyAlreadyRevoked
+	}
+	notify(w, r, keysPath, notice, id)
+	http.Redirect(w, r, keysPath, http.StatusSeeOther)
 	return nil
 }
+
+// keysPath is the operator's keys page.
+const keysPath = "/console/operator/keys"
 
 // redrive runs a dead-lettered job's work again (jobs.Service.Redrive, the path of POST
 // /v1/jobs/{id}/redrive and `jobbill job redrive`), named in its timeline as this key's.
@@ -148,15 +187,24 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, v *viewer) err
 	if err != nil {
 		return err
 	}
-	_, err = c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
+	st, err := c.opts.Jobs.Redrive(r.Context(), key, "console "+v.key.ID, r.PostFormValue("note"))
+	page := jobPath(key.AccountID, key.JobID)
+	// The job's page says what happened: the redrive leaves the job refunded until its work
+	// succeeds, so without a word the page would look as it did.
 	switch {
 	case errors.Is(err, jobs.ErrNotDeadLettered):
-		return badInput("Only a refunded (dead-lettered) job can be re-driven, and this one is not.")
+		state := string(st.State)
+		if state == "" { // its status could not be read beside the refusal
+			state = "not refunded"
+		}
+		notify(w, r, page, noticeRedriveRefused, state)
 	case errors.Is(err, jobs.ErrWorkflowIDTaken):
-		return badInput("Another program's workflow holds this job's workflow ID, so its work cannot run again until that workflow closes.")
+		notify(w, r, page, noticeRedriveIDTaken, "")
 	case err != nil:
 		return err
+	default:
+		notify(w, r, page, noticeRedriveStarted, "")
 	}
-	http.Redirect(w, r, jobPath(key.AccountID, key.JobID), http.StatusSeeOther)
+	http.Redirect(w, r, page, http.StatusSeeOther)
 	return nil
 }

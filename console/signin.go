@@ -21,7 +21,7 @@ type signInData struct {
 // signInForm is the sign-in page. Its form's CSRF token is a fresh random one, held in a cookie
 // of its own until there is a session to derive tokens from.
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	if v := c.viewerOf(r); v != nil {
+	if v := c.viewerOf(w, r); v != nil {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return
 	}
@@ -33,6 +33,13 @@ func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int,
 	setCookie(w, r, signInCookie, token, timeZero)
 	c.renderWith(w, r, status, "signin", nil, "Sign in", token, signInData{Problem: problem})
 }
+
+// keyRefused answers a key that opens no session — unknown, expired, revoked, or one of the
+// configuration's bootstrap keys, which no revocation could end a session of — in words for whoever
+// holds a key, a customer most often: what to check, and whom to ask. (An operator's own keys are
+// made with `jobbill key create --scope admin`, which docs/console.md says.)
+const keyRefused = "That key does not open the console: it is not a key of this system, or it has expired or been " +
+	"revoked. Check that you pasted all of it, or ask whoever gave it to you for a new one."
 
 // signIn turns a pasted key into a session: the key is read from the form's body once, checked,
 // and never kept — the browser gets the session's token instead. Every refusal writes nothing.
@@ -53,8 +60,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	key, err := c.keys.Authenticate(r.Context(), secret)
 	switch {
 	case errors.Is(err, apikeys.ErrUnauthenticated):
-		c.showSignIn(w, r, http.StatusUnauthorized, "That is not an active API key. (The configuration's bootstrap keys cannot open a "+
-			"session: an operator signs in with an admin key made by `jobbill key create --scope admin`.)")
+		c.openedNothing(r)
+		c.showSignIn(w, r, http.StatusUnauthorized, keyRefused)
 		return
 	case err != nil:
 		c.fail(w, r, nil, err)
@@ -66,7 +73,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	session, err := c.keys.OpenSession(r.Context(), secret, c.opts.SessionLifetime)
 	if errors.Is(err, apikeys.ErrUnauthenticated) {
 		// Revoked between the two reads.
-		c.showSignIn(w, r, http.StatusUnauthorized, "That is not an active API key.")
+		c.showSignIn(w, r, http.StatusUnauthorized, keyRefused)
 		return
 	}
 	if err != nil {

@@ -7,7 +7,7 @@
 // job's ledger rows, its final state, and a clean audit (invariants.Check) of the test's own jobs.
 //
 // The package has no code of its own besides this comment: everything is in its tests, which
-// need Postgres (scripts/ensure-postgres.sh), the shared dev server and the Temporal CLI
-// (scripts/ensure-temporal.sh). The test of a Temporal outage starts, stops and restarts a dev
-// server of its own, never the shared one.
+// need Postgres, Temporal (those the test URLs name, or, with none set, the checkout's own that the
+// tests start) and the Temporal CLI (scripts/ensure-temporal.sh installs it). The test of a
+// Temporal outage starts, stops and restarts a dev server of its own, never the tests' one.
 package doors

@@ -52,7 +52,7 @@ type env struct {
 }
 
 // newEnv returns the process's door-test worker, started on first use: the simulated runner,
-// doorPolicy for the jobs of e.Jobs, in the tests' namespace of the shared dev server.
+// doorPolicy for the jobs of e.Jobs, in the tests' namespace of the tests' Temporal.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := workertest.Shared(t, "doors", configureWorker)

@@ -5,8 +5,8 @@ package invariants_test
 // could provoke it, without leaving the shared database or namespace broken for other tests (each
 // test checks only its own job-ID prefix, and heals what it broke before it ends).
 //
-// They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
-// runs both).
+// They need Postgres and Temporal: the ones the test URLs name, or, with none set, those the tests
+// start for the checkout (docs/development.md, "Services and settings").
 
 import (
 	"bytes"

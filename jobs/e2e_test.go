@@ -4,8 +4,9 @@ package jobs_test
 // Postgres test database, playing the stories and checking the money rules (docs/design.md)
 // on the ledger rows, the balance, and the search attributes in visibility.
 //
-// They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
-// runs both). With JOBBILL_RECORD_HISTORIES=1 they also write each story's workflow history to
+// They need Postgres and Temporal: the ones the test URLs name (make test names those of make db
+// and make temporal), or, with none set, those the tests start for the checkout
+// (docs/development.md, "Services and settings"). With JOBBILL_RECORD_HISTORIES=1 they also write each story's workflow history to
 // workflows/testdata/histories for the replay test:
 //
 //	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./jobs/
@@ -67,8 +68,8 @@ const waitLimit = 60 * time.Second
 type e2eEnv struct{ *workertest.Env }
 
 // newEnv returns the process's end-to-end environment, starting it on first use: a worker on a
-// task queue unique to this test process, over the real dev server (127.0.0.1:7233, or
-// JOBBILL_TEMPORAL_ADDRESS) and the migrated test database.
+// task queue unique to this test process, over the tests' Temporal (JOBBILL_TEMPORAL_ADDRESS, or
+// the checkout's own dev server) and the migrated test database.
 func newEnv(t *testing.T) *e2eEnv {
 	t.Helper()
 	return &e2eEnv{workertest.Shared(t, "e2e", func(cfg *config.Config) {

@@ -3,6 +3,12 @@
 # cluster when it is stopped, and creates the two roles and the two databases (the service's and
 # the tests'). Every step checks before it acts, so running it twice changes nothing.
 #
+# The cluster is the machine's own (Debian's packaged PostgreSQL, the newest of pg_lsclusters),
+# which this script uses whoever started it, and says which: its version, name and port. The URLs
+# of the Makefile and the configuration's defaults name port 5432; a cluster on another port is
+# reported, since they would reach another server there, or none. (The tests, when no URL is set,
+# use none of this: they start a cluster of the checkout's own, internal/pgtest.)
+#
 # Two roles, for least privilege (ledgerdb/migrations/001_baseline.sql and ledgerdb/code/security.sql): the owner, which owns the
 # databases and runs the migrations, and the service's role jobbill_app, which may only read the
 # tables and call the ledger's functions. The app role's name is fixed because the migration
@@ -60,12 +66,19 @@ if [ -z "${pg_version:-}" ]; then
 fi
 
 case "$pg_status" in
-online*) ;;
+online*)
+	say "using the running cluster $pg_version/$pg_cluster on port $pg_port (the machine's PostgreSQL, pg_ctlcluster's)"
+	;;
 *)
 	say "starting cluster $pg_version/$pg_cluster on port $pg_port"
 	pg_ctlcluster "$pg_version" "$pg_cluster" start
 	;;
 esac
+if [ "$pg_port" != 5432 ]; then
+	say "cluster $pg_version/$pg_cluster listens on port $pg_port, not 5432, which the Makefile's test URLs and the" \
+		"configuration's defaults name: set JOBBILL_TEST_DATABASE_URL, JOBBILL_TEST_MIGRATE_DATABASE_URL and the" \
+		"configuration's database URLs to port $pg_port"
+fi
 
 wait_ready() {
 	for _ in $(seq 1 60); do

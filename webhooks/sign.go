@@ -93,10 +93,5 @@ func ValidateEventID(id string) error {
 	return nil
 }
 
-// clip shortens what a caller sent for an error message.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// clip shortens what a caller sent for an error message, by whole characters.
+func clip(s string) string { return ledgerdb.Shorten(s, 64) }

@@ -10,8 +10,8 @@ package worker_test
 // held (sim:hold) until the test releases them, and every wait is for an event, with a generous
 // deadline.
 //
-// It needs `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh` (make test
-// runs both).
+// It needs Postgres and Temporal: the ones the test URLs name, or, with none set, those the tests
+// start for the checkout (docs/development.md, "Services and settings").
 
 import (
 	"context"

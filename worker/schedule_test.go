@@ -41,7 +41,7 @@ func TestPassSchedulesFollowTheConfiguration(t *testing.T) {
 	store := ledgertest.DeploymentOf(t, ledgertest.DeploymentWorker).Store
 	cfg := workertest.Config("schedule")
 	tc, err := connect.Dial(ctx, cfg, zap.NewNop(), nil)
-	require.NoError(t, err, "the dev server (bash scripts/ensure-temporal.sh)")
+	require.NoError(t, err, "the tests' Temporal at %s", cfg.Temporal.Address)
 	defer tc.Close()
 	handle := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID)
 	expiry := tc.ScheduleClient().GetHandle(ctx, workflows.ExpiryScheduleID)

@@ -8,9 +8,9 @@ package workflows_test
 // The histories are never re-recorded: they are what runs in flight under each released version
 // look like (workflows/versions.go). The original version's are the files without a version
 // prefix; a later version's start with it (v1-…). After a versioned change, record the new
-// version's histories beside the others (Postgres and the Temporal dev server running: bash
-// scripts/ensure-postgres.sh && bash scripts/ensure-temporal.sh, and the recorder's version bumped
-// in jobs/e2e_test.go):
+// version's histories beside the others (on the Postgres and Temporal the test URLs name, or, with
+// none set, the checkout's own, which the tests start; with the recorder's version bumped in
+// jobs/e2e_test.go):
 //
 //	JOBBILL_RECORD_HISTORIES=1 go test -count=1 -run E2E ./jobs/
 //

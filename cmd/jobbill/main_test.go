@@ -3,7 +3,7 @@ package main
 // The commands' tests are black boxes: the command tree of the binary, run with
 // arguments as an operator types them, against the test database (ledgertest) and a worker of
 // this process on a task queue of its own (workertest), which the commands reach through their
-// configuration. They need `bash scripts/ensure-postgres.sh` and `bash scripts/ensure-temporal.sh`.
+// configuration. They need Postgres and Temporal, named or the checkout's own (docs/development.md).
 // This file holds what they share: cliEnv.
 
 import (

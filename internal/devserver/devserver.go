@@ -2,7 +2,8 @@
 // free ports, with a file store that survives a stop, ready for jobbill (its namespace and search
 // attributes, workflows.DevServerFlags). Callers that must stop and start Temporal on purpose — the
 // chaos run, the tests of what jobbill does while Temporal is down — use it so that they never
-// touch the shared dev server other tests and people rely on.
+// touch the dev server other tests and people rely on. [Ensure] keeps one running for a
+// checkout's tests when no address names one (workertest), shared by its test processes.
 package devserver
 
 import (
@@ -14,14 +15,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jobbill/jobbill/internal/devdir"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -57,6 +65,12 @@ type Server struct {
 	DBFile string
 	// LogFile receives the server's output, appended across restarts.
 	LogFile string
+	// Namespaces are made besides workflows.DefaultNamespace, with the same search attributes.
+	Namespaces []string
+	// Detached lets the server outlive the process that starts it, in a session of its own (no
+	// terminal's Ctrl-C reaches it): [Ensure]'s, which later processes reuse. Otherwise the server
+	// dies with its starter.
+	Detached bool
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -110,10 +124,20 @@ func (s *Server) Start(ctx context.Context) error {
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(s.Port), "--ui-port", strconv.Itoa(s.Port + 1000),
 		"--db-filename", s.DBFile, "--log-level", "warn", "--headless"}
-	cmd := exec.Command(s.Binary, append(args, workflows.DevServerFlags()...)...)
+	args = append(args, workflows.DevServerFlags()...)
+	for _, ns := range s.Namespaces {
+		if ns != workflows.DefaultNamespace {
+			args = append(args, "--namespace", ns)
+		}
+	}
+	cmd := exec.Command(s.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The server must not outlive a caller that dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if s.Detached {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		// The server must not outlive a caller that dies without cleaning up.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("starting %s: %w", s.Binary, err)
@@ -121,7 +145,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.cmd, s.done = cmd, make(chan struct{})
 	done := s.done
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
-	return waitHealthy(ctx, s.Address(), done)
+	return waitHealthy(ctx, s.Address(), func() bool { return !s.exited() })
 }
 
 // Stop ends the server gracefully (SIGTERM lets it close its file store), killing it if it takes
@@ -163,20 +187,22 @@ func freePortPair() (int, error) {
 	return 0, errors.New("no free port pair for the Temporal dev server")
 }
 
-// waitHealthy dials the frontend until it answers (the SDK's dial checks the server's health).
-func waitHealthy(ctx context.Context, address string, exited <-chan struct{}) error {
+// waitHealthy dials the frontend until it answers (the SDK's dial checks the server's health),
+// giving up when the server's process is no longer alive.
+func waitHealthy(ctx context.Context, address string, alive func() bool) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		tc, err := client.DialContext(dctx, client.Options{HostPort: address, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		tc, err := client.DialContext(dctx, client.Options{HostPort: address, Logger: quiet})
 		cancel()
 		if err == nil {
 			tc.Close()
 			return nil
 		}
-		select {
-		case <-exited:
+		if !alive() {
 			return fmt.Errorf("the Temporal dev server on %s exited before it was healthy", address)
+		}
+		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(300 * time.Millisecond):
@@ -185,4 +211,138 @@ func waitHealthy(ctx context.Context, address string, exited <-chan struct{}) er
 			return fmt.Errorf("the Temporal dev server on %s did not become healthy: %w", address, err)
 		}
 	}
+}
+
+// quiet is the SDK's logger for the dials here, whose retries are expected.
+var quiet = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+
+// pidFile is where [Ensure] records its server's process ID, in the server's directory.
+const pidFile = "server.pid"
+
+// Ensure answers the address of the dev server of dir — its store, log and process ID kept there —
+// and whether it started it: it starts the server, detached, when it does not run, with
+// workflows.DefaultNamespace and namespaces, each with the search attributes the workflows upsert
+// (added to a running server that lacks one, as scripts/ensure-temporal.sh adds them). It is a checkout's own server for its tests (workertest
+// starts it when no address is set): processes calling it at once take turns on the lock
+// dir+".lock", so that one starts the server and the others reuse it, as do later runs. A recorded
+// process that is gone, or is no longer this server, is stale, and a new server is started.
+func Ensure(ctx context.Context, bin, dir string, namespaces []string) (address string, started bool, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, err
+	}
+	unlock, err := devdir.Lock(dir + ".lock")
+	if err != nil {
+		return "", false, err
+	}
+	defer unlock()
+	store := filepath.Join(dir, "temporal.db")
+	if pid, port := recorded(dir, store); pid != 0 {
+		address = "127.0.0.1:" + strconv.Itoa(port)
+		if err := waitHealthy(ctx, address, func() bool { return runs(pid, store) != 0 }); err != nil {
+			return "", false, fmt.Errorf("the dev server of %s (pid %d) does not answer on %s: %w (its log: %s; stop it with make test-services-stop)",
+				dir, pid, address, err, filepath.Join(dir, "temporal.log"))
+		}
+	} else {
+		srv, err := New(bin, dir)
+		if err != nil {
+			return "", false, err
+		}
+		srv.Namespaces, srv.Detached = namespaces, true
+		if err := srv.Start(ctx); err != nil {
+			return "", false, fmt.Errorf("%w (its log: %s)", err, srv.LogFile)
+		}
+		if err := os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(srv.PID())+"\n"), 0o644); err != nil {
+			return "", false, err
+		}
+		address, started = srv.Address(), true
+	}
+	if err := prepare(ctx, address, append([]string{workflows.DefaultNamespace}, namespaces...)); err != nil {
+		return "", false, fmt.Errorf("the dev server of %s on %s: %w", dir, address, err)
+	}
+	return address, started, nil
+}
+
+// recorded answers the process ID and port of the server recorded in dir, when that process runs
+// this server still; zeros otherwise.
+func recorded(dir, store string) (pid, port int) {
+	raw, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return 0, 0
+	}
+	pid, _ = strconv.Atoi(strings.TrimSpace(string(raw)))
+	if pid <= 0 {
+		return 0, 0
+	}
+	if port = runs(pid, store); port == 0 {
+		return 0, 0
+	}
+	return pid, port
+}
+
+// runs answers the frontend port of process pid when it is `temporal server start-dev` on store,
+// and 0 when it is not (gone, or its ID taken by another program).
+func runs(pid int, store string) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0
+	}
+	args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	flag := func(name string) string {
+		if i := slices.Index(args, name); i >= 0 && i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	if !slices.Contains(args, "start-dev") || flag("--db-filename") != store {
+		return 0
+	}
+	port, _ := strconv.Atoi(flag("--port"))
+	return port
+}
+
+// prepare makes each namespace that the server at address lacks, and registers in each the search
+// attributes of workflows.SearchAttributes that it lacks.
+func prepare(ctx context.Context, address string, namespaces []string) error {
+	tc, err := client.DialContext(ctx, client.Options{HostPort: address, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	for _, ns := range namespaces {
+		_, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+		var missing *serviceerror.NamespaceNotFound
+		if errors.As(err, &missing) {
+			_, err = tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+				Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+		}
+		if err != nil {
+			return fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		// A new namespace reaches every service of the server within seconds (their caches).
+		var registered *operatorservice.ListSearchAttributesResponse
+		for deadline := time.Now().Add(time.Minute); ; {
+			registered, err = tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+			if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("the search attributes of %s: %w", ns, err)
+		}
+		add := map[string]enumspb.IndexedValueType{}
+		for _, sa := range workflows.SearchAttributes() {
+			if _, ok := registered.GetCustomAttributes()[sa.Name]; !ok {
+				if add[sa.Name], err = enumspb.IndexedValueTypeFromString(sa.Type); err != nil {
+					return fmt.Errorf("search attribute %s: %w", sa.Name, err)
+				}
+			}
+		}
+		if len(add) > 0 {
+			if _, err := tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: add}); err != nil {
+				return fmt.Errorf("adding search attributes to %s: %w", ns, err)
+			}
+		}
+	}
+	return nil
 }

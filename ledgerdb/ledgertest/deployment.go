@@ -14,8 +14,9 @@ import (
 )
 
 // The test deployments: each has a database of its own beside the tests' shared one, named after
-// it (jobbill_test_worker beside jobbill_test), which scripts/ensure-postgres.sh creates. Keep the
-// two lists equal.
+// it (jobbill_test_worker beside jobbill_test), which scripts/ensure-postgres.sh creates, as does
+// the tests' own cluster (pgtest); [Deployments] lists them, and the root's cluster_test.go keeps
+// the script's list equal.
 const (
 	// DeploymentWorker is the worker package's: its tests run `jobbill worker` processes.
 	DeploymentWorker = "worker"
@@ -64,6 +65,9 @@ func (d *Deployment) OwnerPool(t testing.TB) *pgxpool.Pool {
 	return d.owner
 }
 
+// Deployments are the names of the test deployments.
+func Deployments() []string { return []string{DeploymentWorker, DeploymentChaos} }
+
 var (
 	deploymentsMu sync.Mutex
 	deployments   = map[string]*Deployment{}
@@ -80,16 +84,19 @@ func DeploymentOf(t testing.TB, name string) *Deployment {
 		return d
 	}
 	d := &Deployment{Name: name}
-	var err error
-	if d.DatabaseURL, err = suffixDatabase(DatabaseURL(), name); err == nil {
-		d.MigrateDatabaseURL, err = suffixDatabase(MigrateDatabaseURL(), name)
+	app, owner, err := urls()
+	if err == nil {
+		d.DatabaseURL, err = suffixDatabase(app, name)
+	}
+	if err == nil {
+		d.MigrateDatabaseURL, err = suffixDatabase(owner, name)
 	}
 	if err != nil {
 		t.Fatalf("test deployment %s: %v", name, err)
 	}
 	ctx := context.Background()
 	if err := ledgerdb.Migrate(ctx, d.MigrateDatabaseURL); err != nil {
-		t.Fatalf("test deployment %s: migrating %s: %v (run scripts/ensure-postgres.sh, which creates it)", name, redact(d.MigrateDatabaseURL), err)
+		t.Fatalf("test deployment %s: migrating %s, %s: %v", name, redact(d.MigrateDatabaseURL), whose(), err)
 	}
 	cfg, err := ledgerdb.PoolConfig(d.DatabaseURL)
 	if err != nil {

@@ -1,11 +1,16 @@
-// Package ledgertest gives tests a migrated ledger on the real test Postgres, and helpers that
-// keep each test's rows apart and check the money rules.
+// Package ledgertest gives tests a migrated ledger on a real Postgres, and helpers that keep each
+// test's rows apart and check the money rules.
 //
-// The tests connect as the service does, as the application role (JOBBILL_TEST_DATABASE_URL,
-// default jobbill_app on the database scripts/ensure-postgres.sh creates), so that every test also
-// proves the role's grants are enough. Migrations run as the schema's owner
-// (JOBBILL_TEST_MIGRATE_DATABASE_URL, default jobbill on the same database), as `jobbill migrate`
-// does. Tests never clean up: ledger rows cannot be deleted, by design, so each test names its
+// The tests connect as the service does, as the application role, so that every test also proves
+// the role's grants are enough; migrations run as the schema's owner, as `jobbill migrate` does.
+// Which Postgres: the one JOBBILL_TEST_DATABASE_URL and JOBBILL_TEST_MIGRATE_DATABASE_URL name,
+// when they are set (`make test` names the local cluster of scripts/ensure-postgres.sh); when
+// neither is, a throwaway cluster of the checkout's own (.dev/pgtest, package pgtest), which the
+// first test process to need it makes or starts and every later one reuses. Under -short nothing is
+// started: the helpers skip, and the URLs point at a closed port. No test ever reaches a database
+// it was not pointed at and did not make.
+//
+// Tests never clean up: ledger rows cannot be deleted, by design, so each test names its
 // accounts and jobs with a unique prefix instead.
 package ledgertest
 
@@ -13,45 +18,144 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobbill/jobbill/internal/devdir"
+	"github.com/jobbill/jobbill/internal/pgtest"
 	"github.com/jobbill/jobbill/ledgerdb"
 )
 
-// DefaultDatabaseURL is the test database that scripts/ensure-postgres.sh creates, as the
-// application role.
-const DefaultDatabaseURL = "postgres://jobbill_app:jobbill_app@127.0.0.1:5432/jobbill_test?sslmode=disable"
+// The variables that name the tests' database, as the application role and as its owner. Both
+// are set, or neither.
+const (
+	// DatabaseURLEnv names the tests' database as the application role.
+	DatabaseURLEnv = "JOBBILL_TEST_DATABASE_URL"
+	// MigrateDatabaseURLEnv names the same database as its owner.
+	MigrateDatabaseURLEnv = "JOBBILL_TEST_MIGRATE_DATABASE_URL"
+)
 
-// DefaultMigrateDatabaseURL is the same database as its owner, the role migrations run as.
-const DefaultMigrateDatabaseURL = "postgres://jobbill:jobbill@127.0.0.1:5432/jobbill_test?sslmode=disable"
+// Database is the tests' database on the checkout's own cluster; each test deployment has one
+// beside it ([DeploymentOf]).
+const Database = "jobbill_test"
 
-// DatabaseURL is the test database's URL as the application role: JOBBILL_TEST_DATABASE_URL, or
-// DefaultDatabaseURL.
+// ClosedAddress is where the test helpers point, under -short, what they would otherwise start:
+// nothing listens on port 1, so a test that reaches a service without skipping first fails
+// instead of using one (`make test-short` points the URLs there too).
+const ClosedAddress = "127.0.0.1:1"
+
+// DatabaseURL is the test database's URL as the application role: JOBBILL_TEST_DATABASE_URL; or,
+// when no URL is set, the checkout's own cluster's, started when it is not running; under -short,
+// a URL on [ClosedAddress]. It panics when the cluster cannot be started: tests call [Store]
+// first, which fails them with the reason instead.
 func DatabaseURL() string {
-	if url := os.Getenv("JOBBILL_TEST_DATABASE_URL"); url != "" {
-		return url
+	app, _, err := urls()
+	if err != nil {
+		panic("ledgertest: " + err.Error())
 	}
-	return DefaultDatabaseURL
+	return app
 }
 
 // MigrateDatabaseURL is the test database's URL as its owner: JOBBILL_TEST_MIGRATE_DATABASE_URL,
-// or DefaultMigrateDatabaseURL. Tests use it only to migrate, to break rules on purpose inside a
-// rolled-back transaction, and for set-up the application role may not do (the benchmark's bulk
-// inserts).
+// or the same database as [DatabaseURL] as the owner. Tests use it only to migrate, to break
+// rules on purpose inside a rolled-back transaction, and for set-up the application role may not
+// do (the benchmark's bulk inserts).
 func MigrateDatabaseURL() string {
-	if url := os.Getenv("JOBBILL_TEST_MIGRATE_DATABASE_URL"); url != "" {
-		return url
+	_, owner, err := urls()
+	if err != nil {
+		panic("ledgertest: " + err.Error())
 	}
-	return DefaultMigrateDatabaseURL
+	return owner
+}
+
+// urls are the test database's URLs as the application role and as its owner, as [DatabaseURL]
+// says.
+func urls() (app, owner string, err error) {
+	app, owner = os.Getenv(DatabaseURLEnv), os.Getenv(MigrateDatabaseURLEnv)
+	switch {
+	case app != "" && owner != "":
+		return app, owner, nil
+	case app != "" || owner != "":
+		return "", "", fmt.Errorf("set both %s and %s, or neither (the tests then start a Postgres of their own)", DatabaseURLEnv, MigrateDatabaseURLEnv)
+	case !flag.Parsed():
+		// testing.Short would panic: asked at a package's initialization, before -short is known.
+		return "", "", errors.New("the test database is asked for before the test flags are parsed: ask for it inside a test")
+	case testing.Short():
+		return "postgres://" + pgtest.App + "@" + ClosedAddress + "/none?sslmode=disable",
+			"postgres://" + pgtest.Owner + "@" + ClosedAddress + "/none?sslmode=disable", nil
+	}
+	c, err := ownCluster()
+	if err != nil {
+		return "", "", err
+	}
+	return c.URL(pgtest.App, pgtest.AppPassword, Database), c.URL(pgtest.Owner, pgtest.OwnerPassword, Database), nil
+}
+
+var (
+	cluster     *pgtest.Cluster
+	clusterErr  error
+	clusterOnce sync.Once
+)
+
+// ownCluster is the checkout's own test cluster, made or started by the first test process that
+// needs it (pgtest.Ensure), with the tests' database and each test deployment's.
+func ownCluster() (*pgtest.Cluster, error) {
+	clusterOnce.Do(func() {
+		if cluster, clusterErr = ensureCluster(); clusterErr != nil {
+			clusterErr = fmt.Errorf("the tests' own Postgres (no %s set): %w", DatabaseURLEnv, clusterErr)
+		}
+	})
+	return cluster, clusterErr
+}
+
+// ensureCluster makes or starts the cluster, or finds it running, and says which on stderr.
+func ensureCluster() (*pgtest.Cluster, error) {
+	dir, err := devdir.TestServices()
+	if err != nil {
+		return nil, err
+	}
+	databases := []string{Database}
+	for _, d := range Deployments() {
+		databases = append(databases, Database+"_"+d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	began := time.Now()
+	c, err := pgtest.Ensure(ctx, filepath.Join(dir, "pgtest"), databases)
+	if err != nil {
+		return nil, err
+	}
+	did := "running already"
+	switch {
+	case c.Made:
+		did = "made and started"
+	case c.Started:
+		did = "started"
+	}
+	// Shown with -v, and with the output of a failing package.
+	fmt.Fprintf(os.Stderr, "ledgertest: the tests' own Postgres, %s, on 127.0.0.1:%d (%s, %s)\n",
+		c.DataDir, c.Port, did, time.Since(began).Round(time.Millisecond))
+	return c, nil
+}
+
+// whose says where a test database comes from, for a failure's message.
+func whose() string {
+	if os.Getenv(DatabaseURLEnv) != "" {
+		return "named by " + DatabaseURLEnv + " and " + MigrateDatabaseURLEnv + " (make db makes the local cluster's)"
+	}
+	return "the checkout's own cluster (make test-services-clean removes it)"
 }
 
 var (
@@ -80,14 +184,18 @@ func NeedsPostgres(t testing.TB) {
 func Store(t testing.TB) *ledgerdb.Store {
 	t.Helper()
 	NeedsPostgres(t)
+	app, owner, err := urls()
+	if err != nil {
+		t.Fatalf("test database: %v", err)
+	}
 	once.Do(func() {
 		ctx := context.Background()
-		if sharedErr = ledgerdb.Migrate(ctx, MigrateDatabaseURL()); sharedErr != nil {
-			sharedErr = fmt.Errorf("as %s: %w", redact(MigrateDatabaseURL()), sharedErr)
+		if sharedErr = ledgerdb.Migrate(ctx, owner); sharedErr != nil {
+			sharedErr = fmt.Errorf("as %s: %w", redact(owner), sharedErr)
 			return
 		}
 		var cfg *pgxpool.Config
-		if cfg, sharedErr = ledgerdb.PoolConfig(DatabaseURL()); sharedErr != nil {
+		if cfg, sharedErr = ledgerdb.PoolConfig(app); sharedErr != nil {
 			return
 		}
 		cfg.MaxConns = 40
@@ -98,7 +206,7 @@ func Store(t testing.TB) *ledgerdb.Store {
 		shared = ledgerdb.New(pool)
 	})
 	if sharedErr != nil {
-		t.Fatalf("test database %s: %v (run scripts/ensure-postgres.sh, or set JOBBILL_TEST_DATABASE_URL and JOBBILL_TEST_MIGRATE_DATABASE_URL)", redact(DatabaseURL()), sharedErr)
+		t.Fatalf("test database %s, %s: %v", redact(app), whose(), sharedErr)
 	}
 	return shared
 }

@@ -1,15 +1,25 @@
-// Package workertest gives tests a real worker in their own process, running against the
-// Temporal dev server (or a Temporal of the test's own, [Start]) and the test database on a task
-// queue of its own, so that no other test process's worker takes its tasks and a checker scoped to
-// the queue sees only its workflows.
+// Package workertest gives tests a real worker in their own process, running against the tests'
+// Temporal (or a Temporal of the test's own, [Start]) and the test database on a task queue of its
+// own, so that no other test process's worker takes its tasks and a checker scoped to the queue
+// sees only its workflows.
+//
+// The tests' Temporal is the one JOBBILL_TEMPORAL_ADDRESS names, when it is set (`make test`
+// names the dev server of scripts/ensure-temporal.sh); when it is not, a dev server of the
+// checkout's own (.dev/temporal-test, devserver.Ensure), which the first test process to need it
+// starts and every later one reuses. Under -short nothing is started: the helpers skip, and the
+// address is a closed port (ledgertest.ClosedAddress).
 package workertest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +29,8 @@ import (
 
 	"github.com/jobbill/jobbill/app/connect"
 	"github.com/jobbill/jobbill/config"
+	"github.com/jobbill/jobbill/internal/devdir"
+	"github.com/jobbill/jobbill/internal/devserver"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
@@ -49,12 +61,15 @@ var (
 // Shared is the process's worker called name, started on first use: the default configuration
 // with a task queue unique to this process, then configure (which may be nil). The worker lives as
 // long as the test process; the tests share it and may run in parallel. It skips the test only
-// under -short ([NeedsTemporal]); otherwise it fails it when the dev server cannot be reached: CI
-// must not pass by not checking.
+// under -short ([NeedsTemporal]); otherwise it fails it when the tests' Temporal cannot be reached
+// or started: CI must not pass by not checking.
 func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	t.Helper()
 	NeedsTemporal(t)
 	store := ledgertest.Store(t)
+	if _, err := address(); err != nil {
+		t.Fatalf("these tests need Temporal: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if env := started[name]; env != nil {
@@ -67,7 +82,7 @@ func Shared(t testing.TB, name string, configure func(*config.Config)) *Env {
 	}
 	env, err := start(store, cfg)
 	if err != nil {
-		t.Fatalf("these tests need the Temporal dev server: %v\n(start it with `bash scripts/ensure-temporal.sh`, or run `make test`)", err)
+		t.Fatalf("these tests need Temporal, at %s (%s): %v", cfg.Temporal.Address, whose(), err)
 	}
 	started[name] = env
 	return env
@@ -122,6 +137,78 @@ func TimeoutPolicy() workflows.Policy {
 // uses, its reconcile schedule, or the workflows a newcomer opens the Web UI to see.
 const DefaultNamespace = "jobbill-test"
 
+// ServerNamespaces are the namespaces of the tests' own dev server, those scripts/ensure-temporal.sh
+// makes (the root's cluster_test.go keeps the two lists equal): jobbill's own and the tests'.
+func ServerNamespaces() []string { return []string{workflows.DefaultNamespace, DefaultNamespace} }
+
+// address is the tests' Temporal: JOBBILL_TEMPORAL_ADDRESS; or, when it is not set, the checkout's
+// own dev server, started when it does not run; under -short, a closed port.
+func address() (string, error) {
+	if addr := os.Getenv(config.EnvName("temporal.address")); addr != "" {
+		return addr, nil
+	}
+	if !flag.Parsed() {
+		// testing.Short would panic: asked at a package's initialization, before -short is known.
+		return "", errors.New("the tests' Temporal is asked for before the test flags are parsed: ask for it inside a test")
+	}
+	if testing.Short() {
+		return ledgertest.ClosedAddress, nil
+	}
+	serverOnce.Do(func() {
+		if server, serverErr = ownServer(); serverErr != nil {
+			serverErr = fmt.Errorf("the tests' own Temporal dev server (no %s set): %w", config.EnvName("temporal.address"), serverErr)
+		}
+	})
+	return server, serverErr
+}
+
+var (
+	server     string
+	serverErr  error
+	serverOnce sync.Once
+)
+
+// ownServer is the address of the checkout's own dev server for its tests (devserver.Ensure),
+// started by the first test process that needs it, with jobbill's namespace and the tests'.
+func ownServer() (string, error) {
+	dir, err := devdir.TestServices()
+	if err != nil {
+		return "", err
+	}
+	bin, err := devserver.CLI("")
+	if err != nil {
+		return "", err
+	}
+	namespaces := ServerNamespaces()
+	if !slices.Contains(namespaces, Namespace()) {
+		namespaces = append(namespaces, Namespace())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	began := time.Now()
+	dir = filepath.Join(dir, "temporal-test")
+	addr, started, err := devserver.Ensure(ctx, bin, dir, namespaces)
+	if err != nil {
+		return "", err
+	}
+	did := "running already"
+	if started {
+		did = "started"
+	}
+	// Shown with -v, and with the output of a failing package.
+	fmt.Fprintf(os.Stderr, "workertest: the tests' own Temporal dev server, %s, on %s (%s, %s)\n",
+		dir, addr, did, time.Since(began).Round(time.Millisecond))
+	return addr, nil
+}
+
+// whose says where the tests' Temporal comes from, for a failure's message.
+func whose() string {
+	if os.Getenv(config.EnvName("temporal.address")) != "" {
+		return "named by " + config.EnvName("temporal.address") + " (make temporal starts the local dev server)"
+	}
+	return "the checkout's own dev server"
+}
+
 // Namespace is the Temporal namespace of the tests: JOBBILL_TEST_TEMPORAL_NAMESPACE, or
 // DefaultNamespace.
 func Namespace() string {
@@ -131,16 +218,20 @@ func Namespace() string {
 	return DefaultNamespace
 }
 
-// Config is the default configuration pointed at the tests' Temporal: the dev server (or
-// JOBBILL_TEMPORAL_ADDRESS), the tests' namespace, and a task queue of name's own, unique to this
-// process, so that no other test process's worker takes its tasks.
+// Config is the default configuration pointed at the tests' Temporal (JOBBILL_TEMPORAL_ADDRESS,
+// or the checkout's own dev server, started when it does not run), the tests' namespace, and a task
+// queue of name's own, unique to this process, so that no other test process's worker takes its
+// tasks. It panics when the checkout's dev server cannot be started; [Shared] fails its test with
+// the reason instead.
 func Config(name string) config.Config {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	cfg := config.Default()
-	if addr := os.Getenv(config.EnvName("temporal.address")); addr != "" {
-		cfg.Temporal.Address = addr
+	addr, err := address()
+	if err != nil {
+		panic("workertest: " + err.Error())
 	}
+	cfg.Temporal.Address = addr
 	cfg.Temporal.Namespace = Namespace()
 	cfg.Temporal.TaskQueue = fmt.Sprintf("jobbill-%s-%d-%s", name, os.Getpid(), hex.EncodeToString(b[:]))
 	return cfg
