@@ -17,7 +17,8 @@ import (
 // deferred_closing, in credits and in money — that the first half's closing is the second's
 // opening, that nothing was deferred before the account was opened, and that the report agrees
 // with the blocks: granted is what the paid blocks were granted, lapsed what expire rows took
-// from them, and deferred at the end what they hold, each at its block's cost basis.
+// from them, and deferred at the end what they hold and what jobs still running hold of them,
+// each at its block's cost basis.
 func (r *run) checkRevenue(ctx context.Context, a accountCredits, t *CreditTotals) ([]string, error) {
 	from, to := r.start.Add(-time.Minute), time.Now().Add(time.Minute)
 	mid := from.Add(to.Sub(from) / 2)
@@ -55,6 +56,28 @@ func (r *run) checkRevenue(ctx context.Context, a accountCredits, t *CreditTotal
 			granted = plus(granted, b.Amount, b.CostBasis)
 		}
 	}
+	// Paid credits a job still running holds stay deferred: only delivered work is revenue.
+	running, err := r.ledger.Pool().Query(ctx, `SELECT m.block_id, -sum(m.amount)::bigint
+		FROM jobs j JOIN ledger_entries e ON e.job_id = j.id AND e.kind = 'charge'
+		JOIN ledger_block_moves m ON m.entry_id = e.id
+		WHERE j.account_id = $1 AND j.state = 'running' AND m.block_id IS NOT NULL GROUP BY m.block_id`, a.id)
+	if err != nil {
+		return nil, err
+	}
+	for running.Next() {
+		var block, credits int64
+		if err := running.Scan(&block, &credits); err != nil {
+			return nil, err
+		}
+		for _, b := range a.blocks {
+			if b.ID == block && b.Category == ledgerdb.CategoryPaid {
+				held = plus(held, credits, b.CostBasis)
+			}
+		}
+	}
+	if err := running.Err(); err != nil {
+		return nil, err
+	}
 	for _, e := range a.order {
 		if e.Kind == ledgerdb.KindExpire && e.Block != nil && e.Block.Category == ledgerdb.CategoryPaid {
 			lapsed = plus(lapsed, -e.Amount, basis[e.Block.ID])
@@ -88,7 +111,8 @@ func reconciled(rep ledgerdb.Revenue) (int64, *big.Rat) {
 // plus adds credits at a cost basis (empty: no money) to m.
 func plus(m ledgerdb.Money, credits int64, basis string) ledgerdb.Money {
 	worth := new(big.Rat).Mul(big.NewRat(credits, 1), decimal(basis))
-	return ledgerdb.Money{Credits: m.Credits + credits, Amount: worth.Add(worth, decimal(m.Amount)).FloatString(10)}
+	// 18 decimals: a cost basis has at most 18, so the sum is exact.
+	return ledgerdb.Money{Credits: m.Credits + credits, Amount: worth.Add(worth, decimal(m.Amount)).FloatString(18)}
 }
 
 // sameMoney reports whether two figures are the same credits and the same money.
