@@ -67,4 +67,5 @@ $$;
 {{ template "ledger_webhook_claim.sql" . }}
 {{ template "ledger_webhook_record_attempt.sql" . }}
 {{ template "ledger_webhook_replay.sql" . }}
+{{ template "reports_statement.sql" . }}
 {{ template "reports_revenue.sql" . }}
