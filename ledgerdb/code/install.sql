@@ -6,10 +6,11 @@
 -- Go code calls): jobs_ the money transitions of a job and its price, result and alarms; blocks_
 -- the credit blocks' moves and expiry; accounts_ opening, posting to and topping up an account;
 -- keys_ and console_ API keys and console sessions; webhooks_ the events and their delivery;
--- reports_ the statement and the revenue report; append_only.sql and the *_fixed_fields.sql the
--- triggers that refuse a rewrite of history; security.sql who may call what. The files are
--- included below in the order their functions depend on one another. A file's name is in none
--- of the SQL rendered, so renaming one alone changes nothing installed.
+-- reports_ the statement and the revenue report; audit_ what the audit and the invariant checker
+-- read beside the rows; append_only.sql and the *_fixed_fields.sql the triggers that refuse a
+-- rewrite of history; security.sql who may call what. The files are included below in the order
+-- their functions depend on one another. A file's name is in none of the SQL rendered, so
+-- renaming one alone changes nothing installed.
 --
 -- This directory is the whole set: the ledger's functions of the schema are dropped first and
 -- created again from the files, so that a function renamed, removed or given new arguments leaves
@@ -78,3 +79,5 @@ $$;
 {{ template "webhooks_replay.sql" . }}
 {{ template "reports_statement.sql" . }}
 {{ template "reports_revenue.sql" . }}
+{{ template "audit_snapshot.sql" . }}
+{{ template "audit_blocks.sql" . }}
