@@ -46,7 +46,7 @@ const (
 
 // MoneyState is what the user is told about their money in this state. A deleted job keeps the
 // money state it had before deletion, which only [Job.MoneyState] knows.
-func (s State) MoneyState() MoneyState {
+func (s State) moneyState() MoneyState {
 	switch s {
 	case StateRunning, StateDelivered, StateRecovered:
 		return MoneyCharged
@@ -80,7 +80,7 @@ type Job struct {
 	// RejectReason says why the job was rejected: one of the RejectReason values.
 	RejectReason RejectReason
 	// RefundReason says why the charge was given back, as the code a customer reads (one of
-	// [RefundReasons]); empty until the job is refunded, and kept once it is recovered.
+	// the refund reason codes docs/api.md lists); empty until the job is refunded, and kept once it is recovered.
 	RefundReason Reason
 	// RefundDetail is the operator's words about the refund ("failed for good after 1 attempt:
 	// …", "stopped by an operator: terminated (wrong input file)"), scrubbed of credentials when
@@ -187,9 +187,9 @@ func (r RejectReason) Describe() string {
 // it had before deletion.
 func (j Job) MoneyState() MoneyState {
 	if j.State == StateDeleted {
-		return j.StateBeforeDelete.MoneyState()
+		return j.StateBeforeDelete.moneyState()
 	}
-	return j.State.MoneyState()
+	return j.State.moneyState()
 }
 
 // Net is what this job's ledger rows must sum to (the net-effect rule): minus what it is charged
