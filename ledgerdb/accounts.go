@@ -55,7 +55,7 @@ func (s *Store) Grant(ctx context.Context, c Credit) (Posting, error) {
 	}
 	if c.Block.CostBasis != "" {
 		// Sent in its plain form: exactly the number the caller wrote, as the block keeps it.
-		c.Block.CostBasis, _ = ParseCostBasis(c.Block.CostBasis)
+		c.Block.CostBasis, _ = parseCostBasis(c.Block.CostBasis)
 	}
 	return s.post(ctx, KindGrant, c)
 }

@@ -2,6 +2,7 @@ package ledgerdb
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -35,72 +36,31 @@ func (r *AuditReport) replayBlocks(ctx context.Context, tx pgx.Tx) error {
 		r.violation("the blocks hold %d and the debt is %d, but the balance is %d", held, debt, r.Balance)
 	}
 
-	checks := []struct {
-		query  string
-		format string
-	}{
-		{`SELECT b.id, b.remaining, coalesce(sum(m.amount), 0)::bigint FROM credit_blocks b
-			LEFT JOIN ledger_block_moves m ON m.block_id = b.id
-			WHERE b.account_id = $1 GROUP BY b.id HAVING b.remaining <> coalesce(sum(m.amount), 0) OR b.remaining < 0`,
-			"block %d holds %d but its moves add up to %d"},
-		{`SELECT e.id, e.amount, coalesce(sum(m.amount), 0)::bigint FROM ledger_entries e
-			LEFT JOIN ledger_block_moves m ON m.entry_id = e.id
-			WHERE e.account_id = $1
-			  AND e.created_at >= (SELECT min(created_at) FROM credit_blocks WHERE account_id = $1 AND is_opening)
-			GROUP BY e.id HAVING e.amount <> coalesce(sum(m.amount), 0)`,
-			"row %d moved %d credits but its block moves add up to %d"},
-		// Through the account's rows, whose moves are found by their row: the moves table has no
-		// index by account but the debt's, and scanning it whole for every account made an
-		// audit's cost grow with the whole ledger.
-		{`SELECT m.block_id, e.id, m.amount FROM ledger_entries e
-			JOIN ledger_block_moves m ON m.entry_id = e.id JOIN credit_blocks b ON b.id = m.block_id
-			WHERE e.account_id = $1 AND m.amount < 0 AND e.kind <> 'expire'
-			  -- A grant pays the debt from its own block at once, whatever the block's start.
-			  AND NOT (e.kind = 'grant' AND e.block_id = m.block_id)
-			  AND ((e.created_at < b.effective_at
-			        -- The debt is owed now: a draw the debt would otherwise take (a reclaim, a
-			        -- negative adjustment) takes from a block not started yet, and so may a
-			        -- payment of the debt (a row that moves credits onto it). A charge never.
-			        AND e.kind NOT IN ('reclaim', 'adjustment')
-			        AND NOT EXISTS (SELECT 1 FROM ledger_block_moves d
-			                        WHERE d.entry_id = e.id AND d.block_id IS NULL AND d.amount > 0))
-			       OR e.created_at >= b.expires_at)`,
-			"block %d was spent by row %d (%d) outside its time: before its start or after its expiry"},
-		{`SELECT b.id, e.id, e.amount FROM ledger_entries e JOIN credit_blocks b ON b.id = e.block_id
-			WHERE e.account_id = $1 AND e.kind = 'expire' AND (b.expires_at IS NULL OR e.created_at < b.expires_at)
-			  -- A return's credits expire at once in a block the pass has expired, even when the
-			  -- return's transaction began before the block's time.
-			  AND NOT (e.caused_by IS NOT NULL AND b.expired_at IS NOT NULL)`,
-			"block %d expired by row %d (%d) before its time"},
-		{`SELECT b.id, b.remaining, 0::bigint FROM credit_blocks b
-			WHERE b.account_id = $1 AND b.expired_at IS NOT NULL AND b.remaining <> 0`,
-			"block %d expired but holds %d (%d)"},
-		// A block ends when it is void, marked expired or past its expiry: its credits then
-		// expire and pay nothing. Until then, any it holds would have paid the debt.
-		{`SELECT b.id, b.remaining, d.debt FROM credit_blocks b,
-			(SELECT coalesce(-sum(amount), 0)::bigint AS debt FROM ledger_block_moves
-			 WHERE account_id = $1 AND block_id IS NULL) d
-			WHERE b.account_id = $1 AND d.debt > 0 AND b.remaining > 0 AND b.status <> 'void'
-			  AND b.expired_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now())
-			ORDER BY b.id`,
-			"block %d holds %d credits while the account owes a debt of %d: a debt is paid by the first credits that reach the account"},
+	// ledger_audit_blocks (ledgerdb/code/audit_blocks.sql) finds what breaks each rule, in one
+	// statement; the words are the audit's own.
+	rows, err := tx.Query(ctx, `SELECT rule, a, b, c FROM ledger_audit_blocks($1)`, r.AccountID)
+	if err != nil {
+		return err
 	}
-	for _, c := range checks {
-		rows, err := tx.Query(ctx, c.query, r.AccountID)
-		if err != nil {
-			return err
+	var rule string
+	var v [3]int64
+	_, err = pgx.ForEachRow(rows, []any{&rule, &v[0], &v[1], &v[2]}, func() error {
+		format, ok := blockFindings[rule]
+		if !ok {
+			return fmt.Errorf("ledger_audit_blocks: unknown rule %q", rule)
 		}
-		found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([3]int64, error) {
-			var v [3]int64
-			err := row.Scan(&v[0], &v[1], &v[2])
-			return v, err
-		})
-		if err != nil {
-			return err
-		}
-		for _, v := range found {
-			r.violation(c.format, v[0], v[1], v[2])
-		}
-	}
-	return nil
+		r.violation(format, v[0], v[1], v[2])
+		return nil
+	})
+	return err
+}
+
+// blockFindings words each rule of ledger_audit_blocks, given its finding's three numbers.
+var blockFindings = map[string]string{
+	"block_moves":     "block %d holds %d but its moves add up to %d",
+	"row_moves":       "row %d moved %d credits but its block moves add up to %d",
+	"spent_outside":   "block %d was spent by row %d (%d) outside its time: before its start or after its expiry",
+	"expired_early":   "block %d expired by row %d (%d) before its time",
+	"expired_holds":   "block %d expired but holds %d (%d)",
+	"held_while_debt": "block %d holds %d credits while the account owes a debt of %d: a debt is paid by the first credits that reach the account",
 }

@@ -53,7 +53,7 @@ type BlockTerms struct {
 	// own clock, after it has answered a repeat of the key, whose expiry may have passed since).
 	ExpiresAt *time.Time
 	// CostBasis is what the customer paid per credit, a decimal in the currency's main unit
-	// ("0.01"), as [ParseCostBasis] reads it; paid blocks only, empty when unknown.
+	// ("0.01"), below 10^20 with at most 18 decimals; paid blocks only, empty when unknown.
 	CostBasis string
 }
 
@@ -66,7 +66,7 @@ func (t BlockTerms) category() BlockCategory {
 }
 
 // Validate checks what of the terms holds whenever they are sent: a known category, an expiry
-// after a given start, and a cost basis only on a paid block, one [ParseCostBasis] reads. Whether
+// after a given start, and a cost basis only on a paid block, a decimal below 10^20 with at most 18 decimals. Whether
 // the expiry has passed is the ledger's to check (ledger_post): the same terms again are a
 // repeat of the grant, answered as such after the expiry too.
 func (t BlockTerms) Validate() error {
@@ -83,7 +83,7 @@ func (t BlockTerms) Validate() error {
 		if t.category() != CategoryPaid {
 			return &InvalidInputError{Field: "cost_basis", Reason: "is set on a promotional block: only paid credits have a cost"}
 		}
-		if _, err := ParseCostBasis(t.CostBasis); err != nil {
+		if _, err := parseCostBasis(t.CostBasis); err != nil {
 			return err
 		}
 	}
@@ -92,10 +92,10 @@ func (t BlockTerms) Validate() error {
 
 // The range of a cost basis: what credit_blocks.cost_basis, numeric(38, 18), keeps exactly.
 const (
-	// CostBasisDecimals is the most decimals a cost basis may have.
-	CostBasisDecimals = 18
-	// CostBasisDigits is the most digits before its decimal point: a cost basis is below 10^20.
-	CostBasisDigits = 20
+	// costBasisDecimals is the most decimals a cost basis may have.
+	costBasisDecimals = 18
+	// costBasisDigits is the most digits before its decimal point: a cost basis is below 10^20.
+	costBasisDigits = 20
 	// maxCostBasisLength bounds the written form, trailing zeros and an exponent included.
 	maxCostBasisLength = 64
 )
@@ -104,14 +104,14 @@ const (
 // optional fraction, an optional exponent (Python's str(1e-07) is "1e-07", a Decimal's "1E+1").
 var costBasisPattern = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
 
-// ParseCostBasis reads a cost basis written as a decimal — "0.01", "0.0100", "1e-11", "3.5E-07" —
+// parseCostBasis reads a cost basis written as a decimal — "0.01", "0.0100", "1e-11", "3.5E-07" —
 // and answers it exactly, in the plain form the ledger stores and shows ("0.00000000001"), or an
 // [*InvalidInputError] naming cost_basis: for anything that is no non-negative decimal (a
-// fraction such as "1/3", hex, NaN, Infinity, a sign, spaces), for more than [CostBasisDecimals]
+// fraction such as "1/3", hex, NaN, Infinity, a sign, spaces), for more than costBasisDecimals
 // decimals — the ledger would keep another number than the one paid, so the caller must round
-// it — and for a value of 10^[CostBasisDigits] or more. Its value, not its written form, is what
+// it — and for a value of 10^costBasisDigits or more. Its value, not its written form, is what
 // a repeat of the grant is compared by: "0.010" repeats "0.01".
-func ParseCostBasis(s string) (string, error) {
+func parseCostBasis(s string) (string, error) {
 	refuse := func(reason string, args ...any) (string, error) {
 		return "", &InvalidInputError{Field: "cost_basis", Reason: fmt.Sprintf(reason, args...)}
 	}
@@ -127,7 +127,7 @@ func ParseCostBasis(s string) (string, error) {
 	if m[3] != "" {
 		exp, err := strconv.Atoi(m[3])
 		if err != nil || exp > 1<<20 || exp < -(1<<20) { // far past any bound below, and no overflow
-			return refuse("is %q; it must be below 10^%d with at most %d decimals", s, CostBasisDigits, CostBasisDecimals)
+			return refuse("is %q; it must be below 10^%d with at most %d decimals", s, costBasisDigits, costBasisDecimals)
 		}
 		scale -= exp
 	}
@@ -138,10 +138,10 @@ func ParseCostBasis(s string) (string, error) {
 	switch {
 	case digits == "":
 		return "0", nil
-	case scale > CostBasisDecimals:
-		return refuse("is %q, which has %d decimals; the ledger keeps at most %d, so round it first", s, scale, CostBasisDecimals)
-	case len(digits)-scale > CostBasisDigits:
-		return refuse("is %q; it must be below 10^%d", s, CostBasisDigits)
+	case scale > costBasisDecimals:
+		return refuse("is %q, which has %d decimals; the ledger keeps at most %d, so round it first", s, scale, costBasisDecimals)
+	case len(digits)-scale > costBasisDigits:
+		return refuse("is %q; it must be below 10^%d", s, costBasisDigits)
 	case scale <= 0:
 		return digits + strings.Repeat("0", -scale), nil
 	case scale >= len(digits):

@@ -38,16 +38,16 @@ func (s *Store) JobEntries(ctx context.Context, key JobKey) ([]Entry, error) {
 	return entries, translateError(err)
 }
 
-// MaxExpiredReturnsJobs bounds one [Store.ExpiredReturns] read: a page of jobs.
-const MaxExpiredReturnsJobs = 1000
+// maxExpiredReturnsJobs bounds one [Store.ExpiredReturns] read: a page of jobs.
+const maxExpiredReturnsJobs = 1000
 
 // ExpiredReturns answers, for each of the jobs that has any, the expiries its refund or release
 // caused (oldest first): credits returned to a block that had already expired, which expired at
 // once. What a job's sentence says of them ([JobEntries] has them among the job's rows); one read
-// for a page of jobs.
+// for a page of up to 1000 jobs.
 func (s *Store) ExpiredReturns(ctx context.Context, keys []JobKey) (map[JobKey][]Entry, error) {
-	if len(keys) > MaxExpiredReturnsJobs {
-		return nil, &InvalidInputError{Field: "jobs", Reason: fmt.Sprintf("are %d; at most %d at once", len(keys), MaxExpiredReturnsJobs)}
+	if len(keys) > maxExpiredReturnsJobs {
+		return nil, &InvalidInputError{Field: "jobs", Reason: fmt.Sprintf("are %d; at most %d at once", len(keys), maxExpiredReturnsJobs)}
 	}
 	byID := make(map[string]JobKey, len(keys))
 	ids := make([]string, 0, len(keys))

@@ -11,7 +11,7 @@ import (
 // Read helpers for the whole-system invariant checker (package invariants): one consistent
 // snapshot of the ledger's totals, per account and per job, that the checker compares against
 // the money rules and against Temporal. [Store.Audit] replays one account row by row; this reads
-// every account and job in scope in two queries, so that a check of thousands of jobs stays cheap.
+// every account and job in scope in two statements, so that a check of thousands of jobs stays cheap.
 
 // SnapshotScope narrows a [LedgerSnapshot]. The zero value reads the whole ledger.
 type SnapshotScope struct {
@@ -142,39 +142,9 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		return LedgerSnapshot{}, err
 	}
 
-	// The running sum is a window over each account's rows in commit order (ID order), the same
-	// replay Audit does row by row.
-	rows, err := q.Query(ctx, `
-		WITH scoped AS (
-			SELECT a.id, a.balance, a.awaiting_reclaim, r.recognised_credits, r.recognised_amount,
-			       r.delivered_credits, r.delivered_amount, r.undelivered_jobs
-			FROM accounts a CROSS JOIN LATERAL ledger_revenue_audit(a.id) r
-			WHERE CASE WHEN $1 <> '' THEN a.id = $1
-			           WHEN $2 <> '' THEN EXISTS (SELECT 1 FROM jobs j WHERE j.account_id = a.id AND starts_with(j.id, a.id || '/' || $2))
-			           ELSE true END
-		), chained AS (
-			SELECT e.account_id, e.id, e.amount, e.balance_after,
-			       sum(e.amount) OVER (PARTITION BY e.account_id ORDER BY e.id) AS running
-			FROM ledger_entries e JOIN scoped s ON s.id = e.account_id
-		)
-		SELECT s.id, s.balance, coalesce(sum(c.amount), 0)::bigint, count(c.id),
-		       count(c.id) FILTER (WHERE c.balance_after <> c.running),
-		       coalesce(min(c.id) FILTER (WHERE c.balance_after <> c.running), 0),
-		       s.awaiting_reclaim,
-		       (SELECT coalesce(sum(j.cost), 0)::bigint FROM jobs j WHERE j.account_id = s.id AND j.is_refunded AND NOT j.is_reclaimed),
-		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id),
-		       (SELECT coalesce(-sum(m.amount), 0)::bigint FROM ledger_block_moves m WHERE m.account_id = s.id AND m.block_id IS NULL),
-		       (SELECT count(*) FROM credit_blocks b WHERE b.account_id = s.id
-		           AND b.remaining <> (SELECT coalesce(sum(m.amount), 0) FROM ledger_block_moves m WHERE m.block_id = b.id)),
-		       (SELECT coalesce(sum(b.remaining), 0)::bigint FROM credit_blocks b WHERE b.account_id = s.id
-		           AND b.remaining > 0 AND b.status <> 'void' AND b.expired_at IS NULL
-		           AND (b.expires_at IS NULL OR b.expires_at > now())),
-		       s.recognised_credits, s.recognised_amount, s.delivered_credits, s.delivered_amount, s.undelivered_jobs,
-		       (SELECT coalesce(array_agg(t.problem ORDER BY t.event_seq), '{}') FROM ledger_topup_audit(s.id) t)
-		FROM scoped s LEFT JOIN chained c ON c.account_id = s.id
-		GROUP BY s.id, s.balance, s.awaiting_reclaim, s.recognised_credits, s.recognised_amount, s.delivered_credits,
-		         s.delivered_amount, s.undelivered_jobs
-		ORDER BY s.id`, scope.AccountID, scope.JobIDPrefix)
+	// ledger_snapshot_accounts and ledger_snapshot_jobs (ledgerdb/code/audit_snapshot.sql) say
+	// what each total is.
+	rows, err := q.Query(ctx, `SELECT * FROM ledger_snapshot_accounts($1, $2)`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {
 		return LedgerSnapshot{}, err
 	}
@@ -197,22 +167,7 @@ func ReadLedgerSnapshot(ctx context.Context, q Querier, scope SnapshotScope) (Le
 		return LedgerSnapshot{}, fmt.Errorf("account %q: %w", scope.AccountID, ErrUnknownAccount)
 	}
 
-	rows, err = q.Query(ctx, `
-		SELECT j,
-		       count(e.id) FILTER (WHERE e.kind = 'charge'),
-		       count(e.id) FILTER (WHERE e.kind = 'refund'),
-		       count(e.id) FILTER (WHERE e.kind = 'reclaim'),
-		       count(e.id) FILTER (WHERE e.kind = 'release'),
-		       coalesce(sum(e.amount), 0)::bigint,
-		       count(e.id) FILTER (WHERE e.account_id <> j.account_id),
-		       (SELECT coalesce(array_agg(a.step || ': ' || a.message ORDER BY a.id), '{}') FROM ledger_alarms a WHERE a.job_id = j.id),
-		       (SELECT count(*) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
-		       (SELECT min(r.received_at) FROM result_reports r WHERE r.job_id = j.id AND r.applied_at IS NULL),
-		       (SELECT max(r.applied_at) FROM result_reports r WHERE r.job_id = j.id)
-		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
-		WHERE ($1 = '' OR j.account_id = $1) AND ($2 = '' OR starts_with(j.id, j.account_id || '/' || $2))
-		GROUP BY j.id
-		ORDER BY j.id`, scope.AccountID, scope.JobIDPrefix)
+	rows, err = q.Query(ctx, `SELECT * FROM ledger_snapshot_jobs($1, $2)`, scope.AccountID, scope.JobIDPrefix)
 	if err != nil {
 		return LedgerSnapshot{}, err
 	}

@@ -224,7 +224,7 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (Transition, error) 
 	t, err := s.call(ctx, sub.Key(), `ledger_submit($1, $2, $3, $4, $5, $6)`,
 		sub.Key().String(), sub.AccountID, sub.Kind, maxUnits, sub.Fingerprint(), sub.Request)
 	if errors.Is(err, errUnitsAboveMax) {
-		price, perr := s.CurrentPrice(ctx, sub.Kind)
+		price, perr := s.currentPrice(ctx, sub.Kind)
 		if perr != nil {
 			return t, perr
 		}
@@ -260,7 +260,8 @@ func (s *Store) ChargeMatching(ctx context.Context, key JobKey, fingerprint []by
 
 // Refund gives a running job's recorded cost back (running -> refunded) because its work failed
 // for good or timed out, or an operator stopped it; reason is the code its customer is told (one
-// of [RefundReasons]: any other is an [*InvalidInputError], with nothing written), detail the
+// of the refund reason codes docs/api.md lists: any other is an [*InvalidInputError], with
+// nothing written), detail the
 // operator's words, attempts how many attempts the work had. The detail is kept scrubbed
 // ([ScrubText]), never refused: words from outside must not block a refund. A refunded or
 // recovered job answers AlreadyApplied; a job that was never charged or was delivered, NotApplied.

@@ -84,16 +84,16 @@ func scanJob(row pgx.CollectableRow) (Job, error) {
 	return r.job(), err
 }
 
-// MaxDeadLetters bounds one [Store.DeadLetters] read.
-const MaxDeadLetters = 1000
+// maxDeadLetters bounds one [Store.DeadLetters] read.
+const maxDeadLetters = 1000
 
 // DeadLetters lists the dead letters — refunded jobs, whose work failed for good and which wait
 // for a late result or a redrive — that were refunded more than olderThan ago, most recently
-// refunded first, at most limit of them: an operator's queue across accounts (the console's dead
+// refunded first, at most limit of them (up to 1000): an operator's queue across accounts (the console's dead
 // letters page). With accountIDs, only those accounts' jobs.
 func (s *Store) DeadLetters(ctx context.Context, olderThan time.Duration, limit int, accountIDs ...string) ([]Job, error) {
 	return s.olderJobs(ctx, "dead letters", `SELECT j FROM jobs j
 		WHERE j.state = 'refunded' AND j.refunded_at < now() - $1::bigint * interval '1 microsecond'
 		  AND (coalesce(cardinality($3::text[]), 0) = 0 OR j.account_id = ANY ($3::text[]))
-		ORDER BY j.refunded_at DESC, j.id LIMIT $2`, olderThan, limit, MaxDeadLetters, accountIDs)
+		ORDER BY j.refunded_at DESC, j.id LIMIT $2`, olderThan, limit, maxDeadLetters, accountIDs)
 }

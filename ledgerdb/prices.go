@@ -124,7 +124,7 @@ func (s *Store) PriceHistory(ctx context.Context, kind string) ([]Price, error) 
 
 // CurrentPrice is the kind's latest price, the one a job submitted now is charged at;
 // [ErrUnknownKind] when the kind has none.
-func (s *Store) CurrentPrice(ctx context.Context, kind string) (Price, error) {
+func (s *Store) currentPrice(ctx context.Context, kind string) (Price, error) {
 	if err := ValidateKind(kind); err != nil {
 		return Price{}, err
 	}

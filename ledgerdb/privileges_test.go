@@ -196,9 +196,13 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, tables, 4, "accounts, jobs, ledger_entries, api_keys")
 
-	// Everything the role may execute runs as the owner with a pinned search_path; the helpers the
+	// Everything the role may execute runs as the owner with a pinned search_path, but for the reads
+	// listed in readOnly, which run as the role itself and so can write nothing; the helpers the
 	// money functions call inside (ledger_job_unmatched, ledger_job_result_of) are no one's to call.
-	readOnly := map[string]bool{}
+	// The statement runs as its caller: it reads the service's own transactions in
+	// pg_stat_activity to say whether it is final. The invariant checker's snapshot and the audit's block checks read only.
+	readOnly := map[string]bool{"ledger_statement": true, "ledger_snapshot_accounts": true, "ledger_snapshot_jobs": true,
+		"ledger_audit_blocks": true}
 	rows, err = pool.Query(ctx, `
 		SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''),
 		       has_function_privilege($1, p.oid, 'EXECUTE'), has_function_privilege('public', p.oid, 'EXECUTE')
@@ -226,7 +230,8 @@ func TestAppRolePrivilegesInCatalog(t *testing.T) {
 		"ledger_set_price", "ledger_create_api_key", "ledger_revoke_api_key", "ledger_console_open_session", "ledger_console_end_session",
 		"ledger_webhook_create_endpoint", "ledger_webhook_disable_endpoint", "ledger_webhook_rotate_secret",
 		"ledger_webhook_set_low_balance", "ledger_webhook_derive", "ledger_webhook_claim", "ledger_webhook_record_attempt",
-		"ledger_webhook_replay", "ledger_revenue", "ledger_revenue_audit"} {
+		"ledger_webhook_replay", "ledger_statement", "ledger_revenue", "ledger_revenue_audit",
+		"ledger_snapshot_accounts", "ledger_snapshot_jobs", "ledger_audit_blocks"} {
 		require.True(t, executable[name], "the application role cannot call %s", name)
 	}
 	require.False(t, executable["ledger_refuse_rewrite"] || executable["jobs_refuse_rewrite"] || executable["api_keys_refuse_rewrite"] ||

@@ -59,14 +59,14 @@ var reasonTexts = map[Reason]string{
 	ReasonRejected:            "the job could not be started",
 }
 
-// RefundReasons are the codes a refund may record, in the order docs/api.md lists them.
-func RefundReasons() []Reason {
+// refundReasons are the codes a refund may record, in the order docs/api.md lists them.
+func refundReasons() []Reason {
 	return []Reason{ReasonTimedOut, ReasonGPUFailed, ReasonInvalidResult, ReasonStoppedByOperator, ReasonInterrupted, ReasonUnknown}
 }
 
 // Reasons is the whole vocabulary a customer may read: the refund codes, then the rejection codes.
 func Reasons() []Reason {
-	return append(RefundReasons(), ReasonInsufficientCredits, ReasonExposureLimit, ReasonRejected)
+	return append(refundReasons(), ReasonInsufficientCredits, ReasonExposureLimit, ReasonRejected)
 }
 
 // Text is the fixed words a customer reads for the code; a code outside the vocabulary reads as
@@ -78,14 +78,14 @@ func (r Reason) Text() string {
 	return reasonTexts[ReasonUnknown]
 }
 
-// ValidateRefundReason checks that a refund names one of [RefundReasons].
+// ValidateRefundReason checks that a refund names one of the codes a refund may record.
 func ValidateRefundReason(r Reason) error {
-	for _, known := range RefundReasons() {
+	for _, known := range refundReasons() {
 		if r == known {
 			return nil
 		}
 	}
-	return &InvalidInputError{Field: "refund reason", Reason: fmt.Sprintf("%q is not a refund reason code (%s)", r, joinReasons(RefundReasons()))}
+	return &InvalidInputError{Field: "refund reason", Reason: fmt.Sprintf("%q is not a refund reason code (%s)", r, joinReasons(refundReasons()))}
 }
 
 func joinReasons(rs []Reason) string {
@@ -131,7 +131,7 @@ var (
 const secretMask = "***"
 
 // scrubWindow bounds the text ScrubText masks, so that a huge message costs a workflow task no
-// more than a short one: only its first ClipLength bytes are kept anyway, and a credential that
+// more than a short one: only its first clipLength bytes are kept anyway, and a credential that
 // starts among them and runs past the window is longer than the window.
 const scrubWindow = 16 << 10
 

@@ -14,8 +14,8 @@ import (
 // A report whose signal could not be sent (Temporal unreachable) stays unapplied, and the reconcile
 // pass applies it once Temporal answers again.
 
-// MaxOutputRefLength is the longest output reference a result may carry, in bytes.
-const MaxOutputRefLength = 2048
+// maxOutputRefLength is the longest output reference a result may carry, in bytes.
+const maxOutputRefLength = 2048
 
 // ResultReport is a job's result as reported by its runner, a product's callback or an operator.
 // It never carries an amount: the ledger bills the job's recorded price (the price-list rule); the
@@ -75,7 +75,7 @@ func ValidateOutputRef(ref string) error {
 	if strings.TrimSpace(ref) == "" {
 		return &InvalidInputError{Field: "output reference", Reason: "must not be empty: a result says where the output is"}
 	}
-	return ValidateText("output reference", ref, MaxOutputRefLength)
+	return ValidateText("output reference", ref, maxOutputRefLength)
 }
 
 // RecordedResult is the inbox row of a report, as [Store.RecordResult] answers it.

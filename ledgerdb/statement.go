@@ -5,11 +5,11 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Statement is what an account's money did over a period: the balance it opened with, the sum
@@ -86,8 +86,9 @@ func ParseInstant(field, value string) (time.Time, error) {
 }
 
 // Statement reads the account's statement for the period [from, to), final or provisional (see
-// [Statement.Final]). A period that holds no time
-// is [*InvalidInputError]; an unknown account is [ErrUnknownAccount].
+// [Statement.Final]), through the ledger's function ledger_statement
+// (ledgerdb/code/reports_statement.sql, which states every rule). A period that holds no time is
+// [*InvalidInputError]; an unknown account is [ErrUnknownAccount].
 func (s *Store) Statement(ctx context.Context, accountID string, from, to time.Time) (Statement, error) {
 	if err := ValidatePeriod(from, to); err != nil {
 		return Statement{}, err
@@ -95,86 +96,40 @@ func (s *Store) Statement(ctx context.Context, accountID string, from, to time.T
 	if _, err := s.Balance(ctx, accountID); err != nil {
 		return Statement{}, err
 	}
+	rows, err := s.pool.Query(ctx, `SELECT * FROM ledger_statement($1, $2, $3)`, accountID, from, to)
+	if err != nil {
+		return Statement{}, translateError(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowToStructByName[statementRow])
+	if err != nil {
+		return Statement{}, translateError(err)
+	}
 	st := Statement{AccountID: accountID, From: from.UTC(), To: to.UTC()}
-	// Whether the period is closed is read before the rows, in its own snapshot: a transaction
-	// open at this read is seen here, one that committed before it is in the rows' snapshot
-	// taken after, and one that starts after it dates its rows after To. Every money
-	// transaction runs as the application role, which sees its own backends' xact_start in
-	// pg_stat_activity; any open transaction counts, since one dates its rows by its start even
-	// before its first write gives it a transaction ID.
-	if err := s.pool.QueryRow(ctx, `
-		SELECT $1 <= clock_timestamp() AND NOT EXISTS (
-			SELECT FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1)`,
-		to).Scan(&st.Final); err != nil {
-		return Statement{}, translateError(err)
-	}
-	// One statement, one snapshot: the opening, the lines and the closing are sums of the same
-	// rows. A line's detail is its grant's block category or its charge's job kind.
-	type lineKey struct {
-		kind   EntryKind
-		detail string
-	}
-	byLine := map[lineKey]StatementLine{}
-	rows, err := s.pool.Query(ctx, `
-		WITH e AS (
-			SELECT le.kind, le.amount, le.created_at, CASE le.kind
-				WHEN 'grant' THEN coalesce(b.category, 'paid')
-				WHEN 'charge' THEN coalesce(j.kind, '')
-				ELSE '' END AS detail
-			FROM ledger_entries le
-			LEFT JOIN credit_blocks b ON le.kind = 'grant' AND b.id = le.block_id
-			LEFT JOIN jobs j ON le.kind = 'charge' AND j.id = le.job_id
-			WHERE le.account_id = $1 AND le.created_at < $3)
-		SELECT 'opening', '', '', 0::bigint, coalesce(sum(amount) FILTER (WHERE created_at < $2), 0)::bigint FROM e
-		UNION ALL
-		SELECT 'line', kind, detail, count(*), sum(amount)::bigint FROM e WHERE created_at >= $2 GROUP BY kind, detail
-		UNION ALL
-		SELECT 'closing', '', '', 0::bigint, coalesce(sum(amount), 0)::bigint FROM e`, accountID, from, to)
-	if err != nil {
-		return Statement{}, translateError(err)
-	}
-	var part, kind, detail string
-	var n, amount int64
-	var details []string
-	_, err = pgx.ForEachRow(rows, []any{&part, &kind, &detail, &n, &amount}, func() error {
-		switch part {
+	for _, row := range lines {
+		st.Final = row.Final
+		switch row.Line {
 		case "opening":
-			st.Opening = amount
+			st.Opening = row.Credits
 		case "closing":
-			st.Closing = amount
+			st.Closing = row.Credits
 		default:
-			line := StatementLine{Kind: EntryKind(kind), Rows: n, Amount: amount}
-			switch line.Kind {
-			case KindGrant:
-				line.Category = BlockCategory(detail)
-			case KindCharge:
-				line.JobKind = detail
-			}
-			byLine[lineKey{line.Kind, detail}] = line
-			details = append(details, detail)
-		}
-		return nil
-	})
-	if err != nil {
-		return Statement{}, translateError(err)
-	}
-	// Within a kind: the line without detail, then paid before promotional, then job kinds by name.
-	slices.Sort(details)
-	order := []string{"", string(CategoryPaid), string(CategoryPromotional)}
-	for _, d := range slices.Compact(details) {
-		if !slices.Contains(order, d) {
-			order = append(order, d)
-		}
-	}
-	for _, k := range EntryKinds() {
-		for _, d := range order {
-			if line, ok := byLine[lineKey{k, d}]; ok {
-				st.Lines = append(st.Lines, line)
-			}
+			st.Lines = append(st.Lines, StatementLine{Kind: EntryKind(row.Kind.String), Category: BlockCategory(row.Category.String),
+				JobKind: row.JobKind.String, Rows: row.Rows.Int64, Amount: row.Credits})
 		}
 	}
 	return st, nil
+}
+
+// statementRow is a row of ledger_statement, scanned by its columns' names: one line of the
+// statement, in the order the statement lists them.
+type statementRow struct {
+	Line     string      `db:"line"`
+	Kind     pgtype.Text `db:"kind"`
+	Category pgtype.Text `db:"category"`
+	JobKind  pgtype.Text `db:"job_kind"`
+	Rows     pgtype.Int8 `db:"rows"`
+	Credits  int64       `db:"credits"`
+	Final    bool        `db:"final"`
 }
 
 // StatementCSVHeader is the first record of a statement's CSV.

@@ -80,7 +80,7 @@ type Job struct {
 	// RejectReason says why the job was rejected: one of the RejectReason values.
 	RejectReason RejectReason
 	// RefundReason says why the charge was given back, as the code a customer reads (one of
-	// [RefundReasons]); empty until the job is refunded, and kept once it is recovered.
+	// the refund reason codes docs/api.md lists); empty until the job is refunded, and kept once it is recovered.
 	RefundReason Reason
 	// RefundDetail is the operator's words about the refund ("failed for good after 1 attempt:
 	// …", "stopped by an operator: terminated (wrong input file)"), scrubbed of credentials when

@@ -100,12 +100,12 @@ func hidden(r rune) bool {
 	return false
 }
 
-// ClipLength is the most bytes [ClipText] keeps of a text, before the "…" that marks a cut.
-const ClipLength = 240
+// clipLength is the most bytes [ClipText] keeps of a text, before the "…" that marks a cut.
+const clipLength = 240
 
 // ClipText makes any text fit where the ledger keeps words from outside (a refund's detail made of
 // a GPU service's message, an alarm's database error): invalid UTF-8 is replaced, the characters
-// [ValidateText] refuses become spaces, and the text is cut, at a rune boundary, to ClipLength
+// [ValidateText] refuses become spaces, and the text is cut, at a rune boundary, to 240
 // bytes and a "…", well under MaxTextLength, so that it always passes the rule. A refused text
 // must never block a refund, so such text is clipped, not refused. Words that may carry a
 // credential go through [ScrubText], which clips too.
@@ -122,12 +122,12 @@ func printable(s string) string {
 	}, strings.ToValidUTF8(s, "?"))
 }
 
-// clip cuts valid UTF-8 to ClipLength bytes, at a rune boundary, and marks the cut with "…".
+// clip cuts valid UTF-8 to clipLength bytes, at a rune boundary, and marks the cut with "…".
 func clip(s string) string {
-	if len(s) <= ClipLength {
+	if len(s) <= clipLength {
 		return s
 	}
-	cut := ClipLength
+	cut := clipLength
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -1,7 +1,7 @@
 // Package webhooks sends an account's money events to receivers of its own, signed: the events,
 // derived after the fact from the ledger's own rows (every transition of a job, and a balance
 // falling below its threshold; the money transaction writes nothing for them,
-// ledgerdb/code/ledger_webhook_derive.sql), the endpoints that receive them, and the worker that
+// ledgerdb/code/webhooks_derive.sql), the endpoints that receive them, and the worker that
 // derives and delivers them (docs/design.md, "Webhooks").
 //
 // Deliveries follow the Standard Webhooks scheme (https://www.standardwebhooks.com), signed and

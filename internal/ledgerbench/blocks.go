@@ -16,7 +16,7 @@ type move struct {
 // verifyBlocks replays the credit-block moves of a side's accounts of a lifecycle in the order
 // they were written (an account's rows are written one transaction at a time, under its row's
 // lock, so the moves' IDs are that order), and checks each row's moves against what the ledger
-// functions would have written (ledger_blocks.sql): a grant puts its amount into its block; a
+// functions would have written (blocks_moves.sql): a grant puts its amount into its block; a
 // charge or a reclaim draws its amount from the account's blocks in the order of spending, each
 // block all it holds until the amount is covered (a reclaim draws the rest on the debt); a refund
 // gives a charge's credits back to the blocks it drew them from, a release the unused part of the
@@ -73,7 +73,7 @@ func (b *bench) verifyBlocks(ctx context.Context, side string, lc *lifecycle, id
 		}
 		return ms
 	}
-	// giveBack is what block_return (ledger_blocks.sql) would move for amount credits given back
+	// giveBack is what block_return (blocks_moves.sql) would move for amount credits given back
 	// to the source's draw: the last drawn first, the debt (drawn last) first of all.
 	giveBack := func(source []move, amount int64) []move {
 		var ms []move

@@ -11,7 +11,7 @@
 --   - the ledger rows, each with its balance_after, and the jobs' flags, times and reasons;
 --   - the credit blocks' moves (ledger_block_moves, one per block a row took credits from or gave
 --     them back to, in the order the functions write them) and each block's remaining, kept as the
---     functions keep it (block_draw_plan, block_return in ledger_blocks.sql);
+--     functions keep it (block_draw_plan, block_return in blocks_moves.sql);
 --   - what webhook events are derived from later, as the ledger functions write it — each ledger
 --     row's transaction ID, by the column's default (ledger_entries.xid), and a rejected job's
 --     outcome_xid — and nothing more, as there.
@@ -84,7 +84,7 @@ SELECT e.account_id, e.id, draw.id, -draw.take FROM e, draw ORDER BY draw.ord;
 
 -- refund: the guarded job update is the first CTE; the credit and the row follow only its match.
 -- The credits go back to the blocks the charge drew them from, each block what it gave, in the
--- moves' order of block_return in ledger_blocks.sql (the last drawn first; a charge never draws
+-- moves' order of block_return in blocks_moves.sql (the last drawn first; a charge never draws
 -- on the debt).
 WITH j AS (
     UPDATE jobs SET state = 'refunded', is_refunded = true, refunded_at = now(), updated_at = now(),

@@ -5,6 +5,7 @@ package ledgerbench
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -12,6 +13,11 @@ import (
 
 	"github.com/jobbill/jobbill/ledgerdb"
 )
+
+// prepareGrantsSQL writes the prepared accounts' opening grants (prepare_grants.sql says how).
+//
+//go:embed prepare_grants.sql
+var prepareGrantsSQL string
 
 // prepare opens each side's accounts for each lifecycle with their grants and writes every round's
 // placeholder jobs, in bulk and before any timing, so that neither side pays for set-up. The rows
@@ -139,22 +145,6 @@ func fund(ctx context.Context, tx pgx.Tx, ids []string, grants []grant) error {
 		SELECT unnest($1::text[]), 'paid', 0, 0, true, 'credits held when credit blocks began'`, ids); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `
-		WITH g AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[]) WITH ORDINALITY AS g (key, category, amount, expires_in, ord)
-		), blk AS (
-			INSERT INTO credit_blocks (account_id, category, amount, remaining, expires_at, memo, idempotency_key)
-			SELECT a, g.category, g.amount, g.amount,
-			       CASE WHEN g.expires_in > 0 THEN now() + g.expires_in * interval '1 second' END, 'ledgerbench opening grant', g.key
-			FROM unnest($1::text[]) a, g ORDER BY a, g.ord
-			RETURNING id, account_id, amount, memo, idempotency_key
-		), e AS (
-			INSERT INTO ledger_entries (account_id, kind, amount, balance_after, idempotency_key, memo, block_id)
-			SELECT account_id, 'grant', amount, sum(amount) OVER (PARTITION BY account_id ORDER BY id), idempotency_key, memo, id
-			FROM blk ORDER BY account_id, id
-			RETURNING id, account_id, amount, block_id
-		)
-		INSERT INTO ledger_block_moves (account_id, entry_id, block_id, amount)
-		SELECT account_id, id, block_id, amount FROM e ORDER BY id`, ids, keys, categories, amounts, expiries)
+	_, err := tx.Exec(ctx, prepareGrantsSQL, ids, keys, categories, amounts, expiries)
 	return err
 }

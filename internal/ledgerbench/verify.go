@@ -4,9 +4,18 @@ package ledgerbench
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 	"sync"
+)
+
+// The verification's queries, each in its file with what it reads.
+var (
+	//go:embed verify_jobs.sql
+	verifyJobsSQL string
+	//go:embed verify_balances.sql
+	verifyBalancesSQL string
 )
 
 // verify checks the money of every side of every lifecycle after the last round: every job
@@ -81,39 +90,7 @@ func (b *bench) verify(ctx context.Context) (Verification, error) {
 func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, wantJobs int) (jobs, rows int, err error) {
 	p := lc.price
 	var sound, charges, refunds, reclaims, releases, badJobs int
-	err = b.pool.QueryRow(ctx, `
-		WITH p AS (
-			SELECT $1::text AS prefix, $2::text AS kind, $3::integer AS version, $4::text AS unit,
-			       $5::bigint AS unit_price, $6::bigint AS held, $7::boolean AS metered,
-			       $8::text AS accounts_prefix, $9::bigint AS accounts, $10::bigint AS stride
-		), j AS (
-			SELECT jobs.id, jobs.cost, nullif((p.held - w.used) * p.unit_price, 0) AS release,
-			       jobs.account_id = p.accounts_prefix || ((w.client + w.n * p.stride) % p.accounts)::text
-			         AND jobs.kind = p.kind AND jobs.price_version = p.version AND jobs.unit = p.unit
-			         AND jobs.unit_price = p.unit_price AND jobs.held_units = p.held AND jobs.cost = p.unit_price * p.held
-			         AND jobs.state = 'recovered' AND jobs.is_charged AND jobs.is_refunded AND jobs.is_reclaimed
-			         AND jobs.is_settled AND jobs.units_used = w.used AS sound
-			FROM p, jobs,
-			     LATERAL (SELECT split_part(jobs.id, '-', -2)::bigint AS client, split_part(jobs.id, '-', -1)::bigint AS n) k,
-			     LATERAL (SELECT k.client, k.n, CASE WHEN p.metered THEN k.n % p.held ELSE p.held END AS used) w
-			WHERE starts_with(jobs.account_id, p.accounts_prefix) AND starts_with(jobs.id, jobs.account_id || '/' || p.prefix)
-		), e AS (
-			SELECT e.job_id, count(*) AS n,
-			       sum(e.amount) FILTER (WHERE e.kind = 'charge') AS charge,
-			       sum(e.amount) FILTER (WHERE e.kind = 'refund') AS refund,
-			       sum(e.amount) FILTER (WHERE e.kind = 'reclaim') AS reclaim,
-			       sum(e.amount) FILTER (WHERE e.kind = 'release') AS release
-			FROM ledger_entries e JOIN j ON j.id = e.job_id GROUP BY e.job_id
-		)
-		SELECT (SELECT count(*) FROM j),
-		       (SELECT count(*) FROM j WHERE sound),
-		       coalesce((SELECT sum(n) FROM e), 0),
-		       (SELECT count(charge) FROM e), (SELECT count(refund) FROM e),
-		       (SELECT count(reclaim) FROM e), (SELECT count(release) FROM e),
-		       (SELECT count(*) FROM j LEFT JOIN e ON e.job_id = j.id
-		        WHERE e.n IS DISTINCT FROM 3 + (j.release IS NOT NULL)::int
-		           OR e.charge IS DISTINCT FROM -j.cost OR e.refund IS DISTINCT FROM j.cost
-		           OR e.reclaim IS DISTINCT FROM -j.cost OR e.release IS DISTINCT FROM j.release)`,
+	err = b.pool.QueryRow(ctx, verifyJobsSQL,
 		b.jobsPrefix(side, lc), p.Kind, int32(p.Version), string(p.Unit), p.UnitPrice, p.MaxUnits, lc.name == Metered,
 		b.accountsPrefix(side, lc), b.cfg.Accounts, accountStride,
 	).Scan(&jobs, &sound, &rows, &charges, &refunds, &reclaims, &releases, &badJobs)
@@ -139,14 +116,7 @@ func (b *bench) verifyJobs(ctx context.Context, side string, lc *lifecycle, want
 // having been reclaimed, nothing left awaiting a reclaim. It answers the accounts' IDs.
 func (b *bench) verifyBalances(ctx context.Context, side string, lc *lifecycle) ([]string, error) {
 	p := lc.price
-	accounts, err := b.pool.Query(ctx, `
-		SELECT a.id, a.balance, a.awaiting_reclaim,
-		       (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e WHERE e.account_id = a.id),
-		       $2::bigint - (SELECT coalesce(sum(CASE WHEN $5::boolean
-		                                             THEN (split_part(j.id, '-', -1)::bigint % $4::bigint) * $3::bigint
-		                                             ELSE $3::bigint * $4::bigint END), 0)
-		                     FROM jobs j WHERE j.account_id = a.id)
-		FROM accounts a WHERE starts_with(a.id, $1)`,
+	accounts, err := b.pool.Query(ctx, verifyBalancesSQL,
 		b.accountsPrefix(side, lc), grantPerAccount, p.UnitPrice, p.MaxUnits, lc.name == Metered)
 	if err != nil {
 		return nil, fmt.Errorf("ledgerbench: verifying the %s accounts of side %s: %w", lc.name, side, err)

@@ -14,6 +14,7 @@ package workerbench
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -690,6 +691,11 @@ func (b *bench) awaitListening(ctx context.Context, workflowID string) error {
 	}
 }
 
+// checkMoneySQL reads the submitted jobs' rows for checkMoney (check_money.sql says what).
+//
+//go:embed check_money.sql
+var checkMoneySQL string
+
 // checkMoney checks every metered job's rows — one charge; for a delivered job nothing else,
 // for a recovered one exactly one refund and one reclaim; the job's net -cost (the
 // reversing-pairs and net-effect rules) — and audits every account, whose balance must also be the
@@ -703,16 +709,7 @@ func (b *bench) checkMoney(ctx context.Context) (jobs, accounts int, err error) 
 		keys = append(keys, b.key(id))
 		spent[e.account] += b.cfg.Cost
 	}
-	rows, err := b.ledger.Pool().Query(ctx, `
-		SELECT j.id, j.account_id, j.state,
-		       count(e.id) FILTER (WHERE e.kind = 'charge'),
-		       count(e.id) FILTER (WHERE e.kind = 'refund'),
-		       count(e.id) FILTER (WHERE e.kind = 'reclaim'),
-		       count(e.id),
-		       coalesce(sum(e.amount), 0)
-		FROM jobs j LEFT JOIN ledger_entries e ON e.job_id = j.id
-		WHERE j.id = ANY($1)
-		GROUP BY j.id, j.account_id, j.state`, keys)
+	rows, err := b.ledger.Pool().Query(ctx, checkMoneySQL, keys)
 	if err != nil {
 		return 0, 0, err
 	}

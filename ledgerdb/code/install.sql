@@ -2,6 +2,16 @@
 -- (ledgerdb.Migrate), in one transaction under the migrations' advisory lock: a change to a money
 -- function is an ordinary diff of its file.
 --
+-- A file is named by its concern, the function inside by what it does (ledger_*, the name the
+-- Go code calls): jobs_ the money transitions of a job and its price, result and alarms; blocks_
+-- the credit blocks' moves and expiry; accounts_ opening, posting to and topping up an account;
+-- keys_ and console_ API keys and console sessions; webhooks_ the events and their delivery;
+-- reports_ the statement and the revenue report; audit_ what the audit and the invariant checker
+-- read beside the rows; append_only.sql and the *_fixed_fields.sql the triggers that refuse a
+-- rewrite of history; security.sql who may call what. The files are included below in the order
+-- their functions depend on one another. A file's name is in none of the SQL rendered, so
+-- renaming one alone changes nothing installed.
+--
 -- This directory is the whole set: the ledger's functions of the schema are dropped first and
 -- created again from the files, so that a function renamed, removed or given new arguments leaves
 -- nothing behind (CREATE OR REPLACE would keep the old signature beside the new one, and cannot
@@ -26,45 +36,48 @@ BEGIN
 END
 $$;
 
-{{ template "refuse_rewrite.sql" . }}
+{{ template "append_only.sql" . }}
 {{ template "jobs_fixed_fields.sql" . }}
-{{ template "api_keys_fixed_fields.sql" . }}
-{{ template "console_sessions_fixed_fields.sql" . }}
-{{ template "ledger_max_balance.sql" . }}
-{{ template "ledger_job_result_of.sql" . }}
-{{ template "ledger_job_unmatched.sql" . }}
-{{ template "ledger_set_price.sql" . }}
-{{ template "ledger_submit.sql" . }}
-{{ template "ledger_blocks.sql" . }}
-{{ template "ledger_charge.sql" . }}
-{{ template "ledger_refund.sql" . }}
-{{ template "ledger_deliver_running.sql" . }}
-{{ template "ledger_reclaim.sql" . }}
-{{ template "ledger_deliver.sql" . }}
-{{ template "ledger_settle.sql" . }}
-{{ template "ledger_record_attempt.sql" . }}
-{{ template "ledger_delete.sql" . }}
-{{ template "ledger_reject_orphan.sql" . }}
-{{ template "ledger_open_account.sql" . }}
-{{ template "ledger_post.sql" . }}
-{{ template "ledger_expire_blocks.sql" . }}
-{{ template "ledger_topup.sql" . }}
-{{ template "ledger_record_result.sql" . }}
-{{ template "ledger_mark_result_applied.sql" . }}
-{{ template "ledger_raise_alarm.sql" . }}
-{{ template "ledger_create_api_key.sql" . }}
-{{ template "ledger_revoke_api_key.sql" . }}
-{{ template "ledger_console_open_session.sql" . }}
-{{ template "ledger_console_end_session.sql" . }}
-{{ template "ledger_webhook_create_endpoint.sql" . }}
-{{ template "ledger_webhook_disable_endpoint.sql" . }}
-{{ template "ledger_webhook_rotate_secret.sql" . }}
-{{ template "ledger_webhook_set_low_balance.sql" . }}
-{{ template "ledger_webhook_job_events.sql" . }}
-{{ template "ledger_webhook_time.sql" . }}
-{{ template "ledger_webhook_materialize.sql" . }}
-{{ template "ledger_webhook_derive.sql" . }}
-{{ template "ledger_webhook_claim.sql" . }}
-{{ template "ledger_webhook_record_attempt.sql" . }}
-{{ template "ledger_webhook_replay.sql" . }}
+{{ template "keys_fixed_fields.sql" . }}
+{{ template "console_fixed_fields.sql" . }}
+{{ template "accounts_max_balance.sql" . }}
+{{ template "jobs_result_of.sql" . }}
+{{ template "jobs_unmatched.sql" . }}
+{{ template "jobs_set_price.sql" . }}
+{{ template "jobs_submit.sql" . }}
+{{ template "blocks_moves.sql" . }}
+{{ template "jobs_charge.sql" . }}
+{{ template "jobs_refund.sql" . }}
+{{ template "jobs_deliver_running.sql" . }}
+{{ template "jobs_reclaim.sql" . }}
+{{ template "jobs_deliver.sql" . }}
+{{ template "jobs_settle.sql" . }}
+{{ template "jobs_record_attempt.sql" . }}
+{{ template "jobs_delete.sql" . }}
+{{ template "jobs_reject_orphan.sql" . }}
+{{ template "accounts_open.sql" . }}
+{{ template "accounts_post.sql" . }}
+{{ template "blocks_expire.sql" . }}
+{{ template "accounts_topup.sql" . }}
+{{ template "jobs_record_result.sql" . }}
+{{ template "jobs_mark_result_applied.sql" . }}
+{{ template "jobs_raise_alarm.sql" . }}
+{{ template "keys_create.sql" . }}
+{{ template "keys_revoke.sql" . }}
+{{ template "console_open_session.sql" . }}
+{{ template "console_end_session.sql" . }}
+{{ template "webhooks_create_endpoint.sql" . }}
+{{ template "webhooks_disable_endpoint.sql" . }}
+{{ template "webhooks_rotate_secret.sql" . }}
+{{ template "webhooks_set_low_balance.sql" . }}
+{{ template "webhooks_job_events.sql" . }}
+{{ template "webhooks_time.sql" . }}
+{{ template "webhooks_materialize.sql" . }}
+{{ template "webhooks_derive.sql" . }}
+{{ template "webhooks_claim.sql" . }}
+{{ template "webhooks_record_attempt.sql" . }}
+{{ template "webhooks_replay.sql" . }}
+{{ template "reports_statement.sql" . }}
 {{ template "reports_revenue.sql" . }}
+{{ template "audit_snapshot.sql" . }}
+{{ template "audit_blocks.sql" . }}

@@ -7,7 +7,7 @@
 -- reclaim still move exactly the held amount, so they stay exact reversing pairs; a settled job's
 -- net is −(units used × unit price).
 
--- The price list: one row per kind and version, append-only (ledgerdb/code/refuse_rewrite.sql).
+-- The price list: one row per kind and version, append-only (ledgerdb/code/append_only.sql).
 -- A new price is a new version; a job keeps the version it was submitted at.
 CREATE TABLE prices (
     kind       text        NOT NULL,

@@ -3,7 +3,7 @@
 -- debit made at or after its rule was made may ask, and a rule removed leaves no row in
 -- topup_rules to say when it was made.
 --
--- One row per change, append-only (ledgerdb/code/refuse_rewrite.sql), written by
+-- One row per change, append-only (ledgerdb/code/append_only.sql), written by
 -- ledger_topup_set_rule in the transaction that makes the change: the rule's terms as set, or all
 -- NULL for a removal. A rule stood at a time when the account's last change at or before it set
 -- terms. Changing the terms keeps the rule's creation time (topup_rules.created_at); a removal and
