@@ -26,4 +26,3 @@ func RefundReasons() []Reason { return refundReasons() }
 func (s *Store) CurrentPrice(ctx context.Context, kind string) (Price, error) {
 	return s.currentPrice(ctx, kind)
 }
-
