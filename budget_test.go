@@ -70,9 +70,6 @@ var oversizeFuncs = map[string]int{
 	"internal/workerbench/webhooks.go:bench.withWebhooks": 97,
 	"internal/workerbench/workerbench.go:Run":             114,
 	"ledgerdb/audit.go:AuditReport.replay":                88,
-	"ledgerdb/audit_blocks.go:AuditReport.replayBlocks":   85,
-	"ledgerdb/invariants.go:ReadLedgerSnapshot":           98,
-	"ledgerdb/statement.go:Store.Statement":               88,
 }
 
 // goSize is what the budgets measure of one non-test Go file.

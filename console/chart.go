@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 )
 
 // chart is a picture of the balance over a period: SVG drawn on the server from the ledger's

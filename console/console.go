@@ -20,9 +20,9 @@ import (
 	"github.com/jobbill/jobbill/api"
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/config"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 	"github.com/jobbill/jobbill/webhooks"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 )
 
 // RowText says in words what one of a job's ledger rows did to its user's money, from the same

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 	"github.com/jobbill/jobbill/workflows"
 )
 

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 )
 
 // ErrorTypeInvalidJobInput is the type of the non-retryable error a run of the original version

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/internal/cli"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 )
 
 // newPriceCommand is `jobbill price`: the price list that prices every job. Jobs name a kind and

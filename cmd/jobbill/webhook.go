@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobbill/jobbill/internal/cli"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 	"github.com/jobbill/jobbill/webhooks"
 )
 

@@ -27,9 +27,9 @@ import (
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/config"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 	"github.com/jobbill/jobbill/workflows"
 )
 

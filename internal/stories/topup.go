@@ -17,9 +17,9 @@ import (
 
 	"github.com/jobbill/jobbill/apikeys"
 	"github.com/jobbill/jobbill/apitype"
-	"github.com/jobbill/jobbill/internal/plural"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
+	"github.com/jobbill/jobbill/plural"
 	"github.com/jobbill/jobbill/webhooks"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobbill/jobbill/internal/plural"
+	"github.com/jobbill/jobbill/plural"
 )
 
 // TestCountAgreesWithItsNumber checks the words a count is said in: the singular for one (either
