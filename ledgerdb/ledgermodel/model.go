@@ -151,8 +151,6 @@ type Move struct {
 type Posted struct {
 	Kind   string
 	Amount int64
-	// Row is the row it wrote; -1 for a pending or void grant.
-	Row int
 	// Block is the block a grant made; -1 for an adjustment.
 	Block int
 }
@@ -351,22 +349,21 @@ func (a *Account) Grant(key string, amount int64, t Terms) Outcome {
 		Started: !t.StartsLater, Status: Active, CostBasis: t.CostBasis, Key: key}
 	a.Blocks = append(a.Blocks, b)
 	bi := len(a.Blocks) - 1
-	a.Keys[key] = &Posted{Kind: Grant, Amount: amount, Row: -1, Block: bi}
+	a.Keys[key] = &Posted{Kind: Grant, Amount: amount, Block: bi}
 	if t.Pending {
 		b.Status = Pending
 		return Applied
 	}
-	a.Keys[key].Row = a.credit(bi, amount)
+	a.credit(bi, amount)
 	return Applied
 }
 
 // credit writes the grant row of block bi's amount, moves it in and pays the debt from it.
-func (a *Account) credit(bi int, amount int64) int {
+func (a *Account) credit(bi int, amount int64) {
 	i := a.write(&Row{Kind: Grant, Amount: amount, Block: bi, CausedBy: -1})
 	a.move(i, bi, amount)
 	a.Revenue.granted(a.Blocks[bi], amount)
 	a.payDebt(i, bi)
-	return i
 }
 
 // SettlePending confirms (paid) or fails a pending grant. Paid, its row is written now, the debt
@@ -396,7 +393,7 @@ func (a *Account) SettlePending(key string, paid bool) Outcome {
 		return Expired
 	}
 	b.Status = Active
-	p.Row = a.credit(p.Block, b.Amount)
+	a.credit(p.Block, b.Amount)
 	return Applied
 }
 
@@ -413,7 +410,7 @@ func (a *Account) Adjust(key string, amount int64) Outcome {
 		return Refused
 	}
 	i := a.write(&Row{Kind: Adjustment, Amount: amount, Block: Debt, CausedBy: -1})
-	a.Keys[key] = &Posted{Kind: Adjustment, Amount: amount, Row: i, Block: -1}
+	a.Keys[key] = &Posted{Kind: Adjustment, Amount: amount, Block: -1}
 	if amount > 0 {
 		b := a.openingBlock()
 		a.move(i, b, amount)
