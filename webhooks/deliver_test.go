@@ -126,8 +126,7 @@ func (r *receiver) endpoint(t *testing.T, ws *webhooks.Store, acct string) webho
 // granted credits (account), and a test receiver registered as the account's endpoint.
 func hooked(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string, *receiver, webhooks.Created) {
 	t.Helper()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, credits)
 	rcv := newReceiver(t)
 	return s, ws, acct, rcv, rcv.endpoint(t, ws, acct)
@@ -184,8 +183,7 @@ func lifecycle(t *testing.T, s *ledgerdb.Store, acct, kind string, jobs int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range jobs {
-		job := submit(t, s, acct, kind)
-		applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+		job := chargedJob(t, s, acct, kind)
 		if i%2 == 1 {
 			applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3))
 		}
@@ -336,8 +334,7 @@ func TestWorkersClaimEachDeliveryOnce(t *testing.T) {
 func TestGivenUpAfterMaxAgeThenTheJobMovesOn(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 1000)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))
 
 	rcv.down.Store(true)
@@ -489,14 +486,12 @@ func heldReceiver(t *testing.T, status int) (srv *httptest.Server, arrived <-cha
 // TestStopLetsAttemptsInFlightFinish checks a clean stop: a worker told to stop while an attempt
 // is under way lets it finish and records it, then returns.
 func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, 1000)
 	srv, arrived, release := heldReceiver(t, http.StatusOK)
 	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: srv.URL}, webhooks.URLPolicy{AllowPrivate: true})
 	require.NoError(t, err)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(context.Background(), job))
+	chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -525,8 +520,7 @@ func TestStopLetsAttemptsInFlightFinish(t *testing.T) {
 func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 100)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 
 	caughtUp(t, ws)
 	// The dead worker: it claims with a short lease and is never heard of again. The lease is
@@ -559,8 +553,7 @@ func TestDeadWorkersDeliveryIsSentAgain(t *testing.T) {
 func TestDeletedEndpointReceivesNothing(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 100)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	caughtUp(t, ws)
 	_, _, err := ws.DeleteEndpoint(ctx, acct, ep.ID)
 	require.NoError(t, err)
@@ -595,8 +588,7 @@ func statusOf(t *testing.T, s *ledgerdb.Store, endpointID, eventID string) strin
 // never retried. Both endpoints receive nothing more.
 func TestEndpointDeletedMidAttemptKeepsWhatTheAttemptEarned(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, 1000)
 	taking, takingArrived, releaseTaking := heldReceiver(t, http.StatusOK)
 	refusing, refusingArrived, releaseRefusing := heldReceiver(t, http.StatusServiceUnavailable)
@@ -606,8 +598,7 @@ func TestEndpointDeletedMidAttemptKeepsWhatTheAttemptEarned(t *testing.T) {
 		return ep
 	}
 	took, refused := endpoint(taking.URL), endpoint(refusing.URL)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	charged := events(t, ws, acct)[0]
 
 	w := webhooks.NewWorker(testOptions(ws, acct))
