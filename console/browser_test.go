@@ -518,10 +518,7 @@ func (b *tab) fitsTheScreen(name string) {
 // account left with one. (The sentences the API and the console share come from package jobs.)
 func TestBrowserCountsInWords(t *testing.T) {
 	s := serve(t)
-	acct := ledgertest.Account(t, s.Store, 2)
-	job := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "job"), 1, "s3://in/one").Job.Key()
-	_, err := s.Store.Deliver(context.Background(), job, 1)
-	require.NoError(t, err)
+	acct, job := oneCreditDelivered(t, s.Store, "job")
 	metered := recovered(t, s.Store, ledgertest.Account(t, s.Store, 1000))
 	customer, _ := s.key(t, apikeys.ScopeCustomer, acct)
 	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
