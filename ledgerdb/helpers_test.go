@@ -236,3 +236,27 @@ func accountRows(t *testing.T, s *ledgerdb.Store, acct string) []ledgerdb.Entry 
 	require.NoError(t, err)
 	return h.Entries
 }
+
+// settledAtFive opens an account granted 1000 credits and settles on it, at 5 units used, a job of
+// the metered kind charged its hold: a job whose price and settlement are fixed. It answers the
+// account and the job.
+func settledAtFive(t *testing.T, s *ledgerdb.Store, kind string) (string, ledgerdb.JobKey) {
+	t.Helper()
+	acct := ledgertest.Account(t, s, 1000)
+	job := meteredCharged(t, s, acct, kind, 0).Job.Key()
+	_, err := s.Settle(context.Background(), job, 1, ledgerdb.Units(5), "")
+	require.NoError(t, err)
+	return acct, job
+}
+
+// requireSettledAtFive fails unless settledAtFive's job is still settled at 5 units, its rows still
+// the charge of its hold and the release of the rest, and its account holds what the 5 units left
+// (the price-list and net-effect rules): nothing that was refused changed it.
+func requireSettledAtFive(t *testing.T, s *ledgerdb.Store, acct string, job ledgerdb.JobKey, hold, released int64) {
+	t.Helper()
+	read, err := s.Job(context.Background(), job)
+	require.NoError(t, err)
+	requireSettled(t, read, 5)
+	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -hold}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: released})
+	ledgertest.RequireBalance(t, s, acct, 1000-(hold-released))
+}
