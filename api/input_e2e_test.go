@@ -33,6 +33,35 @@ func (e *env) inbox(t *testing.T, account, jobID string) int {
 	return n
 }
 
+// refusals is a site ready to be sent requests it must refuse: an admin key, a kind sold at 10
+// credits, a job of it settled (settled) for results and redrives to aim at, and the account's
+// rows and that job's result reports as they stood before, which nothing refused may change.
+type refusals struct {
+	*site
+	admin, kind, done string
+	rows              []ledgerdb.Entry
+	inbox             int
+}
+
+// newRefusals serves a site with an account of 100 credits, and settles its job.
+func newRefusals(t *testing.T) *refusals {
+	t.Helper()
+	r := &refusals{site: newSite(t, 100)}
+	r.admin, r.kind = r.key(t, apikeys.ScopeAdmin, ""), r.fixed(t, 10)
+	r.done = r.settled(t, r.base, r.admin, r.acct, r.kind)
+	r.rows, r.inbox = r.env.rows(t, r.acct), r.env.inbox(t, r.acct, r.done)
+	return r
+}
+
+// requireNothingWritten fails unless the account's rows and the settled job's result reports are
+// as they stood: no refused request wrote a grant, a charge or a result (the append-only rule
+// keeps only what was accepted).
+func (r *refusals) requireNothingWritten(t *testing.T) {
+	t.Helper()
+	require.Equal(t, r.rows, r.env.rows(t, r.acct), "no refused grant was written")
+	require.Equal(t, r.inbox, r.env.inbox(t, r.acct, r.done), "no refused result was recorded")
+}
+
 // TestTextFieldsRefuseInvisibleCharacters checks every free-text field the API takes — a
 // submission's input_ref, a result's output_ref, a price's and a grant's memo, a redrive's by and
 // note, an API key's name — against the ledger's one text rule: a zero-width, bidirectional,
@@ -41,11 +70,7 @@ func (e *env) inbox(t *testing.T, account, jobID string) int {
 // kept reads as what it is).
 func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 	t.Parallel()
-	e := newSite(t, 100)
-	admin := e.key(t, apikeys.ScopeAdmin, "")
-	kind := e.fixed(t, 10)
-	done := e.settled(t, e.base, admin, e.acct, kind)
-	rowsBefore, inboxBefore := e.rows(t, e.acct), e.inbox(t, e.acct, done)
+	e := newRefusals(t)
 	newKind := ledgertest.OwnKind(t)
 
 	for _, r := range []rune{0x200B, 0x200F, 0x202E, 0x2060, 0x2066, 0x2069, 0xFEFF, 0x00AD, 0x0085, 0x001B} {
@@ -55,19 +80,19 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 			field, method, path string
 			body                map[string]any
 		}{
-			{"input_ref", "POST", "/v1/jobs", job(unwritten, e.acct, kind, bad)},
-			{"output_ref", "POST", "/v1/jobs/" + done + "/result?account_id=" + e.acct, map[string]any{"attempt": 1, "output_ref": bad}},
+			{"input_ref", "POST", "/v1/jobs", job(unwritten, e.acct, e.kind, bad)},
+			{"output_ref", "POST", "/v1/jobs/" + e.done + "/result?account_id=" + e.acct, map[string]any{"attempt": 1, "output_ref": bad}},
 			{"memo", "PUT", "/v1/prices/" + newKind, map[string]any{"unit": "job", "unit_price": 5, "memo": bad}},
 			{"memo", "POST", "/v1/accounts/" + e.acct + "/grants", map[string]any{"amount": 5, "key": fmt.Sprintf("g-%X", r), "memo": bad}},
-			{"by", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + e.acct, map[string]any{"by": bad}},
-			{"note", "POST", "/v1/jobs/" + done + "/redrive?account_id=" + e.acct, map[string]any{"by": "ops", "note": bad}},
+			{"by", "POST", "/v1/jobs/" + e.done + "/redrive?account_id=" + e.acct, map[string]any{"by": bad}},
+			{"note", "POST", "/v1/jobs/" + e.done + "/redrive?account_id=" + e.acct, map[string]any{"by": "ops", "note": bad}},
 			{"name", "POST", "/v1/keys", map[string]any{"scope": "runner", "name": unwritten + bad}},
 		} {
-			a := call(t, e.base, tc.method, tc.path, admin, tc.body)
+			a := call(t, e.base, tc.method, tc.path, e.admin, tc.body)
 			requireInvalid(t, a, tc.field, fmt.Sprintf("%s with %U", tc.field, r))
 			require.Contains(t, a.str("message"), fmt.Sprintf("%U", r), "the message names the character")
 		}
-		require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, admin, nil).code, "the refused submission wrote nothing")
+		require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, e.admin, nil).code, "the refused submission wrote nothing")
 		var keys int
 		require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1`, unwritten+bad).Scan(&keys))
 		require.Zero(t, keys, "%U: the refused key was not written", r)
@@ -75,9 +100,8 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 
 	_, err := e.Store.PriceHistory(context.Background(), newKind)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
-	require.Equal(t, rowsBefore, e.rows(t, e.acct), "no refused grant was written")
-	require.Equal(t, inboxBefore, e.inbox(t, e.acct, done), "no refused result was recorded")
-	a := call(t, e.base, "POST", "/v1/accounts/"+e.acct+"/grants", admin, map[string]any{"amount": 5, "key": "plain", "memo": "Café — 日本語 🎬"})
+	e.requireNothingWritten(t)
+	a := call(t, e.base, "POST", "/v1/accounts/"+e.acct+"/grants", e.admin, map[string]any{"amount": 5, "key": "plain", "memo": "Café — 日本語 🎬"})
 	require.Equal(t, 201, a.code, "ordinary text in any script is taken: %s", a.raw)
 	ledgertest.RequireSound(t, e.Store, e.acct)
 }
@@ -90,11 +114,8 @@ func TestTextFieldsRefuseInvisibleCharacters(t *testing.T) {
 // any letter case is still refused as price_set_by_server).
 func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	t.Parallel()
-	e := newSite(t, 100)
-	admin := e.key(t, apikeys.ScopeAdmin, "")
-	kind, dear := e.fixed(t, 10), e.fixed(t, 90)
-	done := e.settled(t, e.base, admin, e.acct, kind)
-	rowsBefore, inboxBefore := e.rows(t, e.acct), e.inbox(t, e.acct, done)
+	e := newRefusals(t)
+	dear := e.fixed(t, 90)
 	newKind := ledgertest.OwnKind(t)
 	unwritten := ledgertest.ID(t, "job-refused")
 	ids := fmt.Sprintf(`"job_id":%q,"account_id":%q`, unwritten, e.acct)
@@ -102,33 +123,32 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 	for _, tc := range []struct {
 		method, path, body, key string
 	}{
-		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","KIND":"` + dear + `"}`, "KIND"},
-		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","kind":"` + dear + `"}`, "kind"},
-		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + kind + `","\u006bind":"` + dear + `"}`, "kind"},
-		{"POST", "/v1/jobs", `{"job_id":"` + unwritten + `","Account_ID":"` + e.acct + `","kind":"` + kind + `"}`, "Account_ID"},
-		{"POST", "/v1/jobs/" + done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
-		{"POST", "/v1/jobs/" + done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + e.kind + `","KIND":"` + dear + `"}`, "KIND"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + e.kind + `","kind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{` + ids + `,"kind":"` + e.kind + `","\u006bind":"` + dear + `"}`, "kind"},
+		{"POST", "/v1/jobs", `{"job_id":"` + unwritten + `","Account_ID":"` + e.acct + `","kind":"` + e.kind + `"}`, "Account_ID"},
+		{"POST", "/v1/jobs/" + e.done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"s3://a","OUTPUT_REF":"s3://b"}`, "OUTPUT_REF"},
+		{"POST", "/v1/jobs/" + e.done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"s3://a","units_used":0,"units_used":5}`, "units_used"},
 		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"Unit_Price":1}`, "Unit_Price"},
 		{"PUT", "/v1/prices/" + newKind, `{"unit":"job","unit_price":50,"unit_price":1}`, "unit_price"},
 		{"POST", "/v1/accounts/" + e.acct + "/grants", `{"amount":5,"AMOUNT":5000,"key":"g-1"}`, "AMOUNT"},
 		{"POST", "/v1/accounts/" + e.acct + "/grants", `{"amount":5,"key":"g-2","amount":5000}`, "amount"},
-		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + e.acct, `{"by":"ops","By":"root"}`, "By"},
-		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + e.acct, `{"note":"a","note":"b"}`, "note"},
+		{"POST", "/v1/jobs/" + e.done + "/redrive?account_id=" + e.acct, `{"by":"ops","By":"root"}`, "By"},
+		{"POST", "/v1/jobs/" + e.done + "/redrive?account_id=" + e.acct, `{"note":"a","note":"b"}`, "note"},
 	} {
-		a := call(t, e.base, tc.method, tc.path, admin, tc.body)
+		a := call(t, e.base, tc.method, tc.path, e.admin, tc.body)
 		requireInvalid(t, a, tc.key, tc.method+" "+tc.body)
 	}
-	for _, body := range []string{`{` + ids + `,"kind":"` + kind + `","COST":1}`, `{` + ids + `,"kind":"` + kind + `","cost":1,"cost":2}`} {
-		a := call(t, e.base, "POST", "/v1/jobs", admin, body)
+	for _, body := range []string{`{` + ids + `,"kind":"` + e.kind + `","COST":1}`, `{` + ids + `,"kind":"` + e.kind + `","cost":1,"cost":2}`} {
+		a := call(t, e.base, "POST", "/v1/jobs", e.admin, body)
 		require.Equal(t, 400, a.code, a.raw)
 		require.Equal(t, "price_set_by_server", a.str("code"), body)
 	}
 
-	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, admin, nil).code, "no refused submission was written")
+	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, e.admin, nil).code, "no refused submission was written")
 	_, err := e.Store.PriceHistory(context.Background(), newKind)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
-	require.Equal(t, rowsBefore, e.rows(t, e.acct), "no refused grant was written")
-	require.Equal(t, inboxBefore, e.inbox(t, e.acct, done), "no refused result was recorded")
+	e.requireNothingWritten(t)
 	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
@@ -137,29 +157,24 @@ func TestJSONKeysMatchExactlyOnce(t *testing.T) {
 // that takes a body, and that nothing is written.
 func TestOversizeBodyIs413(t *testing.T) {
 	t.Parallel()
-	e := newSite(t, 100)
-	admin := e.key(t, apikeys.ScopeAdmin, "")
-	kind := e.fixed(t, 10)
-	done := e.settled(t, e.base, admin, e.acct, kind)
-	rowsBefore, inboxBefore := e.rows(t, e.acct), e.inbox(t, e.acct, done)
+	e := newRefusals(t)
 	unwritten := ledgertest.ID(t, "job-refused")
 	pad := strings.Repeat("x", 5000) // the test server's limit is 4096 bytes
 
 	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/v1/jobs", fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q}`, unwritten, e.acct, kind, pad)},
-		{"POST", "/v1/jobs/" + done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"` + pad + `"}`},
+		{"POST", "/v1/jobs", fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"input_ref":%q}`, unwritten, e.acct, e.kind, pad)},
+		{"POST", "/v1/jobs/" + e.done + "/result?account_id=" + e.acct, `{"attempt":1,"output_ref":"` + pad + `"}`},
 		{"PUT", "/v1/prices/" + ledgertest.OwnKind(t), `{"unit":"job","unit_price":5,"memo":"` + pad + `"}`},
 		{"POST", "/v1/accounts/" + e.acct + "/grants", `{"amount":5,"key":"k","memo":"` + pad + `"}`},
-		{"POST", "/v1/jobs/" + done + "/redrive?account_id=" + e.acct, `{"note":"` + pad + `"}`},
+		{"POST", "/v1/jobs/" + e.done + "/redrive?account_id=" + e.acct, `{"note":"` + pad + `"}`},
 	} {
-		a := call(t, e.base, tc.method, tc.path, admin, tc.body)
+		a := call(t, e.base, tc.method, tc.path, e.admin, tc.body)
 		require.Equal(t, 413, a.code, "%s %s: %s", tc.method, tc.path, a.raw)
 		require.Equal(t, "body_too_large", a.str("code"))
 		require.Contains(t, a.str("message"), "4096 bytes")
 	}
-	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, admin, nil).code, "nothing was written")
-	require.Equal(t, rowsBefore, e.rows(t, e.acct), "no refused grant was written")
-	require.Equal(t, inboxBefore, e.inbox(t, e.acct, done), "no refused result was recorded")
+	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+unwritten+"?account_id="+e.acct, e.admin, nil).code, "nothing was written")
+	e.requireNothingWritten(t)
 }
 
 // TestBadInputRefused checks that malformed JSON, unknown fields, trailing data, wrong types,
