@@ -353,48 +353,12 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 
-	// grantWhileWaiting grants a promotional block of amount in a transaction that holds the
-	// account's lock until transition, started meanwhile, waits for it; then commits the grant
-	// and answers what transition answered.
-	grantWhileWaiting := func(acct string, amount int64, transition func() (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
-		t.Helper()
-		tx, err := ledgertest.OwnerPool(t).Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		var outcome string
-		require.NoError(t, tx.QueryRow(ctx,
-			`SELECT outcome FROM ledger_post($1, 'grant', $2, $3, '', 'promotional', 0, NULL, now() + interval '30 days')`,
-			acct, amount, ledgertest.ID(t, "grant")).Scan(&outcome))
-		require.Equal(t, "applied", outcome)
-		var granter int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&granter))
-
-		type answer struct {
-			tr  ledgerdb.Transition
-			err error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			tr, err := transition()
-			done <- answer{tr, err}
-		}()
-		require.Eventually(t, func() bool {
-			var waiting bool
-			require.NoError(t, s.Pool().QueryRow(ctx,
-				`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, granter).Scan(&waiting))
-			return waiting
-		}, time.Minute, 5*time.Millisecond, "the transition waits for the grant's lock on the account")
-		require.NoError(t, tx.Commit(ctx))
-		a := <-done
-		return a.tr, a.err
-	}
-
 	t.Run("charge", func(t *testing.T) {
 		acct := blockAccount(t, s)
 		paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 		key := submitJob(t, s, acct, ledgertest.Fixed(t, s, 30))
 
-		_, err := grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Charge(ctx, key) })
+		_, err := grantWhileWaiting(t, s, acct, 50, func() (ledgerdb.Transition, error) { return s.Charge(ctx, key) })
 		require.NoError(t, err)
 		blocks := remaining(t, s, acct)
 		require.Equal(t, int64(100), blocks[paidBlock.ID], "the paid block is spent after the promotional one")
@@ -418,7 +382,7 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 		require.NoError(t, err)
 
 		used := int64(10)
-		tr, err := grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Settle(ctx, late, 3, &used, "") })
+		tr, err := grantWhileWaiting(t, s, acct, 50, func() (ledgerdb.Transition, error) { return s.Settle(ctx, late, 3, &used, "") })
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
 		// 30 paid and 50 granted, 30 and 10 spent: 40 left, all of it in blocks, none of it owed.
@@ -430,4 +394,41 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 		require.Equal(t, int64(40), held, "the reclaim drew from the new block: no debt beside it")
 		ledgertest.RequireSound(t, s, acct)
 	})
+}
+
+// grantWhileWaiting grants the account a promotional block of amount in a transaction that holds
+// the account's lock until transition, started meanwhile, waits for it; then commits the grant and
+// answers what transition answered.
+func grantWhileWaiting(t *testing.T, s *ledgerdb.Store, acct string, amount int64, transition func() (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var outcome string
+	require.NoError(t, tx.QueryRow(ctx,
+		`SELECT outcome FROM ledger_post($1, 'grant', $2, $3, '', 'promotional', 0, NULL, now() + interval '30 days')`,
+		acct, amount, ledgertest.ID(t, "grant")).Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+	var granter int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&granter))
+
+	type answer struct {
+		tr  ledgerdb.Transition
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		tr, err := transition()
+		done <- answer{tr, err}
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, s.Pool().QueryRow(ctx,
+			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, granter).Scan(&waiting))
+		return waiting
+	}, time.Minute, 5*time.Millisecond, "the transition waits for the grant's lock on the account")
+	require.NoError(t, tx.Commit(ctx))
+	a := <-done
+	return a.tr, a.err
 }
