@@ -112,27 +112,25 @@ func TestRunnerErrorNeverReachesTheCustomer(t *testing.T) {
 // learns of the operator's network.
 func TestWorkflowURLOnlyForAdmins(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	customer, runner, admin := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeRunner, ""), e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
+	e := newSite(t, 100)
+	customer, runner, admin := e.key(t, apikeys.ScopeCustomer, e.acct), e.key(t, apikeys.ScopeRunner, ""), e.key(t, apikeys.ScopeAdmin, "")
 	id := ledgertest.ID(t, "job")
 	internal := e.Config.Temporal.UIURL
 	require.NotEmpty(t, internal, "the job service knows the UI, so it has links to hide")
 
-	answers := []answer{submit(t, base, customer, job(id, acct, e.fixed(t, 10), "sim:hang"))}
-	answers = append(answers, call(t, base, "GET", "/v1/jobs/"+id, customer, nil))
-	answers = append(answers, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}))
-	e.wait(t, acct, id, ledgerdb.StateDelivered)
-	answers = append(answers, call(t, base, "DELETE", "/v1/jobs/"+id, customer, nil))
+	answers := []answer{submit(t, e.base, customer, job(id, e.acct, e.fixed(t, 10), "sim:hang"))}
+	answers = append(answers, call(t, e.base, "GET", "/v1/jobs/"+id, customer, nil))
+	answers = append(answers, call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}))
+	e.wait(t, e.acct, id, ledgerdb.StateDelivered)
+	answers = append(answers, call(t, e.base, "DELETE", "/v1/jobs/"+id, customer, nil))
 	for i, a := range answers {
 		require.Less(t, a.code, 300, "answer %d: %s", i, a.raw)
 		require.NotContains(t, a.raw, "workflow_url", "answer %d", i)
 		require.NotContains(t, a.raw, internal, "answer %d", i)
 	}
-	a := call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never")+"?account_id="+acct, admin, nil)
+	a := call(t, e.base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never")+"?account_id="+e.acct, admin, nil)
 	require.Equal(t, 404, a.code)
-	a = submit(t, base, admin, job(ledgertest.ID(t, "job-admin"), acct, e.fixed(t, 10), "sim:ok"))
+	a = submit(t, e.base, admin, job(ledgertest.ID(t, "job-admin"), e.acct, e.fixed(t, 10), "sim:ok"))
 	requireCharged(t, a)
 	require.True(t, strings.HasPrefix(a.str("status", "workflow_url"), internal), "an admin still gets the link: %s", a.raw)
 }

@@ -24,17 +24,15 @@ import (
 // account's client reads the API's own not_received for it.
 func TestClientActsForTheTrackedJobsAccount(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
+	e := newSite(t, 100)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
 	id, err := apiclient.NewJobID("render")
 	require.NoError(t, err)
-	c := &apiclient.Client{BaseURL: base, Key: admin, PollInterval: 200 * time.Millisecond}
-	st, err := c.Run(ctx, c.Track(apitype.SubmitRequest{JobID: id, AccountID: acct, Kind: e.fixed(t, 40), InputRef: "sim:ok"}))
+	c := &apiclient.Client{BaseURL: e.base, Key: admin, PollInterval: 200 * time.Millisecond}
+	st, err := c.Run(ctx, c.Track(apitype.SubmitRequest{JobID: id, AccountID: e.acct, Kind: e.fixed(t, 40), InputRef: "sim:ok"}))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", st.State)
 	require.Equal(t, "charged", st.MoneyState)
@@ -45,7 +43,7 @@ func TestClientActsForTheTrackedJobsAccount(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, ae.StatusCode)
 	require.Equal(t, apiclient.MoneyUnknown, ae.MoneyState)
 
-	c.AccountID = acct
+	c.AccountID = e.acct
 	read, err := c.Status(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "delivered", read.State)
@@ -54,15 +52,15 @@ func TestClientActsForTheTrackedJobsAccount(t *testing.T) {
 	require.Equal(t, "deleted", tomb.State)
 	require.Equal(t, "charged", tomb.MoneyState)
 
-	elsewhere := &apiclient.Client{BaseURL: base, Key: admin, AccountID: ledgertest.Account(t, e.Store, 0)}
+	elsewhere := &apiclient.Client{BaseURL: e.base, Key: admin, AccountID: ledgertest.Account(t, e.Store, 0)}
 	_, err = elsewhere.Status(ctx, id)
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, apiclient.CodeNotReceived, ae.Code, "the ID is its account's alone")
 	require.True(t, ae.FromAPI())
 
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
-	balance, err := c.Balance(ctx, acct)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, e.acct, id))
+	balance, err := c.Balance(ctx, e.acct)
 	require.NoError(t, err)
 	require.Equal(t, int64(60), balance.Balance)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }

@@ -101,10 +101,8 @@ func TestCrossAccountRefused(t *testing.T) {
 // appears).
 func TestAuthRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, 100)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
 	id := ledgertest.ID(t, "job")
 	grant := map[string]any{"amount": 5, "key": "k1"}
 	for _, tc := range []struct {
@@ -114,10 +112,10 @@ func TestAuthRefused(t *testing.T) {
 		for _, target := range []struct {
 			method, path string
 			body         any
-		}{{"POST", "/v1/jobs", job(id, acct, e.fixed(t, 1), "sim:ok")}, {"POST", "/v1/accounts/" + acct + "/grants", grant},
+		}{{"POST", "/v1/jobs", job(id, e.acct, e.fixed(t, 1), "sim:ok")}, {"POST", "/v1/accounts/" + e.acct + "/grants", grant},
 			{"GET", "/v1/jobs/" + id, nil}, {"GET", "/v1/prices", nil}, {"PUT", "/v1/prices/" + e.fixed(t, 1), map[string]any{"unit": "job", "unit_price": 1}}} {
 			data, _ := json.Marshal(target.body)
-			req, _ := http.NewRequest(target.method, base+target.path, bytes.NewReader(data))
+			req, _ := http.NewRequest(target.method, e.base+target.path, bytes.NewReader(data))
 			if tc.header != "" {
 				req.Header.Set("Authorization", tc.header)
 			}
@@ -128,8 +126,8 @@ func TestAuthRefused(t *testing.T) {
 			require.Equal(t, `Bearer realm="jobbill"`, resp.Header.Get("WWW-Authenticate"))
 		}
 	}
-	require.Equal(t, 403, call(t, base, "POST", "/v1/accounts/"+acct+"/grants", key, grant).code)
-	require.Equal(t, 403, call(t, base, "POST", "/v1/jobs/"+id+"/redrive", key, nil).code)
-	require.Len(t, e.rows(t, acct), 1, "only the initial grant")
-	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code)
+	require.Equal(t, 403, call(t, e.base, "POST", "/v1/accounts/"+e.acct+"/grants", key, grant).code)
+	require.Equal(t, 403, call(t, e.base, "POST", "/v1/jobs/"+id+"/redrive", key, nil).code)
+	require.Len(t, e.rows(t, e.acct), 1, "only the initial grant")
+	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+id, key, nil).code)
 }

@@ -90,13 +90,11 @@ func (e *env) requireEndsFairly(t *testing.T, key ledgerdb.JobKey, state, money,
 // workflow ran, listed as running.
 func TestSubmissionNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	const cost, credits = 300, 1000
-	acct := ledgertest.Account(t, e.Store, credits)
-	secret := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, credits)
+	secret := e.key(t, apikeys.ScopeCustomer, e.acct)
 	id := ledgertest.ID(t, "closed-under")
-	body, err := json.Marshal(job(id, acct, e.fixed(t, cost), "sim:hang"))
+	body, err := json.Marshal(job(id, e.acct, e.fixed(t, cost), "sim:hang"))
 	require.NoError(t, err)
 
 	type posted struct {
@@ -104,8 +102,8 @@ func TestSubmissionNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 		raw  string
 		err  error
 	}
-	got := stopMidCharge(t, e, acct, id, func() posted {
-		req, err := http.NewRequest("POST", base+"/v1/jobs", bytes.NewReader(body))
+	got := stopMidCharge(t, e.env, e.acct, id, func() posted {
+		req, err := http.NewRequest("POST", e.base+"/v1/jobs", bytes.NewReader(body))
 		if err != nil {
 			return posted{err: err}
 		}
@@ -131,18 +129,18 @@ func TestSubmissionNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 		Message    string `json:"message"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(got.raw), &answer), got.raw)
-	final := e.requireEndsFairly(t, ledgerdb.JobKey{AccountID: acct, JobID: id}, answer.Status.State+answer.State,
+	final := e.requireEndsFairly(t, ledgerdb.JobKey{AccountID: e.acct, JobID: id}, answer.Status.State+answer.State,
 		answer.Status.MoneyState+answer.MoneyState, answer.Status.Message+answer.Message, credits)
 
-	listed := call(t, base, "GET", "/v1/jobs", secret, nil)
+	listed := call(t, e.base, "GET", "/v1/jobs", secret, nil)
 	require.Equal(t, 200, listed.code, listed.raw)
 	require.Contains(t, listed.raw, `"state":"`+string(final.State)+`"`, "the list tells the ledger's state")
 	require.NotContains(t, listed.raw, `"state":"running"`)
-	read := call(t, base, "GET", "/v1/jobs/"+id, secret, nil)
+	read := call(t, e.base, "GET", "/v1/jobs/"+id, secret, nil)
 	require.Equal(t, 200, read.code, read.raw)
 	require.Equal(t, string(final.State), read.str("state"))
 	report, err := invariants.Check(context.Background(), invariants.Options{Ledger: e.Store, Temporal: e.Client,
-		Namespace: e.Config.Temporal.Namespace, AccountID: acct})
+		Namespace: e.Config.Temporal.Namespace, AccountID: e.acct})
 	require.NoError(t, err)
 	require.True(t, report.OK(), "%+v", report.Violations)
 }
@@ -194,28 +192,26 @@ func TestClientNeverSaysNotChargedBeforeTheLedger(t *testing.T) {
 // its refund, the account's credits whole.
 func TestSubmissionRefundedBeforeItsAnswerIsNotCreated(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	const cost, credits = 300, 1000
-	acct := ledgertest.Account(t, e.Store, credits)
-	secret := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, credits)
+	secret := e.key(t, apikeys.ScopeCustomer, e.acct)
 	id := ledgertest.ID(t, "refunded-before-answer")
-	body := job(id, acct, e.fixed(t, cost), "sim:hang")
+	body := job(id, e.acct, e.fixed(t, cost), "sim:hang")
 
-	got := stopMidCharge(t, e, acct, id, func() answer { return call(t, base, "POST", "/v1/jobs", secret, body) })
+	got := stopMidCharge(t, e.env, e.acct, id, func() answer { return call(t, e.base, "POST", "/v1/jobs", secret, body) })
 	t.Logf("POST answered %d: %s", got.code, got.raw)
 	require.Equal(t, string(ledgerdb.StateRefunded), got.str("status", "state"), "the charge committed before the rejection: %s", got.raw)
 	require.Equal(t, string(ledgerdb.MoneyRefunded), got.str("status", "money_state"))
 	require.Equal(t, string(ledgerdb.ReasonStoppedByOperator), got.str("status", "reason"))
 	require.Equal(t, http.StatusOK, got.code, "a job refunded before the answer is not answered 201 (charged): %s", got.raw)
 	require.Equal(t, "false", got.str("duplicate"), "this request made the job")
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, e.kinds(t, acct, id))
-	require.Equal(t, int64(credits), e.balance(t, acct))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, e.kinds(t, e.acct, id))
+	require.Equal(t, int64(credits), e.balance(t, e.acct))
 
 	// The same request again answers the job as it stands, 200 again, and charges nothing.
-	again := call(t, base, "POST", "/v1/jobs", secret, body)
+	again := call(t, e.base, "POST", "/v1/jobs", secret, body)
 	require.Equal(t, http.StatusOK, again.code, again.raw)
 	require.Equal(t, "true", again.str("duplicate"))
 	require.Equal(t, string(ledgerdb.MoneyRefunded), again.str("status", "money_state"))
-	require.Equal(t, int64(credits), e.balance(t, acct))
+	require.Equal(t, int64(credits), e.balance(t, e.acct))
 }

@@ -25,15 +25,13 @@ import (
 // other terms it is 409 conflict, nothing written (the idempotent-doors rule).
 func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 0)
+	e := newSite(t, 0)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
-	grants := "/v1/accounts/" + acct + "/grants"
+	grants := "/v1/accounts/" + e.acct + "/grants"
 	expires := time.Now().Add(30 * 24 * time.Hour).UTC().Truncate(time.Second)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 
-	rowsBefore, blocksBefore := e.rows(t, acct), blocks(t, e, acct)
+	rowsBefore, blocksBefore := e.rows(t, e.acct), e.blocks(t, e.acct)
 	for _, tc := range []struct{ body, field string }{
 		{`{"amount": 10, "key": "bad", "category": "gift"}`, "category"},
 		{`{"amount": 10, "key": "bad", "priority": 1.5}`, "priority"},
@@ -49,41 +47,39 @@ func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 		{`{"amount": 10, "key": "bad", "cost_basis": 0.01}`, "cost_basis"},
 		{`{"amount": 10, "key": "bad", "category": "promotional", "cost_basis": "0.01"}`, "cost_basis"},
 	} {
-		a := call(t, base, "POST", grants, admin, tc.body)
-		require.Equal(t, 400, a.code, "%s: %s", tc.body, a.raw)
-		require.Equal(t, "invalid_input", a.str("code"), tc.body)
-		require.Contains(t, a.str("message"), `"`+tc.field+`"`, "the refusal names the field: %s", tc.body)
+		a := call(t, e.base, "POST", grants, admin, tc.body)
+		requireInvalid(t, a, tc.field, tc.body)
 		require.Contains(t, a.str("message"), "Nothing was written", tc.body)
 	}
-	require.Equal(t, rowsBefore, e.rows(t, acct), "a refused grant writes no row")
-	require.Equal(t, blocksBefore, blocks(t, e, acct), "a refused grant makes no block")
+	require.Equal(t, rowsBefore, e.rows(t, e.acct), "a refused grant writes no row")
+	require.Equal(t, blocksBefore, e.blocks(t, e.acct), "a refused grant makes no block")
 
 	paid := fmt.Sprintf(`{"amount": 100, "key": "invoice-9", "category": "paid", "priority": 1.0, "expires_at": %q, "cost_basis": "0.0125"}`,
 		expires.Format(time.RFC3339))
-	a := call(t, base, "POST", grants, admin, paid)
+	a := call(t, e.base, "POST", grants, admin, paid)
 	require.Equal(t, 201, a.code, a.raw)
-	again := call(t, base, "POST", grants, admin, paid)
+	again := call(t, e.base, "POST", grants, admin, paid)
 	require.Equal(t, 200, again.code, again.raw)
 	require.Equal(t, a.str("entry_id"), again.str("entry_id"), "the same key and terms answer the first grant")
-	a = call(t, base, "POST", grants, admin, `{"amount": 20, "key": "welcome", "category": "promotional", "priority": 1e0}`)
+	a = call(t, e.base, "POST", grants, admin, `{"amount": 20, "key": "welcome", "category": "promotional", "priority": 1e0}`)
 	require.Equal(t, 201, a.code, a.raw)
 
-	rowsBefore, blocksBefore = e.rows(t, acct), blocks(t, e, acct)
+	rowsBefore, blocksBefore = e.rows(t, e.acct), e.blocks(t, e.acct)
 	for _, other := range []string{
 		fmt.Sprintf(`{"amount": 100, "key": "invoice-9", "category": "paid", "priority": 2, "expires_at": %q, "cost_basis": "0.0125"}`, expires.Format(time.RFC3339)),
 		fmt.Sprintf(`{"amount": 100, "key": "invoice-9", "category": "paid", "priority": 1, "expires_at": %q, "cost_basis": "0.02"}`, expires.Format(time.RFC3339)),
 		`{"amount": 100, "key": "invoice-9", "category": "paid", "priority": 1, "cost_basis": "0.0125"}`,
 		`{"amount": 20, "key": "welcome"}`,
 	} {
-		a := call(t, base, "POST", grants, admin, other)
+		a := call(t, e.base, "POST", grants, admin, other)
 		require.Equal(t, 409, a.code, "%s: %s", other, a.raw)
 		require.Equal(t, "conflict", a.str("code"))
 		require.Contains(t, a.str("message"), "other block terms")
 	}
-	require.Equal(t, rowsBefore, e.rows(t, acct), "a conflicting grant writes no row")
-	require.Equal(t, blocksBefore, blocks(t, e, acct), "a conflicting grant makes no block")
+	require.Equal(t, rowsBefore, e.rows(t, e.acct), "a conflicting grant writes no row")
+	require.Equal(t, blocksBefore, e.blocks(t, e.acct), "a conflicting grant makes no block")
 
-	got := blocks(t, e, acct)
+	got := e.blocks(t, e.acct)
 	var granted []ledgerdb.Block
 	for _, b := range got {
 		if !b.Opening {
@@ -97,7 +93,7 @@ func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 	require.Equal(t, int32(1), granted[1].Priority, "1.0 is the integer 1")
 	require.Equal(t, "0.0125", granted[1].CostBasis)
 	require.True(t, expires.Equal(*granted[1].ExpiresAt))
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestCostBasisAtTheDoor checks a grant's cost basis as programs write decimals into the JSON
@@ -111,24 +107,20 @@ func TestGrantBlockTermsAtTheDoor(t *testing.T) {
 // rule) — also once the block's expiry has passed.
 func TestCostBasisAtTheDoor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 0)
+	e := newSite(t, 0)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
-	grants := "/v1/accounts/" + acct + "/grants"
+	grants := "/v1/accounts/" + e.acct + "/grants"
 
-	rowsBefore, blocksBefore := e.rows(t, acct), blocks(t, e, acct)
+	rowsBefore, blocksBefore := e.rows(t, e.acct), e.blocks(t, e.acct)
 	for _, written := range []string{"1/3", "0x10/1", "3.3333333333333335e-07", "3.3333333333333335e-7", "1e-19", "NaN",
 		"Infinity", "1e20", "100000000000000000000", "-0.01", "1e999999999"} {
-		a := call(t, base, "POST", grants, admin, `{"amount": 10, "key": "bad", "cost_basis": "`+written+`"}`)
-		require.Equal(t, 400, a.code, "%s: %s", written, a.raw)
-		require.Equal(t, "invalid_input", a.str("code"), written)
-		require.Contains(t, a.str("message"), `"cost_basis"`, written)
+		a := call(t, e.base, "POST", grants, admin, `{"amount": 10, "key": "bad", "cost_basis": "`+written+`"}`)
+		requireInvalid(t, a, "cost_basis", written)
 		require.Contains(t, a.str("message"), "Nothing was written", written)
 		require.NotContains(t, a.str("message"), "balance", written)
 	}
-	require.Equal(t, rowsBefore, e.rows(t, acct), "a refused cost basis writes no row")
-	require.Equal(t, blocksBefore, blocks(t, e, acct), "a refused cost basis makes no block")
+	require.Equal(t, rowsBefore, e.rows(t, e.acct), "a refused cost basis writes no row")
+	require.Equal(t, blocksBefore, e.blocks(t, e.acct), "a refused cost basis makes no block")
 
 	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	for i, tc := range []struct{ written, stored string }{
@@ -138,12 +130,12 @@ func TestCostBasisAtTheDoor(t *testing.T) {
 	} {
 		key := fmt.Sprintf("invoice-%d", i)
 		body := fmt.Sprintf(`{"amount": 10, "key": %q, "cost_basis": %q, "expires_at": %q}`, key, tc.written, expires)
-		first := call(t, base, "POST", grants, admin, body)
+		first := call(t, e.base, "POST", grants, admin, body)
 		require.Equal(t, 201, first.code, "%s: %s", tc.written, first.raw)
-		again := call(t, base, "POST", grants, admin, body)
+		again := call(t, e.base, "POST", grants, admin, body)
 		require.Equal(t, 200, again.code, "%s: %s", tc.written, again.raw)
 		require.Equal(t, first.str("entry_id"), again.str("entry_id"), tc.written)
-		for _, b := range blocks(t, e, acct) {
+		for _, b := range e.blocks(t, e.acct) {
 			if b.Key == key {
 				require.Equal(t, tc.stored, b.CostBasis, tc.written)
 			}
@@ -153,17 +145,17 @@ func TestCostBasisAtTheDoor(t *testing.T) {
 	// The block's clock moves on past its expiry: the same grant again is still the same grant.
 	var expired time.Time
 	require.NoError(t, ledgertest.OwnerPool(t).QueryRow(context.Background(), `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'invoice-0' RETURNING expires_at`, acct).Scan(&expired))
-	retry := call(t, base, "POST", grants, admin, fmt.Sprintf(`{"amount": 10, "key": "invoice-0", "cost_basis": "1e-11", "expires_at": %q}`,
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'invoice-0' RETURNING expires_at`, e.acct).Scan(&expired))
+	retry := call(t, e.base, "POST", grants, admin, fmt.Sprintf(`{"amount": 10, "key": "invoice-0", "cost_basis": "1e-11", "expires_at": %q}`,
 		expired.UTC().Format(time.RFC3339Nano)))
 	require.Equal(t, 200, retry.code, retry.raw)
 	require.Equal(t, "already_applied", retry.str("outcome"))
-	ledgertest.RequireBalance(t, e.Store, acct, 30)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 30)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // blocks are the account's credit blocks as the ledger has them.
-func blocks(t *testing.T, e *env, account string) []ledgerdb.Block {
+func (e *env) blocks(t *testing.T, account string) []ledgerdb.Block {
 	t.Helper()
 	b, err := e.Store.Blocks(context.Background(), account)
 	require.NoError(t, err)

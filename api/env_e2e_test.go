@@ -94,6 +94,36 @@ func (e *env) serve(t *testing.T, mod func(*api.Options)) string {
 	return srv.URL
 }
 
+// site is one test's API server over the process's worker and the test ledger, and an account
+// of its own.
+type site struct {
+	*env
+	// base is the server's URL.
+	base string
+	// acct is the test's account.
+	acct string
+}
+
+// newSite serves the API for the test (serve, with the options as they are) and opens an account
+// granted credits.
+func newSite(t *testing.T, credits int64) *site {
+	t.Helper()
+	e := newEnv(t)
+	return &site{env: e, base: e.serve(t, nil), acct: ledgertest.Account(t, e.Store, credits)}
+}
+
+// requireInvalid fails unless a is the door's refusal of bad input: 400 invalid_input, its message
+// naming field (unless field is empty), so that the caller knows what to fix. about says what was
+// sent, for the failure's message.
+func requireInvalid(t *testing.T, a answer, field, about string) {
+	t.Helper()
+	require.Equal(t, 400, a.code, "%s: %s", about, a.raw)
+	require.Equal(t, "invalid_input", a.str("code"), "%s: %s", about, a.raw)
+	if field != "" {
+		require.Contains(t, a.str("message"), `"`+field+`"`, "%s: the refusal names the field", about)
+	}
+}
+
 // answer is a decoded response.
 type answer struct {
 	code int

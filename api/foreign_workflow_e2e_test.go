@@ -20,26 +20,24 @@ import (
 // and lost.
 func TestRedriveRefusedUnderForeignWorkflow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newSite(t, 100)
 	ctx := context.Background()
-	acct := ledgertest.Account(t, e.Store, 100)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "held")
-	key := ledgertest.Charged(t, e.Store, acct, id, 40, "sim:ok").Job.Key()
+	key := ledgertest.Charged(t, e.Store, e.acct, id, 40, "sim:ok").Job.Key()
 	_, err := e.Store.Refund(ctx, key, ledgerdb.ReasonStoppedByOperator, "stopped by an operator: terminated", 1)
 	require.NoError(t, err)
-	workflowID := workflows.JobWorkflowID(acct, id)
+	workflowID := workflows.JobWorkflowID(e.acct, id)
 	foreign, err := e.Client.ExecuteWorkflow(ctx, temporalclient.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "test done")
 	})
 
-	a := call(t, base, "POST", "/v1/jobs/"+id+"/redrive?account_id="+acct, admin, map[string]any{"by": "ops"})
+	a := call(t, e.base, "POST", "/v1/jobs/"+id+"/redrive?account_id="+e.acct, admin, map[string]any{"by": "ops"})
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "workflow_id_taken", a.str("code"))
 	require.Equal(t, "refunded", a.str("state"))
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, e.kinds(t, acct, id))
-	ledgertest.RequireBalance(t, e.Store, acct, 100)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge, ledgerdb.KindRefund}, e.kinds(t, e.acct, id))
+	ledgertest.RequireBalance(t, e.Store, e.acct, 100)
 }

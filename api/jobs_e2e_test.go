@@ -33,15 +33,13 @@ import (
 // and message. The sum-of-rows rule by the audit.
 func TestSubmitAndStatusCodes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
+	e := newSite(t, 100)
 	ghost := ledgertest.ID(t, "acct-never-opened")
-	key, admin, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
-	base := e.serve(t, nil)
+	key, admin, runner := e.key(t, apikeys.ScopeCustomer, e.acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
 	id := ledgertest.ID(t, "job")
 	kind := e.fixed(t, 40)
 
-	a := submit(t, base, key, job(id, acct, kind, "sim:hang"))
+	a := submit(t, e.base, key, job(id, e.acct, kind, "sim:hang"))
 	requireCharged(t, a)
 	require.Equal(t, "running", a.str("status", "state"))
 	require.Equal(t, "charged", a.str("status", "money_state"))
@@ -51,35 +49,35 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.Equal(t, "40", a.str("status", "held"), "the server's price, held at the charge")
 	require.Equal(t, "40", a.str("status", "charged"))
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:hang"))
+	a = call(t, e.base, "POST", "/v1/jobs", key, job(id, e.acct, kind, "sim:hang"))
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "true", a.str("duplicate"))
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, kind, "sim:ok"))
+	a = call(t, e.base, "POST", "/v1/jobs", key, job(id, e.acct, kind, "sim:ok"))
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "conflict", a.str("code"))
 	require.Equal(t, "charged", a.str("money_state"), "the caller's own job: its money state is told")
 
 	poor := ledgertest.ID(t, "job-poor")
-	a = submit(t, base, key, job(poor, acct, e.fixed(t, 1000), "sim:ok"))
+	a = submit(t, e.base, key, job(poor, e.acct, e.fixed(t, 1000), "sim:ok"))
 	require.Equal(t, 402, a.code, a.raw)
 	require.Equal(t, "insufficient_credits", a.str("code"))
 	require.Equal(t, "not_charged", a.str("money_state"))
 	require.Contains(t, a.str("message"), "not charged")
 
-	a = call(t, base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-ghost"), ghost, e.fixed(t, 1), "sim:ok"))
+	a = call(t, e.base, "POST", "/v1/jobs", admin, job(ledgertest.ID(t, "job-ghost"), ghost, e.fixed(t, 1), "sim:ok"))
 	require.Equal(t, 422, a.code, a.raw)
 	require.Equal(t, "unknown_account", a.str("code"))
 
 	// The key acts for two accounts, so its job requests name the account (job IDs belong to
 	// their account).
-	inAcct := "?account_id=" + acct
-	a = call(t, base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent")+inAcct, key, nil)
+	inAcct := "?account_id=" + e.acct
+	a = call(t, e.base, "GET", "/v1/jobs/"+ledgertest.ID(t, "never-sent")+inAcct, key, nil)
 	require.Equal(t, 404, a.code, a.raw)
 	require.Equal(t, jobs.NotReceivedMessage, a.str("message"))
 	require.Equal(t, "not_charged", a.str("money_state"))
 
-	a = call(t, base, "GET", "/v1/jobs/"+id+inAcct, key, nil)
+	a = call(t, e.base, "GET", "/v1/jobs/"+id+inAcct, key, nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "running", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
@@ -88,14 +86,14 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 	require.NotEmpty(t, a.str("price_version"))
 	require.NotEmpty(t, a.str("message"))
 
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
-	require.Empty(t, e.kinds(t, acct, poor))
-	require.Equal(t, int64(60), e.balance(t, acct))
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, e.acct, id))
+	require.Empty(t, e.kinds(t, e.acct, poor))
+	require.Equal(t, int64(60), e.balance(t, e.acct))
 	// Settle the hanging job so its workflow ends.
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result"+inAcct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	a = call(t, e.base, "POST", "/v1/jobs/"+id+"/result"+inAcct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, acct, id, ledgerdb.StateDelivered)
-	ledgertest.RequireSound(t, e.Store, acct)
+	e.wait(t, e.acct, id, ledgerdb.StateDelivered)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestDeleteResultAndRedriveCodes checks DELETE, result and redrive: deleting a running job is
@@ -106,50 +104,48 @@ func TestSubmitAndStatusCodes(t *testing.T) {
 // one 404.
 func TestDeleteResultAndRedriveCodes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	key, admin, runner := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
-	base := e.serve(t, nil)
+	e := newSite(t, 100)
+	key, admin, runner := e.key(t, apikeys.ScopeCustomer, e.acct), e.key(t, apikeys.ScopeAdmin, ""), e.key(t, apikeys.ScopeRunner, "")
 
 	hang, fail := ledgertest.ID(t, "job-hang"), ledgertest.ID(t, "job-fail")
-	requireCharged(t, submit(t, base, key, job(hang, acct, e.fixed(t, 10), "sim:hang")))
-	requireCharged(t, submit(t, base, key, job(fail, acct, e.fixed(t, 20), "sim:fail")))
+	requireCharged(t, submit(t, e.base, key, job(hang, e.acct, e.fixed(t, 10), "sim:hang")))
+	requireCharged(t, submit(t, e.base, key, job(fail, e.acct, e.fixed(t, 20), "sim:fail")))
 
-	a := call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
+	a := call(t, e.base, "DELETE", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "job_active", a.str("code"))
 	require.Equal(t, "running", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
-	require.Equal(t, 404, call(t, base, "DELETE", "/v1/jobs/"+ledgertest.ID(t, "nope"), key, nil).code)
+	require.Equal(t, 404, call(t, e.base, "DELETE", "/v1/jobs/"+ledgertest.ID(t, "nope"), key, nil).code)
 
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://x"})
+	a = call(t, e.base, "POST", "/v1/jobs/"+hang+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://x"})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, acct, hang, ledgerdb.StateDelivered)
+	e.wait(t, e.acct, hang, ledgerdb.StateDelivered)
 	// The admin key acts for every account, so it names the job's.
-	inAcct := "?account_id=" + acct
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, nil)
+	inAcct := "?account_id=" + e.acct
+	a = call(t, e.base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, nil)
 	require.Equal(t, 409, a.code, a.raw)
 	require.Equal(t, "not_dead_lettered", a.str("code"))
 
 	for range 2 {
-		a = call(t, base, "DELETE", "/v1/jobs/"+hang, key, nil)
+		a = call(t, e.base, "DELETE", "/v1/jobs/"+hang, key, nil)
 		require.Equal(t, 200, a.code, a.raw)
 		require.Equal(t, "deleted", a.str("state"))
 	}
-	a = call(t, base, "GET", "/v1/jobs/"+hang, key, nil)
+	a = call(t, e.base, "GET", "/v1/jobs/"+hang, key, nil)
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "charged", a.str("money_state"))
-	a = call(t, base, "POST", "/v1/jobs/"+hang+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://late"})
+	a = call(t, e.base, "POST", "/v1/jobs/"+hang+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://late"})
 	require.Equal(t, 410, a.code, a.raw)
-	require.Equal(t, 410, call(t, base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, map[string]any{"by": "ops"}).code)
+	require.Equal(t, 410, call(t, e.base, "POST", "/v1/jobs/"+hang+"/redrive"+inAcct, admin, map[string]any{"by": "ops"}).code)
 
-	e.wait(t, acct, fail, ledgerdb.StateRefunded)
-	a = call(t, base, "POST", "/v1/jobs/"+fail+"/redrive"+inAcct, admin, map[string]any{"by": "ops", "note": "GPU pool fixed"})
+	e.wait(t, e.acct, fail, ledgerdb.StateRefunded)
+	a = call(t, e.base, "POST", "/v1/jobs/"+fail+"/redrive"+inAcct, admin, map[string]any{"by": "ops", "note": "GPU pool fixed"})
 	require.Equal(t, 202, a.code, a.raw)
-	require.Equal(t, 404, call(t, base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive"+inAcct, admin, nil).code)
+	require.Equal(t, 404, call(t, e.base, "POST", "/v1/jobs/"+ledgertest.ID(t, "nope")+"/redrive"+inAcct, admin, nil).code)
 
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, hang))
-	ledgertest.RequireSound(t, e.Store, acct)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, e.acct, hang))
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestDeletionStory replays the double-charge story behind the submission rules over HTTP with the Go client: a
@@ -160,16 +156,14 @@ func TestDeleteResultAndRedriveCodes(t *testing.T) {
 // cost.
 func TestDeletionStory(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
-	c := &apiclient.Client{BaseURL: base, Key: key, PollInterval: 200 * time.Millisecond}
+	e := newSite(t, 100)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
+	c := &apiclient.Client{BaseURL: e.base, Key: key, PollInterval: 200 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
 	kind := e.fixed(t, 40)
-	req := apitype.SubmitRequest{JobID: ledgertest.ID(t, "video"), AccountID: acct, Kind: kind, InputRef: "sim:ok"}
+	req := apitype.SubmitRequest{JobID: ledgertest.ID(t, "video"), AccountID: e.acct, Kind: kind, InputRef: "sim:ok"}
 	tracked := c.Track(req)
 	st, err := c.Run(ctx, tracked)
 	require.NoError(t, err)
@@ -195,17 +189,17 @@ func TestDeletionStory(t *testing.T) {
 	st, err = c.Run(ctx, c.Track(req))
 	require.ErrorIs(t, err, apiclient.ErrDeleted)
 	require.Equal(t, "charged", st.MoneyState)
-	a := call(t, base, "POST", "/v1/jobs", key, job(req.JobID, acct, kind, "sim:ok"))
+	a := call(t, e.base, "POST", "/v1/jobs", key, job(req.JobID, e.acct, kind, "sim:ok"))
 	require.Equal(t, 410, a.code, a.raw)
 	require.Equal(t, "deleted", a.str("state"))
 	require.Equal(t, "charged", a.str("money_state"))
 
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, req.JobID))
-	require.Equal(t, int64(60), e.balance(t, acct))
-	balance, err := c.Balance(ctx, acct)
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, e.acct, req.JobID))
+	require.Equal(t, int64(60), e.balance(t, e.acct))
+	balance, err := c.Balance(ctx, e.acct)
 	require.NoError(t, err)
 	require.Equal(t, int64(60), balance.Balance)
-	ledgertest.RequireSound(t, e.Store, acct)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestSlowChargeDecisionAnswers202 checks that a submission whose charge is not decided within
@@ -297,18 +291,16 @@ func TestStillDecidingIsWaitedOn(t *testing.T) {
 // Before, the answer said "you were not charged" of a job that was charged a moment later.
 func TestSubmissionWhileTemporalIsDownIsPending(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	secret := e.key(t, apikeys.ScopeCustomer, acct)
+	e := newSite(t, 100)
+	secret := e.key(t, apikeys.ScopeCustomer, e.acct)
 	down, err := temporalclient.NewLazyClient(temporalclient.Options{HostPort: "127.0.0.1:1", Namespace: e.Config.Temporal.Namespace})
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
 	unreachable := jobs.New(jobs.Options{Temporal: down, Ledger: e.Store, TaskQueue: e.Config.Temporal.TaskQueue,
 		Namespace: e.Config.Temporal.Namespace})
 	cut := e.serve(t, func(o *api.Options) { o.Jobs, o.Config.RequestTimeout = unreachable, 3*time.Second })
-	base := e.serve(t, nil)
 	id := ledgertest.ID(t, "down")
-	body := job(id, acct, e.fixed(t, 40), "sim:hang")
+	body := job(id, e.acct, e.fixed(t, 40), "sim:hang")
 
 	a := call(t, cut, "POST", "/v1/jobs", secret, body)
 	require.Contains(t, []int{http.StatusAccepted, http.StatusServiceUnavailable}, a.code, a.raw)
@@ -316,15 +308,15 @@ func TestSubmissionWhileTemporalIsDownIsPending(t *testing.T) {
 	require.Equal(t, "pending", money, a.raw)
 	require.NotContains(t, strings.ToLower(message), "not charged", a.raw)
 	require.NotContains(t, strings.ToLower(message), "not been charged", a.raw)
-	require.Empty(t, e.kinds(t, acct, id))
+	require.Empty(t, e.kinds(t, e.acct, id))
 
-	a = submit(t, base, secret, body)
+	a = submit(t, e.base, secret, body)
 	require.Equal(t, http.StatusOK, a.code, a.raw)
 	require.Equal(t, "running", a.str("status", "state"))
 	require.Equal(t, "charged", a.str("status", "money_state"))
-	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, acct, id))
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, e.key(t, apikeys.ScopeRunner, ""), map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
+	require.Equal(t, []ledgerdb.EntryKind{ledgerdb.KindCharge}, e.kinds(t, e.acct, id))
+	a = call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, e.key(t, apikeys.ScopeRunner, ""), map[string]any{"attempt": 1, "output_ref": "s3://out/" + id})
 	require.Equal(t, http.StatusOK, a.code, a.raw)
-	e.wait(t, acct, id, ledgerdb.StateDelivered)
-	ledgertest.RequireSound(t, e.Store, acct)
+	e.wait(t, e.acct, id, ledgerdb.StateDelivered)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }

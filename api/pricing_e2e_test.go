@@ -55,10 +55,8 @@ func (e *env) resultReports(t *testing.T, account, jobID string) int {
 // no ledger row, the balance unchanged.
 func TestSubmissionCarryingAnAmountIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, 100)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
 	render := e.fixed(t, 40)
 
 	for name, extra := range map[string]map[string]any{
@@ -73,21 +71,21 @@ func TestSubmissionCarryingAnAmountIsRefused(t *testing.T) {
 		"cost beside an unknown field":       {"kind": render, "cost": 1, "priority": "high"},
 	} {
 		id := ledgertest.ID(t, "cheap")
-		body := map[string]any{"job_id": id, "account_id": acct, "input_ref": "sim:ok"}
+		body := map[string]any{"job_id": id, "account_id": e.acct, "input_ref": "sim:ok"}
 		for k, v := range extra {
 			body[k] = v
 		}
-		a := call(t, base, "POST", "/v1/jobs", key, body)
+		a := call(t, e.base, "POST", "/v1/jobs", key, body)
 		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
 		require.Equal(t, "price_set_by_server", a.str("code"), name)
 		require.Contains(t, a.str("message"), "Prices are set by the server", name)
 		require.Contains(t, a.str("message"), `"kind"`, name)
 		require.Contains(t, a.str("message"), "Nothing was written", name)
-		require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code, "%s: no job was written", name)
+		require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+id, key, nil).code, "%s: no job was written", name)
 	}
-	require.Len(t, e.rows(t, acct), 1, "only the initial grant")
-	require.Equal(t, int64(100), e.balance(t, acct))
-	ledgertest.RequireSound(t, e.Store, acct)
+	require.Len(t, e.rows(t, e.acct), 1, "only the initial grant")
+	require.Equal(t, int64(100), e.balance(t, e.acct))
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestUnknownKindAndMaxUnitsRefused checks the price list's refusals, each with nothing written
@@ -98,21 +96,19 @@ func TestSubmissionCarryingAnAmountIsRefused(t *testing.T) {
 // units.
 func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, 1000)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
 	runner := e.key(t, apikeys.ScopeRunner, "")
 	metered, render := ledgertest.Metered(t, e.Store, 2, 300), e.fixed(t, 40)
 
 	id := ledgertest.ID(t, "job")
-	a := call(t, base, "POST", "/v1/jobs", key, job(id, acct, newKind(t, "never-priced"), "sim:ok"))
+	a := call(t, e.base, "POST", "/v1/jobs", key, job(id, e.acct, newKind(t, "never-priced"), "sim:ok"))
 	require.Equal(t, 422, a.code, a.raw)
 	require.Equal(t, "unknown_kind", a.str("code"))
 	require.Contains(t, a.str("message"), "prices are set by the server")
 	require.Contains(t, a.str("message"), "not charged")
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(id, acct, "40", "sim:ok"))
+	a = call(t, e.base, "POST", "/v1/jobs", key, job(id, e.acct, "40", "sim:ok"))
 	require.Equal(t, 400, a.code, a.raw)
 	require.Contains(t, a.str("message"), `"kind"`)
 
@@ -121,28 +117,26 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 		units int64
 		max   string
 	}{{metered, 301, "300"}, {render, 2, "1"}} {
-		body := job(id, acct, tc.kind, "sim:ok")
+		body := job(id, e.acct, tc.kind, "sim:ok")
 		body["max_units"] = tc.units
-		a = call(t, base, "POST", "/v1/jobs", key, body)
-		require.Equal(t, 400, a.code, a.raw)
-		require.Equal(t, "invalid_input", a.str("code"))
-		require.Contains(t, a.str("message"), `"max_units"`)
+		a = call(t, e.base, "POST", "/v1/jobs", key, body)
+		requireInvalid(t, a, "max_units", "max_units above the kind's")
 		require.Contains(t, a.str("message"), "at most "+tc.max)
 	}
-	require.Equal(t, 404, call(t, base, "GET", "/v1/jobs/"+id, key, nil).code, "nothing was written")
-	require.Len(t, e.rows(t, acct), 1)
+	require.Equal(t, 404, call(t, e.base, "GET", "/v1/jobs/"+id, key, nil).code, "nothing was written")
+	require.Len(t, e.rows(t, e.acct), 1)
 
-	body := job(id, acct, metered, "sim:hang")
+	body := job(id, e.acct, metered, "sim:hang")
 	body["max_units"] = 100
-	a = submit(t, base, key, body)
+	a = submit(t, e.base, key, body)
 	requireCharged(t, a)
 	require.Equal(t, "100", a.str("status", "held_units"))
 	require.Equal(t, "200", a.str("status", "held"), "2 credits × 100 units")
-	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -200}}, e.jobRows(t, acct, id))
-	a = call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 100})
+	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -200}}, e.jobRows(t, e.acct, id))
+	a = call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 100})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, acct, id, ledgerdb.StateDelivered)
-	ledgertest.RequireBalance(t, e.Store, acct, 800)
+	e.wait(t, e.acct, id, ledgerdb.StateDelivered)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 800)
 }
 
 // TestMeteredJobSettledAtReportedUsage checks hold and settle over HTTP (the
@@ -153,16 +147,14 @@ func TestUnknownKindAndMaxUnitsRefused(t *testing.T) {
 // billed the whole hold.
 func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 10000)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, 10000)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
 	runner := e.key(t, apikeys.ScopeRunner, "")
 	kind := ledgertest.Metered(t, e.Store, 2, 300)
 
 	used, capped, silent := ledgertest.ID(t, "used"), ledgertest.ID(t, "capped"), ledgertest.ID(t, "silent")
 	for _, id := range []string{used, capped, silent} {
-		a := submit(t, base, key, job(id, acct, kind, "sim:hang"))
+		a := submit(t, e.base, key, job(id, e.acct, kind, "sim:hang"))
 		requireCharged(t, a)
 		require.Equal(t, "gpu_second", a.str("status", "unit"))
 		require.Equal(t, "2", a.str("status", "unit_price"))
@@ -176,7 +168,7 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 		if usage != nil {
 			body["units_used"] = usage
 		}
-		a := call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, body)
+		a := call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, runner, body)
 		require.Equal(t, 200, a.code, a.raw)
 		require.Equal(t, "signal", a.str("path"))
 	}
@@ -189,23 +181,23 @@ func TestMeteredJobSettledAtReportedUsage(t *testing.T) {
 		{capped, "300", "600", "0", []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -600}}},
 		{silent, "300", "600", "0", []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -600}}},
 	} {
-		e.wait(t, acct, tc.id, ledgerdb.StateDelivered)
-		a := call(t, base, "GET", "/v1/jobs/"+tc.id, key, nil)
+		e.wait(t, e.acct, tc.id, ledgerdb.StateDelivered)
+		a := call(t, e.base, "GET", "/v1/jobs/"+tc.id, key, nil)
 		require.Equal(t, 200, a.code, a.raw)
 		require.Equal(t, tc.unitsUsed, a.str("units_used"), tc.id)
 		require.Equal(t, tc.charged, a.str("charged"), tc.id)
 		require.Equal(t, tc.freed, a.str("released"), tc.id)
 		require.Equal(t, "600", a.str("held"), tc.id)
-		require.Equal(t, tc.rows, e.jobRows(t, acct, tc.id), tc.id)
+		require.Equal(t, tc.rows, e.jobRows(t, e.acct, tc.id), tc.id)
 	}
-	a := call(t, base, "GET", "/v1/jobs/"+used, key, nil)
+	a := call(t, e.base, "GET", "/v1/jobs/"+used, key, nil)
 	require.Contains(t, a.str("message"), "274 of 600 held credits charged; 326 returned.")
 	require.Contains(t, a.str("message"), "137 GPU-seconds used at 2 credits each")
 
 	// The ledger page shows the release row, and the balance is the grant minus what was used.
-	page := call(t, base, "GET", "/v1/accounts/"+acct+"/ledger", key, nil)
+	page := call(t, e.base, "GET", "/v1/accounts/"+e.acct+"/ledger", key, nil)
 	require.Contains(t, page.raw, `"kind":"release"`)
-	ledgertest.RequireBalance(t, e.Store, acct, 10000-274-600-600)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 10000-274-600-600)
 }
 
 // meteredJob is a running job of a kind metered by the GPU-second (1 credit a second, a hold of
@@ -278,22 +270,20 @@ func TestBadUsageRefusedWritesNothing(t *testing.T) {
 // nothing is released.
 func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
-	key := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	e := newSite(t, 100)
+	key := e.key(t, apikeys.ScopeCustomer, e.acct)
 	runner := e.key(t, apikeys.ScopeRunner, "")
 	id := ledgertest.ID(t, "job")
-	requireCharged(t, submit(t, base, key, job(id, acct, e.fixed(t, 40), "sim:hang")))
+	requireCharged(t, submit(t, e.base, key, job(id, e.acct, e.fixed(t, 40), "sim:hang")))
 
-	a := call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
+	a := call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out", "units_used": 0})
 	require.Equal(t, 200, a.code, a.raw)
-	e.wait(t, acct, id, ledgerdb.StateDelivered)
-	a = call(t, base, "GET", "/v1/jobs/"+id, key, nil)
+	e.wait(t, e.acct, id, ledgerdb.StateDelivered)
+	a = call(t, e.base, "GET", "/v1/jobs/"+id, key, nil)
 	require.Equal(t, "40", a.str("charged"), a.raw)
 	require.Equal(t, "0", a.str("released"))
-	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -40}}, e.jobRows(t, acct, id))
-	ledgertest.RequireBalance(t, e.Store, acct, 60)
+	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -40}}, e.jobRows(t, e.acct, id))
+	ledgertest.RequireBalance(t, e.Store, e.acct, 60)
 }
 
 // TestPriceRoutes checks the price list over HTTP. Only an admin key may set a price (an account
@@ -305,19 +295,17 @@ func TestFixedPriceIgnoresReportedUsage(t *testing.T) {
 // while a job submitted after pays the new one.
 func TestPriceRoutes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
-	key, admin := e.key(t, apikeys.ScopeCustomer, acct), e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
+	e := newSite(t, 1000)
+	key, admin := e.key(t, apikeys.ScopeCustomer, e.acct), e.key(t, apikeys.ScopeAdmin, "")
 	runner := e.key(t, apikeys.ScopeRunner, "")
 	kind := newKind(t, "render")
 	path := "/v1/prices/" + kind
 	v1 := map[string]any{"unit": "job", "unit_price": 40, "memo": "launch"}
 
-	a := call(t, base, "PUT", path, key, v1)
+	a := call(t, e.base, "PUT", path, key, v1)
 	require.Equal(t, 403, a.code, a.raw)
 	require.Equal(t, "forbidden", a.str("code"))
-	a = call(t, base, "GET", path, key, nil)
+	a = call(t, e.base, "GET", path, key, nil)
 	require.Equal(t, 404, a.code, "the account key's PUT wrote nothing: %s", a.raw)
 	require.Equal(t, "unknown_kind", a.str("code"))
 
@@ -333,49 +321,48 @@ func TestPriceRoutes(t *testing.T) {
 		"hold above the largest cost": {"unit": "gpu_second", "unit_price": 1000000000000000, "max_units": 2},
 		"kind in the body":            {"unit": "job", "unit_price": 40, "kind": "other"},
 	} {
-		a = call(t, base, "PUT", path, admin, body)
-		require.Equal(t, 400, a.code, "%s: %s", name, a.raw)
-		require.Equal(t, "invalid_input", a.str("code"), name)
+		a = call(t, e.base, "PUT", path, admin, body)
+		requireInvalid(t, a, "", name)
 	}
-	require.Equal(t, 404, call(t, base, "GET", path, key, nil).code, "no invalid price was written")
+	require.Equal(t, 404, call(t, e.base, "GET", path, key, nil).code, "no invalid price was written")
 
-	a = call(t, base, "PUT", path, admin, v1)
+	a = call(t, e.base, "PUT", path, admin, v1)
 	require.Equal(t, 201, a.code, a.raw)
 	require.Equal(t, "applied", a.str("outcome"))
 	require.Equal(t, "1", a.str("price", "version"))
 	require.Equal(t, "1", a.str("price", "max_units"), "a kind sold by the job holds 1 unit")
-	a = call(t, base, "PUT", path, admin, v1)
+	a = call(t, e.base, "PUT", path, admin, v1)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "already_applied", a.str("outcome"))
 	require.Equal(t, "1", a.str("price", "version"))
 
 	before := ledgertest.ID(t, "before")
-	requireCharged(t, submit(t, base, key, job(before, acct, kind, "sim:hang")))
+	requireCharged(t, submit(t, e.base, key, job(before, e.acct, kind, "sim:hang")))
 
-	a = call(t, base, "PUT", path, admin, map[string]any{"unit": "job", "unit_price": 70, "memo": "new GPUs"})
+	a = call(t, e.base, "PUT", path, admin, map[string]any{"unit": "job", "unit_price": 70, "memo": "new GPUs"})
 	require.Equal(t, 201, a.code, a.raw)
 	require.Equal(t, "2", a.str("price", "version"))
 
 	after := ledgertest.ID(t, "after")
-	a = submit(t, base, key, job(after, acct, kind, "sim:hang"))
+	a = submit(t, e.base, key, job(after, e.acct, kind, "sim:hang"))
 	requireCharged(t, a)
 	require.Equal(t, "2", a.str("status", "price_version"))
 	require.Equal(t, "70", a.str("status", "held"))
 
-	a = call(t, base, "POST", "/v1/jobs", key, job(before, acct, kind, "sim:hang"))
+	a = call(t, e.base, "POST", "/v1/jobs", key, job(before, e.acct, kind, "sim:hang"))
 	require.Equal(t, 200, a.code, "a resubmission answers the original job: %s", a.raw)
 	require.Equal(t, "1", a.str("status", "price_version"))
 	require.Equal(t, "40", a.str("status", "held"))
 
 	for _, id := range []string{before, after} {
-		require.Equal(t, 200, call(t, base, "POST", "/v1/jobs/"+id+"/result?account_id="+acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
-		e.wait(t, acct, id, ledgerdb.StateDelivered)
+		require.Equal(t, 200, call(t, e.base, "POST", "/v1/jobs/"+id+"/result?account_id="+e.acct, runner, map[string]any{"attempt": 1, "output_ref": "s3://out"}).code)
+		e.wait(t, e.acct, id, ledgerdb.StateDelivered)
 	}
-	require.Equal(t, "40", call(t, base, "GET", "/v1/jobs/"+before, key, nil).str("charged"), "the price it was submitted at")
-	require.Equal(t, "70", call(t, base, "GET", "/v1/jobs/"+after, key, nil).str("charged"))
-	ledgertest.RequireBalance(t, e.Store, acct, 1000-40-70)
+	require.Equal(t, "40", call(t, e.base, "GET", "/v1/jobs/"+before, key, nil).str("charged"), "the price it was submitted at")
+	require.Equal(t, "70", call(t, e.base, "GET", "/v1/jobs/"+after, key, nil).str("charged"))
+	ledgertest.RequireBalance(t, e.Store, e.acct, 1000-40-70)
 
-	list := call(t, base, "GET", "/v1/prices", key, nil)
+	list := call(t, e.base, "GET", "/v1/prices", key, nil)
 	require.Equal(t, 200, list.code, list.raw)
 	prices, _ := list.body["prices"].([]any)
 	var listed map[string]any
@@ -388,7 +375,7 @@ func TestPriceRoutes(t *testing.T) {
 	require.Equal(t, float64(2), listed["version"], "the list shows the current version")
 	require.Equal(t, float64(70), listed["unit_price"])
 
-	history := call(t, base, "GET", path, key, nil)
+	history := call(t, e.base, "GET", path, key, nil)
 	require.Equal(t, 200, history.code, history.raw)
 	versions, _ := history.body["versions"].([]any)
 	require.Len(t, versions, 2)
@@ -396,8 +383,8 @@ func TestPriceRoutes(t *testing.T) {
 	require.Equal(t, "launch", versions[0].(map[string]any)["memo"])
 	require.Equal(t, float64(70), versions[1].(map[string]any)["unit_price"])
 
-	require.Equal(t, 401, call(t, base, "GET", "/v1/prices", "", nil).code)
-	require.Equal(t, 405, call(t, base, "POST", path, admin, v1).code)
+	require.Equal(t, 401, call(t, e.base, "GET", "/v1/prices", "", nil).code)
+	require.Equal(t, 405, call(t, e.base, "POST", path, admin, v1).code)
 }
 
 // TestResultConflictSaysTheFirstResultStands checks the report door when an attempt reports a

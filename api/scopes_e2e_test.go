@@ -217,9 +217,8 @@ func requireEveryRouteProbed(t *testing.T, probes []scopeProbe) {
 // rule).
 func TestUnauthenticatedAnswersAlike(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newSite(t, 100)
 	ctx := context.Background()
-	acct := ledgertest.Account(t, e.Store, 100)
 	store := apikeys.NewStore(e.Store.Pool())
 	revoked, err := store.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeAdmin, Name: "revoked"})
 	require.NoError(t, err)
@@ -230,10 +229,9 @@ func TestUnauthenticatedAnswersAlike(t *testing.T) {
 	soon := time.Now().Add(5 * time.Second)
 	expiring, err := store.Create(ctx, apikeys.Spec{Scope: apikeys.ScopeAdmin, Name: "expiring", ExpiresAt: &soon})
 	require.NoError(t, err)
-	base := e.serve(t, nil)
 
-	require.Equal(t, 200, call(t, base, "GET", "/v1/keys", expiring.Secret, nil).code, "not expired yet")
-	require.Eventually(t, func() bool { return call(t, base, "GET", "/v1/keys", expiring.Secret, nil).code == 401 },
+	require.Equal(t, 200, call(t, e.base, "GET", "/v1/keys", expiring.Secret, nil).code, "not expired yet")
+	require.Eventually(t, func() bool { return call(t, e.base, "GET", "/v1/keys", expiring.Secret, nil).code == 401 },
 		30*time.Second, 100*time.Millisecond, "the expiring key expires without a restart")
 
 	var first string
@@ -241,9 +239,9 @@ func TestUnauthenticatedAnswersAlike(t *testing.T) {
 		"no key": "", "unknown key": "jb_admin_" + strings.Repeat("0", 43), "expired key": expiring.Secret, "revoked key": revoked.Secret,
 	} {
 		for _, target := range []struct{ method, path string }{
-			{"POST", "/v1/accounts/" + acct + "/grants"}, {"GET", "/v1/accounts/" + acct}, {"GET", "/v1/keys"},
+			{"POST", "/v1/accounts/" + e.acct + "/grants"}, {"GET", "/v1/accounts/" + e.acct}, {"GET", "/v1/keys"},
 		} {
-			req, err := http.NewRequest(target.method, base+target.path, strings.NewReader(`{"amount":5,"key":"never"}`))
+			req, err := http.NewRequest(target.method, e.base+target.path, strings.NewReader(`{"amount":5,"key":"never"}`))
 			require.NoError(t, err)
 			if secret != "" {
 				req.Header.Set("Authorization", "Bearer "+secret)
@@ -261,7 +259,7 @@ func TestUnauthenticatedAnswersAlike(t *testing.T) {
 			require.Equal(t, first, string(raw), "%s answers like every other unauthenticated request", name)
 		}
 	}
-	require.Len(t, e.rows(t, acct), 1, "only the initial grant")
+	require.Len(t, e.rows(t, e.acct), 1, "only the initial grant")
 }
 
 // TestKeysManagedWithoutRestart checks the admin key routes and the trust rule they serve: a key
@@ -271,50 +269,48 @@ func TestUnauthenticatedAnswersAlike(t *testing.T) {
 // unknown ID is 404. The list shows the key revoked, filtered by account.
 func TestKeysManagedWithoutRestart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
+	e := newSite(t, 100)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
 
-	a := call(t, base, "POST", "/v1/keys", admin, map[string]any{"scope": "customer", "account_id": acct, "name": "acme web app", "expires_in": "720h"})
+	a := call(t, e.base, "POST", "/v1/keys", admin, map[string]any{"scope": "customer", "account_id": e.acct, "name": "acme web app", "expires_in": "720h"})
 	require.Equal(t, 201, a.code, a.raw)
 	secret, id := a.str("secret"), a.str("id")
 	require.Regexp(t, `^jb_cust_[0-9A-Za-z]{43}$`, secret)
 	require.Regexp(t, `^key_[0-9A-Za-z]{22}$`, id)
 	require.Equal(t, "customer", a.str("scope"))
-	require.Equal(t, acct, a.str("account_id"))
+	require.Equal(t, e.acct, a.str("account_id"))
 	require.Equal(t, "active", a.str("status"))
 	expires, err := time.Parse(time.RFC3339Nano, a.str("expires_at"))
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(720*time.Hour), expires, time.Minute)
 
-	require.Equal(t, 200, call(t, base, "GET", "/v1/accounts/"+acct, secret, nil).code, "the new key works at once")
-	list := call(t, base, "GET", "/v1/keys?account_id="+acct, admin, nil)
+	require.Equal(t, 200, call(t, e.base, "GET", "/v1/accounts/"+e.acct, secret, nil).code, "the new key works at once")
+	list := call(t, e.base, "GET", "/v1/keys?account_id="+e.acct, admin, nil)
 	require.Equal(t, 200, list.code, list.raw)
 	require.Len(t, list.body["keys"], 1)
 	require.Contains(t, list.raw, id)
 	require.NotContains(t, list.raw, secret, "a list never shows a secret")
-	require.NotContains(t, call(t, base, "GET", "/v1/keys", admin, nil).raw, secret)
+	require.NotContains(t, call(t, e.base, "GET", "/v1/keys", admin, nil).raw, secret)
 
-	a = call(t, base, "DELETE", "/v1/keys/"+id, admin, nil)
+	a = call(t, e.base, "DELETE", "/v1/keys/"+id, admin, nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "applied", a.str("outcome"))
 	require.Equal(t, "revoked", a.str("key", "status"))
 	revokedAt := a.str("key", "revoked_at")
 	require.NotEmpty(t, revokedAt)
-	require.Equal(t, 401, call(t, base, "GET", "/v1/accounts/"+acct, secret, nil).code, "revoked on the very next request")
+	require.Equal(t, 401, call(t, e.base, "GET", "/v1/accounts/"+e.acct, secret, nil).code, "revoked on the very next request")
 
-	a = call(t, base, "DELETE", "/v1/keys/"+id, admin, nil)
+	a = call(t, e.base, "DELETE", "/v1/keys/"+id, admin, nil)
 	require.Equal(t, 200, a.code, a.raw)
 	require.Equal(t, "already_applied", a.str("outcome"))
 	require.Equal(t, revokedAt, a.str("key", "revoked_at"), "the first revocation stands")
-	a = call(t, base, "DELETE", "/v1/keys/key_0000000000000000000000", admin, nil)
+	a = call(t, e.base, "DELETE", "/v1/keys/key_0000000000000000000000", admin, nil)
 	require.Equal(t, 404, a.code, a.raw)
 	require.Equal(t, "unknown_key", a.str("code"))
 
-	list = call(t, base, "GET", "/v1/keys?account_id="+acct, admin, nil)
+	list = call(t, e.base, "GET", "/v1/keys?account_id="+e.acct, admin, nil)
 	require.Contains(t, list.raw, `"status":"revoked"`)
-	require.Equal(t, 200, call(t, base, "GET", "/v1/keys?account_id="+ledgertest.ID(t, "no-keys"), admin, nil).code)
+	require.Equal(t, 200, call(t, e.base, "GET", "/v1/keys?account_id="+ledgertest.ID(t, "no-keys"), admin, nil).code)
 }
 
 // TestKeyRoutesBadInputWritesNothing checks that a key that cannot be is refused with a clear
@@ -323,10 +319,8 @@ func TestKeysManagedWithoutRestart(t *testing.T) {
 // filters and IDs are 400 too.
 func TestKeyRoutesBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 100)
+	e := newSite(t, 100)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
 	name := ledgertest.ID(t, "probe")
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	for _, tc := range []struct {
@@ -334,46 +328,46 @@ func TestKeyRoutesBadInputWritesNothing(t *testing.T) {
 		status int
 		says   string
 	}{
-		{map[string]any{"scope": "owner", "account_id": acct}, 400, `Field "scope" is "owner"`},
-		{map[string]any{"account_id": acct}, 400, `Field "scope" is ""`},
+		{map[string]any{"scope": "owner", "account_id": e.acct}, 400, `Field "scope" is "owner"`},
+		{map[string]any{"account_id": e.acct}, 400, `Field "scope" is ""`},
 		{map[string]any{"scope": "customer"}, 400, `Field "account_id" is required for customer keys`},
 		{map[string]any{"scope": "customer_read"}, 400, `Field "account_id" is required`},
-		{map[string]any{"scope": "runner", "account_id": acct}, 400, `Field "account_id" must be left out for runner keys`},
-		{map[string]any{"scope": "admin", "account_id": acct}, 400, `Field "account_id" must be left out for admin keys`},
+		{map[string]any{"scope": "runner", "account_id": e.acct}, 400, `Field "account_id" must be left out for runner keys`},
+		{map[string]any{"scope": "admin", "account_id": e.acct}, 400, `Field "account_id" must be left out for admin keys`},
 		{map[string]any{"scope": "customer", "account_id": "a/b"}, 400, `account_id`},
 		{map[string]any{"scope": "customer", "account_id": ledgertest.ID(t, "ghost")}, 422, "open it first"},
-		{map[string]any{"scope": "customer", "account_id": acct, "name": ""}, 400, `Field "name" is required`},
-		{map[string]any{"scope": "customer", "account_id": acct, "name": strings.Repeat("n", 201)}, 400, `Field "name" is 201 characters`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_in": "30d"}, 400, `Field "expires_in" is "30d"`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_in": "-1h"}, 400, `Field "expires_in" is "-1h"`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_in": "0s"}, 400, `Field "expires_in"`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_at": past}, 400, `Field "expires_at"`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_at": "tomorrow"}, 400, `"expires_at"`},
-		{map[string]any{"scope": "customer", "account_id": acct, "expires_in": "1h", "expires_at": "2999-01-01T00:00:00Z"}, 400, "not both"},
-		{map[string]any{"scope": "customer", "account_id": acct, "secret": "jb_cust_mine"}, 400, `Unknown field "secret"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "name": ""}, 400, `Field "name" is required`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "name": strings.Repeat("n", 201)}, 400, `Field "name" is 201 characters`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_in": "30d"}, 400, `Field "expires_in" is "30d"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_in": "-1h"}, 400, `Field "expires_in" is "-1h"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_in": "0s"}, 400, `Field "expires_in"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_at": past}, 400, `Field "expires_at"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_at": "tomorrow"}, 400, `"expires_at"`},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "expires_in": "1h", "expires_at": "2999-01-01T00:00:00Z"}, 400, "not both"},
+		{map[string]any{"scope": "customer", "account_id": e.acct, "secret": "jb_cust_mine"}, 400, `Unknown field "secret"`},
 	} {
 		if _, ok := tc.body["name"]; !ok {
 			tc.body["name"] = name
 		}
-		a := call(t, base, "POST", "/v1/keys", admin, tc.body)
+		a := call(t, e.base, "POST", "/v1/keys", admin, tc.body)
 		require.Equal(t, tc.status, a.code, "%v: %s", tc.body, a.raw)
 		require.Contains(t, a.str("message"), tc.says, "%v", tc.body)
 		require.Contains(t, a.str("message"), "Nothing was written", "%v", tc.body)
 	}
 	// A refusal quotes what it refuses clipped between whole characters, never between the bytes
 	// of one (which it would quote as escaped bytes, "\xe2\x82").
-	euros := call(t, base, "POST", "/v1/keys", admin, map[string]any{"scope": "customer", "account_id": acct, "name": name,
+	euros := call(t, e.base, "POST", "/v1/keys", admin, map[string]any{"scope": "customer", "account_id": e.acct, "name": name,
 		"expires_in": strings.Repeat("€", 40)})
 	require.Equal(t, 400, euros.code, euros.raw)
 	require.Contains(t, euros.str("message"), `Field "expires_in" is "€€€`)
 	require.NotContains(t, euros.str("message"), `\x`, "the value is clipped inside a character")
 	var n int
-	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1 OR account_id = $2`, name, acct).Scan(&n))
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE name = $1 OR account_id = $2`, name, e.acct).Scan(&n))
 	require.Zero(t, n, "no refused key was written")
 
-	require.Equal(t, 400, call(t, base, "GET", "/v1/keys?account_id=a/b", admin, nil).code)
-	require.Equal(t, 400, call(t, base, "DELETE", "/v1/keys/acme-key", admin, nil).code)
-	require.Equal(t, 400, call(t, base, "DELETE", "/v1/keys/api.keys[0]", admin, nil).code, "bootstrap keys are not revoked through the API")
+	require.Equal(t, 400, call(t, e.base, "GET", "/v1/keys?account_id=a/b", admin, nil).code)
+	require.Equal(t, 400, call(t, e.base, "DELETE", "/v1/keys/acme-key", admin, nil).code)
+	require.Equal(t, 400, call(t, e.base, "DELETE", "/v1/keys/api.keys[0]", admin, nil).code, "bootstrap keys are not revoked through the API")
 }
 
 // TestBootstrapKeysAreAdminAndLogsNameKeys checks the configuration's bootstrap keys and the log

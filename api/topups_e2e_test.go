@@ -23,14 +23,12 @@ import (
 // the rule of an account that does not exist is 404.
 func TestTopUpRuleAtTheDoor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 0)
+	e := newSite(t, 0)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	customer := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
-	rule := "/v1/accounts/" + acct + "/topup-rule"
+	customer := e.key(t, apikeys.ScopeCustomer, e.acct)
+	rule := "/v1/accounts/" + e.acct + "/topup-rule"
 
-	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code, "no rule yet")
+	require.Equal(t, 404, call(t, e.base, "GET", rule, customer, nil).code, "no rule yet")
 	for _, tc := range []struct{ body, field string }{
 		{`{"threshold": 500, "mode": "sometimes", "amount": 5000, "monthly_cap": 20000}`, "mode"},
 		{`{"threshold": 500, "mode": "fixed", "amount": 0, "monthly_cap": 20000}`, "amount"},
@@ -38,33 +36,33 @@ func TestTopUpRuleAtTheDoor(t *testing.T) {
 		{`{"threshold": 500, "mode": "target", "amount": 500, "monthly_cap": 20000}`, "amount"},
 		{`{"threshold": 500, "mode": "fixed", "amount": 50.5, "monthly_cap": 20000}`, "amount"},
 	} {
-		a := call(t, base, "PUT", rule, admin, tc.body)
+		a := call(t, e.base, "PUT", rule, admin, tc.body)
 		require.Equal(t, 400, a.code, "%s: %s", tc.body, a.raw)
 		require.Contains(t, a.str("message"), `"`+tc.field+`"`, "the refusal names the field: %s", tc.body)
 	}
-	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code, "a refused rule is not written")
+	require.Equal(t, 404, call(t, e.base, "GET", rule, customer, nil).code, "a refused rule is not written")
 
-	set := call(t, base, "PUT", rule, admin, `{"threshold": 500.0, "mode": "target", "amount": 5e3, "monthly_cap": 20000}`)
+	set := call(t, e.base, "PUT", rule, admin, `{"threshold": 500.0, "mode": "target", "amount": 5e3, "monthly_cap": 20000}`)
 	require.Equal(t, 200, set.code, set.raw)
 	require.Equal(t, "applied", set.str("outcome"))
-	again := call(t, base, "PUT", rule, admin, `{"threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`)
+	again := call(t, e.base, "PUT", rule, admin, `{"threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`)
 	require.Equal(t, "already_applied", again.str("outcome"))
-	got := call(t, base, "GET", rule, customer, nil)
+	got := call(t, e.base, "GET", rule, customer, nil)
 	require.Equal(t, 200, got.code, got.raw)
-	require.JSONEq(t, `{"account_id": "`+acct+`", "threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`, got.raw)
-	require.Equal(t, 403, call(t, base, "PUT", rule, customer, `{"threshold": 1, "mode": "fixed", "amount": 1, "monthly_cap": 1}`).code,
+	require.JSONEq(t, `{"account_id": "`+e.acct+`", "threshold": 500, "mode": "target", "amount": 5000, "monthly_cap": 20000}`, got.raw)
+	require.Equal(t, 403, call(t, e.base, "PUT", rule, customer, `{"threshold": 1, "mode": "fixed", "amount": 1, "monthly_cap": 1}`).code,
 		"a customer cannot set its own rule")
 
 	// Removing answers what it did and no rule: the rule is gone, and a rule of mode "" and amount
 	// 0 is one its own schema refuses.
-	removed := call(t, base, "DELETE", rule, admin, nil)
+	removed := call(t, e.base, "DELETE", rule, admin, nil)
 	require.Equal(t, 200, removed.code, removed.raw)
-	require.JSONEq(t, `{"account_id": "`+acct+`", "outcome": "applied"}`, removed.raw)
-	removed = call(t, base, "DELETE", rule, admin, nil)
+	require.JSONEq(t, `{"account_id": "`+e.acct+`", "outcome": "applied"}`, removed.raw)
+	removed = call(t, e.base, "DELETE", rule, admin, nil)
 	require.Equal(t, 200, removed.code, removed.raw)
-	require.JSONEq(t, `{"account_id": "`+acct+`", "outcome": "already_applied"}`, removed.raw)
-	require.Equal(t, 404, call(t, base, "GET", rule, customer, nil).code)
-	ghost := call(t, base, "DELETE", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/topup-rule", admin, nil)
+	require.JSONEq(t, `{"account_id": "`+e.acct+`", "outcome": "already_applied"}`, removed.raw)
+	require.Equal(t, 404, call(t, e.base, "GET", rule, customer, nil).code)
+	ghost := call(t, e.base, "DELETE", "/v1/accounts/"+ledgertest.ID(t, "ghost")+"/topup-rule", admin, nil)
 	require.Equal(t, 404, ghost.code, ghost.raw)
 	require.Equal(t, "unknown_account", ghost.str("code"))
 }
@@ -76,36 +74,34 @@ func TestTopUpRuleAtTheDoor(t *testing.T) {
 // unknown key 404 (the idempotent-doors rule).
 func TestPendingGrantAtTheDoor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 0)
+	e := newSite(t, 0)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
-	grants := "/v1/accounts/" + acct + "/grants"
+	grants := "/v1/accounts/" + e.acct + "/grants"
 
-	posted := call(t, base, "POST", grants, admin, `{"amount": 200, "key": "topup-1", "memo": "card", "pending": true}`)
+	posted := call(t, e.base, "POST", grants, admin, `{"amount": 200, "key": "topup-1", "memo": "card", "pending": true}`)
 	require.Equal(t, 201, posted.code, posted.raw)
 	require.Equal(t, "true", posted.str("pending"))
 	require.Equal(t, "0", posted.str("entry_id"))
-	rowsBefore := e.rows(t, acct)
-	ledgertest.RequireBalance(t, e.Store, acct, 0)
+	rowsBefore := e.rows(t, e.acct)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 0)
 
-	require.Equal(t, 400, call(t, base, "POST", grants+"/topup-1/settle", admin, `{}`).code)
-	require.Equal(t, 404, call(t, base, "POST", grants+"/no-such-key/settle", admin, `{"paid": true}`).code)
-	paid := call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
+	require.Equal(t, 400, call(t, e.base, "POST", grants+"/topup-1/settle", admin, `{}`).code)
+	require.Equal(t, 404, call(t, e.base, "POST", grants+"/no-such-key/settle", admin, `{"paid": true}`).code)
+	paid := call(t, e.base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
 	require.Equal(t, 200, paid.code, paid.raw)
 	require.Equal(t, "applied", paid.str("outcome"))
 	require.Equal(t, "200", paid.str("balance_after"))
-	repeat := call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
+	repeat := call(t, e.base, "POST", grants+"/topup-1/settle", admin, `{"paid": true}`)
 	require.Equal(t, "already_applied", repeat.str("outcome"))
 	require.Equal(t, paid.str("entry_id"), repeat.str("entry_id"))
-	require.Equal(t, 409, call(t, base, "POST", grants+"/topup-1/settle", admin, `{"paid": false}`).code)
-	require.Len(t, e.rows(t, acct), len(rowsBefore)+1, "one grant row, once")
+	require.Equal(t, 409, call(t, e.base, "POST", grants+"/topup-1/settle", admin, `{"paid": false}`).code)
+	require.Len(t, e.rows(t, e.acct), len(rowsBefore)+1, "one grant row, once")
 
-	require.Equal(t, 201, call(t, base, "POST", grants, admin, `{"amount": 300, "key": "topup-2", "pending": true}`).code)
-	require.Equal(t, "applied", call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": false}`).str("outcome"))
-	require.Equal(t, 409, call(t, base, "POST", grants+"/topup-2/settle", admin, `{"paid": true}`).code)
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
-	ledgertest.RequireSound(t, e.Store, acct)
+	require.Equal(t, 201, call(t, e.base, "POST", grants, admin, `{"amount": 300, "key": "topup-2", "pending": true}`).code)
+	require.Equal(t, "applied", call(t, e.base, "POST", grants+"/topup-2/settle", admin, `{"paid": false}`).str("outcome"))
+	require.Equal(t, 409, call(t, e.base, "POST", grants+"/topup-2/settle", admin, `{"paid": true}`).code)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 200)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }
 
 // TestCustomerReplayBuysNothingForOldSpending checks the replay door a customer's own key opens
@@ -114,27 +110,25 @@ func TestPendingGrantAtTheDoor(t *testing.T) {
 // the customer replays everything since long ago — a replay never buys credits for old spending.
 func TestCustomerReplayBuysNothingForOldSpending(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newSite(t, 1000)
 	ctx := context.Background()
-	acct := ledgertest.Account(t, e.Store, 1000)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	customer := e.key(t, apikeys.ScopeCustomer, acct)
-	base := e.serve(t, nil)
+	customer := e.key(t, apikeys.ScopeCustomer, e.acct)
 	for i := range 3 { // 1000 -> 400 each time: crosses 500, then granted back
-		ledgertest.Charged(t, e.Store, acct, ledgertest.ID(t, "job"), 600, "s3://in/"+strconv.Itoa(i))
-		_, err := e.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 600, Key: "back-" + strconv.Itoa(i)})
+		ledgertest.Charged(t, e.Store, e.acct, ledgertest.ID(t, "job"), 600, "s3://in/"+strconv.Itoa(i))
+		_, err := e.Store.Grant(ctx, ledgerdb.Credit{AccountID: e.acct, Amount: 600, Key: "back-" + strconv.Itoa(i)})
 		require.NoError(t, err)
 	}
 
-	rule := call(t, base, "PUT", "/v1/accounts/"+acct+"/topup-rule", admin, `{"threshold": 500, "mode": "fixed", "amount": 500, "monthly_cap": 1500}`)
+	rule := call(t, e.base, "PUT", "/v1/accounts/"+e.acct+"/topup-rule", admin, `{"threshold": 500, "mode": "fixed", "amount": 500, "monthly_cap": 1500}`)
 	require.Equal(t, 200, rule.code, rule.raw)
-	hooks := "/v1/accounts/" + acct + "/webhooks"
-	created := call(t, base, "POST", hooks, customer, map[string]any{"url": "https://hooks.example.com/" + acct})
+	hooks := "/v1/accounts/" + e.acct + "/webhooks"
+	created := call(t, e.base, "POST", hooks, customer, map[string]any{"url": "https://hooks.example.com/" + e.acct})
 	require.Equal(t, 201, created.code, created.raw)
-	replayed := call(t, base, "POST", hooks+"/"+created.str("id")+"/replay", customer, map[string]any{"since": "2000-01-01T00:00:00Z"})
+	replayed := call(t, e.base, "POST", hooks+"/"+created.str("id")+"/replay", customer, map[string]any{"since": "2000-01-01T00:00:00Z"})
 	require.Equal(t, 202, replayed.code, replayed.raw)
 
-	evs, err := webhooks.NewStore(e.Store.Pool()).Events(ctx, acct, 0, 1000)
+	evs, err := webhooks.NewStore(e.Store.Pool()).Events(ctx, e.acct, 0, 1000)
 	require.NoError(t, err)
 	var kinds []string
 	for _, ev := range evs {
@@ -151,20 +145,18 @@ func TestCustomerReplayBuysNothingForOldSpending(t *testing.T) {
 // reported after it finds the grant void, as it asks: 200 already_applied. No row, no credits.
 func TestPendingGrantPaidAfterItsExpiryAtTheDoor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	acct := ledgertest.Account(t, e.Store, 0)
+	e := newSite(t, 0)
 	admin := e.key(t, apikeys.ScopeAdmin, "")
-	base := e.serve(t, nil)
-	grants := "/v1/accounts/" + acct + "/grants"
+	grants := "/v1/accounts/" + e.acct + "/grants"
 	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	require.Equal(t, 201, call(t, base, "POST", grants, admin, `{"amount": 200, "key": "topup-late", "pending": true, "expires_at": "`+expires+`"}`).code)
+	require.Equal(t, 201, call(t, e.base, "POST", grants, admin, `{"amount": 200, "key": "topup-late", "pending": true, "expires_at": "`+expires+`"}`).code)
 	_, err := ledgertest.OwnerPool(t).Exec(context.Background(), `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'topup-late'`, acct)
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = 'topup-late'`, e.acct)
 	require.NoError(t, err)
-	rowsBefore := e.rows(t, acct)
+	rowsBefore := e.rows(t, e.acct)
 
 	for range 2 {
-		late := call(t, base, "POST", grants+"/topup-late/settle", admin, `{"paid": true}`)
+		late := call(t, e.base, "POST", grants+"/topup-late/settle", admin, `{"paid": true}`)
 		require.Equal(t, 409, late.code, late.raw)
 		require.Equal(t, "grant_expired", late.str("code"))
 		require.Contains(t, late.str("message"), "expiry passed before its payment was confirmed")
@@ -172,10 +164,10 @@ func TestPendingGrantPaidAfterItsExpiryAtTheDoor(t *testing.T) {
 		require.NotContains(t, late.str("message"), "Nothing was written")
 		require.NotContains(t, late.str("message"), "other way")
 	}
-	failed := call(t, base, "POST", grants+"/topup-late/settle", admin, `{"paid": false}`)
+	failed := call(t, e.base, "POST", grants+"/topup-late/settle", admin, `{"paid": false}`)
 	require.Equal(t, 200, failed.code, failed.raw)
 	require.Equal(t, "already_applied", failed.str("outcome"))
-	require.Equal(t, rowsBefore, e.rows(t, acct), "no row")
-	ledgertest.RequireBalance(t, e.Store, acct, 0)
-	ledgertest.RequireSound(t, e.Store, acct)
+	require.Equal(t, rowsBefore, e.rows(t, e.acct), "no row")
+	ledgertest.RequireBalance(t, e.Store, e.acct, 0)
+	ledgertest.RequireSound(t, e.Store, e.acct)
 }

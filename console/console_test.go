@@ -2,12 +2,10 @@ package console_test
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,9 +188,7 @@ func TestOtherTenantIsNotFound(t *testing.T) {
 	mine := ledgertest.Account(t, s.Store, 1000)
 	theirs := ledgertest.Account(t, s.Store, 1000)
 	their := recovered(t, s.Store, theirs)
-	secret, _ := s.key(t, apikeys.ScopeCustomer, mine)
-	c := browser(t)
-	s.signIn(t, c, secret)
+	c, _ := s.signedIn(t, apikeys.ScopeCustomer, mine)
 
 	missing := get(t, c, s.URL+"/console/accounts/"+mine+"/jobs/no-such-job")
 	require.Equal(t, http.StatusNotFound, missing.code)
@@ -262,11 +258,8 @@ func TestForgedFormsAreRefused(t *testing.T) {
 func TestSessionEndsWithItsKey(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
-	customer, customerKey := s.key(t, apikeys.ScopeCustomer, acct)
-	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
-	cust, op := browser(t), browser(t)
-	s.signIn(t, cust, customer)
-	s.signIn(t, op, admin)
+	cust, customerKey := s.signedIn(t, apikeys.ScopeCustomer, acct)
+	op, _ := s.signedIn(t, apikeys.ScopeAdmin, "")
 	require.Equal(t, http.StatusOK, get(t, cust, s.URL+"/console/accounts/"+acct).code)
 
 	keys := get(t, op, s.URL+"/console/operator/keys")
@@ -295,9 +288,7 @@ func TestBadInputAtEveryForm(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 1000)
 	dead := deadLetter(t, s.Store, acct)
-	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
-	c := browser(t)
-	s.signIn(t, c, admin)
+	c, _ := s.signedIn(t, apikeys.ScopeAdmin, "")
 	token := csrf(t, get(t, c, s.URL+"/console/operator/"))
 	base := s.URL + "/console/accounts/" + acct
 	filters := "its filters are state, dead lettered, created after, created before and per page"
@@ -361,9 +352,7 @@ func TestStatementAddsUp(t *testing.T) {
 	acct := ledgertest.Account(t, s.Store, 1000)
 	recovered(t, s.Store, acct)
 	deadLetter(t, s.Store, acct)
-	secret, _ := s.key(t, apikeys.ScopeCustomerRead, acct)
-	c := browser(t)
-	s.signIn(t, c, secret)
+	c, _ := s.signedIn(t, apikeys.ScopeCustomerRead, acct)
 	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
 	for _, from := range []string{"2020-01-01", time.Now().UTC().Format(time.DateOnly)} {
 		answer := get(t, c, s.URL+"/console/accounts/"+acct+"/statement.csv?from="+from+"&to="+tomorrow)
@@ -383,28 +372,12 @@ func TestStatementAddsUp(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "a period that ended before every open transaction began is final")
 }
 
-// parseStatement reads a statement's CSV: its opening balance, the sum of its lines and its
-// closing balance.
+// parseStatement reads a statement's CSV, whose header is the one its wire format fixes: its
+// opening balance, the sum of its lines and its closing balance.
 func parseStatement(t *testing.T, body string) (opening, lines, closing int64) {
 	t.Helper()
-	records, err := csv.NewReader(strings.NewReader(body)).ReadAll()
-	require.NoError(t, err)
-	require.Equal(t, []string{"line", "kind", "rows", "credits"}, records[0])
-	for _, rec := range records[1:] {
-		if rec[0] == "status" {
-			continue
-		}
-		n, err := strconv.ParseInt(rec[3], 10, 64)
-		require.NoError(t, err)
-		switch rec[0] {
-		case "opening_balance":
-			opening = n
-		case "closing_balance":
-			closing = n
-		default:
-			lines += n
-		}
-	}
+	require.True(t, strings.HasPrefix(body, "line,kind,rows,credits\n"), "the statement's header:\n%s", body)
+	_, opening, lines, closing = ledgertest.StatementCSV(t, body)
 	return opening, lines, closing
 }
 

@@ -142,6 +142,28 @@ func (s *site) signIn(t *testing.T, c *http.Client, secret string) {
 	require.Equal(t, http.StatusSeeOther, answer.code, answer.body)
 }
 
+// signedIn is a browser signed in with a new key of the scope (for the account, for the customer
+// scopes), and the key.
+func (s *site) signedIn(t *testing.T, scope apikeys.Scope, account string) (*http.Client, apikeys.Key) {
+	t.Helper()
+	secret, key := s.key(t, scope, account)
+	c := browser(t)
+	s.signIn(t, c, secret)
+	return c, key
+}
+
+// oneCreditDelivered opens an account granted 2 credits and delivers on it a job sold at 1 credit,
+// its ID made from tag: the figures a customer reads as one, in words. It answers the account and
+// the job.
+func oneCreditDelivered(t *testing.T, s *ledgerdb.Store, tag string) (string, ledgerdb.JobKey) {
+	t.Helper()
+	acct := ledgertest.Account(t, s, 2)
+	job := ledgertest.Charged(t, s, acct, ledgertest.ID(t, tag), 1, "s3://in/one").Job.Key()
+	_, err := s.Deliver(context.Background(), job, 1)
+	require.NoError(t, err)
+	return acct, job
+}
+
 // sessions counts the console's sessions of a key, as the owner sees them.
 func sessions(t *testing.T, keyID string) int {
 	t.Helper()

@@ -35,11 +35,8 @@ func TestRateLimitIsPerSession(t *testing.T) {
 		c.AddressRate = slow(10)
 	})
 	acct := ledgertest.Account(t, s.Store, 1000)
-	first, _ := s.key(t, apikeys.ScopeCustomer, acct)
-	second, _ := s.key(t, apikeys.ScopeCustomerRead, acct)
-	a, b := browser(t), browser(t)
-	s.signIn(t, a, first)
-	s.signIn(t, b, second)
+	a, _ := s.signedIn(t, apikeys.ScopeCustomer, acct)
+	b, secondKey := s.signedIn(t, apikeys.ScopeCustomerRead, acct)
 
 	for i := range views {
 		page := get(t, a, s.URL+"/console/accounts/"+acct)
@@ -61,7 +58,7 @@ func TestRateLimitIsPerSession(t *testing.T) {
 	out := post(t, b, s.URL+"/console/sign-out", url.Values{"csrf": {csrf(t, form)}})
 	requireTooMany(t, out)
 	require.Contains(t, out.body, "Nothing was done")
-	require.Equal(t, 1, openSessions(t, keyOf(t, s, second)), "the refused sign-out ended nothing")
+	require.Equal(t, 1, openSessions(t, secondKey.ID), "the refused sign-out ended nothing")
 }
 
 // TestRateLimitBeforeSignIn checks the limit of requests that carry no session — the sign-in
@@ -108,12 +105,4 @@ func requireTooMany(t *testing.T, p page) {
 	require.Contains(t, p.body, "<h1>Too many requests</h1>")
 	require.Contains(t, p.body, "try again in ")
 	require.NotContains(t, p.body, `"code"`)
-}
-
-// keyOf is the ID of the key whose secret this is.
-func keyOf(t *testing.T, s *site, secret string) string {
-	t.Helper()
-	key, err := apikeys.NewStore(s.Store.Pool()).Authenticate(t.Context(), secret)
-	require.NoError(t, err)
-	return key.ID
 }

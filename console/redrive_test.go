@@ -31,9 +31,7 @@ func TestRedriveSaysWhatHappened(t *testing.T) {
 	acct := ledgertest.Account(t, s.Store, 1000)
 	dead := deadLetter(t, s.Store, acct)
 	delivered := recovered(t, s.Store, acct)
-	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
-	c := browser(t)
-	s.signIn(t, c, admin)
+	c, _ := s.signedIn(t, apikeys.ScopeAdmin, "")
 	deadPage := s.URL + "/console/accounts/" + acct + "/jobs/" + dead.JobID
 
 	answer := post(t, c, deadPage+"/redrive", url.Values{"csrf": {csrf(t, get(t, c, deadPage))}, "note": {"customer asked"}})
@@ -90,9 +88,7 @@ func TestRedriveWhileTemporalIsDown(t *testing.T) {
 	})
 	acct := ledgertest.Account(t, s.Store, 1000)
 	dead := deadLetter(t, s.Store, acct)
-	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
-	c := browser(t)
-	s.signIn(t, c, admin)
+	c, _ := s.signedIn(t, apikeys.ScopeAdmin, "")
 	page := s.URL + "/console/accounts/" + acct + "/jobs/" + dead.JobID
 
 	answer := post(t, c, page+"/redrive", url.Values{"csrf": {csrf(t, get(t, c, page))}})

@@ -20,11 +20,8 @@ import (
 func TestRevokeAsksFirst(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
-	customer, customerKey := s.key(t, apikeys.ScopeCustomer, acct)
-	admin, _ := s.key(t, apikeys.ScopeAdmin, "")
-	cust, op := browser(t), browser(t)
-	s.signIn(t, cust, customer)
-	s.signIn(t, op, admin)
+	cust, customerKey := s.signedIn(t, apikeys.ScopeCustomer, acct)
+	op, _ := s.signedIn(t, apikeys.ScopeAdmin, "")
 	confirmPath := "/console/operator/keys/" + customerKey.ID + "/revoke"
 
 	keys := get(t, op, s.URL+"/console/operator/keys")

@@ -18,9 +18,7 @@ import (
 func TestWrongMethodIsNotAllowed(t *testing.T) {
 	s := serve(t)
 	acct := ledgertest.Account(t, s.Store, 100)
-	secret, _ := s.key(t, apikeys.ScopeCustomer, acct)
-	c := browser(t)
-	s.signIn(t, c, secret)
+	c, _ := s.signedIn(t, apikeys.ScopeCustomer, acct)
 	for _, tc := range []struct{ method, path, allow string }{
 		{http.MethodPost, "/console/accounts/" + acct, "GET, HEAD"},
 		{http.MethodPost, "/console/accounts/someone-else", "GET, HEAD"},

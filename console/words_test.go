@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"html"
 	"net/http"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobbill/jobbill/apikeys"
-	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
 // TestPagesCountInWordsThatAgree checks the console's words where a number is one, as a customer
@@ -18,13 +16,8 @@ import (
 // "1 credit" — never "1 credits".
 func TestPagesCountInWordsThatAgree(t *testing.T) {
 	s := serve(t)
-	acct := ledgertest.Account(t, s.Store, 2)
-	job := ledgertest.Charged(t, s.Store, acct, ledgertest.ID(t, "one"), 1, "s3://in/one").Job.Key()
-	_, err := s.Store.Deliver(context.Background(), job, 1)
-	require.NoError(t, err)
-	secret, _ := s.key(t, apikeys.ScopeCustomer, acct)
-	c := browser(t)
-	s.signIn(t, c, secret)
+	acct, job := oneCreditDelivered(t, s.Store, "one")
+	c, _ := s.signedIn(t, apikeys.ScopeCustomer, acct)
 
 	p := get(t, c, s.URL+"/console/accounts/"+acct+"/jobs/"+job.JobID)
 	require.Equal(t, http.StatusOK, p.code, p.body)

@@ -82,78 +82,70 @@ func (e *env) submitWithUpdate(t *testing.T, workflowID, input string) map[strin
 // The audit over the test's jobs is clean.
 func TestCLIStoriesThroughTheContract(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 500)
+	e := newDoor(t, nil, 500)
 	fixed := ledgertest.Fixed(t, e.Store, 40)
 	metered := ledgertest.Metered(t, e.Store, 2, 30)
 
 	t.Run("delivered", func(t *testing.T) {
-		id := jobID(t, p, "delivered")
-		workflowID := workflows.JobWorkflowID(acct, id)
-		decision := e.submitWithUpdate(t, workflowID, contractInput(id, acct, metered, "sim:ok+used:12"))
+		j := e.job(t, "delivered")
+		decision := e.submitWithUpdate(t, j.workflowID, contractInput(j.id, e.acct, metered, "sim:ok+used:12"))
 		require.Equal(t, map[string]any{"state": "running", "money_state": "charged", "reason": ""}, decision)
-		status := e.awaitContractState(t, workflowID, ledgerdb.StateDelivered)
+		status := e.awaitContractState(t, j.workflowID, ledgerdb.StateDelivered)
 		require.Equal(t, "charged", status["money_state"])
 		require.EqualValues(t, 60, status["cost"], "the hold: 30 GPU-seconds at 2 credits")
 		require.EqualValues(t, 12, status["units_used"])
 		require.EqualValues(t, 24, status["charged"])
-		require.Equal(t, fmt.Sprintf("sim://%s/attempt-1", id), status["output_ref"])
+		require.Equal(t, fmt.Sprintf("sim://%s/attempt-1", j.id), status["output_ref"])
 		require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -60}, {Kind: ledgerdb.KindRelease, Amount: 36}},
-			ledgertest.Rows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}))
+			ledgertest.Rows(t, e.Store, j.key))
 
 		// The same start again (a retried submission) joins the job: the same answer, no charge.
-		again := e.submitWithUpdate(t, workflowID, contractInput(id, acct, metered, "sim:ok+used:12"))
+		again := e.submitWithUpdate(t, j.workflowID, contractInput(j.id, e.acct, metered, "sim:ok+used:12"))
 		require.Equal(t, "delivered", again["state"])
-		require.Len(t, ledgertest.Rows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}), 2)
+		require.Len(t, ledgertest.Rows(t, e.Store, j.key), 2)
 	})
 
 	t.Run("refunded then recovered", func(t *testing.T) {
-		id := jobID(t, p, "recovered")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.startDirectlyWith(t, id, acct, contractInput(id, acct, fixed, "sim:fail"))
-		status := e.awaitContractState(t, workflowID, ledgerdb.StateRefunded)
+		j := e.job(t, "recovered")
+		e.startDirectlyWith(t, j.id, e.acct, contractInput(j.id, e.acct, fixed, "sim:fail"))
+		status := e.awaitContractState(t, j.workflowID, ledgerdb.StateRefunded)
 		require.Equal(t, "refunded", status["money_state"])
 		require.Equal(t, true, status["dead_lettered"])
 		attempts := int(status["attempts"].(float64))
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
 
 		result := fmt.Sprintf(`{"contract_version":1,"attempt":%d,"output_ref":"s3://late/%s","finished_at":%q}`,
-			attempts, id, time.Now().UTC().Format(time.RFC3339))
-		require.NoError(t, e.cli.signal(testContext(t), workflowID, result))
-		status = e.awaitContractState(t, workflowID, ledgerdb.StateRecovered)
+			attempts, j.id, time.Now().UTC().Format(time.RFC3339))
+		require.NoError(t, e.cli.signal(testContext(t), j.workflowID, result))
+		status = e.awaitContractState(t, j.workflowID, ledgerdb.StateRecovered)
 		require.Equal(t, "charged", status["money_state"])
 		require.Equal(t, false, status["dead_lettered"])
-		require.Equal(t, "s3://late/"+id, status["output_ref"])
+		require.Equal(t, "s3://late/"+j.id, status["output_ref"])
 
 		// The recovery closed the workflow: the same result again is refused by Temporal, and
 		// the refund stays reclaimed once.
-		require.ErrorContains(t, e.cli.signal(testContext(t), workflowID, result), "already completed")
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		require.ErrorContains(t, e.cli.signal(testContext(t), j.workflowID, result), "already completed")
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	})
 
 	t.Run("rejected: unknown kind", func(t *testing.T) {
-		id := jobID(t, p, "unknown-kind")
-		workflowID := workflows.JobWorkflowID(acct, id)
-		decision := e.submitWithUpdate(t, workflowID, contractInput(id, acct, "no-such-kind", "sim:ok"))
+		j := e.job(t, "unknown-kind")
+		decision := e.submitWithUpdate(t, j.workflowID, contractInput(j.id, e.acct, "no-such-kind", "sim:ok"))
 		require.Equal(t, "rejected", decision["state"])
 		require.Equal(t, "not_charged", decision["money_state"])
 		require.Equal(t, `the price list has no kind "no-such-kind"`, decision["reason"])
-		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+		e.requireNoJob(t, j.key, "nothing written")
 	})
 
 	t.Run("rejected: more units than the kind allows", func(t *testing.T) {
-		id := jobID(t, p, "too-many-units")
-		workflowID := workflows.JobWorkflowID(acct, id)
-		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"max_units":31,"input_ref":"sim:ok"}`, id, acct, metered)
-		decision := e.submitWithUpdate(t, workflowID, input)
+		j := e.job(t, "too-many-units")
+		input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,"max_units":31,"input_ref":"sim:ok"}`, j.id, e.acct, metered)
+		decision := e.submitWithUpdate(t, j.workflowID, input)
 		require.Equal(t, "rejected", decision["state"])
 		require.Equal(t, "not_charged", decision["money_state"])
 		require.Contains(t, decision["reason"], "invalid input")
 		require.Contains(t, decision["reason"], "30")
-		_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+		e.requireNoJob(t, j.key, "nothing written")
 	})
 
 	for _, bad := range []struct{ tag, field, want string }{
@@ -161,36 +153,32 @@ func TestCLIStoriesThroughTheContract(t *testing.T) {
 		{"misspelt", `"max_unit":5`, `unknown field "max_unit"`},
 	} {
 		t.Run("rejected: "+bad.tag, func(t *testing.T) {
-			id := jobID(t, p, bad.tag)
-			input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,%s}`, id, acct, metered, bad.field)
-			final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
+			j := e.job(t, bad.tag)
+			input := fmt.Sprintf(`{"job_id":%q,"account_id":%q,"kind":%q,%s}`, j.id, e.acct, metered, bad.field)
+			final := e.awaitClosed(t, e.startDirectlyWith(t, j.id, e.acct, input))
 			require.Equal(t, ledgerdb.StateRejected, final.State)
 			require.Contains(t, final.Reason, bad.want)
-			_, err := e.Store.Job(testContext(t), ledgerdb.JobKey{AccountID: acct, JobID: id})
-			require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+			e.requireNoJob(t, j.key, "nothing written")
 		})
 	}
 
 	t.Run("rejected: another request under the job's ID", func(t *testing.T) {
-		id := jobID(t, p, "delivered-2")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := workflows.JobWorkflowID(acct, id)
-		e.awaitClosed(t, e.startDirectlyWith(t, id, acct, contractInput(id, acct, fixed, "sim:ok")))
+		j := e.job(t, "delivered-2")
+		e.awaitClosed(t, e.startDirectlyWith(t, j.id, e.acct, contractInput(j.id, e.acct, fixed, "sim:ok")))
 		// Temporal lets a closed workflow ID start again; the ledger's fingerprint refuses the
 		// new request and the ID's charge stands once.
 		e.cli.must(t, "workflow", "start", "--type", workflows.WorkflowType, "--task-queue", e.Config.Temporal.TaskQueue,
-			"--workflow-id", workflowID, "--input", contractInput(id, acct, fixed, "sim:another-input"))
-		final := e.awaitClosed(t, workflowID)
+			"--workflow-id", j.workflowID, "--input", contractInput(j.id, e.acct, fixed, "sim:another-input"))
+		final := e.awaitClosed(t, j.workflowID)
 		// The run charged nothing and shows the job as the ledger has it: delivered, not rejected.
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyCharged, final.MoneyState)
 		require.Contains(t, final.Reason, "this start was refused")
 		require.Contains(t, final.Reason, "different request")
-		state, _ := e.latestBillingState(t, workflowID)
+		state, _ := e.latestBillingState(t, j.workflowID)
 		require.Equal(t, string(ledgerdb.StateDelivered), state, "the UI does not contradict the ledger")
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 	})
 
-	ledgertest.RequireBalance(t, e.Store, acct, 500-24-40-40)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 500-24-40-40)
 }

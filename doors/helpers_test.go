@@ -84,6 +84,53 @@ func jobID(t *testing.T, prefix, tag string) string {
 	return id
 }
 
+// door is one test's own corner of the door tests' worker: a job-ID prefix, which scopes the
+// test's audit to its own jobs, and an account of its own.
+type door struct {
+	*env
+	// p is the test's job-ID prefix.
+	p    string
+	acct string
+}
+
+// newDoor gives the test the door tests' worker (e, or the process's when nil), a job-ID prefix
+// and an account granted credits.
+func newDoor(t *testing.T, e *env, credits int64) *door {
+	t.Helper()
+	if e == nil {
+		e = newEnv(t)
+	}
+	return &door{env: e, p: prefix(t), acct: ledgertest.Account(t, e.Store, credits)}
+}
+
+// doorJob is a job of the test's on its account: its ID, key and workflow ID.
+type doorJob struct {
+	id, workflowID string
+	key            ledgerdb.JobKey
+}
+
+// job names the test's job called tag on its account.
+func (d *door) job(t *testing.T, tag string) doorJob {
+	t.Helper()
+	id := jobID(t, d.p, tag)
+	return doorJob{id: id, workflowID: workflows.JobWorkflowID(d.acct, id), key: ledgerdb.JobKey{AccountID: d.acct, JobID: id}}
+}
+
+// requireEnd fails unless the test's account holds balance (the sum-of-rows rule) and the audit
+// of the test's own jobs finds nothing.
+func (d *door) requireEnd(t *testing.T, balance int64) {
+	t.Helper()
+	ledgertest.RequireBalance(t, d.Store, d.acct, balance)
+	d.requireAudit(t, d.p)
+}
+
+// requireNoJob fails unless the ledger has no job under key: nothing was written, for why.
+func (e *env) requireNoJob(t *testing.T, key ledgerdb.JobKey, why string) {
+	t.Helper()
+	_, err := e.Store.Job(testContext(t), key)
+	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, why)
+}
+
 // cli runs the official Temporal CLI as an operator would, against one address and namespace.
 type cli struct {
 	bin, address, namespace string

@@ -56,87 +56,80 @@ func (e *env) signalled(t *testing.T, workflowID string) []string {
 //   - The charge-decision update, started with the same input, answers "charged".
 func TestCLINumbersAsEveryLanguageWritesThem(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newDoor(t, nil, 1000)
 	ctx := testContext(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 1000)
 	metered := ledgertest.Metered(t, e.Store, 1, 100)
 	late := `{"attempt":1,"output_ref":"s3://x","units_used":50.0}`
 
 	t.Run("a late result written by Python is billed", func(t *testing.T) {
-		id := jobID(t, p, "python")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.startDirectlyWith(t, id, acct, pythonInput(id, acct, metered, "sim:fail"))
-		status := e.awaitContractState(t, workflowID, ledgerdb.StateRefunded)
+		j := e.job(t, "python")
+		e.startDirectlyWith(t, j.id, e.acct, pythonInput(j.id, e.acct, metered, "sim:fail"))
+		status := e.awaitContractState(t, j.workflowID, ledgerdb.StateRefunded)
 		require.EqualValues(t, 1, status["attempts"], "maximum_attempts 1.0 is one attempt")
-		ledgertest.RequireRows(t, e.Store, key, 100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, j.key, 100, ledgerdb.KindCharge, ledgerdb.KindRefund)
 
-		require.NoError(t, e.cli.signal(ctx, workflowID, late))
-		final := e.awaitClosed(t, workflowID)
+		require.NoError(t, e.cli.signal(ctx, j.workflowID, late))
+		final := e.awaitClosed(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "%+v", final)
 		require.Zero(t, final.IgnoredSignals, final.LastIgnored)
-		require.Equal(t, []string{late}, e.signalled(t, workflowID), "the worker was given 50.0, as typed")
+		require.Equal(t, []string{late}, e.signalled(t, j.workflowID), "the worker was given 50.0, as typed")
 		require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -100}, {Kind: ledgerdb.KindRefund, Amount: 100},
-			{Kind: ledgerdb.KindReclaim, Amount: -100}, {Kind: ledgerdb.KindRelease, Amount: 50}}, ledgertest.Rows(t, e.Store, key))
-		job, err := e.Store.Job(ctx, key)
+			{Kind: ledgerdb.KindReclaim, Amount: -100}, {Kind: ledgerdb.KindRelease, Amount: 50}}, ledgertest.Rows(t, e.Store, j.key))
+		job, err := e.Store.Job(ctx, j.key)
 		require.NoError(t, err)
 		require.Equal(t, int64(50), *job.UnitsUsed)
 	})
 
 	t.Run("an unbillable result raises an alarm", func(t *testing.T) {
-		id := jobID(t, p, "alarm")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.startDirectlyWith(t, id, acct, pythonInput(id, acct, metered, "sim:fail"))
-		e.awaitContractState(t, workflowID, ledgerdb.StateRefunded)
+		j := e.job(t, "alarm")
+		e.startDirectlyWith(t, j.id, e.acct, pythonInput(j.id, e.acct, metered, "sim:fail"))
+		e.awaitContractState(t, j.workflowID, ledgerdb.StateRefunded)
 
-		require.NoError(t, e.cli.signal(ctx, workflowID, `{"attempt": 1, "output_ref": "s3://x", "units_used": 50.5}`))
+		require.NoError(t, e.cli.signal(ctx, j.workflowID, `{"attempt": 1, "output_ref": "s3://x", "units_used": 50.5}`))
 		var alarms []ledgerdb.Alarm
 		require.Eventually(t, func() bool {
 			var err error
-			alarms, err = e.Store.Alarms(ctx, 10, acct)
+			alarms, err = e.Store.Alarms(ctx, 10, e.acct)
 			return err == nil && len(alarms) > 0
 		}, waitLimit, 100*time.Millisecond, "no alarm was raised")
 		require.Len(t, alarms, 1)
-		require.Equal(t, id, alarms[0].JobID)
+		require.Equal(t, j.id, alarms[0].JobID)
 		require.Equal(t, ledgerdb.AlarmUnbillableResult, alarms[0].Step)
 		require.Contains(t, alarms[0].Message, `"units_used" must be a whole number`)
-		status := e.cli.queryStatus(t, workflowID)
+		status := e.cli.queryStatus(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "nothing billed")
 		require.Equal(t, 1, status.IgnoredSignals)
-		ledgertest.RequireRows(t, e.Store, key, 100, ledgerdb.KindCharge, ledgerdb.KindRefund)
-		report := e.audit(t, p+"alarm")
+		ledgertest.RequireRows(t, e.Store, j.key, 100, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		report := e.audit(t, e.p+"alarm")
 		require.Len(t, report.Of(invariants.KindLedgerAlarm), 1, "the audit reports the alarm: %+v", report.Violations)
 		require.Contains(t, report.Of(invariants.KindLedgerAlarm)[0].Message, "could not be billed")
 
-		require.NoError(t, e.cli.signal(ctx, workflowID, `{"attempt":1,"output_ref":"s3://x","units_used":5e1}`))
-		final := e.awaitClosed(t, workflowID)
+		require.NoError(t, e.cli.signal(ctx, j.workflowID, `{"attempt":1,"output_ref":"s3://x","units_used":5e1}`))
+		final := e.awaitClosed(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRecovered, final.State, "%+v", final)
 		require.Equal(t, int64(50), *final.UnitsUsed)
-		e.requireAudit(t, p+"alarm")
+		e.requireAudit(t, e.p+"alarm")
 	})
 
 	t.Run("a start with a fraction is refused", func(t *testing.T) {
-		id := jobID(t, p, "fraction")
-		input := strings.Replace(pythonInput(id, acct, metered, "sim:ok"), `"maximum_attempts": 1.0`, `"maximum_attempts": 1.5`, 1)
-		final := e.awaitClosed(t, e.startDirectlyWith(t, id, acct, input))
+		j := e.job(t, "fraction")
+		input := strings.Replace(pythonInput(j.id, e.acct, metered, "sim:ok"), `"maximum_attempts": 1.0`, `"maximum_attempts": 1.5`, 1)
+		final := e.awaitClosed(t, e.startDirectlyWith(t, j.id, e.acct, input))
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Contains(t, final.Reason, `"maximum_attempts" must be a whole number`)
-		_, err := e.Store.Job(ctx, ledgerdb.JobKey{AccountID: acct, JobID: id})
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing written")
+		e.requireNoJob(t, j.key, "nothing written")
 	})
 
 	t.Run("the charge-decision update", func(t *testing.T) {
-		id := jobID(t, p, "update")
-		workflowID := workflows.JobWorkflowID(acct, id)
-		decision := e.submitWithUpdate(t, workflowID, strings.Replace(pythonInput(id, acct, metered, "sim:ok+used:12"),
+		j := e.job(t, "update")
+		decision := e.submitWithUpdate(t, j.workflowID, strings.Replace(pythonInput(j.id, e.acct, metered, "sim:ok+used:12"),
 			`"kind"`, `"max_units": 2e1, "kind"`, 1))
 		require.Equal(t, map[string]any{"state": "running", "money_state": "charged", "reason": ""}, decision)
-		final := e.awaitClosed(t, workflowID)
+		final := e.awaitClosed(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 		require.Equal(t, int64(20), final.Cost, "max_units 2e1: a hold of 20 units")
 		require.Equal(t, int64(12), final.Charged)
 	})
 
-	ledgertest.RequireBalance(t, e.Store, acct, 1000-50-50-12)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 1000-50-50-12)
 }

@@ -63,6 +63,22 @@ func requireOneChargeMarker(t *testing.T, h *historypb.History) ledgerMarker {
 	return charges[0]
 }
 
+// awaitOneRefundMarker reads the latest run's history until it records one Refund step, and
+// answers the history and that step; it fails with msg when none shows within the wait limit.
+func (e *env) awaitOneRefundMarker(t *testing.T, workflowID, msg string) (*historypb.History, ledgerMarker) {
+	t.Helper()
+	var (
+		h       *historypb.History
+		refunds []ledgerMarker
+	)
+	require.Eventually(t, func() bool {
+		h = e.cli.history(t, workflowID)
+		refunds = markersOf(ledgerMarkers(t, h), stepRefund)
+		return len(refunds) == 1
+	}, waitLimit, 200*time.Millisecond, msg)
+	return h, refunds[0]
+}
+
 // TestCLIResetToFirstWorkflowTask checks the reversing-pairs and idempotent-doors rules at
 // `temporal workflow reset --type FirstWorkflowTask`, which runs a job's workflow again from its
 // very start: the reset run runs its charge step again, and the ledger's guard answers
@@ -71,41 +87,34 @@ func requireOneChargeMarker(t *testing.T, h *historypb.History) ledgerMarker {
 // stays refunded (charge and refund, net 0).
 func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
+	e := newDoor(t, nil, 200)
 
 	t.Run("running", func(t *testing.T) {
-		id := jobID(t, p, "running")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.submitHanging(t, id, acct, 40)
-		h, point := e.reset(t, workflowID, "--type", "FirstWorkflowTask")
+		j := e.hanging(t, "running", 40)
+		h, point := e.reset(t, j.workflowID, "--type", "FirstWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
 		require.Greater(t, charge.eventID, point, "the reset run ran its charge step again")
 		require.Equal(t, ledgerdb.AlreadyApplied, charge.result.Outcome, "the ledger's guard refused a second charge")
 		require.Equal(t, ledgerdb.StateRunning, charge.result.State)
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 
-		e.deliverHanging(t, key, workflowID, 40)
+		e.deliverHanging(t, j, 40)
 	})
 
 	t.Run("refunded", func(t *testing.T) {
-		id := jobID(t, p, "refunded")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.submitFailing(t, id, acct, 30)
-		h, point := e.reset(t, workflowID, "--type", "FirstWorkflowTask")
+		j := e.failing(t, "refunded", 30)
+		h, point := e.reset(t, j.workflowID, "--type", "FirstWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
 		require.Greater(t, charge.eventID, point)
 		require.Equal(t, ledgerdb.AlreadyApplied, charge.result.Outcome)
 		require.Equal(t, ledgerdb.StateRefunded, charge.result.State, "the ledger told the reset run the job is refunded")
-		status := e.cli.queryStatus(t, workflowID)
+		status := e.cli.queryStatus(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
 		require.True(t, status.DeadLettered)
-		ledgertest.RequireRows(t, e.Store, key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, j.key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	})
 
-	ledgertest.RequireBalance(t, e.Store, acct, 200-40)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 200-40)
 }
 
 // TestCLIResetAfterTheCharge checks the reversing-pairs and idempotent-doors rules at a reset to a
@@ -117,46 +126,32 @@ func TestCLIResetToFirstWorkflowTask(t *testing.T) {
 // already_applied: one charge, one refund, net 0.
 func TestCLIResetAfterTheCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newDoor(t, nil, 200)
 	ctx := testContext(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
 
 	t.Run("LastWorkflowTask", func(t *testing.T) {
-		id := jobID(t, p, "last")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.submitHanging(t, id, acct, 40)
+		j := e.hanging(t, "last", 40)
 		// An ignored signal is the workflow task after the charge that the reset goes back to.
-		require.NoError(t, e.cli.signal(ctx, workflowID, `{"Attempt":0,"OutputRef":"s3://not-an-attempt"}`))
+		require.NoError(t, e.cli.signal(ctx, j.workflowID, `{"Attempt":0,"OutputRef":"s3://not-an-attempt"}`))
 		require.Eventually(t, func() bool {
-			h := e.cli.history(t, workflowID)
+			h := e.cli.history(t, j.workflowID)
 			return lastCompletedTask(h) > requireOneChargeMarker(t, h).eventID
 		}, waitLimit, 200*time.Millisecond, "the signal's workflow task never completed")
 
-		h, point := e.reset(t, workflowID, "--type", "LastWorkflowTask")
+		h, point := e.reset(t, j.workflowID, "--type", "LastWorkflowTask")
 		charge := requireOneChargeMarker(t, h)
 		require.Less(t, charge.eventID, point, "the charge is replayed from before the reset point, not run again")
 		require.Equal(t, ledgerdb.Applied, charge.result.Outcome)
-		require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredSignals, "the reset run replayed the ignored signal")
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+		require.Equal(t, 1, e.cli.queryStatus(t, j.workflowID).IgnoredSignals, "the reset run replayed the ignored signal")
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 
-		e.deliverHanging(t, key, workflowID, 40)
+		e.deliverHanging(t, j, 40)
 	})
 
 	t.Run("event-id", func(t *testing.T) {
-		id := jobID(t, p, "event")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		workflowID := e.submitFailing(t, id, acct, 30)
+		j := e.failing(t, "event", 30)
 
-		var (
-			original *historypb.History
-			refunds  []ledgerMarker
-		)
-		require.Eventually(t, func() bool {
-			original = e.cli.history(t, workflowID)
-			refunds = markersOf(ledgerMarkers(t, original), stepRefund)
-			return len(refunds) == 1
-		}, waitLimit, 200*time.Millisecond, "the refund's marker never showed in the history")
+		original, refund := e.awaitOneRefundMarker(t, j.workflowID, "the refund's marker never showed in the history")
 		charge := requireOneChargeMarker(t, original)
 		var target int64
 		for _, ev := range original.GetEvents() {
@@ -166,27 +161,21 @@ func TestCLIResetAfterTheCharge(t *testing.T) {
 			}
 		}
 		require.NotZero(t, target, "no workflow task completed after the charge")
-		require.Less(t, target, refunds[0].eventID, "the reset point lies between the charge and the refund")
+		require.Less(t, target, refund.eventID, "the reset point lies between the charge and the refund")
 
-		h, point := e.reset(t, workflowID, "--event-id", strconv.FormatInt(target, 10))
+		h, point := e.reset(t, j.workflowID, "--event-id", strconv.FormatInt(target, 10))
 		require.Equal(t, target, point, "the reset run starts to differ at the event given")
 		charge = requireOneChargeMarker(t, h)
 		require.Less(t, charge.eventID, point, "the charge is replayed, not run again")
-		var rerun []ledgerMarker
-		require.Eventually(t, func() bool {
-			h = e.cli.history(t, workflowID)
-			rerun = markersOf(ledgerMarkers(t, h), stepRefund)
-			return len(rerun) == 1
-		}, waitLimit, 200*time.Millisecond, "the reset run never ran its refund step")
-		require.Greater(t, rerun[0].eventID, point, "the reset run ran its refund step again")
-		require.Equal(t, ledgerdb.AlreadyApplied, rerun[0].result.Outcome, "the ledger's guard refused a second refund")
-		require.Equal(t, ledgerdb.StateRefunded, rerun[0].result.State)
-		status := e.cli.queryStatus(t, workflowID)
+		_, rerun := e.awaitOneRefundMarker(t, j.workflowID, "the reset run never ran its refund step")
+		require.Greater(t, rerun.eventID, point, "the reset run ran its refund step again")
+		require.Equal(t, ledgerdb.AlreadyApplied, rerun.result.Outcome, "the ledger's guard refused a second refund")
+		require.Equal(t, ledgerdb.StateRefunded, rerun.result.State)
+		status := e.cli.queryStatus(t, j.workflowID)
 		require.Equal(t, ledgerdb.StateRefunded, status.State, "%+v", status)
-		ledgertest.RequireRows(t, e.Store, key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
-		require.Equal(t, ledgerdb.StateRefunded, e.waitLedger(t, key, ledgerdb.StateRefunded).State)
+		ledgertest.RequireRows(t, e.Store, j.key, 30, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		require.Equal(t, ledgerdb.StateRefunded, e.waitLedger(t, j.key, ledgerdb.StateRefunded).State)
 	})
 
-	ledgertest.RequireBalance(t, e.Store, acct, 200-40)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 200-40)
 }

@@ -28,13 +28,9 @@ const validResult = `{"Attempt":1,"OutputRef":"s3://ok"}`
 // itself refuses malformed JSON, so that one never reaches the job.
 func TestCLIBadResultSignals(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newDoor(t, nil, 200)
 	ctx := testContext(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := jobID(t, p, "bad")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	workflowID := e.submitHanging(t, id, acct, 40)
+	j := e.hanging(t, "bad", 40)
 
 	bad := []struct {
 		name  string
@@ -54,37 +50,36 @@ func TestCLIBadResultSignals(t *testing.T) {
 		{name: "no payload at all"},
 	}
 	for _, b := range bad {
-		require.NoError(t, e.cli.signal(ctx, workflowID, b.input, b.flags...), b.name)
+		require.NoError(t, e.cli.signal(ctx, j.workflowID, b.input, b.flags...), b.name)
 	}
 	// Malformed JSON as JSON: the CLI refuses it before anything is sent, even base64-encoded.
-	err := e.cli.signal(ctx, workflowID, `{"Attempt":1,"OutputRef":`)
+	err := e.cli.signal(ctx, j.workflowID, `{"Attempt":1,"OutputRef":`)
 	require.ErrorContains(t, err, "not valid JSON")
-	err = e.cli.signal(ctx, workflowID, base64.StdEncoding.EncodeToString([]byte(`{"Attempt":1,`)), "--input-base64")
+	err = e.cli.signal(ctx, j.workflowID, base64.StdEncoding.EncodeToString([]byte(`{"Attempt":1,`)), "--input-base64")
 	require.ErrorContains(t, err, "not valid JSON")
 
 	var status workflows.JobStatus
 	require.Eventually(t, func() bool {
-		status = e.cli.queryStatus(t, workflowID)
+		status = e.cli.queryStatus(t, j.workflowID)
 		return status.IgnoredSignals >= len(bad)
 	}, waitLimit, 200*time.Millisecond, "the job never counted %d ignored signals", len(bad))
 	require.Equal(t, len(bad), status.IgnoredSignals, "%+v", status)
 	require.Equal(t, ledgerdb.StateRunning, status.State, "the job goes on")
 	require.Contains(t, status.LastIgnored, "no payload", "the last one is the one without a payload")
 	require.Empty(t, status.OutputRef)
-	job, err := e.Store.Job(ctx, key)
+	job, err := e.Store.Job(ctx, j.key)
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRunning, job.State)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 
-	require.NoError(t, e.cli.signal(ctx, workflowID, validResult))
-	final := e.awaitClosed(t, workflowID)
+	require.NoError(t, e.cli.signal(ctx, j.workflowID, validResult))
+	final := e.awaitClosed(t, j.workflowID)
 	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 	require.Equal(t, "s3://ok", final.OutputRef)
 	require.Equal(t, len(bad), final.IgnoredSignals)
-	require.Equal(t, final, e.cli.queryStatus(t, workflowID), "the closed run answers the query as it ended")
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
-	e.requireAudit(t, p)
+	require.Equal(t, final, e.cli.queryStatus(t, j.workflowID), "the closed run answers the query as it ended")
+	ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
+	e.requireEnd(t, 160)
 }
 
 // TestCLIDuplicateResultSignal checks the reversing-pairs and idempotent-doors rules at `temporal
@@ -94,12 +89,8 @@ func TestCLIBadResultSignals(t *testing.T) {
 // the second could land after the run closed and never reach it); the worker starts after them.
 func TestCLIDuplicateResultSignal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := jobID(t, p, "twice")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	workflowID := workflows.JobWorkflowID(acct, id)
+	e := newDoor(t, nil, 200)
+	j := e.job(t, "twice")
 
 	cfg := workertest.Config("doors-twice")
 	configureWorker(&cfg)
@@ -111,26 +102,26 @@ func TestCLIDuplicateResultSignal(t *testing.T) {
 	}
 	submitted := make(chan answer, 1)
 	go func() {
-		sub, err := workertest.Submit(testContext(t), t, late, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
+		sub, err := workertest.Submit(testContext(t), t, late, jobs.Job{ID: j.id, AccountID: e.acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
 		submitted <- answer{sub, err}
 	}()
 	require.Eventually(t, func() bool {
-		_, err := e.Client.DescribeWorkflow(context.Background(), workflowID, "")
+		_, err := e.Client.DescribeWorkflow(context.Background(), j.workflowID, "")
 		return err == nil
 	}, waitLimit, 50*time.Millisecond, "the submission never started the job's workflow")
-	require.NoError(t, e.cli.signal(testContext(t), workflowID, validResult))
-	require.NoError(t, e.cli.signal(testContext(t), workflowID, validResult))
+	require.NoError(t, e.cli.signal(testContext(t), j.workflowID, validResult))
+	require.NoError(t, e.cli.signal(testContext(t), j.workflowID, validResult))
 
 	w := workertest.Start(t, cfg)
 	got := <-submitted
 	require.NoError(t, got.err)
 	require.Contains(t, []ledgerdb.State{ledgerdb.StateRunning, ledgerdb.StateDelivered}, got.sub.Status.State)
-	final := e.awaitClosed(t, workflowID)
+	final := e.awaitClosed(t, j.workflowID)
 	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 	require.Equal(t, 1, final.IgnoredResults, "%+v", final)
 	require.Zero(t, final.IgnoredSignals, "both payloads were valid")
-	require.Equal(t, 1, e.cli.queryStatus(t, workflowID).IgnoredResults)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
-	(&env{Env: w, cli: e.cli}).requireAudit(t, p)
+	require.Equal(t, 1, e.cli.queryStatus(t, j.workflowID).IgnoredResults)
+	ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
+	ledgertest.RequireBalance(t, e.Store, e.acct, 160)
+	(&env{Env: w, cli: e.cli}).requireAudit(t, e.p)
 }

@@ -56,74 +56,67 @@ func (e *env) startDirectlyWith(t *testing.T, jobID, accountID, input string) st
 // can never be charged (the net-effect rule: net 0).
 func TestCLIStartWithoutPlaceholder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newDoor(t, nil, 200)
 	ctx := testContext(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
 
 	t.Run("delivered", func(t *testing.T) {
-		id := jobID(t, p, "direct")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		_, err := e.Store.Job(ctx, key)
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "no placeholder before the start")
-		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
+		j := e.job(t, "direct")
+		e.requireNoJob(t, j.key, "no placeholder before the start")
+		final := e.awaitClosed(t, e.startDirectly(t, j.id, e.acct, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
-		job, err := e.Store.Job(ctx, key)
+		job, err := e.Store.Job(ctx, j.key)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateDelivered, job.State)
 		require.Equal(t, int64(40), job.Cost)
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 
-		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+		sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: j.id, AccountID: e.acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 		require.NoError(t, err)
 		require.True(t, sub.Duplicate, "the placeholder the run wrote is the job's")
 		require.Equal(t, ledgerdb.StateDelivered, sub.Status.State)
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+		ledgertest.RequireRows(t, e.Store, j.key, 40, ledgerdb.KindCharge)
 	})
 
 	t.Run("unknown account", func(t *testing.T) {
-		id := jobID(t, p, "nobody")
+		id := jobID(t, e.p, "nobody")
 		nobody := ledgertest.ID(t, "acct-never-opened")
 		key := ledgerdb.JobKey{AccountID: nobody, JobID: id}
 		final := e.awaitClosed(t, e.startDirectly(t, id, nobody, ledgertest.Fixed(t, e.Store, 40), "sim:ok"))
 		require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyNotCharged, final.MoneyState)
 		require.Equal(t, "the account does not exist", final.Reason)
-		_, err := e.Store.Job(ctx, key)
-		require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
+		e.requireNoJob(t, key, "nothing in the ledger")
 		ledgertest.RequireRows(t, e.Store, key, 40)
 	})
 
 	t.Run("another request's placeholder", func(t *testing.T) {
-		id := jobID(t, p, "taken")
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		owner := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
-		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(owner.InputRef)})
+		j := e.job(t, "taken")
+		owner := jobs.Job{ID: j.id, AccountID: e.acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
+		_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: j.id, AccountID: e.acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(owner.InputRef)})
 		require.NoError(t, err)
-		final := e.awaitClosed(t, e.startDirectly(t, id, acct, ledgertest.Fixed(t, e.Store, 40), "sim:someone-elses-input"))
+		final := e.awaitClosed(t, e.startDirectly(t, j.id, e.acct, ledgertest.Fixed(t, e.Store, 40), "sim:someone-elses-input"))
 		// Refused, and shown as the ledger has the job under the ID: the other request's placeholder.
 		require.Equal(t, ledgerdb.StateSubmitting, final.State, "%+v", final)
 		require.Equal(t, ledgerdb.MoneyPending, final.MoneyState, "its charge is still to be decided")
 		require.Contains(t, final.Reason, "this start was refused")
 		require.Contains(t, final.Reason, "different request")
-		job, err := e.Store.Job(ctx, key)
+		job, err := e.Store.Job(ctx, j.key)
 		require.NoError(t, err)
 		require.False(t, job.IsCharged, "the other request's run charged nothing")
-		ledgertest.RequireRows(t, e.Store, key, 40)
+		ledgertest.RequireRows(t, e.Store, j.key, 40)
 
 		// The placeholder's own submission finds its workflow ID used up by a run that ended
 		// before charging: it is told at once that the ID can never be charged.
 		_, err = e.Jobs.Submit(ctx, owner)
 		require.ErrorIs(t, err, ledgerdb.ErrRejected)
-		job, err = e.Store.Job(ctx, key)
+		job, err = e.Store.Job(ctx, j.key)
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRejected, job.State)
 		require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
-		ledgertest.RequireRows(t, e.Store, key, 40)
+		ledgertest.RequireRows(t, e.Store, j.key, 40)
 	})
 
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 160)
 }
 
 // TestCLIStartWithAnAmountIsRefused checks the price-list rule at `temporal workflow start`:
@@ -134,36 +127,30 @@ func TestCLIStartWithoutPlaceholder(t *testing.T) {
 // work reports: charge −hold, release +unused, net −used × price (the net-effect rule).
 func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newDoor(t, nil, 200)
 	ctx := testContext(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
 
-	priced := jobID(t, p, "priced-by-caller")
-	pricedKey := ledgerdb.JobKey{AccountID: acct, JobID: priced}
+	priced := e.job(t, "priced-by-caller")
 	input := fmt.Sprintf(`{"JobID":%q,"AccountID":%q,"Kind":%q,"Cost":1,"Work":{"InputRef":"sim:ok"}}`,
-		priced, acct, ledgertest.Fixed(t, e.Store, 40))
-	final := e.awaitClosed(t, e.startDirectlyWith(t, priced, acct, input))
+		priced.id, e.acct, ledgertest.Fixed(t, e.Store, 40))
+	final := e.awaitClosed(t, e.startDirectlyWith(t, priced.id, e.acct, input))
 	require.Equal(t, ledgerdb.StateRejected, final.State, "%+v", final)
 	require.Contains(t, final.Reason, "prices are set by the server")
-	_, err := e.Store.Job(ctx, pricedKey)
-	require.ErrorIs(t, err, ledgerdb.ErrJobNotFound, "nothing in the ledger")
+	e.requireNoJob(t, priced.key, "nothing in the ledger")
 
-	metered := jobID(t, p, "metered")
-	meteredKey := ledgerdb.JobKey{AccountID: acct, JobID: metered}
+	metered := e.job(t, "metered")
 	kind := ledgertest.Metered(t, e.Store, 2, 30)
-	final = e.awaitClosed(t, e.startDirectly(t, metered, acct, kind, "sim:ok+used:12"))
+	final = e.awaitClosed(t, e.startDirectly(t, metered.id, e.acct, kind, "sim:ok+used:12"))
 	require.Equal(t, ledgerdb.StateDelivered, final.State, "%+v", final)
 	require.Equal(t, int64(24), final.Charged)
 	require.Equal(t, int64(36), final.Released)
-	job, err := e.Store.Job(ctx, meteredKey)
+	job, err := e.Store.Job(ctx, metered.key)
 	require.NoError(t, err)
 	require.Equal(t, int64(60), job.Cost, "the hold: 30 GPU-seconds at 2 credits")
 	require.Equal(t, int64(12), *job.UnitsUsed)
 	require.Equal(t, []ledgertest.Row{{Kind: ledgerdb.KindCharge, Amount: -60}, {Kind: ledgerdb.KindRelease, Amount: 36}},
-		ledgertest.Rows(t, e.Store, meteredKey))
-	ledgertest.RequireBalance(t, e.Store, acct, 200-24)
-	e.requireAudit(t, p)
+		ledgertest.Rows(t, e.Store, metered.key))
+	e.requireEnd(t, 200-24)
 }
 
 // TestForeignWorkflowHoldsTheJobsID checks the net-effect and remembered-IDs rules when another
@@ -173,32 +160,28 @@ func TestCLIStartWithAnAmountIsRefused(t *testing.T) {
 // first), it never waits on or sends its charge into a workflow that is not the job's.
 func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	p := prefix(t)
-	acct := ledgertest.Account(t, e.Store, 200)
+	e := newDoor(t, nil, 200)
 	for _, closed := range []bool{false, true} {
 		tag := "running"
 		if closed {
 			tag = "closed"
 		}
 		t.Run(tag, func(t *testing.T) {
-			id := jobID(t, p, tag)
-			key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-			workflowID := workflows.JobWorkflowID(acct, id)
+			j := e.job(t, tag)
 			e.cli.must(t, "workflow", "start", "--type", "SomeoneElses", "--task-queue", "nobody-polls",
-				"--workflow-id", workflowID, "--input", `{"theirs":true}`)
+				"--workflow-id", j.workflowID, "--input", `{"theirs":true}`)
 			if closed {
-				e.cli.must(t, "workflow", "terminate", "--workflow-id", workflowID, "--reason", "their program is done with it")
+				e.cli.must(t, "workflow", "terminate", "--workflow-id", j.workflowID, "--reason", "their program is done with it")
 			} else {
 				t.Cleanup(func() {
-					_, _ = e.cli.run(context.Background(), "workflow", "terminate", "--workflow-id", workflowID, "--reason", "door test over")
+					_, _ = e.cli.run(context.Background(), "workflow", "terminate", "--workflow-id", j.workflowID, "--reason", "door test over")
 				})
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			began := time.Now()
-			sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+			sub, err := e.Jobs.Submit(ctx, jobs.Job{ID: j.id, AccountID: e.acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
 			took := time.Since(began)
 			require.True(t, errors.Is(err, ledgerdb.ErrRejected), "want ErrRejected, got %v", err)
 			require.Less(t, took, 10*time.Second, "the submission waited on a foreign workflow")
@@ -206,14 +189,13 @@ func TestForeignWorkflowHoldsTheJobsID(t *testing.T) {
 			require.Equal(t, ledgerdb.MoneyNotCharged, sub.Status.MoneyState)
 			require.Equal(t, ledgerdb.ReasonRejected, sub.Status.Reason)
 			require.Equal(t, ledgerdb.RejectWorkflowIDTaken.Describe(), sub.Status.Detail)
-			ledgertest.RequireRows(t, e.Store, key, 40)
+			ledgertest.RequireRows(t, e.Store, j.key, 40)
 
 			// The foreign workflow is untouched: still theirs, running or closed as it was.
-			d, err := e.Client.DescribeWorkflow(testContext(t), workflowID, "")
+			d, err := e.Client.DescribeWorkflow(testContext(t), j.workflowID, "")
 			require.NoError(t, err)
 			require.Equal(t, "SomeoneElses", d.WorkflowType.Name)
 		})
 	}
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
-	e.requireAudit(t, p)
+	e.requireEnd(t, 200)
 }

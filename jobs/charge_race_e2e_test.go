@@ -41,24 +41,37 @@ func (e *e2eEnv) ledgerSettles(t *testing.T, key ledgerdb.JobKey) ledgerdb.Job {
 	}
 }
 
-// requireClosedFairly checks how a job whose workflow was terminated before its charge was decided
-// ends: refunded by a heal run (charged once, refunded once, the reason saying an operator stopped
-// it) when the charge committed, or rejected with nothing charged when it did not — never running
-// with no workflow, never rejected with a charge (the reversing-pairs and net-effect rules). The
-// account started with credits.
-func (e *e2eEnv) requireClosedFairly(t *testing.T, job ledgerdb.Job, cost, credits int64) {
+// busyCost and busyCredits are the cost of a busyStory's job and the credits its account starts with.
+const busyCost, busyCredits = 300, 1000
+
+// busyStory opens an account of busyCredits and names a job on it of a kind sold at busyCost,
+// not yet submitted, and holds the account's row from a connection of the test's own, as an
+// operator's psql session would: the job's charge will wait for it.
+func (e *e2eEnv) busyStory(t *testing.T) (*story, *ledgertest.BusyRow) {
+	t.Helper()
+	acct := ledgertest.Account(t, e.Store, busyCredits)
+	s := &story{acct: acct, id: ledgertest.ID(t, "job"), kind: ledgertest.Fixed(t, e.Store, busyCost), cost: busyCost, st: e.Jobs}
+	return s, ledgertest.HoldAccount(t, acct)
+}
+
+// requireClosedFairly checks how a busyStory's job whose workflow was terminated before its charge
+// was decided ends: refunded by a heal run (charged once, refunded once, the reason saying an
+// operator stopped it) when the charge committed, or rejected with nothing charged when it did not
+// — never running with no workflow, never rejected with a charge (the reversing-pairs and
+// net-effect rules). The account is back at the credits it started with.
+func (e *e2eEnv) requireClosedFairly(t *testing.T, job ledgerdb.Job) {
 	t.Helper()
 	switch job.State {
 	case ledgerdb.StateRefunded:
 		require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
-		ledgertest.RequireRows(t, e.Store, job.Key(), cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+		ledgertest.RequireRows(t, e.Store, job.Key(), busyCost, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	case ledgerdb.StateRejected:
 		require.Equal(t, ledgerdb.RejectWorkflowEnded, job.RejectReason)
-		ledgertest.RequireRows(t, e.Store, job.Key(), cost)
+		ledgertest.RequireRows(t, e.Store, job.Key(), busyCost)
 	default:
 		t.Fatalf("job %s ended %s (%s); want refunded or rejected", job.Key(), job.State, job.MoneyState())
 	}
-	ledgertest.RequireBalance(t, e.Store, job.AccountID, credits)
+	ledgertest.RequireBalance(t, e.Store, job.AccountID, busyCredits)
 	ledgertest.RequireSound(t, e.Store, job.AccountID)
 }
 
@@ -75,12 +88,8 @@ func TestE2EWorkflowClosedUnderASubmission(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	const cost, credits = 300, 1000
-	acct := ledgertest.Account(t, e.Store, credits)
-	id := ledgertest.ID(t, "closed-under")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"}
-	busy := ledgertest.HoldAccount(t, acct)
+	s, busy := e.busyStory(t)
+	job := s.job("sim:hang")
 
 	type answer struct {
 		sub jobs.Submission
@@ -92,20 +101,20 @@ func TestE2EWorkflowClosedUnderASubmission(t *testing.T) {
 		answered <- answer{sub, err}
 	}()
 	charging := busy.AwaitWaiter(waitLimit)
-	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "stopped mid-charge"))
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, s.workflowID(), "", "stopped mid-charge"))
 
 	// The row is released once the submission has learnt that the workflow closed: it answered,
 	// or it waits behind the charge for the ledger's decision.
 	got := ledgertest.ReleaseWhenHeard(t, busy, charging, answered, waitLimit)
 	require.NoError(t, got.err, "a closed workflow is an answer, not an error")
 	t.Logf("the submission answered %s (%s): %s", got.sub.Status.State, got.sub.Status.MoneyState, got.sub.Status.Message)
-	ended, err := e.Store.Job(ctx, key)
+	ended, err := e.Store.Job(ctx, s.key())
 	require.NoError(t, err)
 	require.Contains(t, []ledgerdb.State{ledgerdb.StateRefunded, ledgerdb.StateRejected}, ended.State,
 		"decided when the submission answered, healed included")
 	require.Equal(t, ended.State, got.sub.Status.State, "the answer is the ledger's")
 	require.Equal(t, ended.MoneyState(), got.sub.Status.MoneyState)
-	e.requireClosedFairly(t, ended, cost, credits)
+	e.requireClosedFairly(t, ended)
 }
 
 // TestE2EChargeAfterItsRunClosedIsHealedAtOnce protects the net-effect rule when nobody waits for
@@ -121,16 +130,12 @@ func TestE2EChargeAfterItsRunClosedIsHealedAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	const cost, credits = 300, 1000
-	acct := ledgertest.Account(t, e.Store, credits)
-	id := ledgertest.ID(t, "late-charge")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	workflowID := workflows.JobWorkflowID(acct, id)
-	busy := ledgertest.HoldAccount(t, acct)
+	s, busy := e.busyStory(t)
+	workflowID := s.workflowID()
 
 	run, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflowID, TaskQueue: e.Config.Temporal.TaskQueue, WorkflowTaskTimeout: 2 * time.Minute,
-	}, workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost),
+	}, workflows.MeteredJob, workflows.JobInput{JobID: s.id, AccountID: s.acct, Kind: s.kind,
 		Work: activities.WorkRequest{InputRef: "sim:hang"}, Policy: e2ePolicy()})
 	require.NoError(t, err)
 	busy.AwaitWaiter(waitLimit)
@@ -140,7 +145,7 @@ func TestE2EChargeAfterItsRunClosedIsHealedAtOnce(t *testing.T) {
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
 	busy.Release()
 
-	job := e.ledgerSettles(t, key)
+	job := e.ledgerSettles(t, s.key())
 	require.Equal(t, ledgerdb.StateRefunded, job.State, "the charge committed after its run closed: refunded, not %s", job.State)
-	e.requireClosedFairly(t, job, cost, credits)
+	e.requireClosedFairly(t, job)
 }

@@ -8,10 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
-	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -27,13 +24,8 @@ func TestE2EDuplicateStartLeavesTheUIWithTheLedger(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "dup")
-	kind := ledgertest.Fixed(t, e.Store, 40)
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	workflowID := workflows.JobWorkflowID(acct, id)
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
-	require.NoError(t, err)
+	s := e.submitted(t, 40, "sim:ok")
+	workflowID := s.workflowID()
 	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
 
 	// startDirectly starts a run under the job's workflow ID as another Temporal client would,
@@ -51,7 +43,7 @@ func TestE2EDuplicateStartLeavesTheUIWithTheLedger(t *testing.T) {
 		shown, set := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 		return status, shown, set
 	}
-	other := workflows.JobInput{JobID: id, AccountID: acct, Kind: kind, Work: activities.WorkRequest{InputRef: "sim:fail"}}
+	other := workflows.JobInput{JobID: s.id, AccountID: s.acct, Kind: s.kind, Work: activities.WorkRequest{InputRef: "sim:fail"}}
 
 	status, shown, _ := startDirectly(other)
 	require.Equal(t, string(ledgerdb.StateDelivered), shown, "the UI shows the job as the ledger has it")
@@ -65,12 +57,11 @@ func TestE2EDuplicateStartLeavesTheUIWithTheLedger(t *testing.T) {
 	_, shown, set := startDirectly(withAmount)
 	require.False(t, set, "a run that never asked the ledger shows no billing state, not %q", shown)
 
-	_, err = e.Jobs.Delete(ctx, key)
+	_, err := e.Jobs.Delete(ctx, s.key())
 	require.NoError(t, err)
 	status, shown, _ = startDirectly(other)
 	require.Equal(t, string(ledgerdb.StateDeleted), shown)
 	require.Equal(t, ledgerdb.MoneyCharged, status.MoneyState, "a tombstone keeps its money state")
 
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
+	e.requireMoney(t, s, 160, ledgerdb.KindCharge)
 }

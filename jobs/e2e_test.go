@@ -105,17 +105,14 @@ func (e *e2eEnv) waitState(t *testing.T, st *jobs.Service, key ledgerdb.JobKey, 
 // refundedAndClosed submits a "sim:fail" job on a fresh account granted 200 credits, under a
 // one-second late-result window, and waits until its workflow has closed refunded with a charge
 // and a refund row (the reversing-pairs and net-effect rules). It answers the job service the job
-// was submitted through, the account and the job's ID.
-func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) (*jobs.Service, string, string) {
+// was submitted through, the account and the job's ID: its story.
+func (e *e2eEnv) refundedAndClosed(t *testing.T, cost int64) *story {
 	t.Helper()
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "job")
-	st := e.JobsWith(shortWindow(1))
-	_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:fail"})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
-	ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	return st, acct, id
+	s := e.submitStory(t, e.JobsWith(shortWindow(1)), cost, "sim:fail")
+	require.NoError(t, s.err)
+	require.Equal(t, ledgerdb.StateRefunded, e.awaitClosed(t, s.workflowID()).State)
+	ledgertest.RequireRows(t, e.Store, s.key(), cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	return s
 }
 
 // requireVisible polls visibility until a workflow matches the query (visibility lags the
@@ -149,6 +146,66 @@ func jobQuery(jobID, accountID string, state ledgerdb.State, more string) string
 		q += " AND " + more
 	}
 	return q
+}
+
+// story is one job of a test on an account of its own: its account, ID, kind and cost, the job
+// service it was submitted through, and what its submission answered.
+type story struct {
+	acct, id string
+	kind     string
+	cost     int64
+	st       *jobs.Service
+	sub      jobs.Submission
+	err      error
+}
+
+// key names the story's job.
+func (s *story) key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: s.acct, JobID: s.id} }
+
+// workflowID is the story's job's workflow ID.
+func (s *story) workflowID() string { return workflows.JobWorkflowID(s.acct, s.id) }
+
+// job is the story's job, submitted again with input.
+func (s *story) job(input string) jobs.Job {
+	return jobs.Job{ID: s.id, AccountID: s.acct, Kind: s.kind, InputRef: input}
+}
+
+// submitStory opens an account with 200 credits and submits a job to it, of a kind sold by the
+// job at cost credits.
+func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input string) *story {
+	t.Helper()
+	return e.submitStoryOf(t, st, ledgertest.Fixed(t, e.Store, cost), cost, input)
+}
+
+// submitStoryOf is submitStory for a job of kind, whose charge holds cost credits.
+func (e *e2eEnv) submitStoryOf(t *testing.T, st *jobs.Service, kind string, cost int64, input string) *story {
+	t.Helper()
+	return e.submitStoryTo(t, st, ledgertest.Account(t, e.Store, 200), kind, cost, input)
+}
+
+// submitStoryTo is submitStoryOf on the account acct.
+func (e *e2eEnv) submitStoryTo(t *testing.T, st *jobs.Service, acct, kind string, cost int64, input string) *story {
+	t.Helper()
+	s := &story{acct: acct, id: ledgertest.ID(t, "job"), kind: kind, cost: cost, st: st}
+	s.sub, s.err = workertest.Submit(testContext(t), t, st, s.job(input))
+	return s
+}
+
+// submitted is submitStory through e.Jobs, failing the test unless the job was accepted.
+func (e *e2eEnv) submitted(t *testing.T, cost int64, input string) *story {
+	t.Helper()
+	s := e.submitStory(t, e.Jobs, cost, input)
+	require.NoError(t, s.err)
+	return s
+}
+
+// requireMoney fails unless the story's job has exactly one ledger row of each of kinds, each
+// moving its cost (the reversing-pairs rule), and its account holds balance (the sum-of-rows
+// rule).
+func (e *e2eEnv) requireMoney(t *testing.T, s *story, balance int64, kinds ...ledgerdb.EntryKind) {
+	t.Helper()
+	ledgertest.RequireRows(t, e.Store, s.key(), s.cost, kinds...)
+	ledgertest.RequireBalance(t, e.Store, s.acct, balance)
 }
 
 // recordEnv turns the history recorder on.
@@ -266,9 +323,9 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	st, acct, id := e.refundedAndClosed(t, cost)
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	e.recordHistory(t, "refunded-then-closed", workflows.JobWorkflowID(acct, id))
+	s := e.refundedAndClosed(t, cost)
+	st, acct, id, key := s.st, s.acct, s.id, s.key()
+	e.recordHistory(t, "refunded-then-closed", s.workflowID())
 
 	res := activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()}
 	report, err := st.ReportResult(testContext(t), key, res)
@@ -277,8 +334,7 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	require.Equal(t, ledgerdb.Applied, report.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
 	require.Equal(t, ledgerdb.MoneyCharged, report.Status.MoneyState)
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
+	e.requireMoney(t, s, 200-cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.recordHistory(t, "late-result-fallback", workflows.LateResultWorkflowID(acct, id))
 
 	// The same report again is recognised by the ledger's inbox: nothing changes.
@@ -286,8 +342,7 @@ func TestE2ELateResultAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathAlreadyApplied, again.Path)
 	require.Equal(t, ledgerdb.StateRecovered, again.Status.State)
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
+	e.requireMoney(t, s, 200-cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", workflows.LateResultWorkflowID(acct, id)))
 }
 
@@ -299,16 +354,13 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "job")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
 	// Three attempts fail; the fourth, the redrive's, succeeds. The window only has to outlast
 	// the test's redrive, which closes the run: it is far longer than the test takes.
 	p := e2ePolicy()
 	p.LateResultWindow = 10 * time.Minute
-	st := e.JobsWith(p)
-	_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:ok-on-attempt:4"})
-	require.NoError(t, err)
+	s := e.submitStory(t, e.JobsWith(p), cost, "sim:ok-on-attempt:4")
+	require.NoError(t, s.err)
+	st, acct, id, key := s.st, s.acct, s.id, s.key()
 	e.waitState(t, st, key, ledgerdb.StateRefunded)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Running'"))
 
@@ -316,16 +368,15 @@ func TestE2ERedriveOpenDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, status.State, "Redrive answers the job as it was when asked")
 
-	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	final := e.awaitClosed(t, s.workflowID())
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRecovered, final.State,
 		"the redrive's first attempt must be the job's attempt 4 (sim:ok-on-attempt:4), not attempt 1 again")
 	require.Equal(t, 4, final.Attempts)
 	require.False(t, final.DeadLettered)
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
+	e.requireMoney(t, s, 200-cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRecovered, "DeadLettered = false"))
-	e.recordHistory(t, "redrive-open", workflows.JobWorkflowID(acct, id))
+	e.recordHistory(t, "redrive-open", s.workflowID())
 }
 
 // TestE2ERedriveAfterClose re-drives a dead letter whose workflow closed when its late-result
@@ -338,17 +389,16 @@ func TestE2ERedriveAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const cost = 40
-	st, acct, id := e.refundedAndClosed(t, cost)
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
+	s := e.refundedAndClosed(t, cost)
+	acct, id, key := s.acct, s.id, s.key()
 
-	_, err := st.Redrive(testContext(t), key, "e2e", "after the window")
+	_, err := s.st.Redrive(testContext(t), key, "e2e", "after the window")
 	require.NoError(t, err)
-	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	final := e.awaitClosed(t, s.workflowID())
 	require.Equal(t, 1, final.Redrives)
 	require.Equal(t, ledgerdb.StateRefunded, final.State,
 		"the redrive must run the job's own input (sim:fail), which fails again")
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
+	e.requireMoney(t, s, 200, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	e.requireVisible(t, jobQuery(id, acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
-	e.recordHistory(t, "redrive-after-close", workflows.JobWorkflowID(acct, id))
+	e.recordHistory(t, "redrive-after-close", s.workflowID())
 }

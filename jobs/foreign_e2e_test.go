@@ -14,35 +14,26 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
 // foreignWorkflowType is a workflow type nobody registers: another program's workflow.
 const foreignWorkflowType = "SomeoneElsesWorkflow"
 
-// terminatedUnderForeignRun submits a job whose work hangs, terminates its workflow as an operator
-// would (reason "wrong input file"), waits until visibility has the terminated run, and then
-// starts another program's workflow under the job's workflow ID, on a task queue nobody polls, so
-// that it stays open; the test's cleanup terminates it. It answers the job's key and the foreign
-// run.
-func (e *e2eEnv) terminatedUnderForeignRun(t *testing.T, acct string) (ledgerdb.JobKey, client.WorkflowRun) {
+// terminatedUnderForeignRun is terminatedByOperator's job, whose workflow ID another program's
+// workflow then holds: once visibility has the terminated run, it starts a workflow of
+// foreignWorkflowType under the job's workflow ID, on a task queue nobody polls, so that it stays
+// open; the test's cleanup terminates it. It answers the job's story and the foreign run.
+func (e *e2eEnv) terminatedUnderForeignRun(t *testing.T) (*story, client.WorkflowRun) {
 	t.Helper()
-	ctx := testContext(t)
-	id := ledgertest.ID(t, "foreign-held")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
-	require.NoError(t, err)
-	e.waitAttempt(t, key, 1)
-	workflowID := workflows.JobWorkflowID(acct, id)
-	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "wrong input file"))
-	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Terminated'", workflowID))
-	foreign, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, foreignWorkflowType)
+	s := e.terminatedByOperator(t)
+	e.requireVisible(t, fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Terminated'", s.workflowID()))
+	foreign, err := e.Client.ExecuteWorkflow(testContext(t), client.StartWorkflowOptions{ID: s.workflowID(), TaskQueue: "nobody-polls-this"}, foreignWorkflowType)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = e.Client.TerminateWorkflow(context.Background(), workflowID, foreign.GetRunID(), "test done")
+		_ = e.Client.TerminateWorkflow(context.Background(), s.workflowID(), foreign.GetRunID(), "test done")
 	})
-	return key, foreign
+	return s, foreign
 }
 
 // TestE2EForeignWorkflowCannotBlockHealing protects the net-effect rule at the door of another
@@ -58,31 +49,23 @@ func TestE2EForeignWorkflowCannotBlockHealing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	key, foreign := e.terminatedUnderForeignRun(t, acct)
+	s, foreign := e.terminatedUnderForeignRun(t)
 
-	status, err := e.Jobs.Status(ctx, key)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
-	require.Equal(t, ledgerdb.ReasonStoppedByOperator, status.Reason)
+	status := e.requireHealedOnRead(t, s)
 	require.Contains(t, status.Detail, "stopped by an operator: terminated (wrong input file)")
 	require.Contains(t, status.Detail, foreignWorkflowType)
 	require.Contains(t, status.Detail, foreign.GetRunID())
-	require.Equal(t, "Not delivered: the job was stopped by an operator. Your 40 credits were refunded.", status.Message)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, key.AccountID, 200)
-	d, err := e.Client.DescribeWorkflow(ctx, workflows.JobWorkflowID(key.AccountID, key.JobID), "")
+	d, err := e.Client.DescribeWorkflow(ctx, s.workflowID(), "")
 	require.NoError(t, err)
 	require.Equal(t, foreign.GetRunID(), d.WorkflowExecution.RunID, "the foreign run is left alone")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.Status)
 
-	report, err := e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + key.JobID})
+	report, err := e.Jobs.ReportResult(ctx, s.key(), activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + s.id})
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathFallback, report.Path, "a result never goes into another program's workflow")
 	require.Equal(t, ledgerdb.Applied, report.Outcome)
 	require.Equal(t, ledgerdb.StateRecovered, report.Status.State)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, key.AccountID, 160)
+	e.requireMoney(t, s, 160, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 }
 
 // TestE2EReconcileHealsJobUnderForeignRun protects the net-effect rule without anyone reading the
@@ -94,22 +77,14 @@ func TestE2EReconcileHealsJobUnderForeignRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	key, _ := e.terminatedUnderForeignRun(t, acct)
+	s, _ := e.terminatedUnderForeignRun(t)
 
-	pass := reconcilePass(t, e, acct)
-	require.Equal(t, 1, pass.Healed)
-	job, err := e.Store.Job(ctx, key)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, job.State)
-	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
+	job := e.requireHealedByPass(t, s)
 	require.Contains(t, job.RefundDetail, foreignWorkflowType)
-	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
 
-	_, err = e.Jobs.Redrive(ctx, key, "e2e", "")
+	_, err := e.Jobs.Redrive(ctx, s.key(), "e2e", "")
 	require.ErrorIs(t, err, jobs.ErrWorkflowIDTaken)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
+	e.requireMoney(t, s, 200, ledgerdb.KindCharge, ledgerdb.KindRefund)
 }
 
 // TestE2ESubmissionNeverAttachesToAForeignWorkflow protects the remembered-IDs rule in a namespace
@@ -125,7 +100,7 @@ func TestE2ESubmissionNeverAttachesToAForeignWorkflow(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		id := ledgertest.ID(t, "foreign")
 		workflowID := workflows.JobWorkflowID(acct, id)
-		_, err := e.Client.ExecuteWorkflow(testContext(t), client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, "SomeoneElsesWorkflow")
+		_, err := e.Client.ExecuteWorkflow(testContext(t), client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"}, foreignWorkflowType)
 		require.NoError(t, err)
 		if closed {
 			require.NoError(t, e.Client.TerminateWorkflow(testContext(t), workflowID, "", ""))

@@ -15,13 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -34,39 +32,49 @@ func TestE2ETerminatedJobIsHealedOnRead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	const cost = 40
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "term")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	sub, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, cost), InputRef: "sim:hang"})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRunning, sub.Status.State)
-	e.waitAttempt(t, key, 1)
-	workflowID := workflows.JobWorkflowID(acct, id)
-	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "wrong input file"))
+	s := e.terminatedByOperator(t)
 
-	status, err := e.Jobs.Status(ctx, key)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
-	require.Equal(t, ledgerdb.ReasonStoppedByOperator, status.Reason)
+	status := e.requireHealedOnRead(t, s)
 	require.Equal(t, "stopped by an operator: terminated (wrong input file)", status.Detail)
-	require.Equal(t, "Not delivered: the job was stopped by an operator. Your 40 credits were refunded.", status.Message)
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
-	d, err := e.Client.DescribeWorkflow(ctx, workflowID, "")
+	d, err := e.Client.DescribeWorkflow(ctx, s.workflowID(), "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.Status, "the heal run listens for a late result")
 	state, _ := d.TypedSearchAttributes.GetKeyword(workflows.BillingStateKey)
 	require.Equal(t, string(ledgerdb.StateRefunded), state, "the job's latest run tells the truth")
 
-	report, err := e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + id})
+	report, err := e.Jobs.ReportResult(ctx, s.key(), activities.WorkResult{Attempt: 1, OutputRef: "s3://late/" + s.id})
 	require.NoError(t, err)
 	require.Equal(t, jobs.PathSignal, report.Path)
-	final := e.awaitClosed(t, workflowID)
+	final := e.awaitClosed(t, s.workflowID())
 	require.Equal(t, ledgerdb.StateRecovered, final.State)
-	ledgertest.RequireRows(t, e.Store, key, cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, acct, 200-cost)
-	e.recordHistory(t, "healed", workflowID)
+	e.requireMoney(t, s, 200-s.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+	e.recordHistory(t, "healed", s.workflowID())
+}
+
+// terminatedByOperator submits a job of 40 credits whose work hangs, on an account of 200, waits
+// until its first attempt runs, and terminates its workflow as an operator would, with the reason
+// "wrong input file".
+func (e *e2eEnv) terminatedByOperator(t *testing.T) *story {
+	t.Helper()
+	s := e.submitted(t, 40, "sim:hang")
+	require.Equal(t, ledgerdb.StateRunning, s.sub.Status.State)
+	e.waitAttempt(t, s.key(), 1)
+	require.NoError(t, e.Client.TerminateWorkflow(testContext(t), s.workflowID(), "", "wrong input file"))
+	return s
+}
+
+// requireHealedOnRead checks that the first read of the terminated job's status heals it: it
+// answers the job refunded, stopped by an operator, its charge and refund rows in the ledger and
+// its account back at 200 (the reversing-pairs and net-effect rules). It answers the status.
+func (e *e2eEnv) requireHealedOnRead(t *testing.T, s *story) jobs.Status {
+	t.Helper()
+	status, err := e.Jobs.Status(testContext(t), s.key())
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.StateRefunded, status.State, status.Message)
+	require.Equal(t, ledgerdb.ReasonStoppedByOperator, status.Reason)
+	require.Equal(t, "Not delivered: the job was stopped by an operator. Your 40 credits were refunded.", status.Message)
+	e.requireMoney(t, s, 200, ledgerdb.KindCharge, ledgerdb.KindRefund)
+	return status
 }
 
 // waitAttempt waits until the ledger has recorded that the job's work started attempt n: only then
@@ -85,19 +93,9 @@ func (e *e2eEnv) waitAttempt(t *testing.T, key ledgerdb.JobKey, n int) {
 // top-up would seem to fix — and that the ID can never be charged. A resubmission answers the same, after a top-up too.
 func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e, acct, key := placeholderOn(t, 200)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "orphan")
-	job := jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"}
-	key := job.Key()
-	_, err := e.Store.Submit(ctx, ledgerdb.Submission{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), Request: []byte(job.InputRef)})
-	require.NoError(t, err)
-	workflowID := workflows.JobWorkflowID(acct, id)
-	_, err = e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"},
-		workflows.MeteredJob, workflows.JobInput{JobID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40)})
-	require.NoError(t, err)
-	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "operator"))
+	e.closeBeforeCharging(t, key)
 
 	status, err := e.Jobs.Resume(ctx, key)
 	require.NoError(t, err)
@@ -109,7 +107,7 @@ func TestE2EOrphanRejectionIsHonest(t *testing.T) {
 
 	_, err = e.Store.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: "top-up"})
 	require.NoError(t, err)
-	_, err = e.Jobs.Submit(ctx, job)
+	_, err = e.Jobs.Submit(ctx, jobs.Job{ID: key.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: placeholderRequest})
 	require.ErrorIs(t, err, ledgerdb.ErrRejected)
 	require.NotErrorIs(t, err, ledgerdb.ErrInsufficientCredits)
 	ledgertest.RequireRows(t, e.Store, key, 40)
@@ -124,23 +122,18 @@ func TestE2EHealLeavesAJobItsRunSettled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "settled")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	sub, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
+	s := e.submitted(t, 40, "sim:ok")
+	stale, err := e.Store.Job(ctx, s.key())
 	require.NoError(t, err)
-	stale, err := e.Store.Job(ctx, key)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRunning, stale.State, "%+v", sub)
-	workflowID := workflows.JobWorkflowID(acct, id)
-	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
+	require.Equal(t, ledgerdb.StateRunning, stale.State, "%+v", s.sub)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, s.workflowID()).State)
 
 	healed, err := e.Jobs.Heal(ctx, stale)
 	require.NoError(t, err)
 	require.False(t, healed, "a job its run settled needs no heal")
 	runs, err := e.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
+		Namespace: e.Config.Temporal.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", s.workflowID())})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.GetCount(), "no heal run was started")
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
+	ledgertest.RequireRows(t, e.Store, s.key(), 40, ledgerdb.KindCharge)
 }

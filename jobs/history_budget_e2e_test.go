@@ -16,8 +16,6 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
-	"github.com/jobbill/jobbill/workflows"
 )
 
 // budgetLine is one kind of event a job's history may hold: how many, and what it pays for.
@@ -153,35 +151,30 @@ func TestE2EHistoryBudget(t *testing.T) {
 
 	t.Run("delivered", func(t *testing.T) {
 		t.Parallel()
-		acct, id := ledgertest.Account(t, e.Store, 200), ledgertest.ID(t, "budget")
-		_, err := workertest.Submit(testContext(t), t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:ok"})
-		require.NoError(t, err)
-		workflowID := workflows.JobWorkflowID(acct, id)
-		require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflowID).State)
-		ledgertest.RequireRows(t, e.Store, ledgerdb.JobKey{AccountID: acct, JobID: id}, 40, ledgerdb.KindCharge)
-		got, tasks := e.historyOf(t, workflowID)
+		s := e.submitStoryOf(t, e.Jobs, kind, 40, "sim:ok")
+		require.NoError(t, s.err)
+		require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, s.workflowID()).State)
+		ledgertest.RequireRows(t, e.Store, s.key(), 40, ledgerdb.KindCharge)
+		got, tasks := e.historyOf(t, s.workflowID())
 		requireBudget(t, got, tasks, 2, deliveredBudget)
 	})
 
 	t.Run("recovered", func(t *testing.T) {
 		t.Parallel()
-		acct, id := ledgertest.Account(t, e.Store, 200), ledgertest.ID(t, "budget")
 		p := e2ePolicy()
 		p.MaximumAttempts = 1
 		p.LateResultWindow = 10 * time.Minute
 		st := e.JobsWith(p)
-		key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-		_, err := workertest.Submit(testContext(t), t, st, jobs.Job{ID: id, AccountID: acct, Kind: kind, InputRef: "sim:fail"})
-		require.NoError(t, err)
-		e.waitState(t, st, key, ledgerdb.StateRefunded)
-		report, err := st.ReportResult(testContext(t), key,
-			activities.WorkResult{Attempt: 1, OutputRef: "sim://" + id + "/late", FinishedAt: time.Now().UTC()})
+		s := e.submitStoryOf(t, st, kind, 40, "sim:fail")
+		require.NoError(t, s.err)
+		e.waitState(t, st, s.key(), ledgerdb.StateRefunded)
+		report, err := st.ReportResult(testContext(t), s.key(),
+			activities.WorkResult{Attempt: 1, OutputRef: "sim://" + s.id + "/late", FinishedAt: time.Now().UTC()})
 		require.NoError(t, err)
 		require.Equal(t, jobs.PathSignal, report.Path, "the refunded run still listens for its late result")
-		workflowID := workflows.JobWorkflowID(acct, id)
-		require.Equal(t, ledgerdb.StateRecovered, e.awaitClosed(t, workflowID).State)
-		ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-		got, tasks := e.historyOf(t, workflowID)
+		require.Equal(t, ledgerdb.StateRecovered, e.awaitClosed(t, s.workflowID()).State)
+		ledgertest.RequireRows(t, e.Store, s.key(), 40, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
+		got, tasks := e.historyOf(t, s.workflowID())
 		requireBudget(t, got, tasks, 3, recoveredBudget)
 	})
 }

@@ -8,10 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -25,15 +23,12 @@ func TestE2EUnbillableResultThenPythonResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "numbers")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	workflowID := workflows.JobWorkflowID(acct, id)
 	// One attempt, and a window long enough that the job still listens whatever the load.
 	p := e2ePolicy()
 	p.MaximumAttempts, p.LateResultWindow = 1, 10*time.Minute
-	_, err := workertest.Submit(ctx, t, e.JobsWith(p), jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Metered(t, e.Store, 2, 30), InputRef: "sim:fail"})
-	require.NoError(t, err)
+	s := e.submitStoryOf(t, e.JobsWith(p), ledgertest.Metered(t, e.Store, 2, 30), 60, "sim:fail")
+	require.NoError(t, s.err)
+	acct, key, workflowID := s.acct, s.key(), s.workflowID()
 	e.waitState(t, e.Jobs, key, ledgerdb.StateRefunded)
 
 	// The Go client sends a json.RawMessage with its numbers as written: 12.5 and 12.0 reach the job.

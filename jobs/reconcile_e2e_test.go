@@ -16,26 +16,49 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobbill/jobbill/activities"
-	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
 // reconcileGrace is the tests' grace: short, so that a placeholder ages past it in a test.
 const reconcileGrace = time.Second
 
+// placeholderRequest is the request of a placeholder writePlaceholder writes: work that succeeds.
+const placeholderRequest = "sim:ok"
+
 // writePlaceholder writes a job's placeholder and nothing else, as a crashed submitter would, and
 // answers the job's key.
 func writePlaceholder(t *testing.T, env *e2eEnv, accountID string, cost int64) ledgerdb.JobKey {
 	t.Helper()
 	sub := ledgerdb.Submission{
-		JobID: ledgertest.ID(t, "job"), AccountID: accountID, Kind: ledgertest.Fixed(t, env.Store, cost), Request: []byte("sim:ok"),
+		JobID: ledgertest.ID(t, "job"), AccountID: accountID, Kind: ledgertest.Fixed(t, env.Store, cost), Request: []byte(placeholderRequest),
 	}
 	_, err := env.Store.Submit(context.Background(), sub)
 	require.NoError(t, err)
 	return sub.Key()
+}
+
+// placeholderOn opens an account granted credits and writes a placeholder of 40 credits on it, as
+// a crashed submitter leaves it; it answers the environment, the account and the job's key.
+func placeholderOn(t *testing.T, credits int64) (*e2eEnv, string, ledgerdb.JobKey) {
+	t.Helper()
+	env := newEnv(t)
+	account := ledgertest.Account(t, env.Store, credits)
+	return env, account, writePlaceholder(t, env, account, 40)
+}
+
+// closeBeforeCharging starts the placeholder's workflow, of a job of 40 credits, on a queue no
+// worker polls, so that it never reaches its charge, and terminates it as an operator would: the
+// job's ID can never be started again.
+func (e *e2eEnv) closeBeforeCharging(t *testing.T, key ledgerdb.JobKey) {
+	t.Helper()
+	ctx := testContext(t)
+	workflowID := workflows.JobWorkflowID(key.AccountID, key.JobID)
+	_, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: "nobody-polls-this"},
+		workflows.MeteredJob, workflows.JobInput{JobID: key.JobID, AccountID: key.AccountID, Kind: ledgertest.Fixed(t, e.Store, 40)})
+	require.NoError(t, err)
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflowID, "", "test: closed before charging"))
 }
 
 // reconcilePass runs one Reconcile workflow over the account's placeholders, with the tests'
@@ -79,10 +102,8 @@ func chargeRows(t *testing.T, env *e2eEnv, key ledgerdb.JobKey) int {
 // passes.
 func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
+	env, account, orphan := placeholderOn(t, 1000)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.Store, 1000)
-	orphan := writePlaceholder(t, env, account, 40)
 
 	// Within its grace: untouched, no workflow.
 	within := reconcilePassWithin(t, env, account, time.Hour)
@@ -128,10 +149,8 @@ func TestReconcileHealsOrphanedPlaceholderOnce(t *testing.T) {
 // charge row.
 func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
+	env, account, orphan := placeholderOn(t, 100)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.Store, 100)
-	orphan := writePlaceholder(t, env, account, 40)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -152,17 +171,9 @@ func TestReconcileConcurrentResumeChargesOnce(t *testing.T) {
 // nothing charged, net 0; a second pass changes nothing.
 func TestReconcileRejectsPlaceholderWhoseWorkflowClosedBeforeCharging(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
+	env, account, orphan := placeholderOn(t, 100)
 	ctx := context.Background()
-	account := ledgertest.Account(t, env.Store, 100)
-	orphan := writePlaceholder(t, env, account, 40)
-	// A workflow under the job's ID on a queue no worker polls never reaches its charge; an
-	// operator terminates it.
-	_, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.JobWorkflowID(account, orphan.JobID), TaskQueue: env.Config.Temporal.TaskQueue + "-nobody",
-	}, workflows.MeteredJob, workflows.JobInput{JobID: orphan.JobID, AccountID: account, Kind: ledgertest.Fixed(t, env.Store, 40)})
-	require.NoError(t, err)
-	require.NoError(t, env.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(account, orphan.JobID), "", "test: closed before charging"))
+	env.closeBeforeCharging(t, orphan)
 	time.Sleep(reconcileGrace)
 
 	out := reconcilePass(t, env, account)
@@ -186,21 +197,24 @@ func TestE2EReconcileHealsTerminatedJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "term")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
-	require.NoError(t, err)
-	require.NoError(t, e.Client.TerminateWorkflow(ctx, workflows.JobWorkflowID(acct, id), "", "GPU pool drained"))
+	s := e.submitted(t, 40, "sim:hang")
+	require.NoError(t, e.Client.TerminateWorkflow(ctx, s.workflowID(), "", "GPU pool drained"))
 
-	pass := reconcilePass(t, e, acct)
-	require.Equal(t, 1, pass.Healed)
-	job, err := e.Store.Job(ctx, key)
+	job := e.requireHealedByPass(t, s)
+	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundDetail)
+	e.requireMoney(t, s, 200, ledgerdb.KindCharge, ledgerdb.KindRefund)
+}
+
+// requireHealedByPass checks that one reconcile pass heals the story's job, whose workflow an
+// operator stopped — refunded, stopped by an operator — and that a second pass finds nothing more
+// to heal (the net-effect and idempotent-doors rules). It answers the job as the first pass left it.
+func (e *e2eEnv) requireHealedByPass(t *testing.T, s *story) ledgerdb.Job {
+	t.Helper()
+	require.Equal(t, 1, reconcilePass(t, e, s.acct).Healed)
+	job, err := e.Store.Job(testContext(t), s.key())
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateRefunded, job.State)
 	require.Equal(t, ledgerdb.ReasonStoppedByOperator, job.RefundReason)
-	require.Equal(t, "stopped by an operator: terminated (GPU pool drained)", job.RefundDetail)
-	require.Zero(t, reconcilePass(t, e, acct).Healed, "a healed job is refunded, not running")
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, acct, 200)
+	require.Zero(t, reconcilePass(t, e, s.acct).Healed, "a healed job is refunded, not running")
+	return job
 }

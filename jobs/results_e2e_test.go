@@ -17,7 +17,6 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
 
@@ -29,12 +28,9 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "down")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
-	require.NoError(t, err)
-	_, err = e.Jobs.Wait(ctx, key, ledgerdb.StateRunning)
+	s := e.submitted(t, 40, "sim:hang")
+	acct, id, key := s.acct, s.id, s.key()
+	_, err := e.Jobs.Wait(ctx, key, ledgerdb.StateRunning)
 	require.NoError(t, err)
 
 	// A client whose server never answers stands for Temporal being down.
@@ -61,14 +57,13 @@ func TestE2EResultRecordedWhileTemporalUnreachable(t *testing.T) {
 	var pass activities.ReconcileResult
 	require.NoError(t, run.Get(ctx, &pass))
 	require.Equal(t, 1, pass.ResultsApplied, "failures: %v", pass.Failures)
-	final := e.awaitClosed(t, workflows.JobWorkflowID(acct, id))
+	final := e.awaitClosed(t, s.workflowID())
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	require.Equal(t, "s3://out/"+id, final.OutputRef)
 	pending, err = e.Store.UnappliedResults(ctx, 0, 10, acct)
 	require.NoError(t, err)
 	require.Empty(t, pending)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
+	e.requireMoney(t, s, 160, ledgerdb.KindCharge)
 }
 
 // TestE2EBadReportsWriteNothing protects the price-list rule at the report door: a report naming an
@@ -78,11 +73,8 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "bad")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:hang"})
-	require.NoError(t, err)
+	s := e.submitted(t, 40, "sim:hang")
+	key := s.key()
 	for _, bad := range []activities.WorkResult{
 		{Attempt: -1, OutputRef: "s3://x"},
 		{Attempt: 0, OutputRef: "s3://x"},
@@ -102,7 +94,7 @@ func TestE2EBadReportsWriteNothing(t *testing.T) {
 
 	_, err = e.Jobs.ReportResult(ctx, key, activities.WorkResult{Attempt: 1, OutputRef: "s3://ok"})
 	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, s.workflowID()).State)
 	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
 }
 

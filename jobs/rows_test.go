@@ -49,20 +49,6 @@ func TestRowTextTellsEachRow(t *testing.T) {
 	}
 }
 
-// blockOf answers the account's credit block id.
-func blockOf(t *testing.T, s *ledgerdb.Store, acct string, id int64) ledgerdb.Block {
-	t.Helper()
-	blocks, err := s.Blocks(context.Background(), acct)
-	require.NoError(t, err)
-	for _, b := range blocks {
-		if b.ID == id {
-			return b
-		}
-	}
-	t.Fatalf("no block %d in account %s", id, acct)
-	return ledgerdb.Block{}
-}
-
 // TestWordsTellCreditsThatExpiredOnReturn checks what a customer reads when a job's refund
 // returned credits to a block that had expired, read from real ledger rows: the job's sentence
 // says how many of the refunded credits had expired, on which day, and were removed; the job's
@@ -75,7 +61,7 @@ func TestWordsTellCreditsThatExpiredOnReturn(t *testing.T) {
 	x := ledgertest.RefundIntoExpiredBlock(t, s) // 15 of the 40 refunded expire
 	acct, key, kept, promo := x.Account, x.Job, x.Kept, x.Block
 
-	block := blockOf(t, s, acct, promo)
+	block := ledgertest.Block(t, s, acct, promo)
 	ended, granted := block.ExpiresAt.UTC().Format("2 Jan 2006"), block.CreatedAt.UTC().Format("2 Jan 2006")
 
 	job, err := s.Job(ctx, key)
@@ -118,7 +104,7 @@ func TestWordsTellCreditsThatExpiredOnReturn(t *testing.T) {
 	expired, err = s.ExpiredReturns(ctx, []ledgerdb.JobKey{sub.Key()})
 	require.NoError(t, err)
 	require.Equal(t, "Done. 10 of 30 held credits charged; 20 returned. (10 GPU-seconds used at 1 credit each) "+
-		"20 of the credits returned had expired on "+blockOf(t, s, acct, promo).ExpiresAt.UTC().Format("2 Jan 2006")+" and were removed.",
+		"20 of the credits returned had expired on "+ledgertest.Block(t, s, acct, promo).ExpiresAt.UTC().Format("2 Jan 2006")+" and were removed.",
 		jobs.Message(metered, expired[sub.Key()]))
 	ledgertest.RequireSound(t, s, acct)
 }

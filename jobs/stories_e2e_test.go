@@ -16,37 +16,8 @@ import (
 	"github.com/jobbill/jobbill/jobs"
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
-	"github.com/jobbill/jobbill/worker/workertest"
 	"github.com/jobbill/jobbill/workflows"
 )
-
-// story is one job of TestE2EStories: its account and ID, the job service it was submitted
-// through, and what its submission answered.
-type story struct {
-	acct, id string
-	cost     int64
-	st       *jobs.Service
-	sub      jobs.Submission
-	err      error
-}
-
-// key names the story's job.
-func (s *story) key() ledgerdb.JobKey { return ledgerdb.JobKey{AccountID: s.acct, JobID: s.id} }
-
-// submitStory opens an account with 200 credits and submits a job to it, of a kind sold by the
-// job at cost credits.
-func (e *e2eEnv) submitStory(t *testing.T, st *jobs.Service, cost int64, input string) *story {
-	t.Helper()
-	return e.submitStoryOf(t, st, ledgertest.Fixed(t, e.Store, cost), cost, input)
-}
-
-// submitStoryOf is submitStory for a job of kind, whose charge holds cost credits.
-func (e *e2eEnv) submitStoryOf(t *testing.T, st *jobs.Service, kind string, cost int64, input string) *story {
-	t.Helper()
-	s := &story{acct: ledgertest.Account(t, e.Store, 200), id: ledgertest.ID(t, "job"), cost: cost, st: st}
-	s.sub, s.err = workertest.Submit(testContext(t), t, st, jobs.Job{ID: s.id, AccountID: s.acct, Kind: kind, InputRef: input})
-	return s
-}
 
 // landLate waits until every attempt of the story's job has timed out and the job is refunded,
 // then reports the result of its last attempt, attempt 3, with the usage it names (nil: none).
@@ -122,7 +93,7 @@ func storyFirstTry(t *testing.T, e *e2eEnv, a *story) {
 	require.Equal(t, ledgerdb.StateRunning, a.sub.Status.State, "Submit answers once the charge is decided")
 	require.Equal(t, ledgerdb.MoneyCharged, a.sub.Status.MoneyState)
 
-	final := e.awaitClosed(t, workflows.JobWorkflowID(a.acct, a.id))
+	final := e.awaitClosed(t, a.workflowID())
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	require.Equal(t, 1, final.Attempts)
 	require.False(t, final.DeadLettered)
@@ -130,8 +101,7 @@ func storyFirstTry(t *testing.T, e *e2eEnv, a *story) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.StateDelivered, status.State)
 	require.Equal(t, 1, status.Attempts)
-	ledgertest.RequireRows(t, e.Store, a.key(), a.cost, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, a.acct, 200-a.cost)
+	e.requireMoney(t, a, 200-a.cost, ledgerdb.KindCharge)
 	e.requireVisible(t, jobQuery(a.id, a.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 }
 
@@ -144,14 +114,13 @@ func storyLateRecovered(t *testing.T, e *e2eEnv, b *story) {
 	require.Equal(t, ledgerdb.StateRunning, b.sub.Status.State)
 	e.landLate(t, b.st, b, nil)
 
-	final := e.awaitClosed(t, workflows.JobWorkflowID(b.acct, b.id))
+	final := e.awaitClosed(t, b.workflowID())
 	require.Equal(t, ledgerdb.StateRecovered, final.State, "the late result of attempt 3 recovers the job")
 	require.Equal(t, 3, final.Attempts)
 	require.False(t, final.DeadLettered)
 	require.Equal(t, "timed out after 3 attempts", final.Reason)
 	require.Equal(t, fmt.Sprintf("sim://%s/attempt-3", b.id), final.OutputRef)
-	ledgertest.RequireRows(t, e.Store, b.key(), b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
-	ledgertest.RequireBalance(t, e.Store, b.acct, 200-b.cost)
+	e.requireMoney(t, b, 200-b.cost, ledgerdb.KindCharge, ledgerdb.KindRefund, ledgerdb.KindReclaim)
 	e.requireVisible(t, jobQuery(b.id, b.acct, ledgerdb.StateRecovered, "DeadLettered = false"))
 }
 
@@ -161,7 +130,7 @@ func storyLateRecovered(t *testing.T, e *e2eEnv, b *story) {
 // closed workflow.
 func storyDeadLettered(t *testing.T, e *e2eEnv, c *story) {
 	require.NoError(t, c.err)
-	final := e.awaitClosed(t, workflows.JobWorkflowID(c.acct, c.id))
+	final := e.awaitClosed(t, c.workflowID())
 	require.Equal(t, ledgerdb.StateRefunded, final.State)
 	require.True(t, final.DeadLettered)
 	require.Equal(t, 3, final.Attempts)
@@ -172,8 +141,7 @@ func storyDeadLettered(t *testing.T, e *e2eEnv, c *story) {
 	require.Equal(t, ledgerdb.ReasonGPUFailed, status.Reason)
 	require.Contains(t, status.Detail, "after 3 attempts")
 	require.Equal(t, "Not delivered: the work failed on the GPU side. Your 40 credits were refunded.", status.Message)
-	ledgertest.RequireRows(t, e.Store, c.key(), c.cost, ledgerdb.KindCharge, ledgerdb.KindRefund)
-	ledgertest.RequireBalance(t, e.Store, c.acct, 200)
+	e.requireMoney(t, c, 200, ledgerdb.KindCharge, ledgerdb.KindRefund)
 	e.requireVisible(t, jobQuery(c.id, c.acct, ledgerdb.StateRefunded, "DeadLettered = true AND ExecutionStatus = 'Completed'"))
 }
 
@@ -207,7 +175,7 @@ func (r *duplicateReports) report(t *testing.T, e *e2eEnv, d *story) {
 func (r *duplicateReports) check(t *testing.T, e *e2eEnv, d *story) {
 	require.NoError(t, d.err)
 	require.NoError(t, errors.Join(r.errs...))
-	final := e.awaitClosed(t, workflows.JobWorkflowID(d.acct, d.id))
+	final := e.awaitClosed(t, d.workflowID())
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	require.Equal(t, r.result.OutputRef, final.OutputRef)
 	fallbacks, taken := 0, 0
@@ -225,8 +193,7 @@ func (r *duplicateReports) check(t *testing.T, e *e2eEnv, d *story) {
 		}
 	}
 	require.Equal(t, 1, final.IgnoredResults+fallbacks+taken, "exactly one of the two reports changes nothing")
-	ledgertest.RequireRows(t, e.Store, d.key(), d.cost, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, d.acct, 200-d.cost)
+	e.requireMoney(t, d, 200-d.cost, ledgerdb.KindCharge)
 	e.requireVisible(t, jobQuery(d.id, d.acct, ledgerdb.StateDelivered, "DeadLettered = false"))
 }
 
@@ -238,10 +205,9 @@ func storyRejected(t *testing.T, e *e2eEnv, s *story) {
 	require.Equal(t, ledgerdb.MoneyNotCharged, s.sub.Status.MoneyState)
 	require.Equal(t, ledgerdb.ReasonInsufficientCredits, s.sub.Status.Reason)
 
-	final := e.awaitClosed(t, workflows.JobWorkflowID(s.acct, s.id))
+	final := e.awaitClosed(t, s.workflowID())
 	require.Equal(t, ledgerdb.StateRejected, final.State)
-	ledgertest.RequireRows(t, e.Store, s.key(), s.cost)
-	ledgertest.RequireBalance(t, e.Store, s.acct, 200)
+	e.requireMoney(t, s, 200)
 	e.requireVisible(t, jobQuery(s.id, s.acct, ledgerdb.StateRejected, "DeadLettered = false"))
 }
 
@@ -252,7 +218,7 @@ func storyRejected(t *testing.T, e *e2eEnv, s *story) {
 func storyMetered(t *testing.T, e *e2eEnv, f *story) {
 	require.NoError(t, f.err)
 	require.Equal(t, int64(120), f.sub.Status.Held)
-	final := e.awaitClosed(t, workflows.JobWorkflowID(f.acct, f.id))
+	final := e.awaitClosed(t, f.workflowID())
 	require.Equal(t, ledgerdb.StateDelivered, final.State)
 	require.Equal(t, int64(74), final.Charged)
 	status, err := e.Jobs.Status(testContext(t), f.key())
@@ -274,7 +240,7 @@ func storyMeteredLate(t *testing.T, e *e2eEnv, g *story) {
 	require.NoError(t, g.err)
 	used := int64(25)
 	e.landLate(t, g.st, g, &used)
-	final := e.awaitClosed(t, workflows.JobWorkflowID(g.acct, g.id))
+	final := e.awaitClosed(t, g.workflowID())
 	require.Equal(t, ledgerdb.StateRecovered, final.State)
 	require.Equal(t, int64(50), final.Charged)
 	require.Equal(t, []ledgertest.Row{

@@ -13,7 +13,6 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/worker/workertest"
-	"github.com/jobbill/jobbill/workflows"
 )
 
 // TestE2EDeletedJobStillPaysForItsLateResult protects the net-effect rule against deletion:
@@ -45,12 +44,9 @@ func TestE2EDeletedJobStillPaysForItsLateResult(t *testing.T) {
 			p := workertest.TimeoutPolicy()
 			p.MaximumAttempts, p.LateResultWindow = 1, c.window
 			st := e.JobsWith(p)
-			acct := ledgertest.Account(t, e.Store, 1000)
-			id := ledgertest.ID(t, "tomb")
-			key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-			workflowID := workflows.JobWorkflowID(acct, id)
-			_, err := workertest.Submit(ctx, t, st, jobs.Job{ID: id, AccountID: acct, Kind: gpu, InputRef: "sim:hang"})
-			require.NoError(t, err)
+			s := e.submitStoryTo(t, st, ledgertest.Account(t, e.Store, 1000), gpu, 300, "sim:hang")
+			require.NoError(t, s.err)
+			acct, id, key, workflowID := s.acct, s.id, s.key(), s.workflowID()
 			refunded := e.waitState(t, st, key, ledgerdb.StateRefunded)
 			require.Equal(t, ledgerdb.ReasonTimedOut, refunded.Reason)
 			if c.wantPath == jobs.PathFallback {
@@ -113,12 +109,9 @@ func TestE2EDeletedSettledJobTakesNoResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testContext(t)
-	acct := ledgertest.Account(t, e.Store, 200)
-	id := ledgertest.ID(t, "tomb")
-	key := ledgerdb.JobKey{AccountID: acct, JobID: id}
-	_, err := workertest.Submit(ctx, t, e.Jobs, jobs.Job{ID: id, AccountID: acct, Kind: ledgertest.Fixed(t, e.Store, 40), InputRef: "sim:ok"})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, workflows.JobWorkflowID(acct, id)).State)
+	s := e.submitted(t, 40, "sim:ok")
+	key := s.key()
+	require.Equal(t, ledgerdb.StateDelivered, e.awaitClosed(t, s.workflowID()).State)
 	deleted, err := e.Jobs.Delete(ctx, key)
 	require.NoError(t, err)
 	require.Empty(t, deleted.OutputRef, "deletion removes the job's content from view")
@@ -126,6 +119,5 @@ func TestE2EDeletedSettledJobTakesNoResult(t *testing.T) {
 
 	_, err = e.Jobs.ReportResult(context.Background(), key, activities.WorkResult{Attempt: 1, OutputRef: "s3://again"})
 	require.ErrorIs(t, err, ledgerdb.ErrGone)
-	ledgertest.RequireRows(t, e.Store, key, 40, ledgerdb.KindCharge)
-	ledgertest.RequireBalance(t, e.Store, acct, 160)
+	e.requireMoney(t, s, 160, ledgerdb.KindCharge)
 }

@@ -51,8 +51,7 @@ func TestAuditReportsCreditsBesideADebt(t *testing.T) {
 	s := ledgertest.Store(t)
 	owner := ledgertest.OwnerPool(t)
 	acct := blockAccount(t, s)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: ledgertest.ID(t, "correction")})
-	require.NoError(t, err)
+	owe(t, s, acct, 50)
 	ledgertest.RequireSound(t, s, acct)
 
 	for _, c := range []struct {

@@ -81,10 +81,8 @@ func TestBalanceBoundsKeepEveryRefundAndReclaimInRange(t *testing.T) {
 func TestNegativeAdjustmentBoundLeavesRoomForReclaims(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
-	acct, job := submitted(t, s, 40, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
-	_, err = s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed for good", 1)
+	acct, job := charged(t, s, 40, 40)
+	_, err := s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, "failed for good", 1)
 	require.NoError(t, err)
 	ledgertest.RequireBalance(t, s, acct, 40)
 

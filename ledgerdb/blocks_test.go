@@ -19,71 +19,12 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// blockAccount opens an account with no credits, for tests that grant their own blocks.
-func blockAccount(t *testing.T, s *ledgerdb.Store) string {
-	t.Helper()
-	acct := ledgertest.ID(t, "acct")
-	_, err := s.OpenAccount(context.Background(), acct)
-	require.NoError(t, err)
-	return acct
-}
-
-// promotional and paid are block terms: a promotional block expiring in days, a paid one of
-// priority 0 that never expires.
-func promotional(days int) ledgerdb.BlockTerms {
-	at := time.Now().Add(time.Duration(days) * 24 * time.Hour)
-	return ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &at}
-}
-
-var paid = ledgerdb.BlockTerms{Category: ledgerdb.CategoryPaid, CostBasis: "0.01"}
-
-// remaining answers what each block holds now, by ID.
-func remaining(t *testing.T, s *ledgerdb.Store, acct string) map[int64]int64 {
-	t.Helper()
-	blocks, err := s.Blocks(context.Background(), acct)
-	require.NoError(t, err)
-	out := map[int64]int64{}
-	for _, b := range blocks {
-		out[b.ID] = b.Remaining
-	}
-	return out
-}
-
-// chargeJob submits and charges a job of a fixed cost.
-func chargeJob(t *testing.T, s *ledgerdb.Store, acct string, cost int64) (ledgerdb.JobKey, ledgerdb.Transition) {
-	t.Helper()
-	ctx := context.Background()
-	key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
-	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, cost), Request: []byte("x")})
-	require.NoError(t, err)
-	tr, err := s.Charge(ctx, key)
-	if !errors.Is(err, ledgerdb.ErrRejected) {
-		require.NoError(t, err)
-	}
-	return key, tr
-}
-
-// expiries answers the account's expire rows.
-func expiries(t *testing.T, s *ledgerdb.Store, acct string) []ledgerdb.Entry {
-	t.Helper()
-	h, err := s.History(context.Background(), acct, ledgerdb.HistoryPage{Limit: 1000})
-	require.NoError(t, err)
-	var out []ledgerdb.Entry
-	for _, e := range h.Entries {
-		if e.Kind == ledgerdb.KindExpire {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // TestChargeSpendsPromotionalFirst checks the order of spending: promotional credits before paid
 // ones, then the lower priority, then the sooner expiry (a block that never expires last), then
 // the older block; a charge takes what it needs block by block, and balance stays the sum of the
 // rows (the sum-of-rows rule).
 func TestChargeSpendsPromotionalFirst(t *testing.T) {
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 	later := ledgertest.GrantBlock(t, s, acct, 30, promotional(60))
 	sooner := ledgertest.GrantBlock(t, s, acct, 20, promotional(10))
@@ -101,8 +42,7 @@ func TestChargeSpendsPromotionalFirst(t *testing.T) {
 	require.Equal(t, int64(0), got[sooner.ID])
 	require.Equal(t, int64(0), got[later.ID])
 	require.Equal(t, int64(95), got[paidBlock.ID])
-	ledgertest.RequireBalance(t, s, acct, 95)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 95)
 }
 
 // TestChargeCannotSpendCreditsOutOfTime checks that credits count in the balance from their
@@ -142,8 +82,7 @@ func TestChargeCannotSpendCreditsOutOfTime(t *testing.T) {
 // (the net-effect rule).
 func TestRefundIntoAnExpiredBlockExpiresAtOnce(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	promo := ledgertest.GrantBlock(t, s, acct, 15, promotional(30))
 	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 
@@ -169,24 +108,13 @@ func TestRefundIntoAnExpiredBlockExpiresAtOnce(t *testing.T) {
 	require.Equal(t, ledgerdb.StateRecovered, settled.Job.State)
 	got = remaining(t, s, acct)
 	require.Equal(t, int64(60), got[paidBlock.ID], "the reclaim draws again in today's order")
-	ledgertest.RequireBalance(t, s, acct, 60)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 60)
 
 	// The pass finds nothing more to expire: the block expired once, its return once.
 	expired, _, err = s.ExpireBlocks(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, filterAccount(expired, acct))
 	require.Len(t, expiries(t, s, acct), 1)
-}
-
-func filterAccount(in []ledgerdb.Expiry, acct string) []ledgerdb.Expiry {
-	var out []ledgerdb.Expiry
-	for _, e := range in {
-		if e.AccountID == acct {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // TestReleaseReturnsTheUnusedPartLastDrawnFirst checks a metered settlement: the unused part of
@@ -206,31 +134,24 @@ func TestReleaseReturnsTheUnusedPartLastDrawnFirst(t *testing.T) {
 	got := remaining(t, s, acct)
 	require.Equal(t, int64(100), got[paidBlock.ID], "the paid block, drawn last, gets its 20 back first")
 	require.Equal(t, int64(25), got[promo.ID], "the promotional block gets the other 25")
-	ledgertest.RequireBalance(t, s, acct, 125)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 125)
 }
 
 // TestReclaimDebtIsPaidByTheNextGrant checks the debt rule with blocks: a reclaim that finds no
 // credits is written in full and leaves a debt (the balance goes below zero), and the next grant
 // pays the debt first; its block holds only what is left.
 func TestReclaimDebtIsPaidByTheNextGrant(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	ledgertest.GrantBlock(t, s, acct, 50, paid)
 	late, _ := chargeJob(t, s, acct, 50)
-	_, err := s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "", 3)
-	require.NoError(t, err)
+	refundOf(t, s, late)
 	chargeJob(t, s, acct, 50) // the refunded credits spent again
-	_, err = s.Settle(ctx, late, 3, nil, "")
-	require.NoError(t, err)
-	ledgertest.RequireBalance(t, s, acct, -50)
-	ledgertest.RequireSound(t, s, acct)
+	lateResultOf(t, s, late)
+	requireBalanceSound(t, s, acct, -50)
 
 	next := ledgertest.GrantBlock(t, s, acct, 80, promotional(30))
 	require.Equal(t, int64(30), next.Remaining, "the grant paid the debt of 50 first")
-	ledgertest.RequireBalance(t, s, acct, 30)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 30)
 }
 
 // TestExpiryRemovesWhatRemainsOnce checks expiry: what remains of an expired block is removed by
@@ -238,8 +159,7 @@ func TestReclaimDebtIsPaidByTheNextGrant(t *testing.T) {
 // expiry is marked expired with no row.
 func TestExpiryRemovesWhatRemainsOnce(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	a := ledgertest.GrantBlock(t, s, acct, 30, promotional(5))
 	b := ledgertest.GrantBlock(t, s, acct, 20, promotional(6))
 	ledgertest.GrantBlock(t, s, acct, 100, paid)
@@ -270,44 +190,7 @@ func TestExpiryRemovesWhatRemainsOnce(t *testing.T) {
 		byBlock[e.Amount]++
 	}
 	require.Equal(t, map[int64]int64{-20: 2}, byBlock, "20 left of each: a's 30 less the 10 charged, b's 20")
-	ledgertest.RequireBalance(t, s, acct, 100)
-	ledgertest.RequireSound(t, s, acct)
-}
-
-// TestGrantTermsRefused checks the door of a grant: terms that cannot make a block (an unknown
-// category, an expiry in the past or before the start, a cost on promotional credits, a cost that
-// is not a decimal) are refused with nothing written, and the same key with other terms is a
-// conflict (the idempotent-doors rule).
-func TestGrantTermsRefused(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	past := time.Now().Add(-time.Hour)
-	soon := time.Now().Add(time.Hour)
-	later := time.Now().Add(2 * time.Hour)
-	for _, terms := range []ledgerdb.BlockTerms{
-		{Category: "gift"},
-		{ExpiresAt: &past},
-		{EffectiveAt: &later, ExpiresAt: &soon},
-		{Category: ledgerdb.CategoryPromotional, CostBasis: "0.01"},
-		{CostBasis: "a penny"},
-		{CostBasis: "-1"},
-	} {
-		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: ledgertest.ID(t, "bad"), Block: terms})
-		var invalid *ledgerdb.InvalidInputError
-		require.ErrorAs(t, err, &invalid, "%+v", terms)
-	}
-	ledgertest.RequireBalance(t, s, acct, 0)
-	blocks, err := s.Blocks(ctx, acct)
-	require.NoError(t, err)
-	require.Len(t, blocks, 1, "only the opening block")
-
-	key := ledgertest.ID(t, "grant")
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: promotional(3)})
-	require.NoError(t, err)
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: paid})
-	require.ErrorIs(t, err, ledgerdb.ErrConflict)
-	ledgertest.RequireBalance(t, s, acct, 10)
+	requireBalanceSound(t, s, acct, 100)
 }
 
 // TestBlocksRandomizedSequences drives seeded random sequences of grants (paid and promotional,
@@ -331,6 +214,18 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 		acct := blockAccount(t, s)
 		var blocks []int64
 		var running, refunded []ledgerdb.JobKey
+		// take removes a job chosen at random from jobs and answers it.
+		take := func(jobs *[]ledgerdb.JobKey) ledgerdb.JobKey {
+			i := rng.IntN(len(*jobs))
+			key := (*jobs)[i]
+			*jobs = append((*jobs)[:i], (*jobs)[i+1:]...)
+			return key
+		}
+		// settle settles the job at a usage chosen at random, within its hold.
+		settle := func(key ledgerdb.JobKey) {
+			_, err := s.Settle(ctx, key, 1, ledgerdb.Units(int64(rng.IntN(26))), "")
+			require.NoError(t, err)
+		}
 		for step := range 40 {
 			var what string
 			switch op := rng.IntN(10); {
@@ -344,9 +239,7 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 				blocks = append(blocks, b.ID)
 				what = fmt.Sprintf("grant %s block %d", terms.Category, b.ID)
 			case op < 5:
-				key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
-				_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
-				require.NoError(t, err)
+				key := submitJob(t, s, acct, kind)
 				tr, err := s.Charge(ctx, key)
 				if !errors.Is(err, ledgerdb.ErrInsufficientCredits) {
 					require.NoError(t, err)
@@ -356,23 +249,16 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 				}
 				what = "charge " + string(tr.Job.State)
 			case op < 6 && len(running) > 0:
-				i := rng.IntN(len(running))
-				_, err := s.Refund(ctx, running[i], ledgerdb.ReasonTimedOut, "", 1)
+				key := take(&running)
+				_, err := s.Refund(ctx, key, ledgerdb.ReasonTimedOut, "", 1)
 				require.NoError(t, err)
-				refunded = append(refunded, running[i])
-				running = append(running[:i], running[i+1:]...)
+				refunded = append(refunded, key)
 				what = "refund"
 			case op < 7 && len(running) > 0:
-				i := rng.IntN(len(running))
-				_, err := s.Settle(ctx, running[i], 1, ledgerdb.Units(int64(rng.IntN(26))), "")
-				require.NoError(t, err)
-				running = append(running[:i], running[i+1:]...)
+				settle(take(&running))
 				what = "settle"
 			case op < 8 && len(refunded) > 0:
-				i := rng.IntN(len(refunded))
-				_, err := s.Settle(ctx, refunded[i], 1, ledgerdb.Units(int64(rng.IntN(26))), "")
-				require.NoError(t, err)
-				refunded = append(refunded[:i], refunded[i+1:]...)
+				settle(take(&refunded))
 				what = "late result"
 			case len(blocks) > 0:
 				b := blocks[rng.IntN(len(blocks))]
@@ -399,8 +285,7 @@ func TestBlocksRandomizedSequences(t *testing.T) {
 // net-effect rule: no job runs on credits that are not the customer's to spend).
 func TestConcurrentChargesNeverOverdrawTheSpendableBlocks(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	lapsed := ledgertest.GrantBlock(t, s, acct, 100, promotional(30))
 	ledgertest.PassBlockExpiry(t, lapsed.ID)
 	ledgertest.GrantBlock(t, s, acct, 100, paid)
@@ -445,8 +330,7 @@ func TestConcurrentChargesNeverOverdrawTheSpendableBlocks(t *testing.T) {
 // again, in the balance, neither spendable nor lapsed.
 func TestReturnToABlockTheExpiryMarkedExpiresAtOnce(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	promo := ledgertest.GrantBlock(t, s, acct, 10, promotional(30))
 	job, _ := chargeJob(t, s, acct, 10)
 	ledgertest.ExpireBlock(t, s, promo.ID) // empty: marked expired, no row
@@ -454,94 +338,9 @@ func TestReturnToABlockTheExpiryMarkedExpiresAtOnce(t *testing.T) {
 	_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET expires_at = now() + interval '1 hour' WHERE id = $1`, promo.ID)
 	require.NoError(t, err)
 
-	_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3)
-	require.NoError(t, err)
+	refundOf(t, s, job)
 	require.Equal(t, int64(0), remaining(t, s, acct)[promo.ID], "the returned credits expired at once")
-	ledgertest.RequireBalance(t, s, acct, 0)
-	ledgertest.RequireSound(t, s, acct)
-}
-
-// TestPendingGrantSettledAfterItsExpiryIsVoid checks a payment confirmed only after the block it
-// pays for has expired: the block is void (marked expired, with no row: it held nothing), no row
-// is written and no credits appear (nor pay a debt): the credits would lapse at once, and paying
-// a debt with them would spend credits after their expiry. The answer says so, ErrGrantExpired —
-// not a refusal of the request as if nothing had happened — and so does every later confirmation
-// of the payment: it was not "settled the other way" before. A later failed payment finds the
-// block void, as it asks: already applied.
-func TestPendingGrantSettledAfterItsExpiryIsVoid(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -30, Key: ledgertest.ID(t, "debt")})
-	require.NoError(t, err)
-	expires := time.Now().Add(time.Hour)
-	key := ledgertest.ID(t, "late-payment")
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true,
-		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &expires}})
-	require.NoError(t, err)
-	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
-		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = $2`, acct, key)
-	require.NoError(t, err)
-	rowsBefore := accountRows(t, s, acct)
-
-	for range 2 {
-		_, err = s.SettlePendingGrant(ctx, acct, key, true)
-		require.ErrorIs(t, err, ledgerdb.ErrGrantExpired)
-		require.NotErrorIs(t, err, ledgerdb.ErrConflict)
-		require.NotErrorIs(t, err, ledgerdb.ErrInvalidInput)
-	}
-	failed, err := s.SettlePendingGrant(ctx, acct, key, false)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.AlreadyApplied, failed.Outcome)
-	require.Equal(t, rowsBefore, accountRows(t, s, acct), "no row")
-	ledgertest.RequireBalance(t, s, acct, -30)
-	b := blockOfKey(t, s, acct, key)
-	require.Equal(t, ledgerdb.BlockVoid, b.Status)
-	require.Zero(t, b.Remaining)
-	require.NotNil(t, b.ExpiredAt, "marked expired")
-	ledgertest.RequireSound(t, s, acct)
-}
-
-// TestKeyOfAVoidOrPendingGrantIsNotReused checks the idempotency key of a grant whose payment
-// failed (its block void) or is still pending: posting a grant under it again is a conflict, not an
-// answer that it was applied — a retried payment under that key would otherwise be told it bought
-// credits it never got (the idempotent-doors rule).
-func TestKeyOfAVoidOrPendingGrantIsNotReused(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	void, pending := ledgertest.ID(t, "void"), ledgertest.ID(t, "pending")
-	for _, key := range []string{void, pending} {
-		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true})
-		require.NoError(t, err)
-	}
-	_, err := s.SettlePendingGrant(ctx, acct, void, false)
-	require.NoError(t, err)
-	for _, key := range []string{void, pending} {
-		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key})
-		require.ErrorIs(t, err, ledgerdb.ErrConflict, key)
-	}
-	p, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: pending, Pending: true})
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.AlreadyApplied, p.Outcome, "the same pending grant again")
-	ledgertest.RequireBalance(t, s, acct, 0)
-}
-
-// TestGrantNotYetInEffectPaysTheDebtAtOnce checks the debt rule with a grant whose credits start
-// later: the grant pays the account's debt first, at once — the debt is owed now — and only what is
-// left waits for the block's start; the audit reads that payment as the grant's, not as a spend
-// before the block's time.
-func TestGrantNotYetInEffectPaysTheDebtAtOnce(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: ledgertest.ID(t, "correction")})
-	require.NoError(t, err)
-	tomorrow := time.Now().Add(24 * time.Hour)
-	b := ledgertest.GrantBlock(t, s, acct, 100, ledgerdb.BlockTerms{EffectiveAt: &tomorrow})
-	require.Equal(t, int64(50), b.Remaining, "the debt of 50 paid first")
-	ledgertest.RequireBalance(t, s, acct, 50)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 0)
 }
 
 // TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand checks the order of spending and
@@ -554,55 +353,16 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 
-	// grantWhileWaiting grants a promotional block of amount in a transaction that holds the
-	// account's lock until transition, started meanwhile, waits for it; then commits the grant
-	// and answers what transition answered.
-	grantWhileWaiting := func(acct string, amount int64, transition func() (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
-		t.Helper()
-		tx, err := ledgertest.OwnerPool(t).Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		var outcome string
-		require.NoError(t, tx.QueryRow(ctx,
-			`SELECT outcome FROM ledger_post($1, 'grant', $2, $3, '', 'promotional', 0, NULL, now() + interval '30 days')`,
-			acct, amount, ledgertest.ID(t, "grant")).Scan(&outcome))
-		require.Equal(t, "applied", outcome)
-		var granter int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&granter))
-
-		type answer struct {
-			tr  ledgerdb.Transition
-			err error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			tr, err := transition()
-			done <- answer{tr, err}
-		}()
-		require.Eventually(t, func() bool {
-			var waiting bool
-			require.NoError(t, s.Pool().QueryRow(ctx,
-				`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, granter).Scan(&waiting))
-			return waiting
-		}, time.Minute, 5*time.Millisecond, "the transition waits for the grant's lock on the account")
-		require.NoError(t, tx.Commit(ctx))
-		a := <-done
-		return a.tr, a.err
-	}
-
 	t.Run("charge", func(t *testing.T) {
 		acct := blockAccount(t, s)
 		paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
-		key := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
-		_, err := s.Submit(ctx, ledgerdb.Submission{JobID: key.JobID, AccountID: acct, Kind: ledgertest.Fixed(t, s, 30), Request: []byte("x")})
-		require.NoError(t, err)
+		key := submitJob(t, s, acct, ledgertest.Fixed(t, s, 30))
 
-		_, err = grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Charge(ctx, key) })
+		_, err := grantWhileWaiting(t, s, acct, 50, func() (ledgerdb.Transition, error) { return s.Charge(ctx, key) })
 		require.NoError(t, err)
 		blocks := remaining(t, s, acct)
 		require.Equal(t, int64(100), blocks[paidBlock.ID], "the paid block is spent after the promotional one")
-		ledgertest.RequireBalance(t, s, acct, 120)
-		ledgertest.RequireSound(t, s, acct)
+		requireBalanceSound(t, s, acct, 120)
 	})
 
 	t.Run("late result", func(t *testing.T) {
@@ -617,13 +377,12 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 		}
 		_, err := s.Charge(ctx, late)
 		require.NoError(t, err)
-		_, err = s.Refund(ctx, late, ledgerdb.ReasonTimedOut, "", 3)
-		require.NoError(t, err)
+		refundOf(t, s, late)
 		_, err = s.Charge(ctx, next) // the blocks hold nothing now
 		require.NoError(t, err)
 
 		used := int64(10)
-		tr, err := grantWhileWaiting(acct, 50, func() (ledgerdb.Transition, error) { return s.Settle(ctx, late, 3, &used, "") })
+		tr, err := grantWhileWaiting(t, s, acct, 50, func() (ledgerdb.Transition, error) { return s.Settle(ctx, late, 3, &used, "") })
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
 		// 30 paid and 50 granted, 30 and 10 spent: 40 left, all of it in blocks, none of it owed.
@@ -635,4 +394,41 @@ func TestTransitionsThatWaitedForTheAccountReadItsBlocksAsTheyStand(t *testing.T
 		require.Equal(t, int64(40), held, "the reclaim drew from the new block: no debt beside it")
 		ledgertest.RequireSound(t, s, acct)
 	})
+}
+
+// grantWhileWaiting grants the account a promotional block of amount in a transaction that holds
+// the account's lock until transition, started meanwhile, waits for it; then commits the grant and
+// answers what transition answered.
+func grantWhileWaiting(t *testing.T, s *ledgerdb.Store, acct string, amount int64, transition func() (ledgerdb.Transition, error)) (ledgerdb.Transition, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := ledgertest.OwnerPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var outcome string
+	require.NoError(t, tx.QueryRow(ctx,
+		`SELECT outcome FROM ledger_post($1, 'grant', $2, $3, '', 'promotional', 0, NULL, now() + interval '30 days')`,
+		acct, amount, ledgertest.ID(t, "grant")).Scan(&outcome))
+	require.Equal(t, "applied", outcome)
+	var granter int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&granter))
+
+	type answer struct {
+		tr  ledgerdb.Transition
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		tr, err := transition()
+		done <- answer{tr, err}
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, s.Pool().QueryRow(ctx,
+			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, granter).Scan(&waiting))
+		return waiting
+	}, time.Minute, 5*time.Millisecond, "the transition waits for the grant's lock on the account")
+	require.NoError(t, tx.Commit(ctx))
+	a := <-done
+	return a.tr, a.err
 }

@@ -19,43 +19,6 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 )
 
-// debtOf answers the account's debt: what its rows drew beyond its blocks and nothing has paid
-// back yet (the moves with no block).
-func debtOf(t *testing.T, s *ledgerdb.Store, acct string) int64 {
-	t.Helper()
-	var debt int64
-	require.NoError(t, s.Pool().QueryRow(context.Background(),
-		`SELECT coalesce(-sum(amount), 0)::bigint FROM ledger_block_moves WHERE account_id = $1 AND block_id IS NULL`,
-		acct).Scan(&debt))
-	return debt
-}
-
-// balanceOf answers the account's balance.
-func balanceOf(t *testing.T, s *ledgerdb.Store, acct string) int64 {
-	t.Helper()
-	b, err := s.Balance(context.Background(), acct)
-	require.NoError(t, err)
-	return b
-}
-
-// refundOf refunds a running job (its work timed out).
-func refundOf(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) ledgerdb.Transition {
-	t.Helper()
-	tr, err := s.Refund(context.Background(), job, ledgerdb.ReasonTimedOut, "", 3)
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.Applied, tr.Outcome)
-	return tr
-}
-
-// lateResultOf bills a refunded job's late result: its refund reclaimed, never refused (the debt
-// rule).
-func lateResultOf(t *testing.T, s *ledgerdb.Store, job ledgerdb.JobKey) {
-	t.Helper()
-	tr, err := s.Settle(context.Background(), job, 3, nil, "s3://out")
-	require.NoError(t, err)
-	require.Equal(t, ledgerdb.StateRecovered, tr.Job.State)
-}
-
 // TestReturnedCreditsPayTheDebtWhateverTheOrder checks that a debt is paid by the credits a refund
 // returns to a block that has not ended, at once: a promotional block B of 300 pays job 1; job 2,
 // refunded earlier and its credits spent again, has its late result reclaimed into a debt of 300;
@@ -66,8 +29,7 @@ func TestReturnedCreditsPayTheDebtWhateverTheOrder(t *testing.T) {
 	for _, refundFirst := range []bool{true, false} {
 		name := map[bool]string{true: "refund, then reclaim", false: "reclaim, then refund"}[refundFirst]
 		t.Run(name, func(t *testing.T) {
-			s := ledgertest.Store(t)
-			acct := blockAccount(t, s)
+			s, acct := blockStore(t)
 			ledgertest.GrantBlock(t, s, acct, 300, paid)
 			job2, _ := chargeJob(t, s, acct, 300)
 			refundOf(t, s, job2)
@@ -155,13 +117,10 @@ func TestRefundRacingALateResultEndsTheSame(t *testing.T) {
 // The customer spends exactly the 200 shown, then the block expires: nothing is owed (the
 // net-effect rule: the refund's credits paid the debt at once, so none of them lapse in its place).
 func TestSpendingTheBalanceShownLeavesNothingOwed(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	b := ledgertest.GrantBlock(t, s, acct, 400, promotional(30))
 	job, _ := chargeJob(t, s, acct, 400)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -200, Key: ledgertest.ID(t, "correction")})
-	require.NoError(t, err)
+	owe(t, s, acct, 200)
 	refundOf(t, s, job)
 	require.Equal(t, int64(200), remaining(t, s, acct)[b.ID], "200 of the returned credits paid the debt")
 	require.Equal(t, int64(0), debtOf(t, s, acct))
@@ -186,14 +145,12 @@ func TestReleasePaysTheDebt(t *testing.T) {
 	acct := blockAccount(t, s)
 	b := ledgertest.GrantBlock(t, s, acct, 60, promotional(30))
 	job := meteredCharged(t, s, acct, kind, 0).Job.Key()
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: ledgertest.ID(t, "correction")})
-	require.NoError(t, err)
-	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5), "") // 15 used, 45 released
+	owe(t, s, acct, 50)
+	_, err := s.Settle(ctx, job, 1, ledgerdb.Units(5), "") // 15 used, 45 released
 	require.NoError(t, err)
 	require.Equal(t, int64(5), debtOf(t, s, acct), "the 45 released paid 45 of the debt of 50")
 	require.Equal(t, int64(0), remaining(t, s, acct)[b.ID])
-	ledgertest.RequireBalance(t, s, acct, -5)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, -5)
 
 	ledgertest.ExpireBlock(t, s, b.ID)
 	ledgertest.RequireBalance(t, s, acct, -5)
@@ -206,14 +163,11 @@ func TestReleasePaysTheDebt(t *testing.T) {
 // still expire at once and pay nothing — paying a debt with them would spend them after their
 // expiry —, those in the other pay the debt at once.
 func TestCreditsReturnedToAnEndedBlockPayNoDebt(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	promo := ledgertest.GrantBlock(t, s, acct, 15, promotional(30))
 	paidBlock := ledgertest.GrantBlock(t, s, acct, 100, paid)
 	job, _ := chargeJob(t, s, acct, 40) // promo 15, paid 25
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -200, Key: ledgertest.ID(t, "correction")})
-	require.NoError(t, err) // the paid block's 75, and a debt of 125
+	owe(t, s, acct, 200)                // the paid block's 75, and a debt of 125
 	require.Equal(t, int64(125), debtOf(t, s, acct))
 	ledgertest.ExpireBlock(t, s, promo.ID) // empty: marked expired, no row
 
@@ -226,8 +180,7 @@ func TestCreditsReturnedToAnEndedBlockPayNoDebt(t *testing.T) {
 	got := remaining(t, s, acct)
 	require.Equal(t, int64(0), got[paidBlock.ID])
 	require.Equal(t, int64(0), got[promo.ID])
-	ledgertest.RequireBalance(t, s, acct, -100)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, -100)
 }
 
 // TestDrawOnTheDebtTakesBlocksNotYetStarted checks the draws that are never refused — a late
@@ -261,8 +214,7 @@ func TestDrawOnTheDebtTakesBlocksNotYetStarted(t *testing.T) {
 					lateResultOf(t, s, late)
 					return
 				}
-				_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -100, Key: ledgertest.ID(t, "correction")})
-				require.NoError(t, err)
+				owe(t, s, acct, 100)
 			}
 			grant := func() ledgerdb.Block {
 				tomorrow := time.Now().Add(24 * time.Hour)
@@ -282,8 +234,7 @@ func TestDrawOnTheDebtTakesBlocksNotYetStarted(t *testing.T) {
 			require.Equal(t, int64(0), got[spendable.ID], "the spendable block is drawn first")
 			require.Equal(t, int64(230), got[future.ID], "the block not started yet pays the other 70")
 			require.Equal(t, int64(0), debtOf(t, s, acct))
-			ledgertest.RequireBalance(t, s, acct, 230)
-			ledgertest.RequireSound(t, s, acct) // a draw on the debt's behalf before the block's start is no spend out of time
+			requireBalanceSound(t, s, acct, 230) // a draw on the debt's behalf before the block's start is no spend out of time
 
 			// The block starts, and expires unspent.
 			_, err := ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours' WHERE id = $1`, future.ID)
@@ -294,4 +245,17 @@ func TestDrawOnTheDebtTakesBlocksNotYetStarted(t *testing.T) {
 			ledgertest.RequireSound(t, s, acct)
 		})
 	}
+}
+
+// TestGrantNotYetInEffectPaysTheDebtAtOnce checks the debt rule with a grant whose credits start
+// later: the grant pays the account's debt first, at once — the debt is owed now — and only what is
+// left waits for the block's start; the audit reads that payment as the grant's, not as a spend
+// before the block's time.
+func TestGrantNotYetInEffectPaysTheDebtAtOnce(t *testing.T) {
+	s, acct := blockStore(t)
+	owe(t, s, acct, 50)
+	tomorrow := time.Now().Add(24 * time.Hour)
+	b := ledgertest.GrantBlock(t, s, acct, 100, ledgerdb.BlockTerms{EffectiveAt: &tomorrow})
+	require.Equal(t, int64(50), b.Remaining, "the debt of 50 paid first")
+	requireBalanceSound(t, s, acct, 50)
 }

@@ -1,7 +1,8 @@
 package ledgerdb_test
 
-// The grant's doors below the API: ledger_post and ledger_settle_pending_grant called as the
-// application role may call them, and the cost basis at the Go door.
+// The grant's doors: ledger_post and ledger_settle_pending_grant called as the application role
+// may call them, the terms a grant's block is refused for, a pending grant's key and its payment
+// confirmed after its expiry, and the cost basis at the Go door.
 
 import (
 	"context"
@@ -59,12 +60,10 @@ func requireRefusedArgument(t *testing.T, err error, field, what string) {
 // unpaid, no row, no block.
 func TestLedgerPostRefusesWhatItCannotStandBehind(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -50, Key: ledgertest.ID(t, "debt")})
-	require.NoError(t, err)
+	s, acct := blockStore(t)
+	owe(t, s, acct, 50)
 	pendingKey := ledgertest.ID(t, "pending")
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: pendingKey, Pending: true})
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: pendingKey, Pending: true})
 	require.NoError(t, err)
 	rowsBefore, blocksBefore := accountRows(t, s, acct), remaining(t, s, acct)
 
@@ -122,35 +121,22 @@ func TestLedgerPostRefusesWhatItCannotStandBehind(t *testing.T) {
 	var invalid *ledgerdb.InvalidInputError
 	require.ErrorAs(t, err, &invalid)
 	require.Equal(t, "expires_at", invalid.Field)
-	ledgertest.RequireBalance(t, s, acct, -50)
-	ledgertest.RequireSound(t, s, acct)
-}
-
-// accountRows are the account's ledger rows.
-func accountRows(t *testing.T, s *ledgerdb.Store, acct string) []ledgerdb.Entry {
-	t.Helper()
-	h, err := s.History(context.Background(), acct, ledgerdb.HistoryPage{Limit: 1000})
-	require.NoError(t, err)
-	return h.Entries
+	requireBalanceSound(t, s, acct, -50)
 }
 
 // TestGrantStartedInThePastIsSpendableAtOnce checks a grant whose start is past and whose expiry
 // is ahead (a yearly plan granted a day late): it is accepted as any grant is, pays the account's
 // debt first, and what is left is spendable at once, until its expiry.
 func TestGrantStartedInThePastIsSpendableAtOnce(t *testing.T) {
-	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
-	_, err := s.Adjust(ctx, ledgerdb.Credit{AccountID: acct, Amount: -30, Key: ledgertest.ID(t, "debt")})
-	require.NoError(t, err)
+	s, acct := blockStore(t)
+	owe(t, s, acct, 30)
 	yesterday, nextYear := time.Now().Add(-24*time.Hour), time.Now().Add(365*24*time.Hour)
 	b := ledgertest.GrantBlock(t, s, acct, 100, ledgerdb.BlockTerms{EffectiveAt: &yesterday, ExpiresAt: &nextYear})
 	require.Equal(t, int64(70), b.Remaining, "the debt of 30 paid first")
 	require.True(t, b.Spendable(time.Now()))
 	_, tr := chargeJob(t, s, acct, 70)
 	require.Equal(t, ledgerdb.StateRunning, tr.Job.State, "the block pays for a job at once")
-	ledgertest.RequireBalance(t, s, acct, 0)
-	ledgertest.RequireSound(t, s, acct)
+	requireBalanceSound(t, s, acct, 0)
 }
 
 // TestRetryOfAGrantAfterItsExpiryAnswersTheGrant checks the idempotent-doors rule across a block's
@@ -159,8 +145,7 @@ func TestGrantStartedInThePastIsSpendableAtOnce(t *testing.T) {
 // retry asks nothing new, and its caller must learn that the first call bought the credits.
 func TestRetryOfAGrantAfterItsExpiryAnswersTheGrant(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	key := ledgertest.ID(t, "invoice")
 	inAnHour := time.Now().Add(time.Hour)
 	first, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Block: ledgerdb.BlockTerms{ExpiresAt: &inAnHour, CostBasis: "0.01"}})
@@ -182,8 +167,7 @@ func TestRetryOfAGrantAfterItsExpiryAnswersTheGrant(t *testing.T) {
 // SQLSTATE JB004 naming paid, and the grant stays pending: no row, no credits.
 func TestSettlePendingGrantRefusesNoAnswer(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	key := ledgertest.ID(t, "topup")
 	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true, Block: paid})
 	require.NoError(t, err)
@@ -210,8 +194,7 @@ func TestSettlePendingGrantRefusesNoAnswer(t *testing.T) {
 // value, an empty exponent — is an *InvalidInputError naming cost_basis, with nothing written.
 func TestCostBasisIsStoredExactlyOrRefused(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	for _, tc := range []struct{ written, stored string }{
 		{"0.01", "0.01"},
 		{"0.0100", "0.01"},
@@ -229,7 +212,7 @@ func TestCostBasisIsStoredExactlyOrRefused(t *testing.T) {
 		require.NoError(t, err, "the retry of %s", tc.written)
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, tc.written)
 		require.Equal(t, first.EntryID, again.EntryID, tc.written)
-		require.Equal(t, tc.stored, blockOfKey(t, s, acct, credit.Key).CostBasis, tc.written)
+		require.Equal(t, tc.stored, ledgertest.BlockOfKey(t, s, acct, credit.Key).CostBasis, tc.written)
 	}
 
 	rowsBefore, blocksBefore := accountRows(t, s, acct), remaining(t, s, acct)
@@ -249,18 +232,102 @@ func TestCostBasisIsStoredExactlyOrRefused(t *testing.T) {
 	ledgertest.RequireSound(t, s, acct)
 }
 
-// blockOfKey is the account's block of the grant posted under key.
-func blockOfKey(t *testing.T, s *ledgerdb.Store, acct, key string) ledgerdb.Block {
-	t.Helper()
-	blocks, err := s.Blocks(context.Background(), acct)
-	require.NoError(t, err)
-	for _, b := range blocks {
-		if b.Key == key {
-			return b
-		}
+// TestGrantTermsRefused checks the door of a grant: terms that cannot make a block (an unknown
+// category, an expiry in the past or before the start, a cost on promotional credits, a cost that
+// is not a decimal) are refused with nothing written, and the same key with other terms is a
+// conflict (the idempotent-doors rule).
+func TestGrantTermsRefused(t *testing.T) {
+	ctx := context.Background()
+	s, acct := blockStore(t)
+	past := time.Now().Add(-time.Hour)
+	soon := time.Now().Add(time.Hour)
+	later := time.Now().Add(2 * time.Hour)
+	for _, terms := range []ledgerdb.BlockTerms{
+		{Category: "gift"},
+		{ExpiresAt: &past},
+		{EffectiveAt: &later, ExpiresAt: &soon},
+		{Category: ledgerdb.CategoryPromotional, CostBasis: "0.01"},
+		{CostBasis: "a penny"},
+		{CostBasis: "-1"},
+	} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: ledgertest.ID(t, "bad"), Block: terms})
+		var invalid *ledgerdb.InvalidInputError
+		require.ErrorAs(t, err, &invalid, "%+v", terms)
 	}
-	t.Fatalf("account %s has no block of key %s", acct, key)
-	return ledgerdb.Block{}
+	ledgertest.RequireBalance(t, s, acct, 0)
+	blocks, err := s.Blocks(ctx, acct)
+	require.NoError(t, err)
+	require.Len(t, blocks, 1, "only the opening block")
+
+	key := ledgertest.ID(t, "grant")
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: promotional(3)})
+	require.NoError(t, err)
+	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 10, Key: key, Block: paid})
+	require.ErrorIs(t, err, ledgerdb.ErrConflict)
+	ledgertest.RequireBalance(t, s, acct, 10)
+}
+
+// TestPendingGrantSettledAfterItsExpiryIsVoid checks a payment confirmed only after the block it
+// pays for has expired: the block is void (marked expired, with no row: it held nothing), no row
+// is written and no credits appear (nor pay a debt): the credits would lapse at once, and paying
+// a debt with them would spend credits after their expiry. The answer says so, ErrGrantExpired —
+// not a refusal of the request as if nothing had happened — and so does every later confirmation
+// of the payment: it was not "settled the other way" before. A later failed payment finds the
+// block void, as it asks: already applied.
+func TestPendingGrantSettledAfterItsExpiryIsVoid(t *testing.T) {
+	ctx := context.Background()
+	s, acct := blockStore(t)
+	owe(t, s, acct, 30)
+	expires := time.Now().Add(time.Hour)
+	key := ledgertest.ID(t, "late-payment")
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true,
+		Block: ledgerdb.BlockTerms{Category: ledgerdb.CategoryPromotional, ExpiresAt: &expires}})
+	require.NoError(t, err)
+	_, err = ledgertest.OwnerPool(t).Exec(ctx, `UPDATE credit_blocks SET effective_at = now() - interval '2 hours',
+		expires_at = now() - interval '1 hour' WHERE account_id = $1 AND idempotency_key = $2`, acct, key)
+	require.NoError(t, err)
+	rowsBefore := accountRows(t, s, acct)
+
+	for range 2 {
+		_, err = s.SettlePendingGrant(ctx, acct, key, true)
+		require.ErrorIs(t, err, ledgerdb.ErrGrantExpired)
+		require.NotErrorIs(t, err, ledgerdb.ErrConflict)
+		require.NotErrorIs(t, err, ledgerdb.ErrInvalidInput)
+	}
+	failed, err := s.SettlePendingGrant(ctx, acct, key, false)
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, failed.Outcome)
+	require.Equal(t, rowsBefore, accountRows(t, s, acct), "no row")
+	ledgertest.RequireBalance(t, s, acct, -30)
+	b := ledgertest.BlockOfKey(t, s, acct, key)
+	require.Equal(t, ledgerdb.BlockVoid, b.Status)
+	require.Zero(t, b.Remaining)
+	require.NotNil(t, b.ExpiredAt, "marked expired")
+	ledgertest.RequireSound(t, s, acct)
+}
+
+// TestKeyOfAVoidOrPendingGrantIsNotReused checks the idempotency key of a grant whose payment
+// failed (its block void) or is still pending: posting a grant under it again is a conflict, not an
+// answer that it was applied — a retried payment under that key would otherwise be told it bought
+// credits it never got (the idempotent-doors rule).
+func TestKeyOfAVoidOrPendingGrantIsNotReused(t *testing.T) {
+	ctx := context.Background()
+	s, acct := blockStore(t)
+	void, pending := ledgertest.ID(t, "void"), ledgertest.ID(t, "pending")
+	for _, key := range []string{void, pending} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key, Pending: true})
+		require.NoError(t, err)
+	}
+	_, err := s.SettlePendingGrant(ctx, acct, void, false)
+	require.NoError(t, err)
+	for _, key := range []string{void, pending} {
+		_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: key})
+		require.ErrorIs(t, err, ledgerdb.ErrConflict, key)
+	}
+	p, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 100, Key: pending, Pending: true})
+	require.NoError(t, err)
+	require.Equal(t, ledgerdb.AlreadyApplied, p.Outcome, "the same pending grant again")
+	ledgertest.RequireBalance(t, s, acct, 0)
 }
 
 // FuzzParseCostBasis checks the cost basis's reading against math/big on any text: what it accepts

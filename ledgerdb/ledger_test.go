@@ -345,10 +345,8 @@ func TestSubmitIsIdempotent(t *testing.T) {
 func TestReclaimDebtRule(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
-	acct, job := submitted(t, s, 40, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
-	_, err = s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 3)
+	acct, job := charged(t, s, 40, 40)
+	_, err := s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "timed out", 3)
 	require.NoError(t, err)
 
 	// The user spends the refunded credits on another job.
@@ -455,9 +453,7 @@ func TestDatabaseRefusesRewrites(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	owner := ledgertest.OwnerPool(t)
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 
 	for _, stmt := range []string{
 		`UPDATE ledger_entries SET amount = -1 WHERE job_id = '` + job.String() + `'`,

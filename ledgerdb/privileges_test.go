@@ -39,9 +39,7 @@ func TestAppRoleCannotRewriteOrAlter(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	requireAppRole(t, s)
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 
 	for _, stmt := range []string{
 		// The append-only rule: ledger rows are never changed or removed.
@@ -267,14 +265,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	s := ledgertest.Store(t)
 	requireAppRole(t, s)
 	kind := ledgertest.Metered(t, s, 3, 20)
-	acct := ledgertest.Account(t, s, 1000)
-	job := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
-	_, err := s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
-	require.NoError(t, err)
-	_, err = s.Charge(ctx, job)
-	require.NoError(t, err)
-	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
-	require.NoError(t, err)
+	acct, job := settledAtFive(t, s, kind)
 
 	q := func(v string) string { return "'" + v + "'" }
 	for _, stmt := range []string{
@@ -319,11 +310,7 @@ func TestAppRoleCannotWritePricesOrSettlements(t *testing.T) {
 	history, err := s.PriceHistory(ctx, kind)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), history[len(history)-1].UnitPrice)
-	read, err := s.Job(ctx, job)
-	require.NoError(t, err)
-	requireSettled(t, read, 5)
-	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -60}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 45})
-	ledgertest.RequireBalance(t, s, acct, 1000-15)
+	requireSettledAtFive(t, s, acct, job, 60, 45)
 }
 
 // TestDatabaseRefusesPriceAndSettlementRewrites checks the append-only and price-list rules at the
@@ -343,14 +330,7 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = s.SetPrice(ctx, ledgerdb.Price{Kind: kind, Unit: ledgerdb.UnitGPUSecond, UnitPrice: 4, MaxUnits: 20})
 	require.NoError(t, err)
-	acct := ledgertest.Account(t, s, 1000)
-	job := ledgerdb.JobKey{AccountID: acct, JobID: ledgertest.ID(t, "job")}
-	_, err = s.Submit(ctx, ledgerdb.Submission{JobID: job.JobID, AccountID: acct, Kind: kind, Request: []byte("x")})
-	require.NoError(t, err)
-	_, err = s.Charge(ctx, job)
-	require.NoError(t, err)
-	_, err = s.Settle(ctx, job, 1, ledgerdb.Units(5), "")
-	require.NoError(t, err)
+	acct, job := settledAtFive(t, s, kind)
 
 	q := func(v string) string { return "'" + v + "'" }
 	for _, stmt := range []string{
@@ -379,9 +359,7 @@ func TestDatabaseRefusesPriceAndSettlementRewrites(t *testing.T) {
 	read, err := s.Job(ctx, job)
 	require.NoError(t, err)
 	require.Equal(t, 2, read.PriceVersion)
-	requireSettled(t, read, 5)
-	ledgertest.RequireRowAmounts(t, s, job, ledgertest.Row{Kind: ledgerdb.KindCharge, Amount: -80}, ledgertest.Row{Kind: ledgerdb.KindRelease, Amount: 60})
-	ledgertest.RequireBalance(t, s, acct, 1000-20)
+	requireSettledAtFive(t, s, acct, job, 80, 60)
 }
 
 // TestAppRoleCannotWriteWebhookTables checks the outbox at the grants (the append-only and
@@ -395,9 +373,7 @@ func TestAppRoleCannotWriteWebhookTables(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 	requireAppRole(t, s)
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 
 	q := func(v string) string { return "'" + v + "'" }
 	for _, stmt := range []string{

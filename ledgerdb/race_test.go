@@ -706,83 +706,33 @@ func meteredRaceUsages(rng *rand.Rand, held int64, n int) []*int64 {
 // it nets −used × unit price; and the account's balance is the grant minus every job's used × unit
 // price, and the sum of its rows.
 func TestSettleRaceDifferentUsages(t *testing.T) {
-	const (
-		rounds = 160
-		lanes  = 4
-	)
-	store := ledgertest.Store(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	const unitPrice, maxUnits = 3, 20
-	kind := ledgertest.Metered(t, store, unitPrice, maxUnits)
-	const grant = 1_000_000
-	acct := ledgertest.Account(t, store, grant)
-	prefix := ledgertest.ID(t, "usage")
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x05a6e))
+	m := newMeteredRace(t, "usage", 0x05a6e, 3, 20)
+	plan, results := m.run(t, 160, func(i int) meteredRaceRound {
+		return meteredRaceRound{refunded: i%2 == 1, usages: meteredRaceUsages(m.rng, m.maxUnits, 2)}
+	})
 
-	plan := make([]meteredRaceRound, rounds)
-	for i := range plan {
-		r := meteredRaceRound{job: fmt.Sprintf("%s-%03d", prefix, i), account: acct, kind: kind, refunded: i%2 == 1,
-			usages: meteredRaceUsages(rng, maxUnits, 2)}
-		r.where = fmt.Sprintf("seed %d round %d, job %s (refunded first: %v, usages %s)", seed, i, r.job, r.refunded, fmtUsages(r.usages))
-		plan[i] = r
-	}
-	results := raceMetered(ctx, store, plan, lanes)
-	require.NoError(t, ctx.Err(), "seed %d", seed)
-
-	wantBalance := int64(grant)
+	wantBalance := int64(meteredRaceGrant)
 	firstWon := 0
 	for i, r := range plan {
 		res := results[i]
-		require.NoError(t, res.setup, "%s: setting up", r.where)
-		for k, err := range res.errs[:len(r.usages)] {
-			require.NoError(t, err, "%s: settle %d", r.where, k)
-		}
-		winner := -1
-		for k, tr := range res.settles {
-			if tr.Outcome == ledgerdb.Applied {
-				require.Equal(t, -1, winner, "%s: both settles answered Applied", r.where)
-				winner = k
-			} else {
-				require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome, "%s: settle %d", r.where, k)
-				require.Zero(t, tr.EntryID, "%s: settle %d answered AlreadyApplied with a row", r.where, k)
-			}
-		}
-		require.NotEqual(t, -1, winner, "%s: no settle applied", r.where)
+		winner, used := m.requireOneSettleApplied(t, r, res)
 		if winner == 0 {
 			firstWon++
-		}
-		used := int64(maxUnits)
-		if u := r.usages[winner]; u != nil {
-			used = min(*u, maxUnits)
 		}
 		for k, tr := range res.settles {
 			require.NotNil(t, tr.Job.UnitsUsed, "%s: settle %d", r.where, k)
 			require.Equal(t, used, *tr.Job.UnitsUsed, "%s: settle %d answered other units than the winner's", r.where, k)
 		}
-		hold := int64(unitPrice * maxUnits)
-		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
 		wantState := ledgerdb.StateDelivered
 		if r.refunded {
-			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
 			wantState = ledgerdb.StateRecovered
 		}
-		if released := (maxUnits - used) * unitPrice; released > 0 {
-			want[ledgerdb.KindRelease] = []int64{released}
-		}
-		got, err := raceRowsOfJob(ctx, store, r.key())
-		require.NoError(t, err)
-		require.Equal(t, want, got, r.where)
-		job, err := store.Job(ctx, r.key())
-		require.NoError(t, err)
+		job := m.requireRows(t, r, used, r.refunded)
 		require.Equal(t, wantState, job.State, r.where)
-		requireSettled(t, job, used)
-		wantBalance -= used * unitPrice
+		wantBalance -= used * m.unitPrice
 	}
-	t.Logf("%d rounds: the first settle won %d times, the second %d", rounds, firstWon, rounds-firstWon)
-	ledgertest.RequireBalance(t, store, acct, wantBalance)
+	t.Logf("%d rounds: the first settle won %d times, the second %d", len(plan), firstWon, len(plan)-firstWon)
+	ledgertest.RequireBalance(t, m.store, m.acct, wantBalance)
 }
 
 // TestMeteredSettleRacesRefund races a metered job's result (Settle with its usage) against its
@@ -796,86 +746,141 @@ func TestSettleRaceDifferentUsages(t *testing.T) {
 // (held − used) × unit price when above zero; it nets −used × unit price in both cases; and the
 // balance is the sum of the rows.
 func TestMeteredSettleRacesRefund(t *testing.T) {
-	const (
-		rounds = 160
-		lanes  = 4
-	)
-	store := ledgertest.Store(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	const unitPrice, maxUnits = 7, 10
-	kind := ledgertest.Metered(t, store, unitPrice, maxUnits)
-	const grant = 1_000_000
-	acct := ledgertest.Account(t, store, grant)
-	prefix := ledgertest.ID(t, "vsrefund")
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x4ef0d))
+	m := newMeteredRace(t, "vsrefund", 0x4ef0d, 7, 10)
+	plan, results := m.run(t, 160, func(i int) meteredRaceRound {
+		return meteredRaceRound{refund: true, usages: meteredRaceUsages(m.rng, m.maxUnits, 1+i%2)}
+	})
 
-	plan := make([]meteredRaceRound, rounds)
-	for i := range plan {
-		r := meteredRaceRound{job: fmt.Sprintf("%s-%03d", prefix, i), account: acct, kind: kind, refund: true,
-			usages: meteredRaceUsages(rng, maxUnits, 1+i%2)}
-		r.where = fmt.Sprintf("seed %d round %d, job %s (usages %s)", seed, i, r.job, fmtUsages(r.usages))
-		plan[i] = r
-	}
-	results := raceMetered(ctx, store, plan, lanes)
-	require.NoError(t, ctx.Err(), "seed %d", seed)
-
-	wantBalance := int64(grant)
+	wantBalance := int64(meteredRaceGrant)
 	outcomes := map[ledgerdb.State]int{}
 	for i, r := range plan {
 		res := results[i]
-		require.NoError(t, res.setup, "%s: setting up", r.where)
-		for k, err := range res.errs {
-			require.NoError(t, err, "%s: racer %d", r.where, k)
-		}
-		winner := -1
-		for k, tr := range res.settles {
-			if tr.Outcome == ledgerdb.Applied {
-				require.Equal(t, -1, winner, "%s: two settles answered Applied", r.where)
-				winner = k
-				continue
-			}
-			require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome, "%s: settle %d", r.where, k)
-		}
-		require.NotEqual(t, -1, winner, "%s: no settle applied: the result was lost to the refund (refund answered %q)", r.where, res.refund.Outcome)
-		used := int64(maxUnits)
-		if u := r.usages[winner]; u != nil {
-			used = min(*u, maxUnits)
-		}
-		job, err := store.Job(ctx, r.key())
+		_, used := m.requireOneSettleApplied(t, r, res)
+		job, err := m.store.Job(m.ctx, r.key())
 		require.NoError(t, err)
-		requireSettled(t, job, used)
-		hold := int64(unitPrice * maxUnits)
-		want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
 		switch job.State {
 		case ledgerdb.StateDelivered:
 			require.Equal(t, ledgerdb.NotApplied, res.refund.Outcome, "%s: delivered, yet the refund applied", r.where)
 			require.Zero(t, res.refund.EntryID, r.where)
 		case ledgerdb.StateRecovered:
 			require.Equal(t, ledgerdb.Applied, res.refund.Outcome, "%s: recovered, yet the refund did not apply", r.where)
-			want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
 		default:
 			t.Fatalf("%s: the job ended %s", r.where, job.State)
 		}
 		outcomes[job.State]++
-		if released := (maxUnits - used) * unitPrice; released > 0 {
-			want[ledgerdb.KindRelease] = []int64{released}
-		}
-		got, err := raceRowsOfJob(ctx, store, r.key())
-		require.NoError(t, err)
-		require.Equal(t, want, got, r.where)
-		wantBalance -= used * unitPrice
+		m.requireRows(t, r, used, job.State == ledgerdb.StateRecovered)
+		wantBalance -= used * m.unitPrice
 
 		// A later report of the result changes nothing.
-		again, err := store.Settle(ctx, r.key(), 3, ledgerdb.Units(0), "")
+		again, err := m.store.Settle(m.ctx, r.key(), 3, ledgerdb.Units(0), "")
 		require.NoError(t, err)
 		require.Equal(t, ledgerdb.AlreadyApplied, again.Outcome, r.where)
 		requireSettled(t, again.Job, used)
 	}
 	t.Logf("settle racing refund: %v", outcomes)
-	ledgertest.RequireBalance(t, store, acct, wantBalance)
+	ledgertest.RequireBalance(t, m.store, m.acct, wantBalance)
+}
+
+// meteredRaceGrant is what the account of a metered race is granted: more than every round spends.
+const meteredRaceGrant = 1_000_000
+
+// meteredRace is what the metered races share: the test ledger, a context that bounds the race, a
+// kind metered at unitPrice a unit that holds maxUnits, an account granted meteredRaceGrant, a
+// job-ID prefix, and a seeded source of the usages the racers report.
+type meteredRace struct {
+	ctx                 context.Context
+	store               *ledgerdb.Store
+	kind, acct, prefix  string
+	unitPrice, maxUnits int64
+	seed                uint64
+	rng                 *rand.Rand
+}
+
+// newMeteredRace sets a metered race up: its job IDs made from tag, its usages drawn from a
+// source seeded now on stream (the seed is logged, so that a failure can be played again).
+func newMeteredRace(t *testing.T, tag string, stream uint64, unitPrice, maxUnits int64) *meteredRace {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	store := ledgertest.Store(t)
+	m := &meteredRace{ctx: ctx, store: store, unitPrice: unitPrice, maxUnits: maxUnits,
+		kind: ledgertest.Metered(t, store, unitPrice, maxUnits), acct: ledgertest.Account(t, store, meteredRaceGrant),
+		prefix: ledgertest.ID(t, tag), seed: uint64(time.Now().UnixNano())}
+	t.Logf("seed %d", m.seed)
+	m.rng = rand.New(rand.NewPCG(m.seed, stream))
+	return m
+}
+
+// run plans rounds rounds — round says what each one's racers do — on jobs of the race's kind
+// and account, races them four at a time, and answers the plan and what the racers answered. It
+// fails the test when a round could not be set up or a racer failed.
+func (m *meteredRace) run(t *testing.T, rounds int, round func(i int) meteredRaceRound) ([]meteredRaceRound, []meteredRaceResult) {
+	t.Helper()
+	plan := make([]meteredRaceRound, rounds)
+	for i := range plan {
+		r := round(i)
+		r.job, r.account, r.kind = fmt.Sprintf("%s-%03d", m.prefix, i), m.acct, m.kind
+		r.where = fmt.Sprintf("seed %d round %d, job %s (refunded first: %v, usages %s)", m.seed, i, r.job, r.refunded, fmtUsages(r.usages))
+		plan[i] = r
+	}
+	results := raceMetered(m.ctx, m.store, plan, 4)
+	require.NoError(t, m.ctx.Err(), "seed %d", m.seed)
+	for i, r := range plan {
+		require.NoError(t, results[i].setup, "%s: setting up", r.where)
+		for k, err := range results[i].errs[:len(r.usages)] {
+			require.NoError(t, err, "%s: settle %d", r.where, k)
+		}
+		if r.refund {
+			require.NoError(t, results[i].errs[len(r.usages)], "%s: the refund", r.where)
+		}
+	}
+	return plan, results
+}
+
+// requireOneSettleApplied fails unless exactly one of the round's settles answered Applied and
+// every other AlreadyApplied, with no row; it answers the winner and the units it recorded:
+// its usage, capped at the hold (the whole hold when it named none).
+func (m *meteredRace) requireOneSettleApplied(t *testing.T, r meteredRaceRound, res meteredRaceResult) (int, int64) {
+	t.Helper()
+	winner := -1
+	for k, tr := range res.settles {
+		if tr.Outcome == ledgerdb.Applied {
+			require.Equal(t, -1, winner, "%s: two settles answered Applied", r.where)
+			winner = k
+			continue
+		}
+		require.Equal(t, ledgerdb.AlreadyApplied, tr.Outcome, "%s: settle %d", r.where, k)
+		require.Zero(t, tr.EntryID, "%s: settle %d answered AlreadyApplied with a row", r.where, k)
+	}
+	require.NotEqual(t, -1, winner, "%s: no settle applied: the result was lost (a racing refund answered %q)", r.where, res.refund.Outcome)
+	used := m.maxUnits
+	if u := r.usages[winner]; u != nil {
+		used = min(*u, m.maxUnits)
+	}
+	return winner, used
+}
+
+// requireRows fails unless the round's job, settled at used units, has exactly the rows of its
+// path — the charge of the hold; the refund and its reclaim when it was refunded; one release of
+// the unused units when above zero — and its settlement's figures (the reversing-pairs and
+// net-effect rules). It answers the job.
+func (m *meteredRace) requireRows(t *testing.T, r meteredRaceRound, used int64, refunded bool) ledgerdb.Job {
+	t.Helper()
+	hold := m.unitPrice * m.maxUnits
+	want := map[ledgerdb.EntryKind][]int64{ledgerdb.KindCharge: {-hold}}
+	if refunded {
+		want[ledgerdb.KindRefund], want[ledgerdb.KindReclaim] = []int64{hold}, []int64{-hold}
+	}
+	if released := (m.maxUnits - used) * m.unitPrice; released > 0 {
+		want[ledgerdb.KindRelease] = []int64{released}
+	}
+	got, err := raceRowsOfJob(m.ctx, m.store, r.key())
+	require.NoError(t, err)
+	require.Equal(t, want, got, r.where)
+	job, err := m.store.Job(m.ctx, r.key())
+	require.NoError(t, err)
+	requireSettled(t, job, used)
+	return job
 }
 
 func fmtUsages(usages []*int64) string {

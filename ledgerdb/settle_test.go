@@ -22,9 +22,7 @@ func TestSettleBillsAResultInOneStep(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
 
-	acct, onTime := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, onTime)
-	require.NoError(t, err)
+	acct, onTime := charged(t, s, 100, 40)
 	tr, err := s.Settle(ctx, onTime, 2, nil, "")
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)

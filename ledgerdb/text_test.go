@@ -36,9 +36,7 @@ var invisible = []rune{
 func TestTextRefusesInvisibleCharacters(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.Store(t)
-	acct, job := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, job)
-	require.NoError(t, err)
+	acct, job := charged(t, s, 100, 40)
 	kind := ledgertest.OwnKind(t)
 
 	for _, r := range invisible {
@@ -73,7 +71,7 @@ func TestTextRefusesInvisibleCharacters(t *testing.T) {
 	}
 
 	ledgertest.RequireBalance(t, s, acct, 100-40)
-	_, err = s.PriceHistory(ctx, kind)
+	_, err := s.PriceHistory(ctx, kind)
 	require.ErrorIs(t, err, ledgerdb.ErrUnknownKind, "no refused price was written")
 	got, err := s.Job(ctx, job)
 	require.NoError(t, err)
@@ -99,9 +97,7 @@ func TestClippedTextPassesTheRule(t *testing.T) {
 		require.NoError(t, ledgerdb.ValidateText("detail", ledgerdb.ClipText(words), ledgerdb.MaxTextLength), "%U", r)
 		require.NoError(t, ledgerdb.ValidateText("detail", ledgerdb.ScrubText(words), ledgerdb.MaxTextLength), "%U", r)
 
-		acct, job := submitted(t, s, 100, 40)
-		_, err := s.Charge(ctx, job)
-		require.NoError(t, err)
+		acct, job := charged(t, s, 100, 40)
 		tr, err := s.Refund(ctx, job, ledgerdb.ReasonGPUFailed, words, 1)
 		require.NoError(t, err, "%U", r)
 		require.Equal(t, ledgerdb.Applied, tr.Outcome)

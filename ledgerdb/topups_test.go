@@ -17,8 +17,7 @@ import (
 // idempotent-doors rule), and only the changes that applied are in the rule's history.
 func TestTopUpRuleRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	for _, r := range []ledgerdb.TopUpRule{
 		{AccountID: acct, Mode: "sometimes", Threshold: 10, Amount: 100, MonthlyCap: 1000},
 		{AccountID: acct, Mode: ledgerdb.TopUpFixed, Threshold: 10, Amount: 0, MonthlyCap: 1000},
@@ -70,8 +69,7 @@ func TestTopUpRuleRefusesBadInput(t *testing.T) {
 // its cap (the rest of it, then nothing).
 func TestTopUpAmountOfADebit(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	ledgertest.GrantBlock(t, s, acct, 100, paid)
 	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpTarget, Threshold: 50, Amount: 300, MonthlyCap: 400})
 	require.NoError(t, err)
@@ -105,8 +103,7 @@ func TestTopUpAmountOfADebit(t *testing.T) {
 // voided grant is a conflict.
 func TestPendingGrantHoldsNothingUntilPaid(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	acct := blockAccount(t, s)
+	s, acct := blockStore(t)
 	key := ledgertest.ID(t, "topup")
 	credit := ledgerdb.Credit{AccountID: acct, Amount: 200, Key: key, Memo: "card top-up", Pending: true, Block: paid}
 	p, err := s.Grant(ctx, credit)

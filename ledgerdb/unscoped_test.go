@@ -23,10 +23,8 @@ func TestUnscopedReadsSeeEveryAccount(t *testing.T) {
 	s := ledgertest.Store(t)
 
 	_, placeholder := submitted(t, s, 100, 40)
-	_, running := submitted(t, s, 100, 40)
-	_, err := s.Charge(ctx, running)
-	require.NoError(t, err)
-	_, err = s.RecordResult(ctx, ledgerdb.ResultReport{Key: running, Attempt: 1, OutputRef: "s3://out/1", FinishedAt: time.Now().UTC()})
+	_, running := charged(t, s, 100, 40)
+	_, err := s.RecordResult(ctx, ledgerdb.ResultReport{Key: running, Attempt: 1, OutputRef: "s3://out/1", FinishedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	_, err = s.RaiseAlarm(ctx, running, "settle", "an alarm of this test")
 	require.NoError(t, err)

@@ -24,8 +24,7 @@ import (
 // then, none either.
 func TestCreditEventsTellGrantsAndExpiries(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 5) // read before the endpoint: no event
 	caughtUp(t, ws)
 	rcv := &webhookstest.Receiver{}
@@ -48,10 +47,9 @@ func TestCreditEventsTellGrantsAndExpiries(t *testing.T) {
 	require.NoError(t, err)
 	promoBlock, paidBlock := ledgertest.BlockOf(t, s, promoGrant), ledgertest.BlockOf(t, s, paidGrant)
 
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 115: 40 of the promotional block's 50
-	caughtUp(t, ws)                                  // the grants told as granted, before the test moves a clock
-	ledgertest.ExpireBlock(t, s, promoBlock)         // 105: its 10 left expire
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 40)) // 115: 40 of the promotional block's 50
+	caughtUp(t, ws)                                           // the grants told as granted, before the test moves a clock
+	ledgertest.ExpireBlock(t, s, promoBlock)                  // 105: its 10 left expire
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3))
 	// 145, then 105: the 40 return to the expired block and expire with it.
 
@@ -108,19 +106,7 @@ func TestBalanceLowOnExpiry(t *testing.T) {
 	s, ws, acct := listened(t, 0)
 	_, err := ws.SetLowBalanceThreshold(ctx, acct, ptr(int64(50)))
 	require.NoError(t, err)
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 30, Key: "paid"})
-	require.NoError(t, err)
-	first := ledgertest.Promotional(t, s, acct, "promo-1", 40) // 70
-
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 30, all from the promotional block: crosses
-	ledgertest.ExpireBlock(t, s, first)              // it holds nothing: no row
-	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1))
-	// 70, then 30: the 40 returned to the expired block expire with it.
-	ledgertest.RequireBalance(t, s, acct, 30)
-
-	second := ledgertest.Promotional(t, s, acct, "promo-2", 30) // 60
-	ledgertest.ExpireBlock(t, s, second)                        // 30: crosses
+	job := returnsIntoAnExpiredBlock(t, s, acct)
 
 	var lows []map[string]any
 	for _, e := range events(t, ws, acct) {
@@ -133,4 +119,26 @@ func TestBalanceLowOnExpiry(t *testing.T) {
 		{"account_id": acct, "balance": 30.0, "threshold": 50.0, "job_id": nil},
 	}, lows)
 	ledgertest.RequireSound(t, s, acct)
+}
+
+// returnsIntoAnExpiredBlock plays, on an account of no credits whose threshold or rule the test
+// has set at 50, the debits and the return between them that the low-balance and top-up rules
+// must tell apart: 30 paid credits and a promotional block of 40 (70); a job of 40 charged, all
+// from the promotional block (30: crosses); that block expired, holding nothing (no row); the job
+// refunded for a timeout, its 40 returned to the expired block, where they expire at once (70,
+// then 30: nothing crossed, nothing spent); a second promotional block of 30 granted and expired
+// by the expiry pass (60, then 30: crosses). It answers the job.
+func returnsIntoAnExpiredBlock(t *testing.T, s *ledgerdb.Store, acct string) ledgerdb.JobKey {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 30, Key: "paid"})
+	require.NoError(t, err)
+	first := ledgertest.Promotional(t, s, acct, "promo-1", 40)
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 40))
+	ledgertest.ExpireBlock(t, s, first)
+	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1))
+	ledgertest.RequireBalance(t, s, acct, 30)
+	second := ledgertest.Promotional(t, s, acct, "promo-2", 30)
+	ledgertest.ExpireBlock(t, s, second)
+	return job
 }

@@ -55,8 +55,7 @@ func deriveUntil(t *testing.T, ws *webhooks.Store, ok func() bool, msg string) {
 // for good.
 func TestDerivePassNeverSkipsATransactionHeldOpen(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	fixed := ledgertest.Fixed(t, s, 10)
 	var jobs [3]ledgerdb.JobKey
 	for i := range jobs {
@@ -134,8 +133,7 @@ func TestJobEventsInOrderWhenTheLaterTransitionHasTheOlderID(t *testing.T) {
 func TestDerivePassKilledMidwayLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct, rcv, ep := hooked(t, 100)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 
 	conn, err := s.Pool().Acquire(ctx)
 	require.NoError(t, err)
@@ -173,8 +171,7 @@ func TestDerivePassKilledMidwayLosesNothing(t *testing.T) {
 // the grant's credit.granted first —, and sends them to that endpoint only.
 func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 1000)
 	start := time.Now().Add(-time.Second)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), 2)
@@ -200,8 +197,7 @@ func TestAccountWithoutEndpointsGetsNoEvents(t *testing.T) {
 func TestReclaimedTombstoneEventSaysDeleted(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct := listened(t, 1000)
-	job := submit(t, s, acct, ledgertest.Metered(t, s, 3, 100))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Metered(t, s, 3, 100))
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 3))
 	_, err := s.Delete(ctx, job)
 	require.NoError(t, err)
@@ -219,11 +215,9 @@ func TestReclaimedTombstoneEventSaysDeleted(t *testing.T) {
 // order the job passed through them.
 func TestPassDerivesAJobsEarlierEventsWhenItMovesAgain(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 100)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	caughtUp(t, ws) // the charge is read while the account has no endpoint
 
 	listening(t, ws, acct)

@@ -33,8 +33,7 @@ func TestDerivedEventSaysWhatItsTransitionSaid(t *testing.T) {
 	var rejectedAt time.Time
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT updated_at FROM jobs WHERE id = $1`, rejected.String()).Scan(&rejectedAt))
 
-	refunded := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, refunded))
+	refunded := chargedJob(t, s, acct, fixed)
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, refunded, ledgerdb.ReasonTimedOut, "", 1))
 
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT pg_sleep(0.05)`).Scan(new(string)))
@@ -61,8 +60,7 @@ func TestDerivedEventSaysWhatItsTransitionSaid(t *testing.T) {
 func TestDeliveredEventBalanceIsTheBalanceAtDelivery(t *testing.T) {
 	ctx := context.Background()
 	s, ws, acct := listened(t, 100)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // balance 90
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10)) // balance 90
 
 	tx, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)

@@ -40,12 +40,20 @@ func data(t *testing.T, e webhooks.Event) map[string]any {
 }
 
 // listening gives the account an endpoint, so that its events are derived: one no worker of these
-// tests sends to.
-func listening(t *testing.T, ws *webhooks.Store, acct string) {
+// tests sends to. It answers the endpoint.
+func listening(t *testing.T, ws *webhooks.Store, acct string) webhooks.Created {
 	t.Helper()
-	_, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
+	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
 		webhooks.URLPolicy{})
 	require.NoError(t, err)
+	return ep
+}
+
+// stores are the test ledger and its webhook store.
+func stores(t *testing.T) (*ledgerdb.Store, *webhooks.Store) {
+	t.Helper()
+	s := ledgertest.Store(t)
+	return s, webhooks.NewStore(s.Pool())
 }
 
 // account opens an account granted credits whose grant a derive pass has read already, while the
@@ -62,8 +70,7 @@ func account(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, credits int64)
 // granted credits (account) that has an endpoint (listening).
 func listened(t *testing.T, credits int64) (*ledgerdb.Store, *webhooks.Store, string) {
 	t.Helper()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, credits)
 	listening(t, ws, acct)
 	return s, ws, acct
@@ -77,6 +84,14 @@ func submit(t *testing.T, s *ledgerdb.Store, acct, kind string) ledgerdb.JobKey 
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.Applied, tr.Outcome)
 	return sub.Key()
+}
+
+// chargedJob submits a job of kind (submit) and charges it.
+func chargedJob(t *testing.T, s *ledgerdb.Store, acct, kind string) ledgerdb.JobKey {
+	t.Helper()
+	job := submit(t, s, acct, kind)
+	applied(t, ledgerdb.Applied)(s.Charge(context.Background(), job))
+	return job
 }
 
 // applied requires a transition that applied (or, with want, that outcome).
@@ -102,27 +117,23 @@ func TestEveryMoneyTransitionWritesOneEvent(t *testing.T) {
 	fixed := ledgertest.Fixed(t, s, 40)
 
 	// Charged, then settled at 5 units: job.charged, job.delivered; replays write nothing.
-	settled := submit(t, s, acct, metered)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, settled))
+	settled := chargedJob(t, s, acct, metered)
 	applied(t, ledgerdb.AlreadyApplied)(s.Charge(ctx, settled))
 	applied(t, ledgerdb.Applied)(s.Settle(ctx, settled, 1, ledgerdb.Units(5), "out://1"))
 	applied(t, ledgerdb.AlreadyApplied)(s.Settle(ctx, settled, 1, ledgerdb.Units(5), "out://1"))
 
 	// Charged, refunded, reclaimed by a late settle at 7 units.
-	recovered := submit(t, s, acct, metered)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, recovered))
+	recovered := chargedJob(t, s, acct, metered)
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, recovered, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3))
 	applied(t, ledgerdb.AlreadyApplied)(s.Refund(ctx, recovered, ledgerdb.ReasonTimedOut, "timed out after 3 attempts", 3))
 	applied(t, ledgerdb.Applied)(s.Settle(ctx, recovered, 4, ledgerdb.Units(7), "out://late"))
 	applied(t, ledgerdb.AlreadyApplied)(s.Settle(ctx, recovered, 4, ledgerdb.Units(7), "out://late"))
 
 	// The first version's steps: deliver, and refund then reclaim.
-	delivered := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, delivered))
+	delivered := chargedJob(t, s, acct, fixed)
 	applied(t, ledgerdb.Applied)(s.Deliver(ctx, delivered, 1))
 	applied(t, ledgerdb.AlreadyApplied)(s.Deliver(ctx, delivered, 1))
-	reclaimed := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, reclaimed))
+	reclaimed := chargedJob(t, s, acct, fixed)
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, reclaimed, ledgerdb.ReasonGPUFailed, "failed", 3))
 	applied(t, ledgerdb.Applied)(s.Reclaim(ctx, reclaimed))
 	applied(t, ledgerdb.AlreadyApplied)(s.Reclaim(ctx, reclaimed))
@@ -240,16 +251,14 @@ func TestBalanceLowOnCrossingDownwards(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledgerdb.AlreadyApplied, out)
 
-	crossing := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, crossing))                  // 70 → 40: crosses
+	crossing := chargedJob(t, s, acct, fixed)                              // 70 → 40: crosses
 	applied(t, ledgerdb.Applied)(s.Charge(ctx, submit(t, s, acct, fixed))) // 40 → 10: stays below
 	require.Equal(t, []map[string]any{{"account_id": acct, "balance": 40.0, "threshold": 50.0, "job_id": crossing.JobID}}, lows())
 
 	// A top-up over the threshold, then a refund and its reclaim: the reclaim crosses again.
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 50, Key: "top-up"}) // 60
 	require.NoError(t, err)
-	job := submit(t, s, acct, fixed)
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))                                 // 60 → 30: crosses (2)
+	job := chargedJob(t, s, acct, fixed)                                             // 60 → 30: crosses (2)
 	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1)) // 60
 	applied(t, ledgerdb.Applied)(s.Settle(ctx, job, 1, nil, "out://x"))              // 60 → 30: crosses (3)
 	// A negative adjustment crosses too.

@@ -20,9 +20,7 @@ func replayer(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, n int) (strin
 	t.Helper()
 	acct := ledgertest.Account(t, s, 1000)
 	lifecycle(t, s, acct, ledgertest.Fixed(t, s, 10), n)
-	ep, err := ws.CreateEndpoint(context.Background(), webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct},
-		webhooks.URLPolicy{})
-	require.NoError(t, err)
+	ep := listening(t, ws, acct)
 	return acct, ep.ID
 }
 
@@ -32,8 +30,7 @@ func replayer(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, n int) (strin
 // calls must not hold every other tenant's events back.
 func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	attacker, ep := replayer(t, s, ws, 3)
 	victim := ledgertest.Account(t, s, 100)
 	listening(t, ws, victim)
@@ -63,8 +60,7 @@ func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
 	}()
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT pg_sleep(0.2)`).Scan(new(string))) // the replays are running
 
-	job := submit(t, s, victim, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	job := chargedJob(t, s, victim, ledgertest.Fixed(t, s, 10))
 	passes, skipped := 0, 0
 	ok := assert.Eventually(t, func() bool {
 		n, _, err := ws.Derive(ctx, 1000)
@@ -83,14 +79,12 @@ func TestAnotherTenantsReplaysCannotStarveDerivePasses(t *testing.T) {
 // still derives another account's committed transitions; a replay never holds the passes' lock.
 func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	_, ep := replayer(t, s, ws, 1)
 	acct := ledgertest.Account(t, s, 100)
 	listening(t, ws, acct)
 	caughtUp(t, ws)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // committed before the replay begins
+	job := chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10)) // committed before the replay begins
 
 	replay, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
@@ -112,8 +106,7 @@ func TestReplayInFlightNeverMakesADerivePassSkip(t *testing.T) {
 // before: a job rejected before the time and deleted after it has no event to replay.
 func TestReplaySinceSendsNothingFromBeforeIt(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 100)
 	rejected := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
 	applied(t, ledgerdb.Applied)(s.RejectOrphan(ctx, rejected, ledgerdb.RejectWorkflowEnded))
@@ -122,8 +115,7 @@ func TestReplaySinceSendsNothingFromBeforeIt(t *testing.T) {
 	_, err := s.Delete(ctx, rejected)
 	require.NoError(t, err)
 	caughtUp(t, ws) // read while the account has no endpoint: no event yet
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct}, webhooks.URLPolicy{})
-	require.NoError(t, err)
+	ep := listening(t, ws, acct)
 
 	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &since})
 	require.NoError(t, err)

@@ -18,8 +18,7 @@ import (
 // another account are refused with nothing written; a rotated secret differs and is shown once.
 func TestEndpointsBoundedAndBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 0)
 	open := webhooks.URLPolicy{}
 	spec := webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/"}

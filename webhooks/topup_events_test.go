@@ -3,7 +3,6 @@ package webhooks_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/jobbill/jobbill/ledgerdb"
 	"github.com/jobbill/jobbill/ledgerdb/ledgertest"
 	"github.com/jobbill/jobbill/webhooks"
-	"github.com/jobbill/jobbill/webhooks/webhookstest"
 )
 
 // TestTopUpRequestedOncePerCrossingWithinTheCap checks automatic top-ups: a debit that takes the
@@ -24,15 +22,8 @@ import (
 // and a crossing past the cap asks nothing.
 func TestTopUpRequestedOncePerCrossingWithinTheCap(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
-	acct := ledgertest.Account(t, s, 100)
-	caughtUp(t, ws)
-	srv := httptest.NewServer(&webhookstest.Receiver{})
-	t.Cleanup(srv.Close)
-	_, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: srv.URL + "/hooks"}, webhooks.URLPolicy{AllowPrivate: true})
-	require.NoError(t, err)
-	_, err = s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpTarget, Threshold: 50, Amount: 200, MonthlyCap: 300})
+	s, ws, acct := listened(t, 100)
+	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpTarget, Threshold: 50, Amount: 200, MonthlyCap: 300})
 	require.NoError(t, err)
 	kind := ledgertest.Fixed(t, s, 30)
 
@@ -40,22 +31,11 @@ func TestTopUpRequestedOncePerCrossingWithinTheCap(t *testing.T) {
 		t.Helper()
 		applied(t, ledgerdb.Applied)(s.Charge(ctx, submit(t, s, acct, kind)))
 	}
-	requests := func() []map[string]any {
-		t.Helper()
-		caughtUp(t, ws)
-		var out []map[string]any
-		for _, e := range events(t, ws, acct) {
-			if e.Type == "topup.requested" {
-				out = append(out, data(t, e))
-			}
-		}
-		return out
-	}
 	charge() // 100 -> 70
-	require.Empty(t, requests(), "above the threshold still")
+	require.Empty(t, topUpRequests(t, ws, acct), "above the threshold still")
 	charge() // 70 -> 40: crosses
 	charge() // 40 -> 10: below already
-	got := requests()
+	got := topUpRequests(t, ws, acct)
 	require.Len(t, got, 1, "one request per crossing")
 	require.Equal(t, 160.0, got[0]["amount"], "fills 40 up to the target of 200")
 	require.Equal(t, 40.0, got[0]["balance"])
@@ -75,7 +55,7 @@ func TestTopUpRequestedOncePerCrossingWithinTheCap(t *testing.T) {
 	charge() // 110 -> 80
 	charge() // 80 -> 50
 	charge() // 50 -> 20: crosses again; the month asked 160 of its 300
-	got = requests()
+	got = topUpRequests(t, ws, acct)
 	require.Len(t, got, 2)
 	require.Equal(t, 140.0, got[1]["amount"], "the rest of the month's cap, not the 180 the target wants")
 	key2, _ := got[1]["idempotency_key"].(string)
@@ -84,7 +64,7 @@ func TestTopUpRequestedOncePerCrossingWithinTheCap(t *testing.T) {
 	for range 4 {
 		charge() // down to 40: crosses, with the cap spent
 	}
-	require.Len(t, requests(), 2, "nothing more this month")
+	require.Len(t, topUpRequests(t, ws, acct), 2, "nothing more this month")
 	ledgertest.RequireSound(t, s, acct)
 }
 
@@ -112,19 +92,7 @@ func TestTopUpRequestedOnlyBySpending(t *testing.T) {
 	s, ws, acct := listened(t, 0)
 	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpFixed, Threshold: 50, Amount: 10, MonthlyCap: 1000})
 	require.NoError(t, err)
-	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 30, Key: "paid"})
-	require.NoError(t, err)
-	first := ledgertest.Promotional(t, s, acct, "promo-1", 40) // 70
-
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 40))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job)) // 30, all from the promotional block: crosses
-	ledgertest.ExpireBlock(t, s, first)              // it holds nothing: no row
-	applied(t, ledgerdb.Applied)(s.Refund(ctx, job, ledgerdb.ReasonTimedOut, "", 1))
-	// 70, then 30: the 40 returned to the expired block expire with it — no spending.
-	ledgertest.RequireBalance(t, s, acct, 30)
-
-	second := ledgertest.Promotional(t, s, acct, "promo-2", 30) // 60
-	ledgertest.ExpireBlock(t, s, second)                        // 30: the expiry pass's, crosses
+	job := returnsIntoAnExpiredBlock(t, s, acct) // 30: the charge and the expiry pass's row crossed, the refund's expiry did not
 
 	_, err = s.Grant(ctx, ledgerdb.Credit{AccountID: acct, Amount: 30, Key: "more"}) // 60
 	require.NoError(t, err)
@@ -148,8 +116,7 @@ func TestTopUpRequestedOnlyBySpending(t *testing.T) {
 // when it was made. The next crossing, after the rule, asks once.
 func TestReplayAsksNoTopUpForSpendingBeforeTheRule(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := ledgertest.Account(t, s, 100)
 	kind := ledgertest.Fixed(t, s, 60)
 	for i := range 3 {
@@ -160,8 +127,7 @@ func TestReplayAsksNoTopUpForSpendingBeforeTheRule(t *testing.T) {
 	caughtUp(t, ws) // read by the passes while the account had no endpoint: no event
 	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpFixed, Threshold: 50, Amount: 500, MonthlyCap: 1500})
 	require.NoError(t, err)
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct}, webhooks.URLPolicy{})
-	require.NoError(t, err)
+	ep := listening(t, ws, acct)
 
 	since := time.Unix(0, 0)
 	n, err := ws.Replay(ctx, acct, ep.ID, webhooks.Replay{Since: &since})
@@ -260,9 +226,8 @@ func crossings(t *testing.T, s *ledgerdb.Store, ws *webhooks.Store, n int) (acct
 	t.Helper()
 	ctx := context.Background()
 	acct = account(t, s, ws, 100)
-	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: "https://hooks.example.com/" + acct}, webhooks.URLPolicy{})
-	require.NoError(t, err)
-	_, err = s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpFixed, Threshold: 50, Amount: 500, MonthlyCap: 500})
+	ep := listening(t, ws, acct)
+	_, err := s.SetTopUpRule(ctx, ledgerdb.TopUpRule{AccountID: acct, Mode: ledgerdb.TopUpFixed, Threshold: 50, Amount: 500, MonthlyCap: 500})
 	require.NoError(t, err)
 	release = holdDerivation(t, s)
 	for i := range n {
@@ -294,8 +259,7 @@ func askedOf(t *testing.T, ws *webhooks.Store, acct string) []float64 {
 // one request of 500 against a cap of 500, every round.
 func TestTopUpRequestsNeverPassTheCapWhenReplaysRaceThePasses(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	const n, rounds = 6, 6
 	for round := range rounds {
 		acct, ep, since, release := crossings(t, s, ws, n)
@@ -348,8 +312,7 @@ func waitingBehind(t *testing.T, pid int) int {
 // month with nothing asked, and asked 500 for the first crossing.
 func TestTopUpDerivationWaitsForAnotherOfTheSameAccount(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct, ep, at, release := crossings(t, s, ws, 2)
 
 	conn, err := s.Pool().Acquire(ctx)

@@ -92,8 +92,7 @@ func TestURLPolicyNormalisesTheHost(t *testing.T) {
 // failed to send, with nothing reaching the address.
 func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 	ctx := context.Background()
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, 100)
 	var hits atomic.Int64
 	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -103,8 +102,7 @@ func TestWorkerRefusesInternalAddressAtSend(t *testing.T) {
 	t.Cleanup(internal.Close)
 	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: internal.URL}, webhooks.URLPolicy{AllowPrivate: true})
 	require.NoError(t, err)
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	caughtUp(t, ws)
 
 	opts := testOptions(ws, acct)
@@ -143,8 +141,7 @@ func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	if err != nil || len(addrs) == 0 || !(addrs[0].IsLoopback() || addrs[0].IsPrivate()) {
 		t.Skipf("this machine's name %q does not resolve to an internal address (%v, %v)", host, addrs, err)
 	}
-	s := ledgertest.Store(t)
-	ws := webhooks.NewStore(s.Pool())
+	s, ws := stores(t)
 	acct := account(t, s, ws, 100)
 	var hits atomic.Int64
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
@@ -159,8 +156,7 @@ func TestWorkerRefusesANameThatResolvesInside(t *testing.T) {
 	}
 	ep, err := ws.CreateEndpoint(ctx, webhooks.EndpointSpec{AccountID: acct, URL: url}, made)
 	require.NoError(t, err, "the URL itself names no internal address")
-	job := submit(t, s, acct, ledgertest.Fixed(t, s, 10))
-	applied(t, ledgerdb.Applied)(s.Charge(ctx, job))
+	chargedJob(t, s, acct, ledgertest.Fixed(t, s, 10))
 	caughtUp(t, ws)
 
 	opts := testOptions(ws, acct)

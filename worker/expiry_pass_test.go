@@ -42,13 +42,13 @@ func TestScheduledExpiryWithNobodyLooking(t *testing.T) {
 	job := ledgertest.Charged(t, store, account, ledgertest.ID(t, "spent"), 40, "s3://in/spent").Job.Key()
 	_, err := store.Deliver(ctx, job, 1)
 	require.NoError(t, err)
-	require.Equal(t, int64(260), blockOf(ctx, t, store, account, block.ID).Remaining, "the job drew from the promotional block")
+	require.Equal(t, int64(260), ledgertest.Block(t, store, account, block.ID).Remaining, "the job drew from the promotional block")
 	ledgertest.RequireBalance(t, store, account, 1_260)
 
 	// The block expires two seconds ahead (a grant's expiry must lie ahead, so the owner moves it
 	// closer): the pass must remove its 260 after that, by itself.
 	ledgertest.MoveBlockExpiry(t, d.OwnerPool(t), block.ID, 2*time.Second)
-	expiresAt := *blockOf(ctx, t, store, account, block.ID).ExpiresAt
+	expiresAt := *ledgertest.Block(t, store, account, block.ID).ExpiresAt
 
 	var expired []ledgertest.ExpireRow
 	for {
@@ -67,7 +67,7 @@ func TestScheduledExpiryWithNobodyLooking(t *testing.T) {
 	require.Equal(t, int64(-260), expired[0].Amount, "the row removes what remained")
 	require.False(t, expired[0].CreatedAt.Before(expiresAt), "the row was written at %s, before the block expired at %s",
 		expired[0].CreatedAt, expiresAt)
-	after := blockOf(ctx, t, store, account, block.ID)
+	after := ledgertest.Block(t, store, account, block.ID)
 	require.Zero(t, after.Remaining)
 	require.NotNil(t, after.ExpiredAt)
 	ledgertest.RequireBalance(t, store, account, 1_000) // and the audit is clean
@@ -83,18 +83,4 @@ func TestScheduledExpiryWithNobodyLooking(t *testing.T) {
 	}
 	require.Equal(t, expired, ledgertest.ExpireRows(t, store, block.ID), "no second expire row")
 	ledgertest.RequireBalance(t, store, account, 1_000)
-}
-
-// blockOf is the account's block id as it stands.
-func blockOf(ctx context.Context, t *testing.T, store *ledgerdb.Store, account string, id int64) ledgerdb.Block {
-	t.Helper()
-	blocks, err := store.Blocks(ctx, account)
-	require.NoError(t, err)
-	for _, b := range blocks {
-		if b.ID == id {
-			return b
-		}
-	}
-	t.Fatalf("account %s has no block %d", account, id)
-	return ledgerdb.Block{}
 }

@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,6 +139,35 @@ func BlockOf(t testing.TB, s *ledgerdb.Store, grant ledgerdb.Posting) int64 {
 		t.Fatalf("reading the block of grant row %d: %v", grant.EntryID, err)
 	}
 	return id
+}
+
+// Block is the account's credit block id as it stands.
+func Block(t testing.TB, s *ledgerdb.Store, acct string, id int64) ledgerdb.Block {
+	t.Helper()
+	return findBlock(t, s, acct, fmt.Sprintf("block %d", id), func(b ledgerdb.Block) bool { return b.ID == id })
+}
+
+// BlockOfKey is the account's credit block of the grant posted under key, as it stands.
+func BlockOfKey(t testing.TB, s *ledgerdb.Store, acct, key string) ledgerdb.Block {
+	t.Helper()
+	return findBlock(t, s, acct, "block of key "+key, func(b ledgerdb.Block) bool { return b.Key == key })
+}
+
+// findBlock answers the account's first block that match accepts, and fails the test, naming
+// what it looked for, when the account has none.
+func findBlock(t testing.TB, s *ledgerdb.Store, acct, what string, match func(ledgerdb.Block) bool) ledgerdb.Block {
+	t.Helper()
+	blocks, err := s.Blocks(context.Background(), acct)
+	if err != nil {
+		t.Fatalf("reading the blocks of %s: %v", acct, err)
+	}
+	for _, b := range blocks {
+		if match(b) {
+			return b
+		}
+	}
+	t.Fatalf("account %s has no %s", acct, what)
+	return ledgerdb.Block{}
 }
 
 // ExpiredRefund is the story of a refund that returned credits to a block that had expired

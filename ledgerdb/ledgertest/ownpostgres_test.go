@@ -2,15 +2,10 @@ package ledgertest_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,54 +47,16 @@ func TestTestsStartTheirOwnPostgres(t *testing.T) {
 		_ = os.RemoveAll(services)
 	})
 
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, ledgertest.DatabaseURLEnv+"=") && !strings.HasPrefix(kv, ledgertest.MigrateDatabaseURLEnv+"=") {
-			env = append(env, kv)
-		}
+	children := ledgertest.Children{
+		Test: "TestOwnPostgresChild", Line: ownCluster, Service: "cluster",
+		Env: append(ledgertest.EnvWithout(ledgertest.DatabaseURLEnv, ledgertest.MigrateDatabaseURLEnv),
+			childEnv+"=1", devdir.TestServicesEnv+"="+services),
 	}
-	env = append(env, childEnv+"=1", devdir.TestServicesEnv+"="+services)
-	type used struct{ data, port string }
-	// child runs TestOwnPostgresChild in a process of its own, and answers the cluster it used and
-	// what it did to it.
-	child := func() (used, string, error) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestOwnPostgresChild$", "-test.count=1", "-test.v", "-test.timeout=5m")
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		m := ownCluster.FindStringSubmatch(string(out))
-		switch {
-		case err != nil:
-			return used{}, "", fmt.Errorf("a test process with no URL set: %w\n%s", err, out)
-		case m == nil:
-			return used{}, "", fmt.Errorf("the child used no cluster of its own:\n%s", out)
-		case !strings.Contains(string(out), "--- PASS: TestOwnPostgresChild"):
-			return used{}, "", fmt.Errorf("the child's test did not run:\n%s", out)
-		}
-		return used{data: m[1], port: m[2]}, m[3], nil
-	}
-
-	results := make([]used, 2)
-	did := make([]string, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i], did[i], errs[i] = child() })
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	slices.Sort(did)
-	require.Equal(t, []string{"made and started", "running already"}, did, "one process makes the cluster, the other waits and uses it")
-	require.Equal(t, results[0], results[1], "two processes started at once share one cluster")
-	require.NotEqual(t, "5432", results[0].port, "the local cluster's port")
-	pid, err := os.ReadFile(filepath.Join(results[0].data, "postmaster.pid"))
+	cluster := children.RequireShared(t, "made and started")
+	require.NotEqual(t, "5432", cluster.Address, "the local cluster's port")
+	pid, err := os.ReadFile(filepath.Join(cluster.Dir, "postmaster.pid"))
 	require.NoError(t, err, "the cluster runs from the test's own directory")
-	require.Equal(t, results[0].port, strings.Split(string(pid), "\n")[3], "the postmaster of the test's directory listens on the port the children used")
-	t.Logf("the children's cluster: %s on port %s", results[0].data, results[0].port)
-
-	later, laterDid, err := child()
-	require.NoError(t, err)
-	require.Equal(t, results[0], later, "a later process reuses the running cluster")
-	require.Equal(t, "running already", laterDid)
+	require.Equal(t, cluster.Address, strings.Split(string(pid), "\n")[3], "the postmaster of the test's directory listens on the port the children used")
 }
 
 // TestOwnPostgresChild is a child process of TestTestsStartTheirOwnPostgres, and skips otherwise:

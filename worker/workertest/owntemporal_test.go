@@ -2,16 +2,12 @@ package workertest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,54 +50,14 @@ func TestTestsStartTheirOwnTemporal(t *testing.T) {
 		_ = os.RemoveAll(services)
 	})
 
-	addressEnv := config.EnvName("temporal.address")
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, addressEnv+"=") {
-			env = append(env, kv)
-		}
+	children := ledgertest.Children{
+		Test: "TestOwnTemporalChild", Line: ownServer, Service: "dev server",
+		Env: append(ledgertest.EnvWithout(config.EnvName("temporal.address")), childEnv+"=1", devdir.TestServicesEnv+"="+services,
+			ledgertest.DatabaseURLEnv+"="+ledgertest.DatabaseURL(), ledgertest.MigrateDatabaseURLEnv+"="+ledgertest.MigrateDatabaseURL()),
 	}
-	env = append(env, childEnv+"=1", devdir.TestServicesEnv+"="+services,
-		ledgertest.DatabaseURLEnv+"="+ledgertest.DatabaseURL(), ledgertest.MigrateDatabaseURLEnv+"="+ledgertest.MigrateDatabaseURL())
-	type used struct{ dir, address string }
-	// child runs TestOwnTemporalChild in a process of its own, and answers the server it used and
-	// whether it started it.
-	child := func() (used, string, error) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestOwnTemporalChild$", "-test.count=1", "-test.v", "-test.timeout=5m")
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		m := ownServer.FindStringSubmatch(string(out))
-		switch {
-		case err != nil:
-			return used{}, "", fmt.Errorf("a test process with no address set: %w\n%s", err, out)
-		case m == nil:
-			return used{}, "", fmt.Errorf("the child used no dev server of its own:\n%s", out)
-		case !strings.Contains(string(out), "--- PASS: TestOwnTemporalChild"):
-			return used{}, "", fmt.Errorf("the child's test did not run:\n%s", out)
-		}
-		return used{dir: m[1], address: m[2]}, m[3], nil
-	}
-
-	results := make([]used, 2)
-	did := make([]string, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() { results[i], did[i], errs[i] = child() })
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	slices.Sort(did)
-	require.Equal(t, []string{"running already", "started"}, did, "one process starts the server, the other waits and uses it")
-	require.Equal(t, results[0], results[1], "two processes started at once share one dev server")
-	require.Equal(t, filepath.Join(services, "temporal-test"), results[0].dir)
-	require.NotEqual(t, "127.0.0.1:7233", results[0].address, "the local dev server's address")
-	t.Logf("the children's dev server: %s on %s", results[0].dir, results[0].address)
-
-	later, laterDid, err := child()
-	require.NoError(t, err)
-	require.Equal(t, results[0], later, "a later process reuses the running dev server")
-	require.Equal(t, "running already", laterDid)
+	server := children.RequireShared(t, "started")
+	require.Equal(t, filepath.Join(services, "temporal-test"), server.Dir)
+	require.NotEqual(t, "127.0.0.1:7233", server.Address, "the local dev server's address")
 }
 
 // stopServer stops the dev server recorded in dir, as make test-services-stop does, and waits
